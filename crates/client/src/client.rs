@@ -1,0 +1,292 @@
+//! The client: connections, routing, autocommit operations.
+
+use crate::conn::Conn;
+use crate::error::{ClientError, Result};
+use crate::txn::Txn;
+use parking_lot::Mutex;
+use pinax_common::{ErrorCode, HybridClock, HybridTime, TxnId};
+use pinax_proto::{NodeStatus, ReadPoint, Request, RequestEnvelope, Response, ScanSpec, Sharding, TableInfo, WriteOp};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+#[derive(Clone, Debug)]
+pub struct ClientOptions {
+    pub connect_timeout: Duration,
+    /// Retries after `TabletNotFound` (stale locations).
+    pub max_location_retries: u32,
+    /// How often open transactions are heartbeated (must be well under the node's
+    /// transaction timeout).
+    pub heartbeat_interval: Duration,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        ClientOptions { connect_timeout: Duration::from_secs(5), max_location_retries: 3, heartbeat_interval: Duration::from_secs(1) }
+    }
+}
+
+pub(crate) struct Inner {
+    pub(crate) seed: String,
+    opts: ClientOptions,
+    pool: Mutex<HashMap<String, Vec<Conn>>>,
+    clock: HybridClock,
+    tables: Mutex<HashMap<String, Arc<TableInfo>>>,
+    /// Open transactions with a status record: heartbeated in the background.
+    pub(crate) active_txns: Mutex<HashMap<TxnId, String>>,
+    heartbeat_started: AtomicBool,
+}
+
+/// A handle to a cluster. Cheap to clone; clones share connections and caches.
+#[derive(Clone)]
+pub struct Client {
+    pub(crate) inner: Arc<Inner>,
+}
+
+fn unexpected(r: Response) -> ClientError {
+    ClientError::Protocol(format!("unexpected response {r:?}"))
+}
+
+impl Client {
+    /// Connect to the node at `addr` (`host:port`) and check it answers.
+    pub fn connect(addr: &str) -> Result<Client> {
+        Self::connect_with(addr, ClientOptions::default())
+    }
+
+    pub fn connect_with(addr: &str, opts: ClientOptions) -> Result<Client> {
+        let c = Client {
+            inner: Arc::new(Inner {
+                seed: addr.to_string(),
+                opts,
+                pool: Mutex::new(HashMap::new()),
+                clock: HybridClock::system(),
+                tables: Mutex::new(HashMap::new()),
+                active_txns: Mutex::new(HashMap::new()),
+                heartbeat_started: AtomicBool::new(false),
+            }),
+        };
+        match c.call(Request::Ping)? {
+            Response::Pong => Ok(c),
+            r => Err(unexpected(r)),
+        }
+    }
+
+    /// The client's hybrid clock (advanced by every response).
+    pub fn now(&self) -> HybridTime {
+        self.inner.clock.now()
+    }
+
+    /// Send `req` to the seed node.
+    pub fn call(&self, req: Request) -> Result<Response> {
+        let seed = self.inner.seed.clone();
+        self.call_at(&seed, req)
+    }
+
+    /// Send `req` to the node at `addr`.
+    pub fn call_at(&self, addr: &str, req: Request) -> Result<Response> {
+        let mut conn = match self.inner.pool.lock().get_mut(addr).and_then(|v| v.pop()) {
+            Some(c) => c,
+            None => Conn::connect(addr, self.inner.opts.connect_timeout)?,
+        };
+        let env = RequestEnvelope { ht: self.inner.clock.now(), request: req };
+        let resp = conn.call(&env)?; // a broken connection is dropped, not pooled
+        self.inner.pool.lock().entry(addr.to_string()).or_default().push(conn);
+        self.inner.clock.update(resp.ht);
+        Ok(resp.result?)
+    }
+
+    pub fn status(&self) -> Result<NodeStatus> {
+        match self.call(Request::Status)? {
+            Response::Status(s) => Ok(s),
+            r => Err(unexpected(r)),
+        }
+    }
+
+    pub fn create_table(&self, name: &str, sharding: Sharding) -> Result<Arc<TableInfo>> {
+        match self.call(Request::CreateTable { name: name.to_string(), sharding, if_not_exists: false })? {
+            Response::Table(t) => {
+                let t = Arc::new(t);
+                self.inner.tables.lock().insert(name.to_string(), t.clone());
+                Ok(t)
+            }
+            r => Err(unexpected(r)),
+        }
+    }
+
+    pub fn drop_table(&self, name: &str, if_exists: bool) -> Result<()> {
+        self.inner.tables.lock().remove(name);
+        match self.call(Request::DropTable { name: name.to_string(), if_exists })? {
+            Response::Dropped => Ok(()),
+            r => Err(unexpected(r)),
+        }
+    }
+
+    /// Locations of table `name` (cached).
+    pub fn table(&self, name: &str) -> Result<Arc<TableInfo>> {
+        if let Some(t) = self.inner.tables.lock().get(name) {
+            return Ok(t.clone());
+        }
+        self.refresh_table(name)
+    }
+
+    pub fn refresh_table(&self, name: &str) -> Result<Arc<TableInfo>> {
+        match self.call(Request::GetTable { name: name.to_string() })? {
+            Response::Table(t) => {
+                let t = Arc::new(t);
+                self.inner.tables.lock().insert(name.to_string(), t.clone());
+                Ok(t)
+            }
+            r => Err(unexpected(r)),
+        }
+    }
+
+    /// Run `f` with the table's locations, refreshing them and retrying when a
+    /// tablet is not where the cache says.
+    pub(crate) fn with_locations<T>(&self, table: &str, mut f: impl FnMut(&TableInfo) -> Result<T>) -> Result<T> {
+        let mut t = self.table(table)?;
+        let mut tries = 0;
+        loop {
+            match f(&t) {
+                Err(e) if e.code() == ErrorCode::TabletNotFound && tries < self.inner.opts.max_location_retries => {
+                    tries += 1;
+                    t = self.refresh_table(table)?;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// Group `ops` by the tablet owning each key, keeping their order per tablet.
+    pub(crate) fn group_by_tablet(t: &TableInfo, ops: Vec<WriteOp>) -> BTreeMap<usize, Vec<WriteOp>> {
+        let mut groups: BTreeMap<usize, Vec<WriteOp>> = BTreeMap::new();
+        for op in ops {
+            groups.entry(t.tablet_index_for(&op.key)).or_default().push(op);
+        }
+        groups
+    }
+
+    /// Autocommit write. One tablet: the fast path (one RPC, no intents). Several:
+    /// a distributed transaction. Returns the commit hybrid time.
+    pub fn write(&self, table: &str, ops: Vec<WriteOp>) -> Result<HybridTime> {
+        if ops.is_empty() {
+            return Ok(self.now());
+        }
+        let info = self.table(table)?;
+        let groups = Self::group_by_tablet(&info, ops.clone());
+        if groups.len() == 1 {
+            return self.with_locations(table, |t| {
+                let idx = t.tablet_index_for(&ops[0].key);
+                let ti = &t.tablets[idx];
+                match self.call_at(&ti.leader, Request::Write { tablet: ti.id, ops: ops.clone(), read_ht: None, txn: None })? {
+                    Response::Written { ht } => Ok(ht),
+                    r => Err(unexpected(r)),
+                }
+            });
+        }
+        let mut txn = self.begin();
+        txn.write(table, ops)?;
+        Ok(txn.commit()?.unwrap_or_else(|| self.now()))
+    }
+
+    /// Read the latest committed value of `key`.
+    pub fn get(&self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.read_at(table, key, ReadPoint { read_ht: HybridTime::INVALID, txn: None }).map(|(v, _)| v)
+    }
+
+    pub(crate) fn read_at(&self, table: &str, key: &[u8], at: ReadPoint) -> Result<(Option<Vec<u8>>, HybridTime)> {
+        self.with_locations(table, |t| {
+            let ti = &t.tablets[t.tablet_index_for(key)];
+            match self.call_at(&ti.leader, Request::Read { tablet: ti.id, key: key.to_vec(), at })? {
+                Response::Value { value, read_ht } => Ok((value, read_ht)),
+                r => Err(unexpected(r)),
+            }
+        })
+    }
+
+    /// Scan rows of `table` in `[spec.start, spec.end)` at one consistent read time,
+    /// tablet by tablet in partition order (reverse: backwards). `spec.limit` applies
+    /// to the whole scan.
+    pub fn scan(&self, table: &str, spec: ScanSpec) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.scan_at(table, spec, ReadPoint { read_ht: HybridTime::INVALID, txn: None }).map(|(rows, _)| rows)
+    }
+
+    pub(crate) fn scan_at(&self, table: &str, spec: ScanSpec, mut at: ReadPoint) -> Result<(Vec<(Vec<u8>, Vec<u8>)>, HybridTime)> {
+        let t = self.table(table)?;
+        let first = t.tablet_index_for(&spec.start);
+        let last = match &spec.end {
+            Some(e) if e.as_slice() <= spec.start.as_slice() => return Ok((Vec::new(), at.read_ht)),
+            Some(e) => {
+                // the tablet holding the largest key below `e`
+                let i = t.tablet_index_for(e);
+                if t.tablets[i].partition.start.as_slice() == e.as_slice() && i > 0 {
+                    i - 1
+                } else {
+                    i
+                }
+            }
+            None => t.tablets.len() - 1,
+        };
+        let order: Vec<usize> = if spec.reverse { (first..=last).rev().collect() } else { (first..=last).collect() };
+        let mut rows = Vec::new();
+        for idx in order {
+            let ti = &t.tablets[idx];
+            let mut s = spec.clone();
+            loop {
+                if spec.limit > 0 {
+                    s.limit = spec.limit - rows.len();
+                }
+                let (result, read_ht) = match self.call_at(&ti.leader, Request::Scan { tablet: ti.id, spec: s.clone(), at })? {
+                    Response::Rows { result, read_ht } => (result, read_ht),
+                    r => return Err(unexpected(r)),
+                };
+                at.read_ht = read_ht; // every later tablet reads at the same time
+                rows.extend(result.rows);
+                if spec.limit > 0 && rows.len() >= spec.limit {
+                    return Ok((rows, at.read_ht));
+                }
+                match result.resume {
+                    Some(r) if spec.reverse => s.end = Some(r),
+                    Some(r) => s.start = r,
+                    None => break,
+                }
+            }
+        }
+        Ok((rows, at.read_ht))
+    }
+
+    /// Start a transaction reading at the client's current hybrid time.
+    pub fn begin(&self) -> Txn {
+        Txn::new(self.clone())
+    }
+
+    pub(crate) fn register_txn(&self, id: TxnId, status_addr: String) {
+        self.inner.active_txns.lock().insert(id, status_addr);
+        if !self.inner.heartbeat_started.swap(true, Ordering::SeqCst) {
+            let weak = Arc::downgrade(&self.inner);
+            let interval = self.inner.opts.heartbeat_interval;
+            let _ = std::thread::Builder::new().name("pinax-txn-heartbeat".into()).spawn(move || heartbeat_loop(weak, interval));
+        }
+    }
+
+    pub(crate) fn unregister_txn(&self, id: TxnId) {
+        self.inner.active_txns.lock().remove(&id);
+    }
+}
+
+/// Keep open transactions alive until the client is dropped.
+fn heartbeat_loop(inner: Weak<Inner>, interval: Duration) {
+    loop {
+        std::thread::sleep(interval);
+        let Some(inner) = inner.upgrade() else {
+            return;
+        };
+        let client = Client { inner };
+        let txns: Vec<(TxnId, String)> = client.inner.active_txns.lock().iter().map(|(k, v)| (*k, v.clone())).collect();
+        for (txn, addr) in txns {
+            if let Err(e) = client.call_at(&addr, Request::Heartbeat { txn }) {
+                tracing::debug!(%txn, error = %e, "transaction heartbeat failed");
+            }
+        }
+    }
+}

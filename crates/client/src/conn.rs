@@ -1,0 +1,49 @@
+//! One blocking connection to a node.
+
+use crate::error::{ClientError, Result};
+use pinax_proto::frame::{self, FrameError};
+use pinax_proto::{RequestEnvelope, ResponseEnvelope};
+use std::io::{BufReader, BufWriter, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+pub struct Conn {
+    addr: String,
+    reader: BufReader<TcpStream>,
+    writer: BufWriter<TcpStream>,
+    rbuf: Vec<u8>,
+    wbuf: Vec<u8>,
+}
+
+impl Conn {
+    pub fn connect(addr: &str, timeout: Duration) -> Result<Conn> {
+        let unavailable = |e: std::io::Error| ClientError::Unavailable { addr: addr.to_string(), message: e.to_string() };
+        let sockaddr = std::net::ToSocketAddrs::to_socket_addrs(addr)
+            .map_err(unavailable)?
+            .next()
+            .ok_or_else(|| ClientError::Unavailable { addr: addr.to_string(), message: "address did not resolve".into() })?;
+        let s = TcpStream::connect_timeout(&sockaddr, timeout).map_err(unavailable)?;
+        s.set_nodelay(true).map_err(unavailable)?;
+        let w = s.try_clone().map_err(unavailable)?;
+        Ok(Conn { addr: addr.to_string(), reader: BufReader::with_capacity(64 << 10, s), writer: BufWriter::with_capacity(64 << 10, w), rbuf: Vec::new(), wbuf: Vec::new() })
+    }
+
+    pub fn addr(&self) -> &str {
+        &self.addr
+    }
+
+    /// Send one request and wait for its response.
+    pub fn call(&mut self, req: &RequestEnvelope) -> Result<ResponseEnvelope> {
+        let addr = self.addr.clone();
+        let broke = move |e: FrameError| match e {
+            FrameError::Io(io) => ClientError::Unavailable { addr: addr.clone(), message: io.to_string() },
+            other => ClientError::Protocol(other.to_string()),
+        };
+        frame::write_frame(&mut self.writer, req, &mut self.wbuf).map_err(&broke)?;
+        self.writer.flush().map_err(|e| broke(FrameError::Io(e)))?;
+        match frame::read_frame::<ResponseEnvelope, _>(&mut self.reader, &mut self.rbuf).map_err(&broke)? {
+            Some(r) => Ok(r),
+            None => Err(ClientError::Unavailable { addr: self.addr.clone(), message: "connection closed by the node".into() }),
+        }
+    }
+}

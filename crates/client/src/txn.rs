@@ -1,0 +1,155 @@
+//! Distributed transactions, client side.
+
+use crate::client::Client;
+use crate::error::{ClientError, Result};
+use pinax_common::{HybridTime, TabletId, TxnId};
+use pinax_proto::{ReadPoint, Request, Response, ScanSpec, WriteOp};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    Open,
+    Committed,
+    Aborted,
+}
+
+/// A transaction. Reads see the database as of its read time plus its own earlier
+/// writes; writes are provisional until [`Txn::commit`]. Dropping an open transaction
+/// aborts it.
+pub struct Txn {
+    client: Client,
+    id: TxnId,
+    read_ht: HybridTime,
+    /// Statement number: writes are tagged with it; reads see writes of lower numbers.
+    seq: u32,
+    participants: Vec<TabletId>,
+    status_addr: String,
+    created: bool,
+    state: State,
+}
+
+impl Txn {
+    pub(crate) fn new(client: Client) -> Txn {
+        let id = TxnId(rand::random());
+        let read_ht = client.now();
+        let status_addr = client.inner.seed.clone();
+        Txn { client, id, read_ht, seq: 1, participants: Vec::new(), status_addr, created: false, state: State::Open }
+    }
+
+    pub fn id(&self) -> TxnId {
+        self.id
+    }
+    pub fn read_ht(&self) -> HybridTime {
+        self.read_ht
+    }
+    /// Current statement number.
+    pub fn seq(&self) -> u32 {
+        self.seq
+    }
+    /// Set the statement number (the SQL layer numbers its statements).
+    pub fn set_seq(&mut self, seq: u32) {
+        self.seq = seq;
+    }
+
+    fn check_open(&self) -> Result<()> {
+        if self.state != State::Open {
+            return Err(ClientError::TxnFinished);
+        }
+        Ok(())
+    }
+
+    /// Write `ops` provisionally as the current statement, then move to the next
+    /// statement (so later reads see these writes).
+    pub fn write(&mut self, table: &str, ops: Vec<WriteOp>) -> Result<()> {
+        self.check_open()?;
+        if ops.is_empty() {
+            return Ok(());
+        }
+        let info = self.client.table(table)?;
+        let groups = Client::group_by_tablet(&info, ops);
+        for (idx, ops) in groups {
+            let ti = &info.tablets[idx];
+            let write = Request::Write { tablet: ti.id, ops, read_ht: Some(self.read_ht), txn: Some((self.id, self.seq)) };
+            if !self.created {
+                // The status record must exist before the first intent.
+                match self.client.call_at(&self.status_addr, Request::CreateTxn { txn: self.id })? {
+                    Response::TxnCreated { .. } => {}
+                    r => return Err(ClientError::Protocol(format!("unexpected response {r:?}"))),
+                }
+                self.created = true;
+                self.client.register_txn(self.id, self.status_addr.clone());
+            }
+            if !self.participants.contains(&ti.id) {
+                self.participants.push(ti.id);
+            }
+            match self.client.call_at(&ti.leader, write)? {
+                Response::Written { .. } => {}
+                r => return Err(ClientError::Protocol(format!("unexpected response {r:?}"))),
+            }
+        }
+        self.seq += 1;
+        Ok(())
+    }
+
+    fn at(&self) -> ReadPoint {
+        ReadPoint { read_ht: self.read_ht, txn: Some((self.id, self.seq)) }
+    }
+
+    pub fn get(&self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.check_open()?;
+        self.client.read_at(table, key, self.at()).map(|(v, _)| v)
+    }
+
+    pub fn scan(&self, table: &str, spec: ScanSpec) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.check_open()?;
+        self.client.scan_at(table, spec, self.at()).map(|(r, _)| r)
+    }
+
+    /// Commit. Returns the commit hybrid time, or `None` for a transaction that
+    /// wrote nothing.
+    pub fn commit(mut self) -> Result<Option<HybridTime>> {
+        self.check_open()?;
+        if !self.created {
+            self.state = State::Committed;
+            return Ok(None);
+        }
+        let res = self.client.call_at(&self.status_addr, Request::CommitTxn { txn: self.id, participants: self.participants.clone() });
+        self.client.unregister_txn(self.id);
+        match res {
+            Ok(Response::Committed { commit_ht }) => {
+                self.state = State::Committed;
+                Ok(Some(commit_ht))
+            }
+            Ok(r) => Err(ClientError::Protocol(format!("unexpected response {r:?}"))),
+            Err(e) => {
+                // Aborted (e.g. expired): make sure intents go away promptly.
+                let _ = self.send_abort();
+                Err(e)
+            }
+        }
+    }
+
+    fn send_abort(&mut self) -> Result<()> {
+        self.state = State::Aborted;
+        self.client.unregister_txn(self.id);
+        if !self.created {
+            return Ok(());
+        }
+        match self.client.call_at(&self.status_addr, Request::AbortTxn { txn: self.id, participants: self.participants.clone() })? {
+            Response::Done => Ok(()),
+            r => Err(ClientError::Protocol(format!("unexpected response {r:?}"))),
+        }
+    }
+
+    pub fn abort(mut self) -> Result<()> {
+        self.check_open()?;
+        self.send_abort()
+    }
+}
+
+impl Drop for Txn {
+    fn drop(&mut self) {
+        if self.state == State::Open {
+            let _ = self.send_abort();
+        }
+    }
+}

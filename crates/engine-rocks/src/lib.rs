@@ -1,0 +1,581 @@
+//! pinax-engine-rocks: [`RocksEngine`], the production [`KvEngine`] on RocksDB
+//! (via `rust-rocksdb` 0.25).
+//!
+//! Each tablet is one RocksDB database with three column families: `default`
+//! ([`Cf::Regular`]), `intents` and `meta`. All tablets of a node share one
+//! [`SharedResources`] (an LRU block cache and a `WriteBufferManager` that caps the
+//! memtable memory of the whole node); create it once per node and put a clone of it
+//! in every tablet's [`RocksConfig`].
+//!
+//! Invariants kept here (the trait-level ones are checked by the conformance suite):
+//! - keys use RocksDB's default bytewise comparator: unsigned byte order;
+//! - a `WriteBatch` is one RocksDB write: atomic across column families. `atomic_flush`
+//!   is on, so even without a WAL no flush persists one CF of a batch but not another;
+//! - `write` with `sync: true` fsyncs the WAL before returning; with the WAL disabled it
+//!   flushes all memtables instead, so "durable on return" holds either way;
+//! - integrity: every SST block carries a checksum (XXH3, set explicitly) and every WAL
+//!   record a CRC32c; reads pass `verify_checksums` (on by default), so a damaged block
+//!   surfaces as [`Error::Corruption`] instead of wrong data;
+//! - a snapshot borrows the engine (`RocksSnapshot<'a>`), so the database cannot be
+//!   closed while a snapshot or iterator is alive;
+//! - a [`RocksBatch`] holds a reference to its database; writing it to another engine
+//!   is an error, and the database directory stays locked while any batch of it lives.
+//!
+//! Compaction filter: [`RocksConfig::compaction_filter`] is installed on the Regular CF
+//! through RocksDB's compaction filter factory. RocksDB's C API exposes no "bottommost
+//! output" flag to the factory, so `bottommost` is mapped from `is_full_compaction`
+//! (all files of the CF are inputs, hence the output is the bottom). This is
+//! conservative: a bottommost compaction that is not full reports `false`. Filters run
+//! during compactions only (never on flush), ignore snapshots (RocksDB does not
+//! preserve filtered data for open snapshots), and a panicking filter keeps the entry.
+//!
+//! Errors: RocksDB statuses map to [`Error::Corruption`] (corruption),
+//! [`Error::Io`] (I/O errors), else [`Error::Other`].
+//!
+//! Must not depend on: anything above `pinax-engine` (MVCC, tablets, servers); no code
+//! here knows what the keys mean.
+
+use pinax_engine::{
+    Cf, CompactionFilterFactory, EngineStats, Error, IterOptions, KvEngine, KvIterator, Result, Snapshot,
+    WriteBatch,
+};
+use rocksdb::compaction_filter::{CompactionFilter as RocksCompactionFilter, Decision};
+use rocksdb::compaction_filter_factory::{
+    CompactionFilterContext, CompactionFilterFactory as RocksCompactionFilterFactory,
+};
+use rocksdb::{
+    BlockBasedOptions, Cache, ChecksumType, ColumnFamily, ColumnFamilyDescriptor, DBCompressionType,
+    DBRawIteratorWithThreadMode, ErrorKind, FlushOptions, Options, ReadOptions, SnapshotWithThreadMode,
+    WriteBufferManager, DB,
+};
+use std::ffi::CStr;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+const MIB: usize = 1024 * 1024;
+
+// ---------------------------------------------------------------------------
+// configuration
+
+/// Memory shared by every tablet (every [`RocksEngine`]) of a node. Create once per
+/// node; clones share the same cache and memtable budget.
+#[derive(Clone)]
+pub struct SharedResources {
+    block_cache: Cache,
+    write_buffer_manager: WriteBufferManager,
+    block_cache_bytes: usize,
+    memtable_budget_bytes: usize,
+}
+
+impl SharedResources {
+    /// Default block cache size: 256 MiB.
+    pub const DEFAULT_BLOCK_CACHE_BYTES: usize = 256 * MIB;
+    /// Default memtable budget for the whole node: 256 MiB.
+    pub const DEFAULT_MEMTABLE_BUDGET_BYTES: usize = 256 * MIB;
+
+    /// A block cache of `block_cache_bytes` (LRU) and a memtable budget of
+    /// `memtable_budget_bytes` across all tablets using these resources. When the
+    /// budget is nearly used up RocksDB flushes memtables (writers do not stall).
+    pub fn new(block_cache_bytes: usize, memtable_budget_bytes: usize) -> Self {
+        SharedResources {
+            block_cache: Cache::new_lru_cache(block_cache_bytes),
+            write_buffer_manager: WriteBufferManager::new_write_buffer_manager(memtable_budget_bytes, false),
+            block_cache_bytes,
+            memtable_budget_bytes,
+        }
+    }
+
+    pub fn block_cache_bytes(&self) -> usize {
+        self.block_cache_bytes
+    }
+
+    pub fn memtable_budget_bytes(&self) -> usize {
+        self.memtable_budget_bytes
+    }
+
+    /// Bytes currently held in the shared block cache.
+    pub fn block_cache_usage(&self) -> usize {
+        self.block_cache.get_usage()
+    }
+
+    /// Memtable bytes currently charged to the shared budget (all tablets).
+    pub fn memtable_usage(&self) -> usize {
+        self.write_buffer_manager.get_usage()
+    }
+}
+
+impl Default for SharedResources {
+    fn default() -> Self {
+        Self::new(Self::DEFAULT_BLOCK_CACHE_BYTES, Self::DEFAULT_MEMTABLE_BUDGET_BYTES)
+    }
+}
+
+impl fmt::Debug for SharedResources {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SharedResources")
+            .field("block_cache_bytes", &self.block_cache_bytes)
+            .field("memtable_budget_bytes", &self.memtable_budget_bytes)
+            .finish()
+    }
+}
+
+/// Configuration of one tablet's database.
+#[derive(Clone)]
+pub struct RocksConfig {
+    /// Node-wide cache and memtable budget (clone the node's one in here).
+    pub shared: SharedResources,
+    /// Write without a WAL (default false). Unsynced writes are then lost on a crash
+    /// until the next flush; `sync: true` writes flush all memtables before returning.
+    pub disable_wal: bool,
+    /// RocksDB background flush + compaction threads (default 2).
+    pub max_background_jobs: i32,
+    /// Bloom filter bits per key on the Regular and Intents CFs (default 10).
+    pub bloom_bits_per_key: f64,
+    /// Size of one memtable of one CF before it is switched for flushing (default 64 MiB;
+    /// the shared budget usually triggers flushes earlier).
+    pub write_buffer_size: usize,
+    /// Verify block checksums on every read (default true).
+    pub verify_checksums: bool,
+    /// MVCC garbage collection: filter for compactions of the Regular CF.
+    pub compaction_filter: Option<Arc<dyn CompactionFilterFactory>>,
+}
+
+impl RocksConfig {
+    /// Defaults, using the node's shared resources.
+    pub fn with_shared(shared: SharedResources) -> Self {
+        RocksConfig {
+            shared,
+            disable_wal: false,
+            max_background_jobs: 2,
+            bloom_bits_per_key: 10.0,
+            write_buffer_size: 64 * MIB,
+            verify_checksums: true,
+            compaction_filter: None,
+        }
+    }
+}
+
+impl Default for RocksConfig {
+    /// Defaults with private (unshared) resources: fine for tests and tools; a node
+    /// should use [`RocksConfig::with_shared`].
+    fn default() -> Self {
+        Self::with_shared(SharedResources::default())
+    }
+}
+
+impl fmt::Debug for RocksConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RocksConfig")
+            .field("shared", &self.shared)
+            .field("disable_wal", &self.disable_wal)
+            .field("max_background_jobs", &self.max_background_jobs)
+            .field("bloom_bits_per_key", &self.bloom_bits_per_key)
+            .field("write_buffer_size", &self.write_buffer_size)
+            .field("verify_checksums", &self.verify_checksums)
+            .field("compaction_filter", &self.compaction_filter.is_some())
+            .finish()
+    }
+}
+
+fn table_options(cfg: &RocksConfig, bloom: bool) -> BlockBasedOptions {
+    let mut t = BlockBasedOptions::default();
+    t.set_block_cache(&cfg.shared.block_cache);
+    if bloom {
+        t.set_bloom_filter(cfg.bloom_bits_per_key, false);
+        t.set_whole_key_filtering(true);
+    }
+    t.set_cache_index_and_filter_blocks(true);
+    t.set_pin_l0_filter_and_index_blocks_in_cache(true);
+    t.set_checksum_type(ChecksumType::XXH3);
+    t
+}
+
+fn cf_options(cfg: &RocksConfig, cf: Cf) -> Options {
+    let mut o = Options::default();
+    o.set_block_based_table_factory(&table_options(cfg, cf != Cf::Meta));
+    o.set_compression_type(DBCompressionType::Lz4);
+    o.set_bottommost_compression_type(DBCompressionType::Zstd);
+    o.set_write_buffer_size(cfg.write_buffer_size);
+    if cf == Cf::Regular {
+        if let Some(factory) = &cfg.compaction_filter {
+            o.set_compaction_filter_factory(FilterFactoryAdapter(factory.clone()));
+        }
+    }
+    o
+}
+
+fn db_options(cfg: &RocksConfig) -> Options {
+    let mut o = Options::default();
+    o.create_if_missing(true);
+    o.create_missing_column_families(true);
+    o.set_max_background_jobs(cfg.max_background_jobs);
+    o.set_write_buffer_manager(&cfg.shared.write_buffer_manager);
+    o.set_atomic_flush(true);
+    o
+}
+
+// ---------------------------------------------------------------------------
+// errors
+
+/// Maps a RocksDB status to the engine error kinds.
+pub fn map_error(e: rocksdb::Error) -> Error {
+    let kind = e.kind();
+    let msg = e.into_string();
+    match kind {
+        ErrorKind::Corruption => Error::Corruption(msg),
+        ErrorKind::IOError => Error::Io(msg),
+        _ if msg.contains("Corruption") || msg.contains("checksum mismatch") => Error::Corruption(msg),
+        _ => Error::Other(msg),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// engine
+
+/// One tablet's RocksDB database.
+pub struct RocksEngine {
+    db: Arc<DB>,
+    path: PathBuf,
+    disable_wal: bool,
+    verify_checksums: bool,
+}
+
+impl fmt::Debug for RocksEngine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RocksEngine").field("path", &self.path).finish_non_exhaustive()
+    }
+}
+
+/// The handle of `cf`. All three CFs are opened (and checked) in [`RocksEngine::open`],
+/// so the lookup cannot fail for a database opened there.
+fn handle(db: &DB, cf: Cf) -> &ColumnFamily {
+    match db.cf_handle(cf.name()) {
+        Some(h) => h,
+        None => unreachable!("column family {cf} is opened with the database"),
+    }
+}
+
+impl RocksEngine {
+    /// Opens (creating if missing) the database at `path` with all column families.
+    pub fn open(path: impl AsRef<Path>, cfg: &RocksConfig) -> Result<RocksEngine> {
+        let path = path.as_ref().to_path_buf();
+        std::fs::create_dir_all(&path)
+            .map_err(|e| Error::Io(format!("creating database directory {}: {e}", path.display())))?;
+        let descriptors = Cf::ALL.map(|cf| ColumnFamilyDescriptor::new(cf.name(), cf_options(cfg, cf)));
+        let db = DB::open_cf_descriptors(&db_options(cfg), &path, descriptors).map_err(map_error)?;
+        for cf in Cf::ALL {
+            if db.cf_handle(cf.name()).is_none() {
+                return Err(Error::Other(format!("column family {cf} missing after open of {}", path.display())));
+            }
+        }
+        tracing::debug!(path = %path.display(), "opened rocksdb engine");
+        Ok(RocksEngine {
+            db: Arc::new(db),
+            path,
+            disable_wal: cfg.disable_wal,
+            verify_checksums: cfg.verify_checksums,
+        })
+    }
+
+    /// The database directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn cf(&self, cf: Cf) -> &ColumnFamily {
+        handle(&self.db, cf)
+    }
+
+    fn read_options(&self) -> ReadOptions {
+        let mut ro = ReadOptions::default();
+        ro.set_verify_checksums(self.verify_checksums);
+        ro
+    }
+
+    /// An integer RocksDB property summed over all column families (absent = 0).
+    pub fn property_sum(&self, name: &str) -> u64 {
+        Cf::ALL
+            .iter()
+            .map(|&cf| self.db.property_int_value_cf(self.cf(cf), name).ok().flatten().unwrap_or(0))
+            .sum()
+    }
+}
+
+impl KvEngine for RocksEngine {
+    type Snapshot<'a> = RocksSnapshot<'a>;
+    type Batch = RocksBatch;
+
+    fn snapshot(&self) -> RocksSnapshot<'_> {
+        RocksSnapshot { engine: self, snap: self.db.snapshot() }
+    }
+
+    fn new_batch(&self) -> RocksBatch {
+        RocksBatch { db: self.db.clone(), wb: rocksdb::WriteBatch::default() }
+    }
+
+    fn write(&self, batch: RocksBatch, opts: pinax_engine::WriteOptions) -> Result<()> {
+        if !Arc::ptr_eq(&batch.db, &self.db) {
+            return Err(Error::Other(format!("write batch of another database written to {}", self.path.display())));
+        }
+        let mut wo = rocksdb::WriteOptions::default();
+        if self.disable_wal {
+            wo.disable_wal(true);
+        } else {
+            wo.set_sync(opts.sync);
+        }
+        self.db.write_opt(batch.wb, &wo).map_err(map_error)?;
+        if self.disable_wal && opts.sync {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn get(&self, cf: Cf, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.db.get_cf_opt(self.cf(cf), key, &self.read_options()).map_err(map_error)
+    }
+
+    fn flush(&self) -> Result<()> {
+        let cfs = Cf::ALL.map(|cf| self.cf(cf));
+        self.db.flush_cfs_opt(&cfs, &FlushOptions::default()).map_err(map_error)
+    }
+
+    /// RocksDB compacts `[start, end]` (end inclusive): one key more than asked, which
+    /// changes nothing visible.
+    fn compact_range(&self, cf: Cf, start: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
+        self.db.compact_range_cf(self.cf(cf), start, end);
+        Ok(())
+    }
+
+    fn stats(&self) -> EngineStats {
+        EngineStats {
+            approximate_bytes: self.property_sum("rocksdb.estimate-live-data-size"),
+            l0_files: self.property_sum("rocksdb.num-files-at-level0"),
+            memtable_bytes: self.property_sum("rocksdb.cur-size-all-mem-tables"),
+            pending_compaction_bytes: self.property_sum("rocksdb.estimate-pending-compaction-bytes"),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// snapshot and iterator
+
+/// A RocksDB snapshot; released when dropped. Borrows the engine.
+pub struct RocksSnapshot<'a> {
+    engine: &'a RocksEngine,
+    snap: SnapshotWithThreadMode<'a, DB>,
+}
+
+impl RocksSnapshot<'_> {
+    /// RocksDB's sequence number of this snapshot.
+    pub fn sequence_number(&self) -> u64 {
+        self.snap.sequence_number()
+    }
+}
+
+impl Snapshot for RocksSnapshot<'_> {
+    type Iter<'b>
+        = RocksIterator<'b>
+    where
+        Self: 'b;
+
+    fn get(&self, cf: Cf, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.snap.get_cf_opt(self.engine.cf(cf), key, self.engine.read_options()).map_err(map_error)
+    }
+
+    fn iter(&self, cf: Cf, opts: IterOptions) -> RocksIterator<'_> {
+        let mut ro = self.engine.read_options();
+        let lower = opts.lower;
+        // lower > upper means empty: normalize to [lower, lower).
+        let upper = match (&lower, opts.upper) {
+            (Some(l), Some(u)) if u < *l => Some(l.clone()),
+            (_, u) => u,
+        };
+        if let Some(l) = &lower {
+            ro.set_iterate_lower_bound(l.clone());
+        }
+        if let Some(u) = &upper {
+            ro.set_iterate_upper_bound(u.clone());
+        }
+        // `prefix_same_as_start` is not passed on: no prefix extractor is configured
+        // (the engine does not know the key format), so it could only change results.
+        RocksIterator { raw: self.snap.raw_iterator_cf_opt(self.engine.cf(cf), ro), lower, upper }
+    }
+}
+
+/// A raw RocksDB iterator reading at its snapshot, with bounds pushed down to RocksDB.
+pub struct RocksIterator<'a> {
+    raw: DBRawIteratorWithThreadMode<'a, DB>,
+    lower: Option<Vec<u8>>,
+    upper: Option<Vec<u8>>,
+}
+
+impl KvIterator for RocksIterator<'_> {
+    fn seek(&mut self, key: &[u8]) {
+        match &self.lower {
+            Some(l) if key < l.as_slice() => self.raw.seek(l),
+            _ => self.raw.seek(key),
+        }
+    }
+
+    fn seek_for_prev(&mut self, key: &[u8]) {
+        match &self.upper {
+            // The upper bound is exclusive: the last key below it.
+            Some(u) if key >= u.as_slice() => self.raw.seek_to_last(),
+            _ => self.raw.seek_for_prev(key),
+        }
+    }
+
+    fn seek_to_first(&mut self) {
+        self.raw.seek_to_first();
+    }
+
+    fn seek_to_last(&mut self) {
+        self.raw.seek_to_last();
+    }
+
+    fn next(&mut self) {
+        self.raw.next();
+    }
+
+    fn prev(&mut self) {
+        self.raw.prev();
+    }
+
+    fn valid(&self) -> Result<bool> {
+        if self.raw.valid() {
+            return Ok(true);
+        }
+        self.raw.status().map_err(map_error)?;
+        Ok(false)
+    }
+
+    fn key(&self) -> &[u8] {
+        debug_assert!(self.raw.valid(), "key() on an invalid iterator");
+        self.raw.key().unwrap_or(&[])
+    }
+
+    fn value(&self) -> &[u8] {
+        debug_assert!(self.raw.valid(), "value() on an invalid iterator");
+        self.raw.value().unwrap_or(&[])
+    }
+}
+
+// ---------------------------------------------------------------------------
+// write batch
+
+/// A RocksDB write batch bound to the database it was created for.
+pub struct RocksBatch {
+    db: Arc<DB>,
+    wb: rocksdb::WriteBatch,
+}
+
+impl WriteBatch for RocksBatch {
+    fn put(&mut self, cf: Cf, key: &[u8], value: &[u8]) {
+        self.wb.put_cf(handle(&self.db, cf), key, value);
+    }
+
+    fn delete(&mut self, cf: Cf, key: &[u8]) {
+        self.wb.delete_cf(handle(&self.db, cf), key);
+    }
+
+    fn delete_range(&mut self, cf: Cf, start: &[u8], end: &[u8]) {
+        // An empty range is a no-op (RocksDB rejects start > end).
+        if start < end {
+            self.wb.delete_range_cf(handle(&self.db, cf), start, end);
+        }
+    }
+
+    fn count(&self) -> usize {
+        self.wb.len()
+    }
+
+    fn data_size(&self) -> usize {
+        self.wb.size_in_bytes()
+    }
+
+    fn clear(&mut self) {
+        self.wb.clear();
+    }
+}
+
+// ---------------------------------------------------------------------------
+// compaction filter adapter
+
+struct FilterFactoryAdapter(Arc<dyn CompactionFilterFactory>);
+
+impl RocksCompactionFilterFactory for FilterFactoryAdapter {
+    type Filter = FilterAdapter;
+
+    fn create(&mut self, context: CompactionFilterContext) -> FilterAdapter {
+        let factory = &self.0;
+        let bottommost = context.is_full_compaction;
+        let filter = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| factory.create(bottommost)));
+        match filter {
+            Ok(f) => FilterAdapter(Some(f)),
+            Err(_) => {
+                tracing::error!("compaction filter factory panicked; this compaction keeps everything");
+                FilterAdapter(None)
+            }
+        }
+    }
+
+    fn name(&self) -> &CStr {
+        c"pinax.CompactionFilterFactory"
+    }
+}
+
+/// `None`: the factory panicked; keep everything.
+struct FilterAdapter(Option<Box<dyn pinax_engine::CompactionFilter>>);
+
+impl RocksCompactionFilter for FilterAdapter {
+    fn filter(&mut self, _level: u32, key: &[u8], value: &[u8]) -> Decision {
+        let Some(filter) = self.0.as_mut() else {
+            return Decision::Keep;
+        };
+        // Unwinding into RocksDB's C++ frames would abort; keeping the entry is safe.
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| filter.keep(key, value))) {
+            Ok(true) => Decision::Keep,
+            Ok(false) => Decision::Remove,
+            Err(_) => {
+                tracing::error!("compaction filter panicked; keeping the entry and the rest of this compaction");
+                self.0 = None;
+                Decision::Keep
+            }
+        }
+    }
+
+    fn name(&self) -> &CStr {
+        c"pinax.CompactionFilter"
+    }
+}
+
+#[cfg(test)]
+mod conformance {
+    pub struct TempRocks {
+        // Field order: the engine closes before its directory is removed.
+        engine: crate::RocksEngine,
+        _dir: tempfile::TempDir,
+    }
+
+    impl pinax_engine::conformance::Fixture for TempRocks {
+        type Engine = crate::RocksEngine;
+        fn engine(&self) -> &crate::RocksEngine {
+            &self.engine
+        }
+    }
+
+    fn open() -> TempRocks {
+        let dir = tempfile::tempdir().expect("tempdir");
+        // Small memtables so that tests also exercise SST files.
+        let mut cfg = crate::RocksConfig::with_shared(crate::SharedResources::new(8 << 20, 8 << 20));
+        cfg.write_buffer_size = 256 << 10;
+        let engine = crate::RocksEngine::open(dir.path(), &cfg).expect("open");
+        TempRocks { engine, _dir: dir }
+    }
+
+    pinax_engine::conformance_tests!(open);
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,332 @@
+//! RocksDB-specific tests: durability, compaction filter, shared resources, checksums,
+//! error mapping. The generic behaviour is covered by the conformance suite.
+
+use super::*;
+use pinax_engine::{CompactionFilter, WriteOptions};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+fn small_config() -> RocksConfig {
+    let mut cfg = RocksConfig::with_shared(SharedResources::new(8 << 20, 8 << 20));
+    cfg.write_buffer_size = 256 << 10;
+    cfg
+}
+
+fn put(e: &RocksEngine, cf: Cf, k: &[u8], v: &[u8], sync: bool) {
+    let mut b = e.new_batch();
+    b.put(cf, k, v);
+    e.write(b, WriteOptions { sync }).unwrap();
+}
+
+fn key(i: u32) -> Vec<u8> {
+    format!("key{i:06}").into_bytes()
+}
+
+#[test]
+fn sync_write_survives_reopen_without_flush() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = small_config();
+    {
+        let e = RocksEngine::open(dir.path(), &cfg).unwrap();
+        for cf in Cf::ALL {
+            put(&e, cf, b"durable", cf.name().as_bytes(), true);
+        }
+        let mut b = e.new_batch();
+        b.delete(Cf::Regular, b"durable");
+        b.put(Cf::Regular, b"durable2", b"x");
+        e.write(b, WriteOptions { sync: true }).unwrap();
+        assert_eq!(e.stats().l0_files, 0, "nothing flushed: recovery must come from the WAL");
+    }
+    let e = RocksEngine::open(dir.path(), &cfg).unwrap();
+    assert_eq!(e.get(Cf::Regular, b"durable").unwrap(), None);
+    assert_eq!(e.get(Cf::Regular, b"durable2").unwrap(), Some(b"x".to_vec()));
+    assert_eq!(e.get(Cf::Intents, b"durable").unwrap(), Some(b"intents".to_vec()));
+    assert_eq!(e.get(Cf::Meta, b"durable").unwrap(), Some(b"meta".to_vec()));
+}
+
+/// Environment variable that turns a run of [`crash_child_entry`] into the crashing child.
+const CRASH_ENV: &str = "PINAX_ENGINE_ROCKS_CRASH_CHILD";
+const CRASH_KEYS: u32 = 50;
+
+/// In the child process: write synced batches, then abort (no destructor, no flush).
+/// In a normal test run: does nothing.
+#[test]
+fn crash_child_entry() {
+    let Ok(spec) = std::env::var(CRASH_ENV) else { return };
+    let (mode, dir) = spec.split_once(':').expect("mode:dir");
+    let mut cfg = small_config();
+    cfg.disable_wal = mode == "nowal";
+    let e = RocksEngine::open(dir, &cfg).unwrap();
+    for i in 0..CRASH_KEYS {
+        let mut b = e.new_batch();
+        b.put(Cf::Regular, &key(i), b"v");
+        b.put(Cf::Intents, &key(i), b"i");
+        e.write(b, WriteOptions { sync: true }).unwrap();
+    }
+    std::process::abort();
+}
+
+fn crash_and_check(mode: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = std::env::current_exe().unwrap();
+    let status = std::process::Command::new(exe)
+        .args(["--exact", "tests::crash_child_entry", "--test-threads=1", "--nocapture"])
+        .env(CRASH_ENV, format!("{mode}:{}", dir.path().display()))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(!status.success(), "the child must have aborted");
+    let mut cfg = small_config();
+    cfg.disable_wal = mode == "nowal";
+    let e = RocksEngine::open(dir.path(), &cfg).unwrap();
+    for i in 0..CRASH_KEYS {
+        assert_eq!(e.get(Cf::Regular, &key(i)).unwrap(), Some(b"v".to_vec()), "{mode}: key {i}");
+        assert_eq!(e.get(Cf::Intents, &key(i)).unwrap(), Some(b"i".to_vec()), "{mode}: key {i}");
+    }
+}
+
+#[test]
+fn sync_writes_survive_process_abort() {
+    crash_and_check("wal");
+}
+
+#[test]
+fn sync_writes_survive_process_abort_without_wal() {
+    crash_and_check("nowal");
+}
+
+struct DropPrefix {
+    prefix: &'static [u8],
+    created: Arc<AtomicUsize>,
+    saw_bottommost: Arc<AtomicBool>,
+}
+
+struct DropPrefixFilter(&'static [u8]);
+
+impl CompactionFilterFactory for DropPrefix {
+    fn create(&self, bottommost: bool) -> Box<dyn CompactionFilter> {
+        self.created.fetch_add(1, Ordering::SeqCst);
+        if bottommost {
+            self.saw_bottommost.store(true, Ordering::SeqCst);
+        }
+        Box::new(DropPrefixFilter(self.prefix))
+    }
+}
+
+impl CompactionFilter for DropPrefixFilter {
+    fn keep(&mut self, key: &[u8], _value: &[u8]) -> bool {
+        !key.starts_with(self.0)
+    }
+}
+
+#[test]
+fn compaction_filter_drops_entries_in_regular_cf() {
+    let dir = tempfile::tempdir().unwrap();
+    let created = Arc::new(AtomicUsize::new(0));
+    let saw_bottommost = Arc::new(AtomicBool::new(false));
+    let mut cfg = small_config();
+    cfg.compaction_filter = Some(Arc::new(DropPrefix {
+        prefix: b"gc/",
+        created: created.clone(),
+        saw_bottommost: saw_bottommost.clone(),
+    }));
+    let e = RocksEngine::open(dir.path(), &cfg).unwrap();
+    let mut b = e.new_batch();
+    for i in 0..100 {
+        for cf in [Cf::Regular, Cf::Intents] {
+            b.put(cf, &[b"gc/".as_slice(), &key(i)].concat(), b"garbage");
+            b.put(cf, &[b"live/".as_slice(), &key(i)].concat(), b"live");
+        }
+    }
+    e.write(b, WriteOptions::default()).unwrap();
+    e.flush().unwrap();
+    // Flushing does not filter.
+    assert_eq!(e.get(Cf::Regular, b"gc/key000007").unwrap(), Some(b"garbage".to_vec()));
+
+    e.compact_range(Cf::Regular, None, None).unwrap();
+    e.compact_range(Cf::Intents, None, None).unwrap();
+    assert!(created.load(Ordering::SeqCst) > 0, "the factory was used");
+    assert!(saw_bottommost.load(Ordering::SeqCst), "a full manual compaction is bottommost");
+    let s = e.snapshot();
+    let mut it = s.iter(Cf::Regular, IterOptions::default());
+    it.seek_to_first();
+    let mut n = 0;
+    while it.valid().unwrap() {
+        assert!(it.key().starts_with(b"live/"), "filtered key left: {:?}", it.key());
+        n += 1;
+        it.next();
+    }
+    assert_eq!(n, 100);
+    assert_eq!(e.get(Cf::Regular, b"gc/key000007").unwrap(), None);
+    // Only the Regular CF is filtered.
+    assert_eq!(e.get(Cf::Intents, b"gc/key000007").unwrap(), Some(b"garbage".to_vec()));
+}
+
+struct Panicking;
+impl CompactionFilterFactory for Panicking {
+    fn create(&self, _bottommost: bool) -> Box<dyn CompactionFilter> {
+        Box::new(PanickingFilter)
+    }
+}
+struct PanickingFilter;
+impl CompactionFilter for PanickingFilter {
+    fn keep(&mut self, _key: &[u8], _value: &[u8]) -> bool {
+        panic!("filter bug")
+    }
+}
+
+#[test]
+fn panicking_compaction_filter_keeps_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = small_config();
+    cfg.compaction_filter = Some(Arc::new(Panicking));
+    let e = RocksEngine::open(dir.path(), &cfg).unwrap();
+    for i in 0..10 {
+        put(&e, Cf::Regular, &key(i), b"v", false);
+    }
+    e.flush().unwrap();
+    e.compact_range(Cf::Regular, None, None).unwrap();
+    for i in 0..10 {
+        assert_eq!(e.get(Cf::Regular, &key(i)).unwrap(), Some(b"v".to_vec()));
+    }
+}
+
+#[test]
+fn engines_share_cache_and_memtable_budget() {
+    let shared = SharedResources::new(4 << 20, 4 << 20);
+    assert_eq!(shared.block_cache_bytes(), 4 << 20);
+    assert_eq!(shared.memtable_budget_bytes(), 4 << 20);
+    let cfg = RocksConfig::with_shared(shared.clone());
+    let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let e1 = RocksEngine::open(d1.path(), &cfg).unwrap();
+    let e2 = RocksEngine::open(d2.path(), &cfg).unwrap();
+    let before = shared.memtable_usage();
+    let value = vec![7u8; 1024];
+    for i in 0..200 {
+        put(&e1, Cf::Regular, &key(i), &value, false);
+        put(&e2, Cf::Regular, &key(i), &value, false);
+    }
+    assert!(shared.memtable_usage() > before, "memtables of both engines are charged to the budget");
+    assert!(e1.stats().memtable_bytes > 0);
+    e1.flush().unwrap();
+    e2.flush().unwrap();
+    // Reads go through the shared block cache.
+    for i in 0..200 {
+        assert_eq!(e1.get(Cf::Regular, &key(i)).unwrap().as_deref(), Some(&value[..]));
+        assert_eq!(e2.get(Cf::Regular, &key(i)).unwrap().as_deref(), Some(&value[..]));
+    }
+    assert!(shared.block_cache_usage() > 0);
+    let st = e1.stats();
+    assert!(st.l0_files >= 1 || st.approximate_bytes > 0, "flushed data is visible in stats: {st:?}");
+}
+
+#[test]
+fn batch_of_another_engine_is_rejected() {
+    let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let cfg = small_config();
+    let e1 = RocksEngine::open(d1.path(), &cfg).unwrap();
+    let e2 = RocksEngine::open(d2.path(), &cfg).unwrap();
+    let mut b = e1.new_batch();
+    b.put(Cf::Regular, b"k", b"v");
+    assert!(matches!(e2.write(b, WriteOptions::default()), Err(Error::Other(_))));
+    assert_eq!(e2.get(Cf::Regular, b"k").unwrap(), None);
+}
+
+#[test]
+fn open_on_a_file_is_an_io_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("not-a-dir");
+    std::fs::write(&file, b"x").unwrap();
+    match RocksEngine::open(&file, &small_config()) {
+        Err(Error::Io(msg)) => assert!(!msg.is_empty()),
+        other => panic!("expected an I/O error, got {other:?}"),
+    }
+}
+
+#[test]
+fn second_open_of_a_locked_database_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let _e = RocksEngine::open(dir.path(), &small_config()).unwrap();
+    assert!(RocksEngine::open(dir.path(), &small_config()).is_err());
+}
+
+#[test]
+fn damaged_sst_block_is_reported_as_corruption() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = small_config();
+    {
+        let e = RocksEngine::open(dir.path(), &cfg).unwrap();
+        let mut b = e.new_batch();
+        for i in 0..2000u32 {
+            // Incompressible-ish values so the data blocks are most of the file.
+            let v: Vec<u8> = (0..100u32).map(|j| (i.wrapping_mul(31).wrapping_add(j * 17) % 251) as u8).collect();
+            b.put(Cf::Regular, &key(i), &v);
+        }
+        e.write(b, WriteOptions::default()).unwrap();
+        e.flush().unwrap();
+    }
+    let sst = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|d| d.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "sst"))
+        .expect("an sst file");
+    let mut bytes = std::fs::read(&sst).unwrap();
+    // Damage the first data blocks (far from the footer and index at the end).
+    for b in &mut bytes[100..600] {
+        *b ^= 0x5a;
+    }
+    std::fs::write(&sst, &bytes).unwrap();
+
+    let e = match RocksEngine::open(dir.path(), &cfg) {
+        Ok(e) => e,
+        Err(err) => {
+            assert!(matches!(err, Error::Corruption(_)), "open failed, but not as corruption: {err:?}");
+            return;
+        }
+    };
+    let point = e.get(Cf::Regular, &key(0));
+    assert!(matches!(point, Err(Error::Corruption(_))), "point read: {point:?}");
+    let s = e.snapshot();
+    let mut it = s.iter(Cf::Regular, IterOptions::default());
+    it.seek_to_first();
+    let mut result = it.valid();
+    while let Ok(true) = result {
+        it.next();
+        result = it.valid();
+    }
+    assert!(matches!(result, Err(Error::Corruption(_))), "scan: {result:?}");
+}
+
+#[test]
+fn stats_reflect_memtables_and_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = RocksEngine::open(dir.path(), &small_config()).unwrap();
+    assert_eq!(e.stats().l0_files, 0);
+    for i in 0..100 {
+        put(&e, Cf::Intents, &key(i), &[1u8; 100], false);
+    }
+    assert!(e.stats().memtable_bytes > 0);
+    e.flush().unwrap();
+    let st = e.stats();
+    assert_eq!(st.l0_files, 1, "{st:?}");
+    e.compact_range(Cf::Intents, None, None).unwrap();
+    let st = e.stats();
+    assert_eq!(st.l0_files, 0, "{st:?}");
+    assert!(st.approximate_bytes > 0, "{st:?}");
+}
+
+#[test]
+fn snapshot_and_iterator_cross_threads() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = RocksEngine::open(dir.path(), &small_config()).unwrap();
+    put(&e, Cf::Regular, b"k", b"v", false);
+    let s = e.snapshot();
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            assert_eq!(s.get(Cf::Regular, b"k").unwrap(), Some(b"v".to_vec()));
+            let mut it = s.iter(Cf::Regular, IterOptions::default());
+            it.seek_to_first();
+            assert!(it.valid().unwrap());
+        });
+    });
+}

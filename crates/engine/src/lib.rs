@@ -1,0 +1,174 @@
+//! pinax-engine: the storage-engine traits every tablet is written against.
+//!
+//! Key types: [`KvEngine`] (one ordered key-value store with column families),
+//! [`Snapshot`] (a consistent point-in-time view across all column families),
+//! [`KvIterator`] (a seekable cursor), [`WriteBatch`] (atomic multi-CF write).
+//!
+//! Invariants every implementation must keep (checked by [`conformance`]):
+//! - keys are compared as unsigned bytes (memcmp order), in every column family;
+//! - a batch is applied atomically: a snapshot sees all of it or none of it;
+//! - a snapshot never changes, whatever is written after it was taken;
+//! - `write` with `sync: true` returns only once the batch survives a process crash.
+//!
+//! This crate must not depend on any implementation (RocksDB lives in
+//! `pinax-engine-rocks`, the in-memory test double in `pinax-engine-mem`).
+//! Start reading at [`KvEngine`], then the conformance suite.
+
+pub mod conformance;
+
+use std::fmt;
+
+/// Column families. Every engine has all of them.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub enum Cf {
+    /// Committed MVCC versions: `key + descending hybrid time → value`.
+    Regular,
+    /// Provisional records of transactions in flight and their reverse index.
+    Intents,
+    /// Tablet metadata (applied index, schema, ...); tiny.
+    Meta,
+}
+
+impl Cf {
+    pub const ALL: [Cf; 3] = [Cf::Regular, Cf::Intents, Cf::Meta];
+    pub fn name(self) -> &'static str {
+        match self {
+            Cf::Regular => "default",
+            Cf::Intents => "intents",
+            Cf::Meta => "meta",
+        }
+    }
+    pub fn index(self) -> usize {
+        match self {
+            Cf::Regular => 0,
+            Cf::Intents => 1,
+            Cf::Meta => 2,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("storage I/O error: {0}")]
+    Io(String),
+    #[error("storage corruption: {0}")]
+    Corruption(String),
+    #[error("storage engine error: {0}")]
+    Other(String),
+}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// Options of one write.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct WriteOptions {
+    /// Durable on return (fsync of the engine's log).
+    pub sync: bool,
+}
+
+/// Bounds of an iterator: `lower` inclusive, `upper` exclusive; `None` = unbounded.
+#[derive(Clone, Debug, Default)]
+pub struct IterOptions {
+    pub lower: Option<Vec<u8>>,
+    pub upper: Option<Vec<u8>>,
+    /// Hint that the scan is a prefix/point probe (bloom filters apply).
+    pub prefix_same_as_start: bool,
+}
+
+impl IterOptions {
+    pub fn bounded(lower: Vec<u8>, upper: Vec<u8>) -> Self {
+        IterOptions { lower: Some(lower), upper: Some(upper), prefix_same_as_start: false }
+    }
+}
+
+/// A cursor over one column family of a snapshot. Positioned functions leave the
+/// iterator invalid when they run past the bounds or the data.
+pub trait KvIterator {
+    /// Position at the first key >= `key`.
+    fn seek(&mut self, key: &[u8]);
+    /// Position at the last key <= `key`.
+    fn seek_for_prev(&mut self, key: &[u8]);
+    fn seek_to_first(&mut self);
+    fn seek_to_last(&mut self);
+    fn next(&mut self);
+    fn prev(&mut self);
+    /// Whether positioned on an entry; an underlying error surfaces here.
+    fn valid(&self) -> Result<bool>;
+    /// Current key; only while `valid()`.
+    fn key(&self) -> &[u8];
+    /// Current value; only while `valid()`.
+    fn value(&self) -> &[u8];
+}
+
+/// A consistent read-only view of all column families at one moment.
+pub trait Snapshot: Send + Sync {
+    type Iter<'a>: KvIterator
+    where
+        Self: 'a;
+    fn get(&self, cf: Cf, key: &[u8]) -> Result<Option<Vec<u8>>>;
+    fn iter(&self, cf: Cf, opts: IterOptions) -> Self::Iter<'_>;
+}
+
+/// An atomic set of writes over any column families.
+pub trait WriteBatch: Send {
+    fn put(&mut self, cf: Cf, key: &[u8], value: &[u8]);
+    fn delete(&mut self, cf: Cf, key: &[u8]);
+    /// Delete every key in `[start, end)`.
+    fn delete_range(&mut self, cf: Cf, start: &[u8], end: &[u8]);
+    fn count(&self) -> usize;
+    fn is_empty(&self) -> bool {
+        self.count() == 0
+    }
+    /// Approximate size in bytes.
+    fn data_size(&self) -> usize;
+    fn clear(&mut self);
+}
+
+/// Statistics used by backpressure and status pages.
+#[derive(Clone, Debug, Default)]
+pub struct EngineStats {
+    pub approximate_bytes: u64,
+    pub l0_files: u64,
+    pub memtable_bytes: u64,
+    pub pending_compaction_bytes: u64,
+}
+
+/// One ordered, multi-column-family key-value store (one per tablet).
+pub trait KvEngine: Send + Sync + 'static {
+    type Snapshot<'a>: Snapshot
+    where
+        Self: 'a;
+    type Batch: WriteBatch;
+
+    fn snapshot(&self) -> Self::Snapshot<'_>;
+    fn new_batch(&self) -> Self::Batch;
+    fn write(&self, batch: Self::Batch, opts: WriteOptions) -> Result<()>;
+    /// Read the latest value (no snapshot).
+    fn get(&self, cf: Cf, key: &[u8]) -> Result<Option<Vec<u8>>>;
+    /// Persist memtables (after this, a restart needs no log replay).
+    fn flush(&self) -> Result<()>;
+    /// Compact `[start, end)` (None = unbounded) in every column family.
+    fn compact_range(&self, cf: Cf, start: Option<&[u8]>, end: Option<&[u8]>) -> Result<()>;
+    fn stats(&self) -> EngineStats;
+}
+
+impl fmt::Display for Cf {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Decides, during compaction of [`Cf::Regular`], which entries to drop (MVCC garbage
+/// collection). Implemented by the MVCC layer; engines without compaction may ignore it.
+pub trait CompactionFilterFactory: Send + Sync + 'static {
+    /// A new filter for one compaction. `bottommost` is true when the compaction's
+    /// output is the bottom of the tree (no older data exists below it), so deletion
+    /// markers may be dropped for good.
+    fn create(&self, bottommost: bool) -> Box<dyn CompactionFilter>;
+}
+
+/// One compaction's filter. Sees that compaction's entries in key order.
+pub trait CompactionFilter: Send {
+    /// Return false to drop the entry.
+    fn keep(&mut self, key: &[u8], value: &[u8]) -> bool;
+}

@@ -1,0 +1,273 @@
+//! MVCC reads: point lookups and bounded scans at a hybrid time, merging committed
+//! versions (regular CF) with provisional records (intents CF).
+
+use crate::status::{TxnStatus, TxnStatusResolver};
+use crate::Result;
+use pinax_codec::keys::{self, IntentKind, StoredValue};
+use pinax_common::{HybridTime, TxnId};
+use pinax_engine::{Cf, IterOptions, KvIterator, Snapshot};
+pub use pinax_proto::{ScanResult, ScanSpec};
+use std::cell::RefCell;
+
+/// Who is reading, and as of when.
+#[derive(Clone, Copy, Debug)]
+pub struct ReadContext {
+    pub read_ht: HybridTime,
+    /// The reading transaction, whose own intents are visible per `seq`.
+    pub txn: Option<TxnId>,
+    /// Statement sequence number of the reader: own intents with `seq < self.seq`
+    /// are visible.
+    pub seq: u32,
+}
+
+impl ReadContext {
+    pub fn at(read_ht: HybridTime) -> Self {
+        ReadContext { read_ht, txn: None, seq: 0 }
+    }
+    pub fn in_txn(read_ht: HybridTime, txn: TxnId, seq: u32) -> Self {
+        ReadContext { read_ht, txn: Some(txn), seq }
+    }
+}
+
+/// One intent as found in the intents CF.
+#[derive(Clone, Debug)]
+pub struct IntentRecord {
+    pub txn: TxnId,
+    pub seq: u32,
+    pub kind: IntentKind,
+    pub subtxn: u32,
+    pub data: Vec<u8>,
+}
+
+/// Outcome of looking at one layer for one key.
+enum Found {
+    Value(Vec<u8>),
+    Deleted,
+    Nothing,
+}
+
+pub struct MvccReader<'a, S: Snapshot, R: TxnStatusResolver + ?Sized> {
+    snap: &'a S,
+    resolver: &'a R,
+    ctx: ReadContext,
+    statuses: RefCell<Vec<(TxnId, TxnStatus)>>,
+}
+
+impl<'a, S: Snapshot, R: TxnStatusResolver + ?Sized> MvccReader<'a, S, R> {
+    pub fn new(snap: &'a S, resolver: &'a R, ctx: ReadContext) -> Self {
+        MvccReader { snap, resolver, ctx, statuses: RefCell::new(Vec::new()) }
+    }
+
+    pub fn context(&self) -> ReadContext {
+        self.ctx
+    }
+
+    /// The visible value of `key`, if any.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let mut end = key.to_vec();
+        end.push(0);
+        let spec = ScanSpec { start: key.to_vec(), end: Some(end), reverse: false, limit: 1, max_bytes: 0 };
+        Ok(self.scan(&spec)?.rows.pop().map(|(_, v)| v))
+    }
+
+    /// Visible rows in `[spec.start, spec.end)` in key order (or reverse).
+    pub fn scan(&self, spec: &ScanSpec) -> Result<ScanResult> {
+        let esc_start = keys::escape(&spec.start);
+        let esc_end = spec.end.as_ref().map(|e| keys::escape(e));
+        let reg_opts = IterOptions { lower: Some(esc_start.clone()), upper: esc_end.clone(), prefix_same_as_start: false };
+        let mut int_lower = vec![keys::INTENT_PREFIX];
+        int_lower.extend_from_slice(&esc_start);
+        let int_upper = match &esc_end {
+            Some(e) => {
+                let mut u = vec![keys::INTENT_PREFIX];
+                u.extend_from_slice(e);
+                u
+            }
+            None => vec![keys::INTENT_PREFIX + 1],
+        };
+        let int_opts = IterOptions { lower: Some(int_lower), upper: Some(int_upper), prefix_same_as_start: false };
+        let mut reg = self.snap.iter(Cf::Regular, reg_opts);
+        let mut int = self.snap.iter(Cf::Intents, int_opts);
+        if spec.reverse {
+            reg.seek_to_last();
+            int.seek_to_last();
+        } else {
+            reg.seek_to_first();
+            int.seek_to_first();
+        }
+        let mut out = ScanResult::default();
+        let mut bytes = 0usize;
+        loop {
+            let a = if reg.valid()? { Some(keys::split_version_key(reg.key())?.0.to_vec()) } else { None };
+            let b = if int.valid()? { Some(keys::split_intent_key(int.key())?.0.to_vec()) } else { None };
+            let esc = match (&a, &b) {
+                (None, None) => break,
+                (Some(x), None) | (None, Some(x)) => x.clone(),
+                (Some(x), Some(y)) => {
+                    if spec.reverse {
+                        x.max(y).clone()
+                    } else {
+                        x.min(y).clone()
+                    }
+                }
+            };
+            let from_intents = if b.as_deref() == Some(&esc[..]) {
+                let recs = collect_intent_group(&mut int, &esc, spec.reverse)?;
+                self.decide_intents(&recs)?
+            } else {
+                Found::Nothing
+            };
+            let from_regular = if a.as_deref() == Some(&esc[..]) {
+                read_version_group(&mut reg, &esc, self.ctx.read_ht, spec.reverse)?
+            } else {
+                Found::Nothing
+            };
+            let visible = match from_intents {
+                Found::Nothing => from_regular,
+                decided => decided,
+            };
+            if let Found::Value(v) = visible {
+                let (user_key, _) = keys::unescape_prefix(&esc)?;
+                bytes += user_key.len() + v.len();
+                out.rows.push((user_key, v));
+                let full = (spec.limit > 0 && out.rows.len() >= spec.limit) || (spec.max_bytes > 0 && bytes >= spec.max_bytes);
+                if full {
+                    if reg.valid()? || int.valid()? {
+                        let last = &out.rows[out.rows.len() - 1].0;
+                        out.resume = Some(if spec.reverse {
+                            last.clone()
+                        } else {
+                            let mut n = last.clone();
+                            n.push(0);
+                            n
+                        });
+                    }
+                    break;
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn status_of(&self, txn: TxnId) -> Result<TxnStatus> {
+        if let Some((_, s)) = self.statuses.borrow().iter().find(|(t, _)| *t == txn) {
+            return Ok(*s);
+        }
+        let s = self.resolver.status(txn, self.ctx.read_ht)?;
+        self.statuses.borrow_mut().push((txn, s));
+        Ok(s)
+    }
+
+    fn decide_intents(&self, recs: &[IntentRecord]) -> Result<Found> {
+        // 1. own intents from earlier statements.
+        if let Some(me) = self.ctx.txn {
+            let own = recs
+                .iter()
+                .filter(|r| r.txn == me && r.seq < self.ctx.seq && r.kind != IntentKind::Lock)
+                .max_by_key(|r| r.seq);
+            if let Some(r) = own {
+                return Ok(intent_found(r));
+            }
+        }
+        // 2. other transactions' intents committed at or before the read time.
+        let mut best: Option<(HybridTime, &IntentRecord)> = None;
+        for r in recs.iter().filter(|r| Some(r.txn) != self.ctx.txn && r.kind != IntentKind::Lock) {
+            if let TxnStatus::Committed { commit_ht } = self.status_of(r.txn)? {
+                if commit_ht <= self.ctx.read_ht {
+                    let better = match best {
+                        None => true,
+                        Some((ht, b)) => commit_ht > ht || (commit_ht == ht && b.txn == r.txn && r.seq > b.seq),
+                    };
+                    if better {
+                        best = Some((commit_ht, r));
+                    }
+                }
+            }
+        }
+        Ok(best.map(|(_, r)| intent_found(r)).unwrap_or(Found::Nothing))
+    }
+}
+
+fn intent_found(r: &IntentRecord) -> Found {
+    match r.kind {
+        IntentKind::Put => Found::Value(r.data.clone()),
+        IntentKind::Delete => Found::Deleted,
+        IntentKind::Lock => Found::Nothing,
+    }
+}
+
+/// Consume the versions of escaped key `esc` (iterator positioned on its first entry
+/// in scan direction) and return the newest one at or before `read_ht`.
+fn read_version_group<I: KvIterator>(it: &mut I, esc: &[u8], read_ht: HybridTime, reverse: bool) -> Result<Found> {
+    let mut found = Found::Nothing;
+    let mut decided = false;
+    while it.valid()? {
+        let (k, ht) = keys::split_version_key(it.key())?;
+        if k != esc {
+            break;
+        }
+        if ht <= read_ht && !decided {
+            found = match keys::decode_value(it.value())? {
+                StoredValue::Put(v) => Found::Value(v.to_vec()),
+                StoredValue::Tombstone => Found::Deleted,
+            };
+            // Forward: newest first, so the first match is the answer. Reverse:
+            // oldest first, so keep replacing until a version is too new.
+            decided = !reverse;
+        } else if ht > read_ht && reverse {
+            decided = true;
+        }
+        if reverse {
+            it.prev();
+        } else {
+            it.next();
+        }
+    }
+    Ok(found)
+}
+
+/// Consume and decode the intents of escaped key `esc`.
+fn collect_intent_group<I: KvIterator>(it: &mut I, esc: &[u8], reverse: bool) -> Result<Vec<IntentRecord>> {
+    let mut out = Vec::new();
+    while it.valid()? {
+        let (k, txn, seq) = keys::split_intent_key(it.key())?;
+        if k != esc {
+            break;
+        }
+        let v = keys::decode_intent_value(it.value())?;
+        out.push(IntentRecord { txn, seq, kind: v.kind, subtxn: v.subtxn, data: v.data.to_vec() });
+        if reverse {
+            it.prev();
+        } else {
+            it.next();
+        }
+    }
+    Ok(out)
+}
+
+/// (hybrid time, is-a-live-row) of the newest committed version of `key`.
+pub fn latest_version<S: Snapshot>(snap: &S, key: &[u8]) -> Result<(Option<HybridTime>, bool)> {
+    let esc = keys::escape(key);
+    let upper = keys::prefix_upper_bound(&esc);
+    let mut it = snap.iter(Cf::Regular, IterOptions { lower: Some(esc.clone()), upper, prefix_same_as_start: true });
+    it.seek_to_first();
+    if !it.valid()? {
+        return Ok((None, false));
+    }
+    let (k, ht) = keys::split_version_key(it.key())?;
+    if k != &esc[..] {
+        return Ok((None, false));
+    }
+    let live = matches!(keys::decode_value(it.value())?, StoredValue::Put(_));
+    Ok((Some(ht), live))
+}
+
+/// Every intent on `key`, of any transaction.
+pub fn intents_on_key<S: Snapshot>(snap: &S, key: &[u8]) -> Result<Vec<IntentRecord>> {
+    let prefix = keys::intent_key_prefix(key);
+    let upper = keys::prefix_upper_bound(&prefix);
+    let esc = &prefix[1..];
+    let mut it = snap.iter(Cf::Intents, IterOptions { lower: Some(prefix.clone()), upper, prefix_same_as_start: true });
+    it.seek_to_first();
+    collect_intent_group(&mut it, esc, false)
+}

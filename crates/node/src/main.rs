@@ -1,0 +1,256 @@
+//! `pinax`: the node daemon and its command line.
+//!
+//! - `pinax start`  — start a node in the background (creating its data directory the
+//!   first time), wait until it serves, print how to connect.
+//! - `pinax run`    — run the node in the foreground (what `start` launches).
+//! - `pinax stop`   — stop the node of a data directory cleanly.
+//! - `pinax status` — show the node, its tables and tablets.
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Parser, Subcommand};
+use pinax_client::Client;
+use pinax_common::HybridClock;
+use pinax_engine_rocks::SharedResources;
+use pinax_tserver::{Node, NodeConfig, RocksFactory, RpcServer};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+#[derive(Parser)]
+#[command(name = "pinax", version, about = "Pinax distributed SQL: node daemon")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Start a node in the background and wait until it serves.
+    Start(NodeArgs),
+    /// Run a node in the foreground.
+    Run(NodeArgs),
+    /// Stop the node of a data directory.
+    Stop(DirArgs),
+    /// Show a node's status, tables and tablets.
+    Status(StatusArgs),
+}
+
+#[derive(Args, Clone)]
+struct NodeArgs {
+    /// Data directory (default: $HOME/.pinax).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// RPC port on 127.0.0.1.
+    #[arg(long, default_value_t = 7100)]
+    port: u16,
+    /// Tablets a new hash-sharded table gets per node.
+    #[arg(long, default_value_t = 8)]
+    tablets_per_node: u32,
+    /// Do not fsync acknowledged writes (faster; loses recent writes on power loss,
+    /// not on a process crash).
+    #[arg(long)]
+    no_sync: bool,
+    /// Seconds without heartbeat after which a transaction is aborted.
+    #[arg(long, default_value_t = 5)]
+    txn_timeout_secs: u64,
+    /// Block cache size in MiB (shared by all tablets).
+    #[arg(long, default_value_t = 256)]
+    block_cache_mb: usize,
+    /// Memtable budget in MiB (shared by all tablets).
+    #[arg(long, default_value_t = 256)]
+    memtable_mb: usize,
+}
+
+#[derive(Args)]
+struct DirArgs {
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct StatusArgs {
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// Address of the node (default: read from the data directory, else 127.0.0.1:7100).
+    #[arg(long)]
+    addr: Option<String>,
+}
+
+fn default_data_dir(d: Option<PathBuf>) -> PathBuf {
+    d.unwrap_or_else(|| {
+        let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("."));
+        home.join(".pinax")
+    })
+}
+
+fn pid_file(dir: &Path) -> PathBuf {
+    dir.join("pinax.pid")
+}
+fn addr_file(dir: &Path) -> PathBuf {
+    dir.join("rpc_address")
+}
+fn log_file(dir: &Path) -> PathBuf {
+    dir.join("pinax.log")
+}
+
+fn read_pid(dir: &Path) -> Option<i32> {
+    std::fs::read_to_string(pid_file(dir)).ok()?.trim().parse().ok()
+}
+
+fn alive(pid: i32) -> bool {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok()
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let res = match cli.cmd {
+        Cmd::Start(a) => start(a),
+        Cmd::Run(a) => run(a),
+        Cmd::Stop(a) => stop(a),
+        Cmd::Status(a) => status(a),
+    };
+    if let Err(e) = res {
+        eprintln!("pinax: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn wait_ready(addr: &str, pid: Option<u32>, timeout: Duration) -> Result<()> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if Client::connect(addr).is_ok() {
+            return Ok(());
+        }
+        if let Some(pid) = pid {
+            if !alive(pid as i32) {
+                bail!("the node exited during start-up");
+            }
+        }
+        if Instant::now() > deadline {
+            bail!("the node did not answer on {addr} within {timeout:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn start(a: NodeArgs) -> Result<()> {
+    let dir = default_data_dir(a.data_dir.clone());
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let addr = format!("127.0.0.1:{}", a.port);
+    if let Some(pid) = read_pid(&dir) {
+        if alive(pid) {
+            println!("pinax node already running (pid {pid}), rpc {addr}, data dir {}", dir.display());
+            return Ok(());
+        }
+    }
+    let exe = std::env::current_exe().context("locating the pinax binary")?;
+    let log = std::fs::OpenOptions::new().create(true).append(true).open(log_file(&dir)).context("opening the log file")?;
+    let mut cmd = std::process::Command::new(exe);
+    cmd.arg("run").arg("--data-dir").arg(&dir).arg("--port").arg(a.port.to_string());
+    cmd.arg("--tablets-per-node").arg(a.tablets_per_node.to_string());
+    cmd.arg("--txn-timeout-secs").arg(a.txn_timeout_secs.to_string());
+    cmd.arg("--block-cache-mb").arg(a.block_cache_mb.to_string());
+    cmd.arg("--memtable-mb").arg(a.memtable_mb.to_string());
+    if a.no_sync {
+        cmd.arg("--no-sync");
+    }
+    cmd.stdin(std::process::Stdio::null()).stdout(log.try_clone()?).stderr(log);
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    let child = cmd.spawn().context("starting the node")?;
+    wait_ready(&addr, Some(child.id()), Duration::from_secs(60)).with_context(|| format!("see {}", log_file(&dir).display()))?;
+    println!("pinax node started (pid {}): rpc {addr}, data dir {}, log {}", child.id(), dir.display(), log_file(&dir).display());
+    Ok(())
+}
+
+fn run(a: NodeArgs) -> Result<()> {
+    let dir = default_data_dir(a.data_dir.clone());
+    std::fs::create_dir_all(dir.join("data")).with_context(|| format!("creating {}", dir.display()))?;
+    tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into())).with_ansi(false).init();
+    let addr = format!("127.0.0.1:{}", a.port);
+    let cfg = NodeConfig {
+        rpc_addr: addr.clone(),
+        data_dir: dir.display().to_string(),
+        tablets_per_node: a.tablets_per_node,
+        sync: !a.no_sync,
+        txn_heartbeat_timeout: Duration::from_secs(a.txn_timeout_secs),
+        ..NodeConfig::default()
+    };
+    // Bind first: a port already in use fails before any data is touched.
+    let listener = std::net::TcpListener::bind(&addr).with_context(|| format!("listening on {addr}"))?;
+    let shared = SharedResources::new(a.block_cache_mb << 20, a.memtable_mb << 20);
+    let factory = RocksFactory::new(dir.join("data"), shared);
+    let node = Node::open(cfg, factory, Arc::new(HybridClock::system())).map_err(|e| anyhow::anyhow!("opening the node: {e}"))?;
+    let mut server = RpcServer::serve(node.clone(), listener).with_context(|| format!("serving on {addr}"))?;
+    std::fs::write(pid_file(&dir), std::process::id().to_string())?;
+    std::fs::write(addr_file(&dir), &addr)?;
+    let term = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGTERM, term.clone())?;
+    signal_hook::flag::register(signal_hook::consts::SIGINT, term.clone())?;
+    let applier = {
+        let n = node.clone();
+        std::thread::Builder::new().name("applier".into()).spawn(move || n.run_applier())?
+    };
+    tracing::info!(%addr, data_dir = %dir.display(), "pinax node serving");
+    while !term.load(Ordering::SeqCst) {
+        node.tick();
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    tracing::info!("shutting down");
+    node.shutdown();
+    server.stop();
+    let _ = applier.join();
+    node.flush_all();
+    let _ = std::fs::remove_file(pid_file(&dir));
+    tracing::info!("stopped");
+    Ok(())
+}
+
+fn stop(a: DirArgs) -> Result<()> {
+    let dir = default_data_dir(a.data_dir);
+    let Some(pid) = read_pid(&dir) else {
+        println!("no pinax node is running for {}", dir.display());
+        return Ok(());
+    };
+    if !alive(pid) {
+        let _ = std::fs::remove_file(pid_file(&dir));
+        println!("no pinax node is running for {} (stale pid file removed)", dir.display());
+        return Ok(());
+    }
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGTERM).context("signalling the node")?;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while alive(pid) {
+        if Instant::now() > deadline {
+            bail!("node (pid {pid}) did not stop within 30 s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    println!("pinax node stopped (pid {pid})");
+    Ok(())
+}
+
+fn status(a: StatusArgs) -> Result<()> {
+    let dir = default_data_dir(a.data_dir);
+    let addr = a.addr.or_else(|| std::fs::read_to_string(addr_file(&dir)).ok().map(|s| s.trim().to_string())).unwrap_or_else(|| "127.0.0.1:7100".into());
+    let client = Client::connect(&addr).with_context(|| format!("no pinax node answers at {addr}"))?;
+    let s = client.status()?;
+    println!("node {} at {} (data dir {}), hybrid time {}", s.node_id, s.rpc_addr, s.data_dir, s.hybrid_time);
+    println!("nodes: 1 live");
+    println!("transaction status records: {}", s.status_tablet_records);
+    println!("tables: {}", s.tables.len());
+    for t in &s.tables {
+        println!("  {} (id {}, {:?}): {} tablets", t.name, t.id.0, t.sharding, t.tablets.len());
+        for ti in &t.tablets {
+            let end = ti.partition.end.as_ref().map(|e| hex(e)).unwrap_or_else(|| "∞".into());
+            println!("    tablet {:>5} [{}, {}) leader {}", ti.id.0, hex(&ti.partition.start), end, ti.leader);
+        }
+    }
+    Ok(())
+}
+
+fn hex(b: &[u8]) -> String {
+    if b.is_empty() {
+        return "-∞".into();
+    }
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}

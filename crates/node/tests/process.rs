@@ -1,0 +1,130 @@
+//! Process-level tests of the `pinax` binary: CLI start/status/stop, and durability
+//! of acknowledged writes across `kill -9`.
+
+use pinax_client::Client;
+use pinax_proto::{ScanSpec, Sharding, WriteOp};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_pinax")
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn spawn_run(dir: &std::path::Path, port: u16) -> Child {
+    Command::new(bin())
+        .args(["run", "--data-dir"])
+        .arg(dir)
+        .args(["--port", &port.to_string(), "--block-cache-mb", "16", "--memtable-mb", "32"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+fn wait_client(addr: &str) -> Client {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Ok(c) = Client::connect(addr) {
+            return c;
+        }
+        assert!(Instant::now() < deadline, "node at {addr} did not come up");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn key(i: u32) -> Vec<u8> {
+    let h = (i.wrapping_mul(2654435761) >> 16) as u16;
+    let mut k = h.to_be_bytes().to_vec();
+    k.extend_from_slice(&i.to_be_bytes());
+    k
+}
+
+#[test]
+fn acknowledged_writes_survive_kill_9() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut child = spawn_run(dir.path(), port);
+    let c = wait_client(&addr);
+    let t = c.create_table("durable", Sharding::Hash { tablets: 8 }).unwrap();
+    assert_eq!(t.tablets.len(), 8);
+
+    // Committed transactions across tablets, fast-path writes, an aborted
+    // transaction and one left open when the node dies.
+    let mut acked: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+    for round in 0..30u32 {
+        let mut txn = c.begin();
+        let ops: Vec<WriteOp> = (0..8).map(|j| WriteOp::put(key(round * 8 + j), format!("r{round}").into_bytes())).collect();
+        txn.write("durable", ops.clone()).unwrap();
+        txn.commit().unwrap();
+        acked.extend(ops.into_iter().map(|o| (o.key, o.value)));
+    }
+    for i in 1000..1050u32 {
+        c.write("durable", vec![WriteOp::put(key(i), b"fast".to_vec())]).unwrap();
+        acked.push((key(i), b"fast".to_vec()));
+    }
+    let mut aborted = c.begin();
+    aborted.write("durable", (2000..2010).map(|i| WriteOp::put(key(i), b"aborted".to_vec())).collect()).unwrap();
+    aborted.abort().unwrap();
+    // The open transaction's client never heartbeats: once the node restarts, nobody
+    // keeps the transaction alive (a leaked client would, which is the point of
+    // heartbeats).
+    let silent = pinax_client::Client::connect_with(&addr, pinax_client::ClientOptions { heartbeat_interval: Duration::from_secs(3600), ..Default::default() }).unwrap();
+    let mut open = silent.begin();
+    open.write("durable", (3000..3010).map(|i| WriteOp::put(key(i), b"open".to_vec())).collect()).unwrap();
+
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    std::mem::forget(open); // its node is gone; do not try to abort it
+    drop(c);
+
+    let mut child = spawn_run(dir.path(), port);
+    let c = wait_client(&addr);
+    for (k, v) in &acked {
+        assert_eq!(c.get("durable", k).unwrap().as_ref(), Some(v), "acknowledged write lost");
+    }
+    for i in (2000..2010).chain(3000..3010) {
+        assert_eq!(c.get("durable", &key(i)).unwrap(), None, "unacknowledged write visible");
+    }
+    let rows = c.scan("durable", ScanSpec::default()).unwrap();
+    assert_eq!(rows.len(), acked.len());
+    // the open transaction's keys are writable again once it expires (5 s default)
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while c.write("durable", vec![WriteOp::put(key(3000), b"after".to_vec())]).is_err() {
+        assert!(Instant::now() < deadline, "abandoned transaction never released its keys");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+#[test]
+fn cli_start_status_stop() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port().to_string();
+    let d = dir.path().to_str().unwrap();
+    let out = Command::new(bin()).args(["start", "--data-dir", d, "--port", &port, "--block-cache-mb", "16", "--memtable-mb", "32"]).output().unwrap();
+    assert!(out.status.success(), "start failed: {}", String::from_utf8_lossy(&out.stderr));
+    let so = String::from_utf8_lossy(&out.stdout);
+    assert!(so.contains(&format!("127.0.0.1:{port}")), "{so}");
+    // starting again is harmless
+    let again = Command::new(bin()).args(["start", "--data-dir", d, "--port", &port]).output().unwrap();
+    assert!(again.status.success());
+    assert!(String::from_utf8_lossy(&again.stdout).contains("already running"));
+    let c = Client::connect(&format!("127.0.0.1:{port}")).unwrap();
+    c.create_table("shown", Sharding::Hash { tablets: 0 }).unwrap();
+    let st = Command::new(bin()).args(["status", "--data-dir", d]).output().unwrap();
+    assert!(st.status.success());
+    let text = String::from_utf8_lossy(&st.stdout);
+    assert!(text.contains("shown"), "{text}");
+    assert_eq!(text.matches("    tablet ").count(), 8, "{text}");
+    let stop = Command::new(bin()).args(["stop", "--data-dir", d]).output().unwrap();
+    assert!(stop.status.success(), "{}", String::from_utf8_lossy(&stop.stderr));
+    assert!(String::from_utf8_lossy(&stop.stdout).contains("stopped"));
+    assert!(Client::connect(&format!("127.0.0.1:{port}")).is_err());
+    assert!(!dir.path().join("pinax.pid").exists());
+}

@@ -1,0 +1,143 @@
+//! pinax-proto: the wire. Every message between a client (SQL backend, tool, test)
+//! and a node, and between nodes, is defined here; so are the row-operation types
+//! the lower layers share with the wire.
+//!
+//! Framing (see [`frame`]): `[len: u32 BE][crc32c(payload): u32 BE][payload]`, payload =
+//! bincode (standard config) of a [`RequestEnvelope`] or [`ResponseEnvelope`]. Every
+//! envelope carries the sender's hybrid time (clock propagation). A frame over
+//! [`frame::MAX_FRAME`] or with a bad checksum is rejected without decoding.
+//!
+//! Errors travel as [`RpcError`] with a stable [`pinax_common::ErrorCode`].
+//! Depends only on `pinax-common`. Start at [`Request`].
+
+pub mod frame;
+pub mod types;
+
+pub use types::*;
+
+use pinax_common::{ErrorCode, HybridTime, TableId, TabletId, TxnId};
+use serde::{Deserialize, Serialize};
+
+/// How a table is split into tablets.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Sharding {
+    /// Keys start with a 16-bit hash; the hash space is cut into `tablets` equal parts.
+    Hash { tablets: u32 },
+    /// Keys in order; tablets cut at these (sorted) user keys.
+    Range { split_points: Vec<Vec<u8>> },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TabletInfo {
+    pub id: TabletId,
+    pub partition: Partition,
+    /// RPC address of the node serving it (`host:port`).
+    pub leader: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TableInfo {
+    pub id: TableId,
+    pub name: String,
+    pub sharding: Sharding,
+    /// Sorted by partition start.
+    pub tablets: Vec<TabletInfo>,
+}
+
+impl TableInfo {
+    /// Index of the tablet owning `key`.
+    pub fn tablet_index_for(&self, key: &[u8]) -> usize {
+        // tablets are sorted and cover the key space without gaps
+        self.tablets.partition_point(|t| t.partition.start.as_slice() <= key).saturating_sub(1)
+    }
+}
+
+/// Read position of a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReadPoint {
+    /// `HybridTime::INVALID` = "now" at the serving tablet (returned in the response).
+    pub read_ht: HybridTime,
+    /// The reading transaction and its statement number.
+    pub txn: Option<(TxnId, u32)>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeStatus {
+    pub node_id: u64,
+    pub rpc_addr: String,
+    pub data_dir: String,
+    pub tables: Vec<TableInfo>,
+    pub status_tablet_records: u64,
+    pub hybrid_time: HybridTime,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Request {
+    Ping,
+    /// Current hybrid time of the node.
+    Now,
+    Status,
+    CreateTable { name: String, sharding: Sharding, if_not_exists: bool },
+    DropTable { name: String, if_exists: bool },
+    GetTable { name: String },
+    /// Write to one tablet. Without `txn`: the single-tablet fast path (committed at
+    /// once; `read_ht`, if set, makes commits after it a conflict). With `txn`:
+    /// provisional records of that transaction's statement `seq`, at its read time.
+    Write { tablet: TabletId, ops: Vec<WriteOp>, read_ht: Option<HybridTime>, txn: Option<(TxnId, u32)> },
+    Read { tablet: TabletId, key: Vec<u8>, at: ReadPoint },
+    Scan { tablet: TabletId, spec: ScanSpec, at: ReadPoint },
+    CreateTxn { txn: TxnId },
+    Heartbeat { txn: TxnId },
+    CommitTxn { txn: TxnId, participants: Vec<TabletId> },
+    AbortTxn { txn: TxnId, participants: Vec<TabletId> },
+    TxnStatus { txn: TxnId, read_ht: HybridTime },
+    /// Several requests executed in order; each gets its own result.
+    Batch(Vec<Request>),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Response {
+    Pong,
+    Now(HybridTime),
+    Status(NodeStatus),
+    Table(TableInfo),
+    Dropped,
+    Written { ht: HybridTime },
+    Value { value: Option<Vec<u8>>, read_ht: HybridTime },
+    Rows { result: ScanResult, read_ht: HybridTime },
+    TxnCreated { start_ht: HybridTime },
+    Committed { commit_ht: HybridTime },
+    Done,
+    TxnStatus(TxnStatus),
+    Batch(Vec<Result<Response, RpcError>>),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[error("{message}")]
+pub struct RpcError {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+impl RpcError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        RpcError { code, message: message.into() }
+    }
+    pub fn is_retryable(&self) -> bool {
+        self.code.is_retryable()
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RequestEnvelope {
+    /// Sender's hybrid time.
+    pub ht: HybridTime,
+    pub request: Request,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResponseEnvelope {
+    /// Server's hybrid time after handling the request.
+    pub ht: HybridTime,
+    pub result: Result<Response, RpcError>,
+}

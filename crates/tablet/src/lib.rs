@@ -1,0 +1,33 @@
+//! pinax-tablet: one tablet = one storage engine (+, later, one Raft group).
+//!
+//! Key types:
+//! - [`Tablet`]: the data tablet. Fast-path writes (one round, no intents), intent
+//!   writes of distributed transactions, MVCC reads and scans, intent apply/removal.
+//! - [`StatusTablet`]: the transaction status tablet: persists the decisions of
+//!   [`pinax_txn::Coordinator`].
+//! - [`mvcc_manager::MvccManager`]: "safe time" — a read at `ht` waits until every
+//!   write that was given a hybrid time `<= ht` is in the engine.
+//! - [`WriteOp`]: one row operation of a batch.
+//!
+//! Invariants:
+//! - all writes of one tablet are decided under one mutex (conflict checks and the
+//!   batch they produce are atomic with respect to other writers);
+//! - committed versions of a key are written in increasing hybrid-time order, and no
+//!   committed version is ever newer than a live intent on the same key: a writer that
+//!   meets a committed intent applies it first, one that meets an aborted intent
+//!   removes it, one that meets a pending intent of another transaction fails with a
+//!   retryable serialization error;
+//! - a write acknowledged with `sync` is in the engine's durable log.
+//!
+//! Depends on engine traits only (never on RocksDB). Start at `tablet.rs`.
+
+pub mod error;
+pub mod mvcc_manager;
+pub mod ops;
+pub mod status_tablet;
+pub mod tablet;
+
+pub use error::{Error, Result};
+pub use ops::{WriteOp, WriteOpKind};
+pub use status_tablet::StatusTablet;
+pub use tablet::{Partition, Tablet, TabletOptions};

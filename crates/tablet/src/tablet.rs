@@ -1,0 +1,346 @@
+//! The data tablet.
+
+use crate::error::{Error, Result};
+use crate::mvcc_manager::MvccManager;
+use crate::ops::{WriteOp, WriteOpKind};
+use parking_lot::Mutex;
+use pinax_codec::keys::{self, IntentKind};
+use pinax_common::{HybridClock, HybridTime, TabletId, TxnId};
+use pinax_engine::{Cf, IterOptions, KvEngine, KvIterator, Snapshot, WriteBatch, WriteOptions};
+use pinax_mvcc::gc::HistoryCutoff;
+use pinax_mvcc::read::{intents_on_key, latest_version, IntentRecord};
+use pinax_mvcc::{MvccReader, ReadContext, ScanResult, ScanSpec, TxnStatus, TxnStatusResolver};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+const META_FORMAT_VERSION: &[u8] = b"format_version";
+
+pub use pinax_proto::Partition;
+
+#[derive(Clone, Copy, Debug)]
+pub struct TabletOptions {
+    /// fsync every acknowledged write.
+    pub sync: bool,
+}
+
+impl Default for TabletOptions {
+    fn default() -> Self {
+        TabletOptions { sync: true }
+    }
+}
+
+pub struct Tablet<E: KvEngine> {
+    id: TabletId,
+    engine: E,
+    clock: Arc<HybridClock>,
+    partition: Partition,
+    opts: TabletOptions,
+    mvcc: MvccManager,
+    write_lock: Mutex<()>,
+    cutoff: HistoryCutoff,
+}
+
+/// What the tablet knows about one key while deciding a write batch.
+#[derive(Clone, Copy)]
+struct KeyState {
+    live: bool,
+}
+
+impl<E: KvEngine> Tablet<E> {
+    /// Open a tablet over `engine`, stamping or checking the format version.
+    pub fn open(id: TabletId, engine: E, clock: Arc<HybridClock>, partition: Partition, opts: TabletOptions, cutoff: HistoryCutoff) -> Result<Self> {
+        let expected = pinax_codec::FORMAT_VERSION;
+        match engine.get(Cf::Meta, META_FORMAT_VERSION)? {
+            Some(v) => {
+                let found = <[u8; 4]>::try_from(&v[..]).map(u32::from_be_bytes).unwrap_or(0);
+                if found != expected {
+                    return Err(Error::FormatVersion { tablet_id: id, found, expected });
+                }
+            }
+            None => {
+                let mut b = engine.new_batch();
+                b.put(Cf::Meta, META_FORMAT_VERSION, &expected.to_be_bytes());
+                engine.write(b, WriteOptions { sync: true })?;
+            }
+        }
+        Ok(Tablet { id, engine, clock, partition, opts, mvcc: MvccManager::default(), write_lock: Mutex::new(()), cutoff })
+    }
+
+    pub fn id(&self) -> TabletId {
+        self.id
+    }
+    pub fn engine(&self) -> &E {
+        &self.engine
+    }
+    pub fn partition(&self) -> &Partition {
+        &self.partition
+    }
+    pub fn clock(&self) -> &Arc<HybridClock> {
+        &self.clock
+    }
+    pub fn history_cutoff(&self) -> &HistoryCutoff {
+        &self.cutoff
+    }
+
+    fn check_keys(&self, ops: &[WriteOp]) -> Result<()> {
+        for op in ops {
+            if !self.partition.contains(&op.key) {
+                return Err(Error::WrongTablet { tablet_id: self.id });
+            }
+        }
+        Ok(())
+    }
+
+    fn write_opts(&self) -> WriteOptions {
+        WriteOptions { sync: self.opts.sync }
+    }
+
+    /// Single-tablet, non-transactional write: one batch, no intents, committed at a
+    /// fresh hybrid time that is returned. With `read_ht`, any committed change to a
+    /// written key after `read_ht` is a conflict (read-modify-write safety).
+    pub fn write_fast<R: TxnStatusResolver + ?Sized>(&self, ops: &[WriteOp], read_ht: Option<HybridTime>, resolver: &R) -> Result<HybridTime> {
+        self.check_keys(ops)?;
+        let _guard = self.write_lock.lock();
+        let snap = self.engine.snapshot();
+        let mut batch = self.engine.new_batch();
+        let mut seen: HashMap<&[u8], KeyState> = HashMap::new();
+        for op in ops {
+            let state = match seen.get(&op.key[..]) {
+                Some(s) => *s,
+                None => self.resolve_key(&snap, &op.key, None, read_ht, op.kind, resolver, &mut batch)?,
+            };
+            if op.kind == WriteOpKind::Insert && state.live {
+                return Err(Error::DuplicateKey { tablet_id: self.id, key: op.key.clone() });
+            }
+            seen.insert(&op.key, KeyState { live: op.kind != WriteOpKind::Delete });
+        }
+        drop(snap);
+        let ht = self.mvcc.register_write(&self.clock);
+        let mut vbuf = Vec::new();
+        for op in ops {
+            let k = keys::version_key(&op.key, ht);
+            match op.kind {
+                WriteOpKind::Put | WriteOpKind::Insert => {
+                    vbuf.clear();
+                    keys::encode_put(&mut vbuf, &op.value);
+                    batch.put(Cf::Regular, &k, &vbuf);
+                }
+                WriteOpKind::Delete => batch.put(Cf::Regular, &k, &keys::encode_tombstone()),
+            }
+        }
+        let res = self.engine.write(batch, self.write_opts());
+        self.mvcc.finish_write(ht);
+        res?;
+        Ok(ht)
+    }
+
+    /// Write provisional records for transaction `txn`, statement `seq`. Conflicts
+    /// with other transactions' intents, or with commits after `read_ht`, fail.
+    pub fn write_intents<R: TxnStatusResolver + ?Sized>(&self, txn: TxnId, seq: u32, read_ht: HybridTime, ops: &[WriteOp], resolver: &R) -> Result<()> {
+        self.check_keys(ops)?;
+        let _guard = self.write_lock.lock();
+        let snap = self.engine.snapshot();
+        let mut batch = self.engine.new_batch();
+        let mut seen: HashMap<&[u8], KeyState> = HashMap::new();
+        for op in ops {
+            let state = match seen.get(&op.key[..]) {
+                Some(s) => *s,
+                None => self.resolve_key(&snap, &op.key, Some(txn), Some(read_ht), op.kind, resolver, &mut batch)?,
+            };
+            if op.kind == WriteOpKind::Insert && state.live {
+                return Err(Error::DuplicateKey { tablet_id: self.id, key: op.key.clone() });
+            }
+            seen.insert(&op.key, KeyState { live: op.kind != WriteOpKind::Delete });
+        }
+        drop(snap);
+        let mut vbuf = Vec::new();
+        for op in ops {
+            let kind = match op.kind {
+                WriteOpKind::Put | WriteOpKind::Insert => IntentKind::Put,
+                WriteOpKind::Delete => IntentKind::Delete,
+            };
+            vbuf.clear();
+            keys::encode_intent_value(&mut vbuf, kind, 0, &op.value);
+            batch.put(Cf::Intents, &keys::intent_key(&op.key, txn, seq), &vbuf);
+            batch.put(Cf::Intents, &keys::reverse_key(txn, &op.key), &[]);
+        }
+        self.engine.write(batch, self.write_opts())?;
+        Ok(())
+    }
+
+    /// Decide what writing `key` meets: resolve other transactions' intents (apply
+    /// committed, drop aborted, conflict on pending), check for commits after
+    /// `read_ht`, and report whether the key holds a live row.
+    #[allow(clippy::too_many_arguments)]
+    fn resolve_key<S: Snapshot, R: TxnStatusResolver + ?Sized>(
+        &self,
+        snap: &S,
+        key: &[u8],
+        me: Option<TxnId>,
+        read_ht: Option<HybridTime>,
+        kind: WriteOpKind,
+        resolver: &R,
+        batch: &mut E::Batch,
+    ) -> Result<KeyState> {
+        let intents = intents_on_key(snap, key)?;
+        let mut own_newest: Option<&IntentRecord> = None;
+        let mut inline_commit: Option<(HybridTime, bool)> = None;
+        let mut others: Vec<TxnId> = Vec::new();
+        for r in &intents {
+            if Some(r.txn) == me {
+                if r.kind != IntentKind::Lock && own_newest.is_none_or(|o| r.seq > o.seq) {
+                    own_newest = Some(r);
+                }
+            } else if !others.contains(&r.txn) {
+                others.push(r.txn);
+            }
+        }
+        for other in others {
+            let recs: Vec<&IntentRecord> = intents.iter().filter(|r| r.txn == other).collect();
+            match resolver.status(other, self.clock.now())? {
+                TxnStatus::Pending => {
+                    return Err(Error::WriteConflict { tablet_id: self.id, other_txn: Some(other), committed_at: None });
+                }
+                TxnStatus::Committed { commit_ht } => {
+                    self.clock.update(commit_ht);
+                    if let Some(newest) = recs.iter().filter(|r| r.kind != IntentKind::Lock).max_by_key(|r| r.seq) {
+                        let vk = keys::version_key(key, commit_ht);
+                        let live = newest.kind == IntentKind::Put;
+                        if live {
+                            let mut v = Vec::with_capacity(newest.data.len() + 1);
+                            keys::encode_put(&mut v, &newest.data);
+                            batch.put(Cf::Regular, &vk, &v);
+                        } else {
+                            batch.put(Cf::Regular, &vk, &keys::encode_tombstone());
+                        }
+                        inline_commit = Some((commit_ht, live));
+                    }
+                    for r in &recs {
+                        batch.delete(Cf::Intents, &keys::intent_key(key, other, r.seq));
+                    }
+                    batch.delete(Cf::Intents, &keys::reverse_key(other, key));
+                }
+                TxnStatus::Aborted => {
+                    for r in &recs {
+                        batch.delete(Cf::Intents, &keys::intent_key(key, other, r.seq));
+                    }
+                    batch.delete(Cf::Intents, &keys::reverse_key(other, key));
+                }
+            }
+        }
+        // Latest committed state of the key.
+        let (latest_ht, latest_live) = match inline_commit {
+            Some((ht, live)) => (Some(ht), live),
+            None => latest_version(snap, key)?,
+        };
+        if let Some(own) = own_newest {
+            // Our own earlier write decides liveness; conflicts were checked then.
+            return Ok(KeyState { live: own.kind == IntentKind::Put });
+        }
+        if kind == WriteOpKind::Insert {
+            // Uniqueness is about the latest committed state, whatever the snapshot.
+            return Ok(KeyState { live: latest_live });
+        }
+        if let (Some(read_ht), Some(latest)) = (read_ht, latest_ht) {
+            if latest > read_ht {
+                return Err(Error::WriteConflict { tablet_id: self.id, other_txn: None, committed_at: Some(latest) });
+            }
+        }
+        Ok(KeyState { live: latest_live })
+    }
+
+    /// Point read.
+    pub fn read<R: TxnStatusResolver + ?Sized>(&self, ctx: ReadContext, key: &[u8], resolver: &R) -> Result<Option<Vec<u8>>> {
+        self.mvcc.wait_for_safe_time(&self.clock, ctx.read_ht);
+        let snap = self.engine.snapshot();
+        Ok(MvccReader::new(&snap, resolver, ctx).get(key)?)
+    }
+
+    /// Bounded scan; bounds are clipped to the tablet's partition.
+    pub fn scan<R: TxnStatusResolver + ?Sized>(&self, ctx: ReadContext, spec: &ScanSpec, resolver: &R) -> Result<ScanResult> {
+        let mut spec = spec.clone();
+        if spec.start < self.partition.start {
+            spec.start = self.partition.start.clone();
+        }
+        if let Some(pend) = &self.partition.end {
+            if spec.end.as_ref().is_none_or(|e| e > pend) {
+                spec.end = Some(pend.clone());
+            }
+        }
+        self.mvcc.wait_for_safe_time(&self.clock, ctx.read_ht);
+        let snap = self.engine.snapshot();
+        Ok(MvccReader::new(&snap, resolver, ctx).scan(&spec)?)
+    }
+
+    /// Turn the intents of committed `txn` into versions at `commit_ht`.
+    /// Idempotent: returns the number of keys applied (0 when nothing is left).
+    pub fn apply_intents(&self, txn: TxnId, commit_ht: HybridTime) -> Result<usize> {
+        self.clock.update(commit_ht);
+        self.resolve_txn(txn, Some(commit_ht))
+    }
+
+    /// Drop the intents of aborted `txn`. Idempotent.
+    pub fn remove_intents(&self, txn: TxnId) -> Result<usize> {
+        self.resolve_txn(txn, None)
+    }
+
+    fn resolve_txn(&self, txn: TxnId, commit_ht: Option<HybridTime>) -> Result<usize> {
+        let _guard = self.write_lock.lock();
+        let snap = self.engine.snapshot();
+        let prefix = keys::reverse_prefix(txn);
+        let upper = keys::prefix_upper_bound(&prefix);
+        let mut it = snap.iter(Cf::Intents, IterOptions { lower: Some(prefix.clone()), upper, prefix_same_as_start: true });
+        it.seek_to_first();
+        let mut batch = self.engine.new_batch();
+        let mut n = 0;
+        while it.valid()? {
+            let rkey = it.key().to_vec();
+            let (user_key, _) = keys::unescape_prefix(&rkey[prefix.len()..])?;
+            let recs: Vec<IntentRecord> = intents_on_key(&snap, &user_key)?.into_iter().filter(|r| r.txn == txn).collect();
+            if let Some(ht) = commit_ht {
+                if let Some(newest) = recs.iter().filter(|r| r.kind != IntentKind::Lock).max_by_key(|r| r.seq) {
+                    let vk = keys::version_key(&user_key, ht);
+                    if newest.kind == IntentKind::Put {
+                        let mut v = Vec::with_capacity(newest.data.len() + 1);
+                        keys::encode_put(&mut v, &newest.data);
+                        batch.put(Cf::Regular, &vk, &v);
+                    } else {
+                        batch.put(Cf::Regular, &vk, &keys::encode_tombstone());
+                    }
+                }
+            }
+            for r in &recs {
+                batch.delete(Cf::Intents, &keys::intent_key(&user_key, txn, r.seq));
+            }
+            batch.delete(Cf::Intents, &rkey);
+            n += 1;
+            it.next();
+        }
+        drop(it);
+        drop(snap);
+        if n > 0 {
+            self.engine.write(batch, self.write_opts())?;
+        }
+        Ok(n)
+    }
+
+    /// Transactions that still have intents here (for the background resolver).
+    pub fn txns_with_intents(&self) -> Result<Vec<TxnId>> {
+        let snap = self.engine.snapshot();
+        let lower = vec![keys::REVERSE_PREFIX];
+        let upper = vec![keys::REVERSE_PREFIX + 1];
+        let mut it = snap.iter(Cf::Intents, IterOptions { lower: Some(lower), upper: Some(upper), prefix_same_as_start: false });
+        it.seek_to_first();
+        let mut out = Vec::new();
+        while it.valid()? {
+            let k = it.key();
+            let txn = k.get(1..1 + TxnId::LEN).and_then(TxnId::from_slice).ok_or(keys::KeyError::Truncated)?;
+            out.push(txn);
+            match keys::prefix_upper_bound(&keys::reverse_prefix(txn)) {
+                Some(next) => it.seek(&next),
+                None => break,
+            }
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,28 @@
+//! pinax-tserver: the tablet server — a node's tablets, its status tablet, the
+//! (single, for now) master catalog, the RPC service and background work.
+//!
+//! Key types:
+//! - [`Node`]: owns everything a node serves; [`Node::handle`] executes one
+//!   [`pinax_proto::Request`].
+//! - [`EngineFactory`]: how a node opens one engine per tablet (RocksDB in production,
+//!   memory in tests): [`RocksFactory`], [`MemFactory`].
+//! - [`server::RpcServer`]: thread-per-connection framed RPC over TCP.
+//!
+//! Request flow: `server` reads a frame → takes in the sender's hybrid time →
+//! `Node::handle` → tablet / status tablet / catalog → response with the node's time.
+//! Background ([`Node::tick`]): expire abandoned transactions, apply or remove intents
+//! of decided ones, forget old status records, advance the MVCC history cutoff.
+//!
+//! Invariants: a request never panics the daemon (panics are caught per request and
+//! reported as internal errors); a committed transaction's intents are applied
+//! eventually even across restarts (the status tablet keeps it unresolved until all
+//! participants confirm).
+//! Start at [`Node::handle`].
+
+pub mod factory;
+pub mod node;
+pub mod server;
+
+pub use factory::{EngineFactory, MemFactory, RocksFactory};
+pub use node::{Node, NodeConfig};
+pub use server::RpcServer;

@@ -1,0 +1,406 @@
+//! A node: tablets, status tablet, catalog, and the request handler.
+
+use crate::factory::EngineFactory;
+use parking_lot::{Mutex, RwLock};
+use pinax_common::{ErrorCode, HybridClock, HybridTime, TabletId, TxnId};
+use pinax_engine::CompactionFilterFactory;
+use pinax_master::{Catalog, CatalogError};
+use pinax_mvcc::gc::{HistoryCutoff, HistoryGcFilterFactory};
+use pinax_mvcc::{ReadContext, TxnStatus};
+use pinax_proto::{NodeStatus, ReadPoint, Request, Response, RpcError, Sharding, TableInfo};
+use pinax_tablet::{StatusTablet, Tablet, TabletOptions};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+#[derive(Clone, Debug)]
+pub struct NodeConfig {
+    pub node_id: u64,
+    /// Address clients use to reach this node (`host:port`).
+    pub rpc_addr: String,
+    pub data_dir: String,
+    pub tablets_per_node: u32,
+    /// fsync acknowledged writes.
+    pub sync: bool,
+    /// A transaction not heard of for this long is aborted.
+    pub txn_heartbeat_timeout: Duration,
+    /// How long resolved status records are kept.
+    pub status_retention: Duration,
+    /// How much MVCC history is kept for reads in the past.
+    pub history_retention: Duration,
+}
+
+impl Default for NodeConfig {
+    fn default() -> Self {
+        NodeConfig {
+            node_id: 1,
+            rpc_addr: "127.0.0.1:7100".into(),
+            data_dir: String::new(),
+            tablets_per_node: 8,
+            sync: true,
+            txn_heartbeat_timeout: Duration::from_secs(5),
+            status_retention: Duration::from_secs(60),
+            history_retention: Duration::from_secs(900),
+        }
+    }
+}
+
+const STATUS_TABLET_ID: TabletId = TabletId(0);
+const CATALOG_ENGINE: &str = "master";
+const STATUS_ENGINE: &str = "status";
+
+fn tablet_engine_name(id: TabletId) -> String {
+    format!("tablet-{}", id.0)
+}
+
+fn err(code: ErrorCode, msg: impl Into<String>) -> RpcError {
+    RpcError::new(code, msg)
+}
+
+fn tablet_err(e: pinax_tablet::Error) -> RpcError {
+    RpcError::new(e.code(), e.to_string())
+}
+
+fn catalog_err(e: CatalogError) -> RpcError {
+    RpcError::new(e.code(), e.to_string())
+}
+
+enum Resolution {
+    Apply { txn: TxnId, commit_ht: HybridTime, participants: Vec<TabletId> },
+}
+
+pub struct Node<F: EngineFactory> {
+    cfg: NodeConfig,
+    factory: F,
+    clock: Arc<HybridClock>,
+    catalog: Catalog<F::Engine>,
+    tablets: RwLock<HashMap<TabletId, Arc<Tablet<F::Engine>>>>,
+    status: StatusTablet<F::Engine>,
+    cutoff: HistoryCutoff,
+    gc_factory: Arc<dyn CompactionFilterFactory>,
+    resolutions: Mutex<mpsc::Sender<Resolution>>,
+    resolutions_rx: Mutex<Option<mpsc::Receiver<Resolution>>>,
+    shutting_down: AtomicBool,
+    last_sweep: Mutex<Instant>,
+    requests: AtomicU64,
+}
+
+impl<F: EngineFactory> Node<F> {
+    /// Open (or create) a node's state: catalog, status tablet, every tablet.
+    pub fn open(cfg: NodeConfig, factory: F, clock: Arc<HybridClock>) -> Result<Arc<Self>, RpcError> {
+        let io = |e: pinax_engine::Error| err(ErrorCode::Io, e.to_string());
+        let catalog = Catalog::open(factory.open(CATALOG_ENGINE, None).map_err(io)?).map_err(catalog_err)?;
+        let status = StatusTablet::open(
+            STATUS_TABLET_ID,
+            factory.open(STATUS_ENGINE, None).map_err(io)?,
+            clock.clone(),
+            cfg.txn_heartbeat_timeout.as_micros() as u64,
+            cfg.sync,
+        )
+        .map_err(tablet_err)?;
+        let cutoff = HistoryCutoff::default();
+        let gc_factory: Arc<dyn CompactionFilterFactory> = Arc::new(HistoryGcFilterFactory { cutoff: cutoff.clone() });
+        let (tx, rx) = mpsc::channel();
+        let node = Node {
+            cfg,
+            factory,
+            clock,
+            catalog,
+            tablets: RwLock::new(HashMap::new()),
+            status,
+            cutoff,
+            gc_factory,
+            resolutions: Mutex::new(tx),
+            resolutions_rx: Mutex::new(Some(rx)),
+            shutting_down: AtomicBool::new(false),
+            last_sweep: Mutex::new(Instant::now()),
+            requests: AtomicU64::new(0),
+        };
+        // Open every tablet of every table in the catalog; drop engines of tablets that
+        // are not in it (left by a crash between creating tablets and committing).
+        let mut wanted = std::collections::HashSet::new();
+        for t in node.catalog.tables() {
+            for ti in &t.tablets {
+                wanted.insert(tablet_engine_name(ti.id));
+                node.open_tablet(ti.id, ti.partition.clone())?;
+            }
+        }
+        for name in node.factory.list().map_err(io)? {
+            if name.starts_with("tablet-") && !wanted.contains(&name) {
+                node.factory.destroy(&name).map_err(io)?;
+            }
+        }
+        Ok(Arc::new(node))
+    }
+
+    fn open_tablet(&self, id: TabletId, partition: pinax_proto::Partition) -> Result<(), RpcError> {
+        let engine = self.factory.open(&tablet_engine_name(id), Some(self.gc_factory.clone())).map_err(|e| err(ErrorCode::Io, e.to_string()))?;
+        let t = Tablet::open(id, engine, self.clock.clone(), partition, TabletOptions { sync: self.cfg.sync }, self.cutoff.clone()).map_err(tablet_err)?;
+        self.tablets.write().insert(id, Arc::new(t));
+        Ok(())
+    }
+
+    pub fn config(&self) -> &NodeConfig {
+        &self.cfg
+    }
+    pub fn clock(&self) -> &Arc<HybridClock> {
+        &self.clock
+    }
+    pub fn status_tablet(&self) -> &StatusTablet<F::Engine> {
+        &self.status
+    }
+    pub fn tablet(&self, id: TabletId) -> Option<Arc<Tablet<F::Engine>>> {
+        self.tablets.read().get(&id).cloned()
+    }
+    pub fn shutdown(&self) {
+        self.shutting_down.store(true, Ordering::SeqCst);
+    }
+    pub fn is_shutting_down(&self) -> bool {
+        self.shutting_down.load(Ordering::SeqCst)
+    }
+
+    fn get_tablet(&self, id: TabletId) -> Result<Arc<Tablet<F::Engine>>, RpcError> {
+        self.tablet(id).ok_or_else(|| err(ErrorCode::TabletNotFound, format!("tablet {} is not served by this node", id.0)))
+    }
+
+    fn resolver(&self) -> impl Fn(TxnId, HybridTime) -> pinax_mvcc::Result<TxnStatus> + '_ {
+        move |txn, read_ht| Ok(self.status.status(txn, read_ht))
+    }
+
+    fn read_ctx(&self, at: ReadPoint) -> ReadContext {
+        let read_ht = if at.read_ht == HybridTime::INVALID { self.clock.now() } else { at.read_ht };
+        match at.txn {
+            Some((txn, seq)) => ReadContext::in_txn(read_ht, txn, seq),
+            None => ReadContext::at(read_ht),
+        }
+    }
+
+    /// Execute one request.
+    pub fn handle(&self, req: Request) -> Result<Response, RpcError> {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        if self.is_shutting_down() {
+            return Err(err(ErrorCode::ShuttingDown, "the node is shutting down"));
+        }
+        match req {
+            Request::Ping => Ok(Response::Pong),
+            Request::Now => Ok(Response::Now(self.clock.now())),
+            Request::Status => Ok(Response::Status(NodeStatus {
+                node_id: self.cfg.node_id,
+                rpc_addr: self.cfg.rpc_addr.clone(),
+                data_dir: self.cfg.data_dir.clone(),
+                tables: self.catalog.tables(),
+                status_tablet_records: self.status.len() as u64,
+                hybrid_time: self.clock.now(),
+            })),
+            Request::CreateTable { name, sharding, if_not_exists } => self.create_table(&name, sharding, if_not_exists).map(Response::Table),
+            Request::DropTable { name, if_exists } => self.drop_table(&name, if_exists),
+            Request::GetTable { name } => self.catalog.get(&name).map(Response::Table).map_err(catalog_err),
+            Request::Write { tablet, ops, read_ht, txn } => {
+                let t = self.get_tablet(tablet)?;
+                let r = self.resolver();
+                match txn {
+                    None => t.write_fast(&ops, read_ht, &r).map(|ht| Response::Written { ht }).map_err(tablet_err),
+                    Some((txn, seq)) => {
+                        let read_ht = read_ht.ok_or_else(|| err(ErrorCode::InvalidRequest, "a transactional write needs a read time"))?;
+                        t.write_intents(txn, seq, read_ht, &ops, &r).map(|_| Response::Written { ht: read_ht }).map_err(tablet_err)
+                    }
+                }
+            }
+            Request::Read { tablet, key, at } => {
+                let t = self.get_tablet(tablet)?;
+                let ctx = self.read_ctx(at);
+                let value = t.read(ctx, &key, &self.resolver()).map_err(tablet_err)?;
+                Ok(Response::Value { value, read_ht: ctx.read_ht })
+            }
+            Request::Scan { tablet, spec, at } => {
+                let t = self.get_tablet(tablet)?;
+                let ctx = self.read_ctx(at);
+                let result = t.scan(ctx, &spec, &self.resolver()).map_err(tablet_err)?;
+                Ok(Response::Rows { result, read_ht: ctx.read_ht })
+            }
+            Request::CreateTxn { txn } => {
+                let rec = self.status.create(txn).map_err(tablet_err)?;
+                Ok(Response::TxnCreated { start_ht: rec.start_ht })
+            }
+            Request::Heartbeat { txn } => self.status.heartbeat(txn).map(|_| Response::Done).map_err(tablet_err),
+            Request::CommitTxn { txn, participants } => {
+                let commit_ht = self.status.commit(txn, participants.clone()).map_err(tablet_err)?;
+                let _ = self.resolutions.lock().send(Resolution::Apply { txn, commit_ht, participants });
+                Ok(Response::Committed { commit_ht })
+            }
+            Request::AbortTxn { txn, participants } => {
+                self.status.abort(txn, participants.clone()).map_err(tablet_err)?;
+                // Remove intents right away; the background sweep covers failures.
+                if self.resolve_local(txn, None, &participants) {
+                    let _ = self.status.mark_resolved(txn);
+                }
+                Ok(Response::Done)
+            }
+            Request::TxnStatus { txn, read_ht } => Ok(Response::TxnStatus(self.status.status(txn, read_ht))),
+            Request::Batch(reqs) => Ok(Response::Batch(reqs.into_iter().map(|r| self.handle(r)).collect())),
+        }
+    }
+
+    fn create_table(&self, name: &str, sharding: Sharding, if_not_exists: bool) -> Result<TableInfo, RpcError> {
+        let sharding = match sharding {
+            Sharding::Hash { tablets: 0 } => Sharding::Hash { tablets: self.cfg.tablets_per_node },
+            s => s,
+        };
+        let plan = match self.catalog.plan_table(name, sharding, &self.cfg.rpc_addr) {
+            Ok(p) => p,
+            Err(CatalogError::AlreadyExists(_)) if if_not_exists => return self.catalog.get(name).map_err(catalog_err),
+            Err(e) => return Err(catalog_err(e)),
+        };
+        for ti in &plan.tablets {
+            self.open_tablet(ti.id, ti.partition.clone())?;
+        }
+        if let Err(e) = self.catalog.commit_table(&plan) {
+            self.destroy_tablets(&plan);
+            return Err(catalog_err(e));
+        }
+        Ok(plan)
+    }
+
+    fn destroy_tablets(&self, t: &TableInfo) {
+        for ti in &t.tablets {
+            let removed = self.tablets.write().remove(&ti.id);
+            drop(removed);
+            if let Err(e) = self.factory.destroy(&tablet_engine_name(ti.id)) {
+                tracing::warn!(tablet_id = ti.id.0, error = %e, "could not remove tablet data");
+            }
+        }
+    }
+
+    fn drop_table(&self, name: &str, if_exists: bool) -> Result<Response, RpcError> {
+        match self.catalog.drop_table(name) {
+            Ok(t) => {
+                self.destroy_tablets(&t);
+                Ok(Response::Dropped)
+            }
+            Err(CatalogError::NotFound(_)) if if_exists => Ok(Response::Dropped),
+            Err(e) => Err(catalog_err(e)),
+        }
+    }
+
+    /// Apply (`commit_ht = Some`) or remove the intents of `txn` on the local
+    /// participants. True when every participant is done.
+    fn resolve_local(&self, txn: TxnId, commit_ht: Option<HybridTime>, participants: &[TabletId]) -> bool {
+        let mut all = true;
+        for p in participants {
+            let Some(t) = self.tablet(*p) else {
+                continue; // dropped table: nothing left to resolve
+            };
+            let res = match commit_ht {
+                Some(ht) => t.apply_intents(txn, ht),
+                None => t.remove_intents(txn),
+            };
+            if let Err(e) = res {
+                tracing::warn!(tablet_id = p.0, %txn, error = %e, "could not resolve intents");
+                all = false;
+            }
+        }
+        all
+    }
+
+    /// Drain commit notifications and apply intents. Runs on the applier thread.
+    pub fn run_applier(self: &Arc<Self>) {
+        let Some(rx) = self.resolutions_rx.lock().take() else {
+            return;
+        };
+        while !self.is_shutting_down() {
+            match rx.recv_timeout(Duration::from_millis(200)) {
+                Ok(Resolution::Apply { txn, commit_ht, participants }) => {
+                    if self.resolve_local(txn, Some(commit_ht), &participants) {
+                        if let Err(e) = self.status.mark_resolved(txn) {
+                            tracing::warn!(%txn, error = %e, "could not mark transaction resolved");
+                        }
+                    }
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            }
+        }
+    }
+
+    /// Periodic background work; call every few hundred milliseconds.
+    pub fn tick(&self) {
+        // 1. Abort transactions whose client went silent.
+        match self.status.expire() {
+            Ok(expired) => {
+                for (txn, rec) in expired {
+                    tracing::info!(%txn, "transaction expired: no heartbeat");
+                    if self.resolve_local(txn, None, &rec.participants) {
+                        let _ = self.status.mark_resolved(txn);
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "transaction expiry failed"),
+        }
+        // 2. Decided but unresolved (e.g. after a restart).
+        for (txn, rec) in self.status.unresolved() {
+            let commit = (rec.state == pinax_txn::TxnState::Committed).then_some(rec.commit_ht);
+            if self.resolve_local(txn, commit, &rec.participants) {
+                let _ = self.status.mark_resolved(txn);
+            }
+        }
+        // 3. Every few seconds: intents whose transaction is decided (covers
+        //    participants the status record never heard of).
+        let sweep = {
+            let mut last = self.last_sweep.lock();
+            if last.elapsed() >= Duration::from_secs(2) {
+                *last = Instant::now();
+                true
+            } else {
+                false
+            }
+        };
+        if sweep {
+            self.sweep_intents();
+        }
+        // 4. Forget old records; move the history cutoff.
+        if let Err(e) = self.status.gc(self.cfg.status_retention.as_micros() as u64) {
+            tracing::warn!(error = %e, "status record gc failed");
+        }
+        self.cutoff.advance_to(self.clock.now().sub_micros(self.cfg.history_retention.as_micros() as u64));
+    }
+
+    /// Resolve every intent on this node whose transaction is decided.
+    pub fn sweep_intents(&self) {
+        let tablets: Vec<_> = self.tablets.read().values().cloned().collect();
+        for t in tablets {
+            let txns = match t.txns_with_intents() {
+                Ok(v) => v,
+                Err(e) => {
+                    tracing::warn!(tablet_id = t.id().0, error = %e, "intent sweep failed");
+                    continue;
+                }
+            };
+            for txn in txns {
+                let res = match self.status.status(txn, self.clock.now()) {
+                    TxnStatus::Committed { commit_ht } => t.apply_intents(txn, commit_ht),
+                    TxnStatus::Aborted => t.remove_intents(txn),
+                    TxnStatus::Pending => continue,
+                };
+                if let Err(e) = res {
+                    tracing::warn!(tablet_id = t.id().0, %txn, error = %e, "could not resolve intents");
+                }
+            }
+        }
+    }
+
+    /// Flush every engine (clean shutdown).
+    pub fn flush_all(&self) {
+        use pinax_engine::KvEngine;
+        for t in self.tablets.read().values() {
+            if let Err(e) = t.engine().flush() {
+                tracing::warn!(tablet_id = t.id().0, error = %e, "flush failed");
+            }
+        }
+    }
+
+    pub fn requests_served(&self) -> u64 {
+        self.requests.load(Ordering::Relaxed)
+    }
+}

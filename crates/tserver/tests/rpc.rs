@@ -1,0 +1,249 @@
+//! A node served over real TCP, driven by the Rust client (in-memory engines).
+
+use pinax_client::Client;
+use pinax_common::{ErrorCode, HybridClock};
+use pinax_proto::{frame, Request, RequestEnvelope, ResponseEnvelope, ScanSpec, Sharding, WriteOp};
+use pinax_tserver::{MemFactory, Node, NodeConfig, RpcServer};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::Arc;
+use std::time::Duration;
+
+struct TestNode {
+    node: Arc<Node<MemFactory>>,
+    server: RpcServer,
+    addr: String,
+}
+
+fn start(mut cfg: NodeConfig) -> TestNode {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    cfg.rpc_addr = addr.clone();
+    let node = Node::open(cfg, MemFactory::default(), Arc::new(HybridClock::system())).unwrap();
+    let server = RpcServer::serve(node.clone(), listener).unwrap();
+    let n = node.clone();
+    std::thread::spawn(move || n.run_applier());
+    TestNode { node, server, addr }
+}
+
+fn hash_key(i: u32) -> Vec<u8> {
+    // spread keys over the whole hash space like the SQL layer's hash prefix
+    let h = (i.wrapping_mul(2654435761) >> 16) as u16;
+    let mut k = h.to_be_bytes().to_vec();
+    k.extend_from_slice(&i.to_be_bytes());
+    k
+}
+
+#[test]
+fn tables_fast_path_and_transactions() {
+    let n = start(NodeConfig { sync: false, ..NodeConfig::default() });
+    let c = Client::connect(&n.addr).unwrap();
+    let t = c.create_table("accounts", Sharding::Hash { tablets: 0 }).unwrap();
+    assert_eq!(t.tablets.len(), 8, "default tablets per node");
+    let e = c.create_table("accounts", Sharding::Hash { tablets: 2 }).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::TableAlreadyExists);
+
+    // fast path
+    c.write("accounts", vec![WriteOp::put(hash_key(1), b"one".to_vec())]).unwrap();
+    assert_eq!(c.get("accounts", &hash_key(1)).unwrap(), Some(b"one".to_vec()));
+
+    // a transaction across all 8 tablets
+    let mut txn = c.begin();
+    let ops: Vec<WriteOp> = (0..64).map(|i| WriteOp::put(hash_key(i), format!("v{i}").into_bytes())).collect();
+    txn.write("accounts", ops).unwrap();
+    assert_eq!(txn.get("accounts", &hash_key(5)).unwrap(), Some(b"v5".to_vec()));
+    assert_eq!(c.get("accounts", &hash_key(5)).unwrap(), None, "not visible before commit");
+    txn.commit().unwrap().unwrap();
+    let rows = c.scan("accounts", ScanSpec::default()).unwrap();
+    assert_eq!(rows.len(), 64);
+    let mut keys: Vec<_> = rows.iter().map(|(k, _)| k.clone()).collect();
+    let sorted = {
+        let mut s = keys.clone();
+        s.sort();
+        s
+    };
+    assert_eq!(keys, sorted, "scan returns key order across tablets");
+    keys.dedup();
+    assert_eq!(keys.len(), 64);
+    let limited = c.scan("accounts", ScanSpec { limit: 10, ..Default::default() }).unwrap();
+    assert_eq!(limited.len(), 10);
+    let rev = c.scan("accounts", ScanSpec { reverse: true, limit: 3, ..Default::default() }).unwrap();
+    assert_eq!(rev.iter().map(|r| r.0.clone()).collect::<Vec<_>>(), sorted.iter().rev().take(3).cloned().collect::<Vec<_>>());
+
+    // multi-tablet autocommit batch runs as a transaction
+    c.write("accounts", (100..120).map(|i| WriteOp::put(hash_key(i), b"b".to_vec())).collect()).unwrap();
+    assert_eq!(c.scan("accounts", ScanSpec::default()).unwrap().len(), 84);
+
+    // abort: nothing visible, intents removed
+    let mut txn = c.begin();
+    txn.write("accounts", (200..210).map(|i| WriteOp::put(hash_key(i), b"x".to_vec())).collect()).unwrap();
+    txn.abort().unwrap();
+    assert_eq!(c.scan("accounts", ScanSpec::default()).unwrap().len(), 84);
+
+    // unique violation through the wire
+    let e = c.write("accounts", vec![WriteOp::insert(hash_key(1), b"dup".to_vec())]).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::DuplicateKey);
+    assert_eq!(e.code().sqlstate(), "23505");
+
+    // conflicting transactions: the later writer gets a retryable 40001
+    let mut t1 = c.begin();
+    let mut t2 = c.begin();
+    t1.write("accounts", vec![WriteOp::put(hash_key(7), b"t1".to_vec())]).unwrap();
+    let e = t2.write("accounts", vec![WriteOp::put(hash_key(7), b"t2".to_vec())]).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::SerializationFailure);
+    assert!(e.is_retryable());
+    drop(t2);
+    t1.commit().unwrap();
+    assert_eq!(c.get("accounts", &hash_key(7)).unwrap(), Some(b"t1".to_vec()));
+
+    // status and drop
+    let st = c.status().unwrap();
+    assert_eq!(st.tables.len(), 1);
+    c.drop_table("accounts", false).unwrap();
+    assert_eq!(c.get("accounts", &hash_key(1)).unwrap_err().code(), ErrorCode::TableNotFound);
+    c.drop_table("accounts", true).unwrap();
+    drop(n.server);
+}
+
+#[test]
+fn range_sharded_table_scans_in_key_order() {
+    let n = start(NodeConfig { sync: false, ..NodeConfig::default() });
+    let c = Client::connect(&n.addr).unwrap();
+    let t = c.create_table("r", Sharding::Range { split_points: vec![b"g".to_vec(), b"p".to_vec()] }).unwrap();
+    assert_eq!(t.tablets.len(), 3);
+    let words = ["apple", "kiwi", "zebra", "grape", "pear", "banana", "melon", "quince"];
+    c.write("r", words.iter().map(|w| WriteOp::put(w.as_bytes().to_vec(), b"1".to_vec())).collect()).unwrap();
+    let rows = c.scan("r", ScanSpec { start: b"b".to_vec(), end: Some(b"q".to_vec()), ..Default::default() }).unwrap();
+    let got: Vec<String> = rows.into_iter().map(|(k, _)| String::from_utf8(k).unwrap()).collect();
+    assert_eq!(got, ["banana", "grape", "kiwi", "melon", "pear"]);
+    let rev = c.scan("r", ScanSpec { reverse: true, limit: 4, ..Default::default() }).unwrap();
+    let got: Vec<String> = rev.into_iter().map(|(k, _)| String::from_utf8(k).unwrap()).collect();
+    assert_eq!(got, ["zebra", "quince", "pear", "melon"]);
+}
+
+#[test]
+fn abandoned_transaction_expires_and_frees_its_keys() {
+    let n = start(NodeConfig { sync: false, txn_heartbeat_timeout: Duration::from_millis(300), ..NodeConfig::default() });
+    // a client that never heartbeats (interval far above the timeout)
+    let opts = pinax_client::ClientOptions { heartbeat_interval: Duration::from_secs(3600), ..Default::default() };
+    let c = Client::connect_with(&n.addr, opts).unwrap();
+    c.create_table("t", Sharding::Hash { tablets: 2 }).unwrap();
+    let mut txn = c.begin();
+    txn.write("t", vec![WriteOp::put(hash_key(1), b"x".to_vec())]).unwrap();
+    std::mem::forget(txn); // the client "dies" without committing or aborting
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        n.node.tick();
+        n.node.sweep_intents();
+        if c.write("t", vec![WriteOp::put(hash_key(1), b"y".to_vec())]).is_ok() {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "abandoned transaction never expired");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(c.get("t", &hash_key(1)).unwrap(), Some(b"y".to_vec()));
+}
+
+#[test]
+fn heartbeats_keep_a_long_transaction_alive() {
+    let n = start(NodeConfig { sync: false, txn_heartbeat_timeout: Duration::from_millis(500), ..NodeConfig::default() });
+    let opts = pinax_client::ClientOptions { heartbeat_interval: Duration::from_millis(100), ..Default::default() };
+    let c = Client::connect_with(&n.addr, opts).unwrap();
+    c.create_table("t", Sharding::Hash { tablets: 2 }).unwrap();
+    let mut txn = c.begin();
+    txn.write("t", vec![WriteOp::put(hash_key(1), b"x".to_vec())]).unwrap();
+    let until = std::time::Instant::now() + Duration::from_millis(1500);
+    while std::time::Instant::now() < until {
+        n.node.tick();
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    txn.commit().unwrap();
+    assert_eq!(c.get("t", &hash_key(1)).unwrap(), Some(b"x".to_vec()));
+}
+
+#[test]
+fn bad_frames_get_errors_and_the_node_survives() {
+    let n = start(NodeConfig { sync: false, ..NodeConfig::default() });
+    // 1. garbage payload with a valid checksum
+    let mut s = TcpStream::connect(&n.addr).unwrap();
+    let garbage = vec![0xEEu8; 32];
+    let mut f = (garbage.len() as u32).to_be_bytes().to_vec();
+    f.extend_from_slice(&crc32c::crc32c(&garbage).to_be_bytes());
+    f.extend_from_slice(&garbage);
+    s.write_all(&f).unwrap();
+    let mut buf = Vec::new();
+    let resp: ResponseEnvelope = frame::read_frame(&mut s, &mut buf).unwrap().unwrap();
+    assert_eq!(resp.result.unwrap_err().code, ErrorCode::InvalidRequest);
+    // 2. bad checksum
+    let mut s = TcpStream::connect(&n.addr).unwrap();
+    let mut good = Vec::new();
+    frame::encode_frame(&RequestEnvelope { ht: Default::default(), request: Request::Ping }, &mut good).unwrap();
+    good[5] ^= 0xFF;
+    s.write_all(&good).unwrap();
+    let resp: ResponseEnvelope = frame::read_frame(&mut s, &mut buf).unwrap().unwrap();
+    assert_eq!(resp.result.unwrap_err().code, ErrorCode::Corruption);
+    // 3. absurd length: refused, connection closed
+    let mut s = TcpStream::connect(&n.addr).unwrap();
+    s.write_all(&[0xFF, 0xFF, 0xFF, 0xFF, 0, 0, 0, 0]).unwrap();
+    let resp: ResponseEnvelope = frame::read_frame(&mut s, &mut buf).unwrap().unwrap();
+    assert_eq!(resp.result.unwrap_err().code, ErrorCode::InvalidRequest);
+    let mut rest = Vec::new();
+    let _ = s.read_to_end(&mut rest);
+    // 4. requests naming things that do not exist
+    let c = Client::connect(&n.addr).unwrap();
+    let e = c.call(Request::Write { tablet: pinax_common::TabletId(999), ops: vec![], read_ht: None, txn: None }).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::TabletNotFound);
+    let e = c.create_table("bad", Sharding::Hash { tablets: 100_000 }).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::InvalidRequest);
+    let e = c.call(Request::CommitTxn { txn: pinax_common::TxnId([1; 16]), participants: vec![] }).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::TxnNotFound);
+    // still serving
+    assert!(matches!(c.call(Request::Ping).unwrap(), pinax_proto::Response::Pong));
+}
+
+#[test]
+fn concurrent_transfers_keep_the_total() {
+    let n = start(NodeConfig { sync: false, ..NodeConfig::default() });
+    let c = Client::connect(&n.addr).unwrap();
+    c.create_table("bank", Sharding::Hash { tablets: 0 }).unwrap();
+    const ACCOUNTS: u32 = 20;
+    c.write("bank", (0..ACCOUNTS).map(|i| WriteOp::put(hash_key(i), 100u64.to_be_bytes().to_vec())).collect()).unwrap();
+    let bal = |v: Option<Vec<u8>>| u64::from_be_bytes(v.unwrap().try_into().unwrap());
+    let mut handles = Vec::new();
+    for th in 0..4u32 {
+        let c = c.clone();
+        handles.push(std::thread::spawn(move || {
+            let mut done = 0;
+            let mut rng = th as u64 * 7919 + 1;
+            while done < 25 {
+                rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                let (a, b) = ((rng >> 33) as u32 % ACCOUNTS, (rng >> 17) as u32 % ACCOUNTS);
+                if a == b {
+                    continue;
+                }
+                let mut txn = c.begin();
+                let res = (|| {
+                    let va = bal(txn.get("bank", &hash_key(a))?);
+                    let vb = bal(txn.get("bank", &hash_key(b))?);
+                    let amt = (rng % 10).min(va);
+                    txn.write("bank", vec![WriteOp::put(hash_key(a), (va - amt).to_be_bytes().to_vec()), WriteOp::put(hash_key(b), (vb + amt).to_be_bytes().to_vec())])?;
+                    Ok::<_, pinax_client::ClientError>(())
+                })();
+                match res {
+                    Ok(()) => match txn.commit() {
+                        Ok(_) => done += 1,
+                        Err(e) => assert!(e.is_retryable(), "{e}"),
+                    },
+                    Err(e) => assert!(e.is_retryable(), "{e}"),
+                }
+            }
+        }));
+    }
+    for h in handles {
+        h.join().unwrap();
+    }
+    let rows = c.scan("bank", ScanSpec::default()).unwrap();
+    assert_eq!(rows.len(), ACCOUNTS as usize);
+    let total: u64 = rows.into_iter().map(|(_, v)| u64::from_be_bytes(v.try_into().unwrap())).sum();
+    assert_eq!(total, 100 * ACCOUNTS as u64);
+}
