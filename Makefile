@@ -7,7 +7,7 @@ PINAX_DATA_DIR ?= $(HOME)/.pinax
 APT_PACKAGES := build-essential clang libclang-dev pkg-config postgresql-15 postgresql-server-dev-15 postgresql-contrib
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: start stop status test deps build build-release check bench clean-cache
+.PHONY: start stop status test deps build check bench clean-cache
 
 ## Install what is missing (Debian 12): apt packages and a Rust toolchain check.
 deps:
@@ -18,21 +18,23 @@ deps:
 	fi
 	@command -v $(CARGO) >/dev/null || { echo "error: cargo not found; install Rust (https://rustup.rs)"; exit 1; }
 
-build: deps
-	$(CARGO) build --workspace --locked
+# One build serves start, test and bench: `--all-targets` unifies features exactly as
+# `cargo test` does, so the RocksDB C++ build (the slow part) happens once.
+# The dev profile is optimised (see Cargo.toml).
+PINAX_BIN := $(CARGO_TARGET_DIR)/debug/pinax
 
-build-release: deps
-	$(CARGO) build --release --locked -p pinax
+build: deps
+	$(CARGO) build --workspace --all-targets --locked
 
 ## Build and start a single-node cluster in the background.
-start: build-release
-	$(CARGO_TARGET_DIR)/release/pinax start --data-dir $(PINAX_DATA_DIR)
+start: build
+	$(PINAX_BIN) start --data-dir $(PINAX_DATA_DIR)
 
 stop:
-	@if [ -x $(CARGO_TARGET_DIR)/release/pinax ]; then $(CARGO_TARGET_DIR)/release/pinax stop --data-dir $(PINAX_DATA_DIR); else echo "pinax is not built"; fi
+	@if [ -x $(PINAX_BIN) ]; then $(PINAX_BIN) stop --data-dir $(PINAX_DATA_DIR); else echo "pinax is not built"; fi
 
 status:
-	$(CARGO_TARGET_DIR)/release/pinax status --data-dir $(PINAX_DATA_DIR)
+	$(PINAX_BIN) status --data-dir $(PINAX_DATA_DIR)
 
 ## Every test tier: unit, golden, conformance, MVCC/transaction, process-level.
 test: build
@@ -42,7 +44,7 @@ check: deps
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 
 ## Benchmarks (not tests): see bench/README.md.
-bench: build-release
+bench: build
 	bash bench/client_writes.sh
 
 clean-cache:

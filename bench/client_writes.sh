@@ -5,12 +5,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 T=${CARGO_TARGET_DIR:-$HOME/.cache/pinax/target}
-cargo build --release --locked -p pinax >/dev/null
+cargo build --workspace --all-targets --locked >/dev/null
 dir=$(mktemp -d)
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 sync_flag=""
 if [ "${1:-}" = "--no-sync" ]; then sync_flag="--no-sync"; shift; fi
-trap '"$T/release/pinax" stop --data-dir "$dir" >/dev/null 2>&1 || true; rm -rf "$dir"' EXIT
-"$T/release/pinax" start --data-dir "$dir" --port "$port" $sync_flag >/dev/null
+trap '"$T/debug/pinax" stop --data-dir "$dir" >/dev/null 2>&1 || true; rm -rf "$dir"' EXIT
+"$T/debug/pinax" start --data-dir "$dir" --port "$port" $sync_flag >/dev/null
 echo "# pinax client benchmark: $(date -u +%FT%TZ), $(nproc) cores, fsync: ${sync_flag:-on}"
-"$T/release/pinax-bench" --addr "127.0.0.1:$port" "$@"
+"$T/debug/pinax-bench" --addr "127.0.0.1:$port" "$@"

@@ -100,9 +100,9 @@ pub const NUMERIC_POS: u8 = 0x03;
 pub const NUMERIC_POS_INF: u8 = 0x04;
 pub const NUMERIC_NAN: u8 = 0x05;
 
-/// PostgreSQL's limit on digits before the decimal point (`NUMERIC_MAX_PRECISION` weight).
+/// PostgreSQL's documented limit on digits before the decimal point.
 pub const NUMERIC_MAX_INT_DIGITS: i64 = 131_072;
-/// PostgreSQL's limit on digits after the decimal point (`NUMERIC_DSCALE_MAX`).
+/// PostgreSQL's documented limit on digits after the decimal point (`NUMERIC_DSCALE_MAX`).
 pub const NUMERIC_MAX_FRAC_DIGITS: i64 = 16_383;
 
 const F32_NAN_BITS: u32 = 0x7FC0_0000;

@@ -147,7 +147,7 @@ pub trait KvEngine: Send + Sync + 'static {
     fn get(&self, cf: Cf, key: &[u8]) -> Result<Option<Vec<u8>>>;
     /// Persist memtables (after this, a restart needs no log replay).
     fn flush(&self) -> Result<()>;
-    /// Compact `[start, end)` (None = unbounded) in every column family.
+    /// Compact `[start, end)` (None = unbounded) of column family `cf`.
     fn compact_range(&self, cf: Cf, start: Option<&[u8]>, end: Option<&[u8]>) -> Result<()>;
     fn stats(&self) -> EngineStats;
 }

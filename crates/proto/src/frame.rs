@@ -7,7 +7,7 @@ use serde::Serialize;
 use std::io::{self, Read, Write};
 
 /// Largest accepted payload.
-pub const MAX_FRAME: usize = 256 << 20;
+pub const MAX_FRAME: usize = 64 << 20;
 pub const HEADER_LEN: usize = 8;
 
 #[derive(Debug, thiserror::Error)]
@@ -162,5 +162,34 @@ mod tests {
         f.extend_from_slice(&crc32c::crc32c(&garbage).to_be_bytes());
         f.extend_from_slice(&garbage);
         assert!(matches!(decode_frame::<RequestEnvelope>(&f), Err(FrameError::Decode(_))));
+    }
+}
+
+#[cfg(test)]
+mod robustness {
+    //! The same property the fuzz target checks, run on stable in every `make test`.
+    use super::*;
+    use crate::{RequestEnvelope, ResponseEnvelope};
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+        #[test]
+        fn arbitrary_bytes_never_panic(data in proptest::collection::vec(any::<u8>(), 0..512)) {
+            let _ = decode_frame::<RequestEnvelope>(&data);
+            let _ = decode_payload::<RequestEnvelope>(&data);
+            let _ = decode_payload::<ResponseEnvelope>(&data);
+            let mut cur = std::io::Cursor::new(&data);
+            let mut buf = Vec::new();
+            let _ = read_frame::<RequestEnvelope, _>(&mut cur, &mut buf);
+        }
+
+        #[test]
+        fn valid_checksum_over_arbitrary_payload_never_panics(payload in proptest::collection::vec(any::<u8>(), 0..512)) {
+            let mut f = (payload.len() as u32).to_be_bytes().to_vec();
+            f.extend_from_slice(&crc32c::crc32c(&payload).to_be_bytes());
+            f.extend_from_slice(&payload);
+            let _ = decode_frame::<RequestEnvelope>(&f);
+        }
     }
 }
