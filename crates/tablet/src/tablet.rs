@@ -101,20 +101,8 @@ impl<E: KvEngine> Tablet<E> {
     pub fn write_fast<R: TxnStatusResolver + ?Sized>(&self, ops: &[WriteOp], read_ht: Option<HybridTime>, resolver: &R) -> Result<HybridTime> {
         self.check_keys(ops)?;
         let _guard = self.write_lock.lock();
-        let snap = self.engine.snapshot();
         let mut batch = self.engine.new_batch();
-        let mut seen: HashMap<&[u8], KeyState> = HashMap::new();
-        for op in ops {
-            let state = match seen.get(&op.key[..]) {
-                Some(s) => *s,
-                None => self.resolve_key(&snap, &op.key, None, read_ht, op.kind, resolver, &mut batch)?,
-            };
-            if op.kind == WriteOpKind::Insert && state.live {
-                return Err(Error::DuplicateKey { tablet_id: self.id, key: op.key.clone() });
-            }
-            seen.insert(&op.key, KeyState { live: op.kind != WriteOpKind::Delete });
-        }
-        drop(snap);
+        self.check_ops(ops, None, read_ht, resolver, &mut batch)?;
         let ht = self.mvcc.register_write(&self.clock);
         let mut vbuf = Vec::new();
         for op in ops {
@@ -139,20 +127,8 @@ impl<E: KvEngine> Tablet<E> {
     pub fn write_intents<R: TxnStatusResolver + ?Sized>(&self, txn: TxnId, seq: u32, read_ht: HybridTime, ops: &[WriteOp], resolver: &R) -> Result<()> {
         self.check_keys(ops)?;
         let _guard = self.write_lock.lock();
-        let snap = self.engine.snapshot();
         let mut batch = self.engine.new_batch();
-        let mut seen: HashMap<&[u8], KeyState> = HashMap::new();
-        for op in ops {
-            let state = match seen.get(&op.key[..]) {
-                Some(s) => *s,
-                None => self.resolve_key(&snap, &op.key, Some(txn), Some(read_ht), op.kind, resolver, &mut batch)?,
-            };
-            if op.kind == WriteOpKind::Insert && state.live {
-                return Err(Error::DuplicateKey { tablet_id: self.id, key: op.key.clone() });
-            }
-            seen.insert(&op.key, KeyState { live: op.kind != WriteOpKind::Delete });
-        }
-        drop(snap);
+        self.check_ops(ops, Some(txn), Some(read_ht), resolver, &mut batch)?;
         let mut vbuf = Vec::new();
         for op in ops {
             let kind = match op.kind {
@@ -165,6 +141,24 @@ impl<E: KvEngine> Tablet<E> {
             batch.put(Cf::Intents, &keys::reverse_key(txn, &op.key), &[]);
         }
         self.engine.write(batch, self.write_opts())?;
+        Ok(())
+    }
+
+    /// Check every op of a batch (conflicts, uniqueness), adding the resolution of
+    /// other transactions' intents to `batch`. Caller holds the write lock.
+    fn check_ops<R: TxnStatusResolver + ?Sized>(&self, ops: &[WriteOp], me: Option<TxnId>, read_ht: Option<HybridTime>, resolver: &R, batch: &mut E::Batch) -> Result<()> {
+        let snap = self.engine.snapshot();
+        let mut seen: HashMap<&[u8], KeyState> = HashMap::new();
+        for op in ops {
+            let state = match seen.get(&op.key[..]) {
+                Some(s) => *s,
+                None => self.resolve_key(&snap, &op.key, me, read_ht, op.kind, resolver, batch)?,
+            };
+            if op.kind == WriteOpKind::Insert && state.live {
+                return Err(Error::DuplicateKey { tablet_id: self.id, key: op.key.clone() });
+            }
+            seen.insert(&op.key, KeyState { live: op.kind != WriteOpKind::Delete });
+        }
         Ok(())
     }
 
@@ -203,16 +197,7 @@ impl<E: KvEngine> Tablet<E> {
                 }
                 TxnStatus::Committed { commit_ht } => {
                     self.clock.update(commit_ht);
-                    if let Some(newest) = recs.iter().filter(|r| r.kind != IntentKind::Lock).max_by_key(|r| r.seq) {
-                        let vk = keys::version_key(key, commit_ht);
-                        let live = newest.kind == IntentKind::Put;
-                        if live {
-                            let mut v = Vec::with_capacity(newest.data.len() + 1);
-                            keys::encode_put(&mut v, &newest.data);
-                            batch.put(Cf::Regular, &vk, &v);
-                        } else {
-                            batch.put(Cf::Regular, &vk, &keys::encode_tombstone());
-                        }
+                    if let Some(live) = put_applied_version::<E>(batch, key, commit_ht, recs.iter().copied()) {
                         inline_commit = Some((commit_ht, live));
                     }
                     for r in &recs {
@@ -298,16 +283,7 @@ impl<E: KvEngine> Tablet<E> {
             let (user_key, _) = keys::unescape_prefix(&rkey[prefix.len()..])?;
             let recs: Vec<IntentRecord> = intents_on_key(&snap, &user_key)?.into_iter().filter(|r| r.txn == txn).collect();
             if let Some(ht) = commit_ht {
-                if let Some(newest) = recs.iter().filter(|r| r.kind != IntentKind::Lock).max_by_key(|r| r.seq) {
-                    let vk = keys::version_key(&user_key, ht);
-                    if newest.kind == IntentKind::Put {
-                        let mut v = Vec::with_capacity(newest.data.len() + 1);
-                        keys::encode_put(&mut v, &newest.data);
-                        batch.put(Cf::Regular, &vk, &v);
-                    } else {
-                        batch.put(Cf::Regular, &vk, &keys::encode_tombstone());
-                    }
-                }
+                put_applied_version::<E>(&mut batch, &user_key, ht, recs.iter());
             }
             for r in &recs {
                 batch.delete(Cf::Intents, &keys::intent_key(&user_key, txn, r.seq));
@@ -343,4 +319,21 @@ impl<E: KvEngine> Tablet<E> {
         }
         Ok(out)
     }
+}
+
+/// Write the committed version of `key` at `commit_ht` from one transaction's
+/// intents on it (its newest non-lock intent wins). Returns whether the key is live,
+/// or `None` if the transaction only locked it.
+fn put_applied_version<'r, E: KvEngine>(batch: &mut E::Batch, key: &[u8], commit_ht: HybridTime, recs: impl Iterator<Item = &'r IntentRecord>) -> Option<bool> {
+    let newest = recs.filter(|r| r.kind != IntentKind::Lock).max_by_key(|r| r.seq)?;
+    let vk = keys::version_key(key, commit_ht);
+    let live = newest.kind == IntentKind::Put;
+    if live {
+        let mut v = Vec::with_capacity(newest.data.len() + 1);
+        keys::encode_put(&mut v, &newest.data);
+        batch.put(Cf::Regular, &vk, &v);
+    } else {
+        batch.put(Cf::Regular, &vk, &keys::encode_tombstone());
+    }
+    Some(live)
 }
