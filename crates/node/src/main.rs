@@ -236,7 +236,7 @@ fn status(a: StatusArgs) -> Result<()> {
     let s = client.status()?;
     println!("node {} at {} (data dir {}), hybrid time {}", s.node_id, s.rpc_addr, s.data_dir, s.hybrid_time);
     println!("nodes: 1 live");
-    println!("transaction status records: {}", s.status_tablet_records);
+    println!("status tablet 0: {} transaction records", s.status_tablet_records);
     println!("tables: {}", s.tables.len());
     for t in &s.tables {
         println!("  {} (id {}, {:?}): {} tablets", t.name, t.id.0, t.sharding, t.tablets.len());

@@ -7,6 +7,10 @@
 //! envelope carries the sender's hybrid time (clock propagation). A frame over
 //! [`frame::MAX_FRAME`] or with a bad checksum is rejected without decoding.
 //!
+//! No message type is recursive, so decoding depth is bounded whatever a peer sends
+//! (a recursive `Batch(Vec<Request>)` would let one frame overflow the stack).
+//! Batching happens inside messages: one `Write` carries many row operations.
+//!
 //! Errors travel as [`RpcError`] with a stable [`pinax_common::ErrorCode`].
 //! Depends only on `pinax-common`. Start at [`Request`].
 
@@ -91,8 +95,6 @@ pub enum Request {
     CommitTxn { txn: TxnId, participants: Vec<TabletId> },
     AbortTxn { txn: TxnId, participants: Vec<TabletId> },
     TxnStatus { txn: TxnId, read_ht: HybridTime },
-    /// Several requests executed in order; each gets its own result.
-    Batch(Vec<Request>),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -109,7 +111,6 @@ pub enum Response {
     Committed { commit_ht: HybridTime },
     Done,
     TxnStatus(TxnStatus),
-    Batch(Vec<Result<Response, RpcError>>),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]

@@ -239,7 +239,6 @@ impl<F: EngineFactory> Node<F> {
                 Ok(Response::Done)
             }
             Request::TxnStatus { txn, read_ht } => Ok(Response::TxnStatus(self.status.status(txn, read_ht))),
-            Request::Batch(reqs) => Ok(Response::Batch(reqs.into_iter().map(|r| self.handle(r)).collect())),
         }
     }
 
