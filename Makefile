@@ -38,7 +38,8 @@ status:
 
 ## Every test tier: unit, golden, conformance, MVCC/transaction, process-level.
 test: build
-	$(CARGO) test --workspace --locked --no-fail-fast
+	$(CARGO) test --workspace --all-targets --locked --no-fail-fast
+	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 
 check: deps
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings

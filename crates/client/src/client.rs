@@ -44,6 +44,9 @@ pub struct Client {
     pub(crate) inner: Arc<Inner>,
 }
 
+/// A row as the storage returns it: (key, value).
+pub type Row = (Vec<u8>, Vec<u8>);
+
 fn unexpected(r: Response) -> ClientError {
     ClientError::Protocol(format!("unexpected response {r:?}"))
 }
@@ -207,11 +210,11 @@ impl Client {
     /// Scan rows of `table` in `[spec.start, spec.end)` at one consistent read time,
     /// tablet by tablet in partition order (reverse: backwards). `spec.limit` applies
     /// to the whole scan.
-    pub fn scan(&self, table: &str, spec: ScanSpec) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+    pub fn scan(&self, table: &str, spec: ScanSpec) -> Result<Vec<Row>> {
         self.scan_at(table, spec, ReadPoint { read_ht: HybridTime::INVALID, txn: None }).map(|(rows, _)| rows)
     }
 
-    pub(crate) fn scan_at(&self, table: &str, spec: ScanSpec, mut at: ReadPoint) -> Result<(Vec<(Vec<u8>, Vec<u8>)>, HybridTime)> {
+    pub(crate) fn scan_at(&self, table: &str, spec: ScanSpec, mut at: ReadPoint) -> Result<(Vec<Row>, HybridTime)> {
         let t = self.table(table)?;
         let first = t.tablet_index_for(&spec.start);
         let last = match &spec.end {

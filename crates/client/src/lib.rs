@@ -21,6 +21,6 @@ pub mod conn;
 pub mod error;
 pub mod txn;
 
-pub use client::{Client, ClientOptions};
+pub use client::{Client, ClientOptions, Row};
 pub use error::{ClientError, Result};
 pub use txn::Txn;

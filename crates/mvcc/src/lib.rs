@@ -15,6 +15,7 @@
 //!    is skipped) — a statement never sees its own writes but sees earlier ones;
 //! 2. another transaction's intents if it COMMITTED at `commit_ht <= read_ht`;
 //! 3. the newest committed version with `ht <= read_ht`.
+//!
 //! Tombstones make the key absent. Intents of pending or aborted transactions are
 //! invisible. (2) outranks (3) because a writer that meets a committed intent applies
 //! it before writing, so no regular version is ever newer than a live intent.

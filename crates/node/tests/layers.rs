@@ -1,0 +1,50 @@
+//! The layering rules of CONVENTIONS.md, checked on the crates' manifests:
+//! dependencies point downward only.
+
+use std::path::Path;
+
+/// `pinax-*` (and rocksdb) dependencies of a crate's `[dependencies]` section.
+fn deps(krate: &str) -> Vec<String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(krate).join("Cargo.toml");
+    let text = std::fs::read_to_string(&root).unwrap_or_else(|e| panic!("{}: {e}", root.display()));
+    let mut out = Vec::new();
+    let mut in_deps = false;
+    for line in text.lines() {
+        let l = line.trim();
+        if l.starts_with('[') {
+            in_deps = l == "[dependencies]";
+            continue;
+        }
+        if in_deps {
+            if let Some(name) = l.split(['=', ' ', '.']).next() {
+                if name.starts_with("pinax-") || name == "rocksdb" {
+                    out.push(name.to_string());
+                }
+            }
+        }
+    }
+    out
+}
+
+fn assert_only(krate: &str, allowed: &[&str]) {
+    for d in deps(krate) {
+        assert!(allowed.contains(&d.as_str()), "{krate} must not depend on {d} (allowed: {allowed:?})");
+    }
+}
+
+#[test]
+fn dependencies_point_downward() {
+    assert_only("common", &[]);
+    assert_only("codec", &["pinax-common"]);
+    assert_only("proto", &["pinax-common"]);
+    assert_only("engine", &[]);
+    assert_only("engine-mem", &["pinax-engine"]);
+    assert_only("engine-rocks", &["pinax-engine", "rocksdb"]);
+    assert_only("mvcc", &["pinax-common", "pinax-codec", "pinax-engine", "pinax-proto"]);
+    assert_only("txn", &["pinax-common", "pinax-mvcc"]);
+    assert_only("tablet", &["pinax-common", "pinax-codec", "pinax-engine", "pinax-mvcc", "pinax-txn", "pinax-proto"]);
+    assert_only("master", &["pinax-common", "pinax-codec", "pinax-engine", "pinax-proto"]);
+    // The SQL layer builds on the client: it must stay free of storage internals.
+    assert_only("client", &["pinax-common", "pinax-proto"]);
+    assert!(deps("engine-rocks").contains(&"rocksdb".to_string()), "the parser must see dependencies");
+}
