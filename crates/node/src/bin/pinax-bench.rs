@@ -5,6 +5,7 @@
 //! 2. 1000-row batches: autocommit batches spanning all tablets (distributed
 //!    transactions) and single-tablet batches (fast path);
 //! 3. point reads.
+//!
 //! Prints rows/s and latency percentiles.
 
 use anyhow::Result;
