@@ -5,7 +5,7 @@ use crate::error::{ClientError, Result};
 use crate::txn::Txn;
 use parking_lot::Mutex;
 use pinax_common::{ErrorCode, HybridClock, HybridTime, TxnId};
-use pinax_proto::{NodeStatus, ReadPoint, Request, RequestEnvelope, Response, ScanSpec, Sharding, TableInfo, WriteOp};
+use pinax_proto::{NodeStatus, ReadPoint, Request, RequestEnvelope, Response, Row, ScanSpec, Sharding, TableInfo, WriteOp};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
@@ -43,9 +43,6 @@ pub(crate) struct Inner {
 pub struct Client {
     pub(crate) inner: Arc<Inner>,
 }
-
-/// A row as the storage returns it: (key, value).
-pub type Row = (Vec<u8>, Vec<u8>);
 
 fn unexpected(r: Response) -> ClientError {
     ClientError::Protocol(format!("unexpected response {r:?}"))

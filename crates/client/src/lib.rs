@@ -21,6 +21,7 @@ pub mod conn;
 pub mod error;
 pub mod txn;
 
-pub use client::{Client, ClientOptions, Row};
+pub use client::{Client, ClientOptions};
+pub use pinax_proto::Row;
 pub use error::{ClientError, Result};
 pub use txn::Txn;

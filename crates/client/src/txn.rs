@@ -99,7 +99,7 @@ impl Txn {
         self.client.read_at(table, key, self.at()).map(|(v, _)| v)
     }
 
-    pub fn scan(&self, table: &str, spec: ScanSpec) -> Result<Vec<crate::client::Row>> {
+    pub fn scan(&self, table: &str, spec: ScanSpec) -> Result<Vec<pinax_proto::Row>> {
         self.check_open()?;
         self.client.scan_at(table, spec, self.at()).map(|(r, _)| r)
     }

@@ -61,11 +61,14 @@ pub struct ScanSpec {
     pub max_bytes: usize,
 }
 
+/// A row as storage returns it: (key, value).
+pub type Row = (Vec<u8>, Vec<u8>);
+
 /// Rows found, and where to continue if the scan stopped early: for a forward scan
 /// `resume` is the next inclusive start; for a reverse scan, the next exclusive end.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ScanResult {
-    pub rows: Vec<(Vec<u8>, Vec<u8>)>,
+    pub rows: Vec<Row>,
     pub resume: Option<Vec<u8>>,
 }
 

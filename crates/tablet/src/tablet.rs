@@ -197,19 +197,12 @@ impl<E: KvEngine> Tablet<E> {
                 }
                 TxnStatus::Committed { commit_ht } => {
                     self.clock.update(commit_ht);
-                    if let Some(live) = put_applied_version::<E>(batch, key, commit_ht, recs.iter().copied()) {
+                    if let Some(live) = resolve_key_intents::<E>(batch, key, other, Some(commit_ht), &recs) {
                         inline_commit = Some((commit_ht, live));
                     }
-                    for r in &recs {
-                        batch.delete(Cf::Intents, &keys::intent_key(key, other, r.seq));
-                    }
-                    batch.delete(Cf::Intents, &keys::reverse_key(other, key));
                 }
                 TxnStatus::Aborted => {
-                    for r in &recs {
-                        batch.delete(Cf::Intents, &keys::intent_key(key, other, r.seq));
-                    }
-                    batch.delete(Cf::Intents, &keys::reverse_key(other, key));
+                    resolve_key_intents::<E>(batch, key, other, None, &recs);
                 }
             }
         }
@@ -281,14 +274,9 @@ impl<E: KvEngine> Tablet<E> {
         while it.valid()? {
             let rkey = it.key().to_vec();
             let (user_key, _) = keys::unescape_prefix(&rkey[prefix.len()..])?;
-            let recs: Vec<IntentRecord> = intents_on_key(&snap, &user_key)?.into_iter().filter(|r| r.txn == txn).collect();
-            if let Some(ht) = commit_ht {
-                put_applied_version::<E>(&mut batch, &user_key, ht, recs.iter());
-            }
-            for r in &recs {
-                batch.delete(Cf::Intents, &keys::intent_key(&user_key, txn, r.seq));
-            }
-            batch.delete(Cf::Intents, &rkey);
+            let all = intents_on_key(&snap, &user_key)?;
+            let recs: Vec<&IntentRecord> = all.iter().filter(|r| r.txn == txn).collect();
+            resolve_key_intents::<E>(&mut batch, &user_key, txn, commit_ht, &recs);
             n += 1;
             it.next();
         }
@@ -321,19 +309,27 @@ impl<E: KvEngine> Tablet<E> {
     }
 }
 
-/// Write the committed version of `key` at `commit_ht` from one transaction's
-/// intents on it (its newest non-lock intent wins). Returns whether the key is live,
-/// or `None` if the transaction only locked it.
-fn put_applied_version<'r, E: KvEngine>(batch: &mut E::Batch, key: &[u8], commit_ht: HybridTime, recs: impl Iterator<Item = &'r IntentRecord>) -> Option<bool> {
-    let newest = recs.filter(|r| r.kind != IntentKind::Lock).max_by_key(|r| r.seq)?;
-    let vk = keys::version_key(key, commit_ht);
-    let live = newest.kind == IntentKind::Put;
-    if live {
-        let mut v = Vec::with_capacity(newest.data.len() + 1);
-        keys::encode_put(&mut v, &newest.data);
-        batch.put(Cf::Regular, &vk, &v);
-    } else {
-        batch.put(Cf::Regular, &vk, &keys::encode_tombstone());
+/// Resolve one transaction's intents on `key` into `batch`: when it committed, write
+/// the version its newest non-lock intent leaves at `commit_ht`; then delete its
+/// intents and reverse-index entry. Returns whether the applied version is a live
+/// row (`None` when nothing was applied: aborted, or only locks).
+fn resolve_key_intents<E: KvEngine>(batch: &mut E::Batch, key: &[u8], txn: TxnId, commit_ht: Option<HybridTime>, recs: &[&IntentRecord]) -> Option<bool> {
+    let live = commit_ht.and_then(|ht| {
+        let newest = recs.iter().filter(|r| r.kind != IntentKind::Lock).max_by_key(|r| r.seq)?;
+        let vk = keys::version_key(key, ht);
+        let live = newest.kind == IntentKind::Put;
+        if live {
+            let mut v = Vec::with_capacity(newest.data.len() + 1);
+            keys::encode_put(&mut v, &newest.data);
+            batch.put(Cf::Regular, &vk, &v);
+        } else {
+            batch.put(Cf::Regular, &vk, &keys::encode_tombstone());
+        }
+        Some(live)
+    });
+    for r in recs {
+        batch.delete(Cf::Intents, &keys::intent_key(key, txn, r.seq));
     }
-    Some(live)
+    batch.delete(Cf::Intents, &keys::reverse_key(txn, key));
+    live
 }
