@@ -3,11 +3,12 @@ SHELL := /bin/bash
 export CARGO_TARGET_DIR ?= $(HOME)/.cache/pinax/target
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 CARGO ?= cargo
-PINAX_DATA_DIR ?= $(HOME)/.pinax
+# As root, PostgreSQL runs as the postgres OS user, which cannot enter /root.
+PINAX_DATA_DIR ?= $(if $(filter 0,$(shell id -u)),/var/lib/pinax,$(HOME)/.pinax)
 APT_PACKAGES := build-essential clang libclang-dev pkg-config postgresql-15 postgresql-server-dev-15 postgresql-contrib
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: start stop status test deps build check bench clean-cache
+.PHONY: start stop status test deps build check bench clean-cache ext pgrx sqltest
 
 ## Install what is missing (Debian 12): apt packages and a Rust toolchain check.
 deps:
@@ -26,8 +27,25 @@ PINAX_BIN := $(CARGO_TARGET_DIR)/debug/pinax
 build: deps
 	$(CARGO) build --workspace --all-targets --locked
 
-## Build and start a single-node cluster in the background.
-start: build
+# The PostgreSQL extension (pg/ext) is its own Cargo workspace, built by cargo-pgrx
+# with its own target directory (pgrx's flags differ from the main workspace's).
+PG_CONFIG ?= /usr/lib/postgresql/15/bin/pg_config
+EXT_TARGET_DIR ?= $(HOME)/.cache/pinax/target-ext
+PGRX_VERSION := 0.18.1
+PGRX_SUDO := $(shell [ "$$(id -u)" = 0 ] || echo --sudo)
+
+## cargo-pgrx, pinned to the pgrx crate's version, configured for PostgreSQL 15.
+pgrx: deps
+	@if [ "$$($(CARGO) pgrx --version 2>/dev/null | awk '{print $$2}')" != "$(PGRX_VERSION)" ]; then \
+	  $(CARGO) install --locked cargo-pgrx --version =$(PGRX_VERSION); fi
+	@[ -f $(HOME)/.pgrx/config.toml ] && grep -q pg15 $(HOME)/.pgrx/config.toml || $(CARGO) pgrx init --pg15 $(PG_CONFIG)
+
+## Build the extension and install it into PostgreSQL 15's directories.
+ext: pgrx
+	cd pg/ext && CARGO_TARGET_DIR=$(EXT_TARGET_DIR) $(CARGO) pgrx install --pg-config $(PG_CONFIG) $(PGRX_SUDO)
+
+## Build and start a single-node cluster (node daemon + PostgreSQL on port 5433).
+start: build ext
 	$(PINAX_BIN) start --data-dir $(PINAX_DATA_DIR)
 
 stop:
@@ -36,10 +54,17 @@ stop:
 status:
 	$(PINAX_BIN) status --data-dir $(PINAX_DATA_DIR)
 
-## Every test tier: unit, golden, conformance, MVCC/transaction, process-level.
-test: build
+## Every test tier: unit, golden, conformance, MVCC/transaction, process-level, and
+## the SQL regression tests against a started node.
+test: build ext
 	$(CARGO) test --workspace --all-targets --locked --no-fail-fast
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
+	cd pg/ext && CARGO_TARGET_DIR=$(EXT_TARGET_DIR) $(CARGO) clippy --locked -- -D warnings
+	PINAX_BIN=$(PINAX_BIN) pg/ext/test/run.sh
+
+## Only the SQL regression tests (after `make ext`).
+sqltest: build ext
+	PINAX_BIN=$(PINAX_BIN) pg/ext/test/run.sh
 
 check: deps
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings

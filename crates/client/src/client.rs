@@ -194,7 +194,9 @@ impl Client {
         self.read_at(table, key, ReadPoint { read_ht: HybridTime::INVALID, txn: None }).map(|(v, _)| v)
     }
 
-    pub(crate) fn read_at(&self, table: &str, key: &[u8], at: ReadPoint) -> Result<(Option<Vec<u8>>, HybridTime)> {
+    /// Point read at `at` (a transaction's read point or a plain read time; an
+    /// invalid read time lets the node pick now). Returns the value and the read time used.
+    pub fn read_at(&self, table: &str, key: &[u8], at: ReadPoint) -> Result<(Option<Vec<u8>>, HybridTime)> {
         self.with_locations(table, |t| {
             let ti = &t.tablets[t.tablet_index_for(key)];
             match self.call_at(&ti.leader, Request::Read { tablet: ti.id, key: key.to_vec(), at })? {
@@ -211,7 +213,9 @@ impl Client {
         self.scan_at(table, spec, ReadPoint { read_ht: HybridTime::INVALID, txn: None }).map(|(rows, _)| rows)
     }
 
-    pub(crate) fn scan_at(&self, table: &str, spec: ScanSpec, mut at: ReadPoint) -> Result<(Vec<Row>, HybridTime)> {
+    /// [`Client::scan`] at a given read point; returns the read time used, so that
+    /// later pages of the same scan can read at the same time.
+    pub fn scan_at(&self, table: &str, spec: ScanSpec, mut at: ReadPoint) -> Result<(Vec<Row>, HybridTime)> {
         let t = self.table(table)?;
         let first = t.tablet_index_for(&spec.start);
         let last = match &spec.end {
@@ -265,7 +269,15 @@ impl Client {
         if !self.inner.heartbeat_started.swap(true, Ordering::SeqCst) {
             let weak = Arc::downgrade(&self.inner);
             let interval = self.inner.opts.heartbeat_interval;
+            // The thread must never take the process's signals (inside a PostgreSQL
+            // backend they belong to the main thread): it starts with all blocked.
+            use nix::sys::signal::{pthread_sigmask, SigSet, SigmaskHow};
+            let mut old = SigSet::empty();
+            let blocked = pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&SigSet::all()), Some(&mut old)).is_ok();
             let _ = std::thread::Builder::new().name("pinax-txn-heartbeat".into()).spawn(move || heartbeat_loop(weak, interval));
+            if blocked {
+                let _ = pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&old), None);
+            }
         }
     }
 

@@ -50,6 +50,23 @@ impl Txn {
         self.seq = seq;
     }
 
+    /// Move the read time (READ COMMITTED takes a new one per statement). Writes
+    /// after this conflict with commits after the new read time.
+    pub fn set_read_ht(&mut self, ht: HybridTime) {
+        self.read_ht = ht;
+    }
+
+    /// The read point of statement `seq`: the read time plus own writes of
+    /// statements numbered below `seq`.
+    pub fn read_point(&self, seq: u32) -> ReadPoint {
+        ReadPoint { read_ht: self.read_ht, txn: Some((self.id, seq)) }
+    }
+
+    /// Whether the transaction has written anything (has a status record).
+    pub fn has_writes(&self) -> bool {
+        self.created
+    }
+
     fn check_open(&self) -> Result<()> {
         if self.state != State::Open {
             return Err(ClientError::TxnFinished);

@@ -1,9 +1,10 @@
 //! `pinax`: the node daemon and its command line.
 //!
 //! - `pinax start`  — start a node in the background (creating its data directory the
-//!   first time), wait until it serves, print how to connect.
+//!   first time), wait until it serves, then create/start its PostgreSQL server with
+//!   the pinax extension (see `postgres.rs`), print how to connect.
 //! - `pinax run`    — run the node in the foreground (what `start` launches).
-//! - `pinax stop`   — stop the node of a data directory cleanly.
+//! - `pinax stop`   — stop PostgreSQL, then the node of a data directory, cleanly.
 //! - `pinax status` — show the node, its tables and tablets.
 
 use anyhow::{bail, Context, Result};
@@ -12,6 +13,8 @@ use pinax_client::Client;
 use pinax_common::HybridClock;
 use pinax_engine_rocks::SharedResources;
 use pinax_tserver::{Node, NodeConfig, RocksFactory, RpcServer};
+mod postgres;
+
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -38,7 +41,7 @@ enum Cmd {
 
 #[derive(Args, Clone)]
 struct NodeArgs {
-    /// Data directory (default: $HOME/.pinax).
+    /// Data directory (default: /var/lib/pinax as root, else $HOME/.pinax).
     #[arg(long)]
     data_dir: Option<PathBuf>,
     /// RPC port on 127.0.0.1.
@@ -60,6 +63,12 @@ struct NodeArgs {
     /// Memtable budget in MiB (shared by all tablets).
     #[arg(long, default_value_t = 256)]
     memtable_mb: usize,
+    /// Port of the PostgreSQL server (`start` only).
+    #[arg(long, default_value_t = 5433)]
+    pg_port: u16,
+    /// Start only the node daemon, no PostgreSQL (`start` only).
+    #[arg(long)]
+    no_postgres: bool,
 }
 
 #[derive(Args)]
@@ -77,8 +86,13 @@ struct StatusArgs {
     addr: Option<String>,
 }
 
+/// `--data-dir`, else /var/lib/pinax for root (PostgreSQL then runs as the postgres
+/// OS user, which cannot enter /root), else $HOME/.pinax.
 fn default_data_dir(d: Option<PathBuf>) -> PathBuf {
     d.unwrap_or_else(|| {
+        if nix::unistd::geteuid().is_root() {
+            return PathBuf::from("/var/lib/pinax");
+        }
         let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("."));
         home.join(".pinax")
     })
@@ -141,7 +155,7 @@ fn start(a: NodeArgs) -> Result<()> {
     if let Some(pid) = read_pid(&dir) {
         if alive(pid) {
             println!("pinax node already running (pid {pid}), rpc {addr}, data dir {}", dir.display());
-            return Ok(());
+            return start_postgres(&a, &dir, &addr);
         }
     }
     let exe = std::env::current_exe().context("locating the pinax binary")?;
@@ -160,6 +174,16 @@ fn start(a: NodeArgs) -> Result<()> {
     let child = cmd.spawn().context("starting the node")?;
     wait_ready(&addr, Some(child.id()), Duration::from_secs(60)).with_context(|| format!("see {}", log_file(&dir).display()))?;
     println!("pinax node started (pid {}): rpc {addr}, data dir {}, log {}", child.id(), dir.display(), log_file(&dir).display());
+    start_postgres(&a, &dir, &addr)
+}
+
+fn start_postgres(a: &NodeArgs, dir: &Path, addr: &str) -> Result<()> {
+    if a.no_postgres {
+        return Ok(());
+    }
+    postgres::start(dir, a.pg_port, addr).context("starting PostgreSQL")?;
+    println!("PostgreSQL 15 with pinax started: data {}, log {}", postgres::pgdata(dir).display(), postgres::pgdata(dir).join("postgres.log").display());
+    println!("connect with: psql -h 127.0.0.1 -p {}   (postgresql://127.0.0.1:{}/)", a.pg_port, a.pg_port);
     Ok(())
 }
 
@@ -208,6 +232,9 @@ fn run(a: NodeArgs) -> Result<()> {
 
 fn stop(a: DirArgs) -> Result<()> {
     let dir = default_data_dir(a.data_dir);
+    if postgres::stop(&dir).context("stopping PostgreSQL")? {
+        println!("PostgreSQL stopped");
+    }
     let Some(pid) = read_pid(&dir) else {
         println!("no pinax node is running for {}", dir.display());
         return Ok(());

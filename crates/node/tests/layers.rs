@@ -46,5 +46,8 @@ fn dependencies_point_downward() {
     assert_only("master", &["pinax-common", "pinax-codec", "pinax-engine", "pinax-proto"]);
     // The SQL layer builds on the client: it must stay free of storage internals.
     assert_only("client", &["pinax-common", "pinax-proto"]);
+    // The PostgreSQL extension (its own workspace) sees only the client's world.
+    assert_only("../pg/ext", &["pinax-common", "pinax-codec", "pinax-proto", "pinax-client"]);
+    assert_eq!(deps("../pg/ext").len(), 4, "the parser must see the extension's dependencies");
     assert!(deps("engine-rocks").contains(&"rocksdb".to_string()), "the parser must see dependencies");
 }

@@ -107,12 +107,12 @@ fn cli_start_status_stop() {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port().to_string();
     let d = dir.path().to_str().unwrap();
-    let out = Command::new(bin()).args(["start", "--data-dir", d, "--port", &port, "--block-cache-mb", "16", "--memtable-mb", "32"]).output().unwrap();
+    let out = Command::new(bin()).args(["start", "--no-postgres", "--data-dir", d, "--port", &port, "--block-cache-mb", "16", "--memtable-mb", "32"]).output().unwrap();
     assert!(out.status.success(), "start failed: {}", String::from_utf8_lossy(&out.stderr));
     let so = String::from_utf8_lossy(&out.stdout);
     assert!(so.contains(&format!("127.0.0.1:{port}")), "{so}");
     // starting again is harmless
-    let again = Command::new(bin()).args(["start", "--data-dir", d, "--port", &port]).output().unwrap();
+    let again = Command::new(bin()).args(["start", "--no-postgres", "--data-dir", d, "--port", &port]).output().unwrap();
     assert!(again.status.success());
     assert!(String::from_utf8_lossy(&again.stdout).contains("already running"));
     let c = Client::connect(&format!("127.0.0.1:{port}")).unwrap();

@@ -118,11 +118,18 @@ pub enum Response {
 pub struct RpcError {
     pub code: ErrorCode,
     pub message: String,
+    /// The user key the error is about, when there is one (`DuplicateKey`: the key
+    /// that already holds a live row), so the caller can say which row failed.
+    pub key: Option<Vec<u8>>,
 }
 
 impl RpcError {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        RpcError { code, message: message.into() }
+        RpcError { code, message: message.into(), key: None }
+    }
+    pub fn with_key(mut self, key: Vec<u8>) -> Self {
+        self.key = Some(key);
+        self
     }
     pub fn is_retryable(&self) -> bool {
         self.code.is_retryable()

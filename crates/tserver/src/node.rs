@@ -60,7 +60,11 @@ fn err(code: ErrorCode, msg: impl Into<String>) -> RpcError {
 }
 
 fn tablet_err(e: pinax_tablet::Error) -> RpcError {
-    RpcError::new(e.code(), e.to_string())
+    let err = RpcError::new(e.code(), e.to_string());
+    match e {
+        pinax_tablet::Error::DuplicateKey { key, .. } => err.with_key(key),
+        _ => err,
+    }
 }
 
 fn catalog_err(e: CatalogError) -> RpcError {

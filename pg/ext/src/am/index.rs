@@ -1,0 +1,674 @@
+//! Indexes of Pinax tables: btree in the catalog, Pinax in storage.
+//!
+//! PostgreSQL 15 hard-codes btree for ON CONFLICT arbiters, foreign keys, unique
+//! indexes of partitioned tables and more, so an index on a Pinax table stays a btree
+//! index in the catalog (btree operator classes, `relam = btree`). Its *behaviour* is
+//! Pinax's: before PostgreSQL uses an index of a Pinax table in a transaction, the
+//! table AM (which always runs first: slot creation, insert, fetch, planning) opens
+//! the index, holds a reference to its relcache entry until the transaction ends
+//! (so the entry cannot be rebuilt under us), and points its `rd_indam` at the Pinax
+//! routine below. Heap tables' btree indexes are never touched. The Pinax routine is
+//! btree's own with the storage callbacks replaced; flags and cost estimation stay
+//! btree's, and the planner hook (hooks/relation_info.rs) corrects what differs
+//! (no index-only scans, no mark/restore, no order for hash-sharded keys).
+//!
+//! The primary key is the row key: its "index" stores nothing, and a lookup through
+//! it is one read of the table. Secondary indexes are storage tables of their own,
+//! key → row key, hash-sharded on their first column. Uniqueness is enforced by the
+//! storage (insert-if-absent of a key without the row key).
+
+use crate::error::{self, OrRaise};
+use crate::keys::{build_key, prefix_end, KeyColumn, KeyKind};
+use crate::meta::{self, enforced_unique, index_meta, pk_key, secondary_key, IndexMeta, TableMeta};
+use crate::scan::{snapshot_cid, Pager};
+use crate::state;
+use crate::tid::Origin;
+use crate::tuple::store_tuple;
+use crate::violation::{self, OrRaiseFlush};
+use crate::guc;
+use pgrx::pg_guard;
+use pgrx::pg_sys;
+use pinax_proto::{Request, Sharding, WriteOp};
+use std::cell::RefCell;
+use std::collections::{HashMap, VecDeque};
+use std::rc::Rc;
+
+thread_local! {
+    static ROUTINE: RefCell<*mut pg_sys::IndexAmRoutine> = const { RefCell::new(std::ptr::null_mut()) };
+    /// Index relcache entries held (and switched) for this transaction.
+    static HELD: RefCell<Vec<pg_sys::Relation>> = const { RefCell::new(Vec::new()) };
+    /// Tables whose indexes are switched this transaction (by metadata identity).
+    static PATCHED: RefCell<HashMap<u32, u64>> = RefCell::new(HashMap::new());
+    /// Depth of utility commands running: references are not held meanwhile.
+    static UTILITY_DEPTH: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+    static BT_AMBUILD: std::cell::Cell<pg_sys::ambuild_function> = const { std::cell::Cell::new(None) };
+}
+
+/// While alive, index references are not held (DDL refuses relations open in the
+/// session): indexes are switched to Pinax without keeping a reference.
+pub struct UtilityMode;
+impl UtilityMode {
+    pub fn enter() -> UtilityMode {
+        UTILITY_DEPTH.with(|d| d.set(d.get() + 1));
+        UtilityMode
+    }
+}
+impl Drop for UtilityMode {
+    fn drop(&mut self) {
+        UTILITY_DEPTH.with(|d| d.set(d.get().saturating_sub(1)));
+        // Indexes switched without a reference may be rebuilt later: check again.
+        if !in_utility() {
+            PATCHED.with(|p| p.borrow_mut().clear());
+        }
+    }
+}
+
+fn in_utility() -> bool {
+    UTILITY_DEPTH.with(|d| d.get() > 0)
+}
+
+/// The Pinax index routine (btree's, with storage callbacks replaced).
+pub fn routine() -> *mut pg_sys::IndexAmRoutine {
+    let r = ROUTINE.with(|r| *r.borrow());
+    if !r.is_null() {
+        return r;
+    }
+    // SAFETY: btree's routine is a plain struct; we copy it into memory we own.
+    let r = unsafe {
+        let bt = pg_sys::GetIndexAmRoutineByAmId(pg_sys::BTREE_AM_OID, false);
+        let mut mine: pg_sys::IndexAmRoutine = *bt;
+        BT_AMBUILD.with(|c| c.set(mine.ambuild));
+        mine.ambuild = Some(ambuild);
+        mine.ambuildempty = Some(ambuildempty);
+        mine.aminsert = Some(aminsert);
+        mine.ambulkdelete = Some(ambulkdelete);
+        mine.amvacuumcleanup = Some(amvacuumcleanup);
+        mine.amcanreturn = None;
+        mine.ambeginscan = Some(ambeginscan);
+        mine.amrescan = Some(amrescan);
+        mine.amgettuple = Some(amgettuple);
+        mine.amgetbitmap = None;
+        mine.amendscan = Some(amendscan);
+        mine.ammarkpos = None;
+        mine.amrestrpos = None;
+        mine.amestimateparallelscan = None;
+        mine.aminitparallelscan = None;
+        mine.amparallelrescan = None;
+        mine.amcanparallel = false;
+        Box::into_raw(Box::new(mine))
+    };
+    ROUTINE.with(|c| *c.borrow_mut() = r);
+    r
+}
+
+/// Restores `CurrentResourceOwner` on drop (also when an error unwinds).
+struct OwnerGuard(pg_sys::ResourceOwner);
+impl Drop for OwnerGuard {
+    fn drop(&mut self) {
+        // SAFETY: restoring the value saved in `hold`.
+        unsafe { pg_sys::CurrentResourceOwner = self.0 };
+    }
+}
+
+/// Hold index `oid` for the rest of the transaction and switch it to Pinax.
+unsafe fn hold(oid: pg_sys::Oid) {
+    if HELD.with(|h| h.borrow().iter().any(|r| (**r).rd_id == oid)) {
+        return;
+    }
+    if in_utility() {
+        let idx = pg_sys::index_open(oid, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
+        (*idx).rd_indam = routine();
+        pg_sys::index_close(idx, pg_sys::NoLock as pg_sys::LOCKMODE);
+        return;
+    }
+    let _g = OwnerGuard(pg_sys::CurrentResourceOwner);
+    pg_sys::CurrentResourceOwner = pg_sys::TopTransactionResourceOwner;
+    let idx = pg_sys::index_open(oid, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
+    (*idx).rd_indam = routine();
+    HELD.with(|h| h.borrow_mut().push(idx));
+}
+
+/// Switch an index relation PostgreSQL just handed us (index build) to Pinax.
+///
+/// # Safety
+/// `idx` must be a valid open index relation.
+pub unsafe fn hold_rel(idx: pg_sys::Relation) {
+    if in_utility() || HELD.with(|h| h.borrow().contains(&idx)) {
+        (*idx).rd_indam = routine();
+        return;
+    }
+    let _g = OwnerGuard(pg_sys::CurrentResourceOwner);
+    pg_sys::CurrentResourceOwner = pg_sys::TopTransactionResourceOwner;
+    pg_sys::RelationIncrementReferenceCount(idx);
+    (*idx).rd_indam = routine();
+    HELD.with(|h| h.borrow_mut().push(idx));
+}
+
+/// Make sure every index of Pinax table `rel` uses the Pinax routine in this
+/// transaction.
+///
+/// # Safety
+/// `rel` must be a valid open Pinax table; `m` its metadata.
+pub unsafe fn ensure_patched(rel: pg_sys::Relation, m: &Rc<TableMeta>) {
+    let relid = (*rel).rd_id.to_u32();
+    let id = m.generation;
+    if PATCHED.with(|p| p.borrow().get(&relid) == Some(&id)) {
+        return;
+    }
+    if let Some(pk) = &m.pk {
+        hold(pg_sys::Oid::from(pk.oid));
+    }
+    for im in &m.secondary {
+        hold(pg_sys::Oid::from(im.oid));
+    }
+    PATCHED.with(|p| p.borrow_mut().insert(relid, id));
+}
+
+/// Release the held index entries (PRE_COMMIT / PRE_PREPARE).
+pub fn release_held() {
+    let held = HELD.with(|h| std::mem::take(&mut *h.borrow_mut()));
+    // The references belong to the top transaction's resource owner.
+    // SAFETY: reading and restoring backend globals.
+    let _g = OwnerGuard(unsafe { pg_sys::CurrentResourceOwner });
+    unsafe {
+        if !pg_sys::TopTransactionResourceOwner.is_null() {
+            pg_sys::CurrentResourceOwner = pg_sys::TopTransactionResourceOwner;
+        }
+    }
+    for idx in held {
+        // SAFETY: each entry was opened or referenced by `hold`/`hold_rel`.
+        unsafe { pg_sys::RelationClose(idx) };
+    }
+    PATCHED.with(|p| p.borrow_mut().clear());
+}
+
+/// Forget the held entries without closing them (abort: the resource owner does).
+pub fn forget_held() {
+    HELD.with(|h| h.borrow_mut().clear());
+    PATCHED.with(|p| p.borrow_mut().clear());
+}
+
+/// Metadata of index `idx` of Pinax table `heap`.
+unsafe fn meta_for(heap: pg_sys::Relation, idx: pg_sys::Relation) -> (Rc<TableMeta>, Rc<IndexMeta>) {
+    let m = meta::table_meta(heap).or_raise();
+    let oid = (*idx).rd_id.to_u32();
+    let im = m.pk.iter().chain(m.secondary.iter()).find(|i| i.oid == oid).cloned();
+    let im = match im {
+        Some(i) => i,
+        None => Rc::new(index_meta(idx, m.hashed)),
+    };
+    (m, im)
+}
+
+/// `ExecQual` (an inline function in C).
+unsafe fn exec_qual(state: *mut pg_sys::ExprState, econtext: *mut pg_sys::ExprContext) -> bool {
+    if state.is_null() {
+        return true;
+    }
+    let old = pg_sys::CurrentMemoryContext;
+    pg_sys::CurrentMemoryContext = (*econtext).ecxt_per_tuple_memory;
+    let mut isnull = false;
+    let d = ((*state).evalfunc.expect("ExprState without evalfunc"))(state, econtext, &mut isnull);
+    pg_sys::CurrentMemoryContext = old;
+    !isnull && d.value() != 0
+}
+
+/// Build index `idx` of Pinax table `heap` in storage; returns the number of rows.
+///
+/// # Safety
+/// Valid open relations and index info, inside a transaction.
+pub unsafe fn build(heap: pg_sys::Relation, idx: pg_sys::Relation, ii: *mut pg_sys::IndexInfo) -> f64 {
+    hold_rel(idx);
+    let m = meta::table_meta(heap).or_raise();
+    let im = index_meta(idx, m.hashed);
+    let cid = pg_sys::GetCurrentCommandId(true);
+    let relid = m.relid;
+    let mut pager = Pager::new(m.storage.clone(), Vec::new(), None, false, u32::MAX);
+    let slot = pg_sys::MakeSingleTupleTableSlot((*heap).rd_att, &raw const pg_sys::TTSOpsHeapTuple);
+    let mut n = 0.0;
+    if im.is_pk {
+        // Rows stored under generated ids (or another primary key) move to this key.
+        while let Some((key, value)) = pager.next_row().or_raise() {
+            store_tuple(slot, &value, pg_sys::ItemPointerData::default(), pg_sys::Oid::from(relid), None);
+            crate::tuple::slot_getallattrs(slot);
+            let nk = pk_key(&im, slot);
+            if nk != key {
+                if !m.secondary.is_empty() {
+                    error::not_supported("adding a primary key to a populated Pinax table that has secondary indexes is not supported");
+                }
+                state::with(|b| {
+                    b.push(cid, &m.storage, WriteOp::delete(key))?;
+                    b.push(cid, &m.storage, WriteOp::insert(nk, value))
+                })
+                .or_raise();
+            }
+            n += 1.0;
+        }
+        meta::register_owner(&m.storage, im.oid);
+    } else {
+        let client = state::with(|b| b.client()).or_raise();
+        client.call(Request::CreateTable { name: im.storage.clone(), sharding: Sharding::Hash { tablets: guc::tablets() }, if_not_exists: true }).or_raise();
+        state::with(|b| b.on_abort_drop.push(im.storage.clone()));
+        if im.unique {
+            meta::register_owner(&im.storage, im.oid);
+        }
+        let estate = pg_sys::CreateExecutorState();
+        let econtext = pg_sys::MakePerTupleExprContext(estate);
+        (*econtext).ecxt_scantuple = slot;
+        let pred = if (*ii).ii_Predicate.is_null() { std::ptr::null_mut() } else { pg_sys::ExecPrepareQual((*ii).ii_Predicate, estate) };
+        let mut values = [pg_sys::Datum::from(0usize); pg_sys::INDEX_MAX_KEYS as usize];
+        let mut isnull = [false; pg_sys::INDEX_MAX_KEYS as usize];
+        while let Some((key, value)) = pager.next_row().or_raise() {
+            pg_sys::MemoryContextReset((*econtext).ecxt_per_tuple_memory);
+            store_tuple(slot, &value, pg_sys::ItemPointerData::default(), pg_sys::Oid::from(relid), None);
+            if !exec_qual(pred, econtext) {
+                continue;
+            }
+            pg_sys::FormIndexDatum(ii, slot, estate, values.as_mut_ptr(), isnull.as_mut_ptr());
+            let vals: Vec<(pg_sys::Datum, bool)> = (0..im.cols.len()).map(|i| (values[i], isnull[i])).collect();
+            let ik = secondary_key(&im, slot, Some(&vals), &key);
+            let op = if enforced_unique(&im, &vals) { WriteOp::insert(ik, key) } else { WriteOp::put(ik, key) };
+            if let Err(e) = state::with(|b| b.push(cid, &im.storage, op)) {
+                violation::raise_build(e, im.oid);
+            }
+            n += 1.0;
+        }
+        pg_sys::FreeExecutorState(estate);
+    }
+    pg_sys::ExecDropSingleTupleTableSlot(slot);
+    if let Err(e) = state::with(|b| b.flush()) {
+        violation::raise_build(e, im.oid);
+    }
+    n
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn ambuild(heap: pg_sys::Relation, idx: pg_sys::Relation, ii: *mut pg_sys::IndexInfo) -> *mut pg_sys::IndexBuildResult {
+    // btree's own build writes the (empty) btree file the planner reads the metapage
+    // of; its table scan is ours and builds the index in storage.
+    routine();
+    if let Some(bt) = BT_AMBUILD.with(|c| c.get()) {
+        return bt(heap, idx, ii);
+    }
+    let n = build(heap, idx, ii);
+    let r = pg_sys::palloc0(std::mem::size_of::<pg_sys::IndexBuildResult>()) as *mut pg_sys::IndexBuildResult;
+    (*r).heap_tuples = n;
+    (*r).index_tuples = n;
+    r
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn ambuildempty(_idx: pg_sys::Relation) {}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn aminsert(
+    idx: pg_sys::Relation,
+    values: *mut pg_sys::Datum,
+    isnull: *mut bool,
+    heap_tid: pg_sys::ItemPointer,
+    heap: pg_sys::Relation,
+    check_unique: pg_sys::IndexUniqueCheck::Type,
+    _index_unchanged: bool,
+    _ii: *mut pg_sys::IndexInfo,
+) -> bool {
+    let (m, im) = meta_for(heap, idx);
+    if im.is_pk {
+        // The row key: uniqueness was enforced by the row's own insert, except for a
+        // speculative insertion, which reports a conflict here.
+        let conflict = state::with(|b| b.spec.as_ref().and_then(|s| s.conflict.clone()));
+        return match conflict {
+            None => true,
+            Some(_) if check_unique == pg_sys::IndexUniqueCheck::UNIQUE_CHECK_PARTIAL => false,
+            Some(key) => violation::raise(state::FlushError {
+                table: m.storage.clone(),
+                error: pinax_client::ClientError::Rpc(pinax_proto::RpcError::new(pinax_common::ErrorCode::DuplicateKey, "duplicate key").with_key(key)),
+            }),
+        };
+    }
+    let relid = m.relid;
+    let Some(row_key) = state::with(|b| b.tids.get(relid, &*heap_tid).map(|r| r.key.to_vec())) else {
+        error::raise_with(pgrx::PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, "pinax: index insert for a row this transaction did not write", None);
+    };
+    let vals: Vec<(pg_sys::Datum, bool)> = (0..im.cols.len()).map(|i| (*values.add(i), *isnull.add(i))).collect();
+    let key = secondary_key(&im, std::ptr::null_mut(), Some(&vals), &row_key);
+    let skip = state::with(|b| b.unchanged.iter().any(|(o, k)| *o == im.oid && *k == key));
+    if skip {
+        return true;
+    }
+    let enforced = enforced_unique(&im, &vals);
+    let cid = state::with(|b| b.last_cid);
+    match check_unique {
+        pg_sys::IndexUniqueCheck::UNIQUE_CHECK_PARTIAL if enforced => {
+            // ON CONFLICT arbiter or deferrable constraint: report, do not raise.
+            let res = state::with(|b| {
+                b.flush()?;
+                b.push(cid, &im.storage, WriteOp::insert(key.clone(), row_key.clone()))?;
+                b.flush()
+            });
+            match res {
+                Ok(()) => {
+                    state::with(|b| {
+                        if let Some(s) = &mut b.spec {
+                            s.written.push((im.storage.clone(), key));
+                        }
+                    });
+                    true
+                }
+                Err(e) if e.error.code() == pinax_common::ErrorCode::DuplicateKey && e.table == im.storage => {
+                    state::with(|b| {
+                        if let Some(s) = &mut b.spec {
+                            s.index_conflict = true;
+                        }
+                    });
+                    false
+                }
+                Err(e) => violation::raise(e),
+            }
+        }
+        pg_sys::IndexUniqueCheck::UNIQUE_CHECK_EXISTING => {
+            // Deferred recheck: the entry must be ours or absent.
+            let mut pager = Pager::new(im.storage.clone(), Vec::new(), None, false, u32::MAX);
+            let existing = pager.get(&im.storage, &key).or_raise();
+            match existing {
+                Some(owner) if owner != row_key => {
+                    violation::raise(state::FlushError {
+                        table: im.storage.clone(),
+                        error: pinax_client::ClientError::Rpc(pinax_proto::RpcError::new(pinax_common::ErrorCode::DuplicateKey, "duplicate key").with_key(key)),
+                    });
+                }
+                Some(_) => true,
+                None => {
+                    state::with(|b| b.push(cid, &im.storage, WriteOp::put(key, row_key))).or_raise();
+                    true
+                }
+            }
+        }
+        _ => {
+            let op = if enforced { WriteOp::insert(key.clone(), row_key) } else { WriteOp::put(key.clone(), row_key) };
+            state::with(|b| {
+                if let Some(s) = &mut b.spec {
+                    s.written.push((im.storage.clone(), key));
+                }
+                b.push(cid, &im.storage, op)
+            })
+            .or_raise();
+            true
+        }
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn ambulkdelete(
+    _info: *mut pg_sys::IndexVacuumInfo,
+    stats: *mut pg_sys::IndexBulkDeleteResult,
+    _callback: pg_sys::IndexBulkDeleteCallback,
+    _state: *mut std::ffi::c_void,
+) -> *mut pg_sys::IndexBulkDeleteResult {
+    stats
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn amvacuumcleanup(_info: *mut pg_sys::IndexVacuumInfo, stats: *mut pg_sys::IndexBulkDeleteResult) -> *mut pg_sys::IndexBulkDeleteResult {
+    stats
+}
+
+/// A range of keys to walk.
+type Range = (Vec<u8>, Option<Vec<u8>>);
+
+struct IndexScanState {
+    pager: Option<Pager>,
+    ranges: VecDeque<Range>,
+    started: bool,
+    reverse: bool,
+    table_storage: String,
+    index_storage: String,
+    is_pk: bool,
+    relid: u32,
+    curcid: u32,
+}
+
+#[repr(C)]
+struct Opaque {
+    cb: pg_sys::MemoryContextCallback,
+    state: *mut IndexScanState,
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn free_opaque(arg: *mut std::ffi::c_void) {
+    let o = arg as *mut Opaque;
+    if !(*o).state.is_null() {
+        drop(Box::from_raw((*o).state));
+        (*o).state = std::ptr::null_mut();
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn ambeginscan(idx: pg_sys::Relation, nkeys: i32, norderbys: i32) -> pg_sys::IndexScanDesc {
+    let scan = pg_sys::RelationGetIndexScan(idx, nkeys, norderbys);
+    let o = pg_sys::palloc0(std::mem::size_of::<Opaque>()) as *mut Opaque;
+    (*o).cb.func = Some(free_opaque);
+    (*o).cb.arg = o.cast();
+    pg_sys::MemoryContextRegisterResetCallback(pg_sys::CurrentMemoryContext, &mut (*o).cb);
+    (*scan).opaque = o.cast();
+    scan
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn amrescan(scan: pg_sys::IndexScanDesc, keys: pg_sys::ScanKey, nkeys: i32, _orderbys: pg_sys::ScanKey, _norderbys: i32) {
+    if !keys.is_null() && nkeys > 0 {
+        std::ptr::copy(keys, (*scan).keyData, nkeys as usize);
+    }
+    let o = (*scan).opaque as *mut Opaque;
+    free_opaque(o.cast());
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn amendscan(scan: pg_sys::IndexScanDesc) {
+    free_opaque((*scan).opaque);
+}
+
+const SK_ISNULL: i32 = 0x0001;
+const SK_ROW_HEADER: i32 = 0x0004;
+const SK_SEARCHARRAY: i32 = 0x0020;
+const SK_SEARCHNULL: i32 = 0x0040;
+const SK_SEARCHNOTNULL: i32 = 0x0080;
+const INT2OID: u32 = 21;
+const INT4OID: u32 = 23;
+const INT8OID: u32 = 20;
+
+/// A scan key's argument as a datum of the column's own type, if it can be.
+unsafe fn same_type_arg(col: &KeyColumn, sk: &pg_sys::ScanKeyData, arg: pg_sys::Datum) -> Option<pg_sys::Datum> {
+    let sub = sk.sk_subtype.to_u32();
+    if sub == 0 || sub == col.typid {
+        return Some(arg);
+    }
+    let int_kind = |k: KeyKind| matches!(k, KeyKind::Int2 | KeyKind::Int4 | KeyKind::Int8);
+    if int_kind(col.kind) && matches!(sub, INT2OID | INT4OID | INT8OID) {
+        let v: i64 = match sub {
+            INT2OID => arg.value() as i16 as i64,
+            INT4OID => arg.value() as i32 as i64,
+            _ => arg.value() as i64,
+        };
+        let fits = match col.kind {
+            KeyKind::Int2 => i16::try_from(v).is_ok(),
+            KeyKind::Int4 => i32::try_from(v).is_ok(),
+            _ => true,
+        };
+        return fits.then(|| pg_sys::Datum::from(v));
+    }
+    None
+}
+
+/// Elements of an array datum (for `col = ANY(array)`).
+unsafe fn array_elements(arr: pg_sys::Datum) -> Vec<(pg_sys::Datum, bool)> {
+    let a = pg_sys::pg_detoast_datum(arr.cast_mut_ptr()) as *mut pg_sys::ArrayType;
+    let elemtype = (*a).elemtype;
+    let mut typlen: i16 = 0;
+    let mut byval = false;
+    let mut align: std::ffi::c_char = 0;
+    pg_sys::get_typlenbyvalalign(elemtype, &mut typlen, &mut byval, &mut align);
+    let mut elems: *mut pg_sys::Datum = std::ptr::null_mut();
+    let mut nulls: *mut bool = std::ptr::null_mut();
+    let mut n: i32 = 0;
+    pg_sys::deconstruct_array(a, elemtype, typlen as i32, byval, align, &mut elems, &mut nulls, &mut n);
+    (0..n as usize).map(|i| (*elems.add(i), !nulls.is_null() && *nulls.add(i))).collect()
+}
+
+/// Key ranges that cover every row the scan keys can match (the executor rechecks
+/// the quals, so a superset is correct).
+unsafe fn ranges(im: &IndexMeta, keys: &[pg_sys::ScanKeyData]) -> Vec<Range> {
+    let ncols = im.cols.len();
+    // Per column: candidate equality values (several for `= ANY`).
+    let mut eq: Vec<Option<Vec<pg_sys::Datum>>> = vec![None; ncols];
+    let mut lower: Vec<Option<(pg_sys::Datum, bool)>> = vec![None; ncols];
+    let mut upper: Vec<Option<(pg_sys::Datum, bool)>> = vec![None; ncols];
+    for sk in keys {
+        let att = sk.sk_attno as usize;
+        if att == 0 || att > ncols {
+            continue;
+        }
+        let col = &im.cols[att - 1];
+        let flags = sk.sk_flags;
+        if flags & (SK_ISNULL | SK_ROW_HEADER | SK_SEARCHNULL | SK_SEARCHNOTNULL) != 0 {
+            if flags & SK_ISNULL != 0 && flags & (SK_SEARCHNULL | SK_SEARCHNOTNULL) == 0 {
+                // `col op NULL` matches nothing.
+                return Vec::new();
+            }
+            continue;
+        }
+        let strategy = sk.sk_strategy as u32;
+        if flags & SK_SEARCHARRAY != 0 {
+            if strategy == pg_sys::BTEqualStrategyNumber && eq[att - 1].is_none() {
+                let mut vals = Vec::new();
+                let mut ok = true;
+                for (v, n) in array_elements(sk.sk_argument) {
+                    if n {
+                        continue;
+                    }
+                    match same_type_arg(col, sk, v) {
+                        Some(d) => vals.push(d),
+                        None => ok = false,
+                    }
+                }
+                if ok {
+                    eq[att - 1] = Some(vals);
+                }
+            }
+            continue;
+        }
+        let Some(arg) = same_type_arg(col, sk, sk.sk_argument) else { continue };
+        match strategy {
+            s if s == pg_sys::BTEqualStrategyNumber => eq[att - 1] = Some(vec![arg]),
+            s if s == pg_sys::BTGreaterEqualStrategyNumber || s == pg_sys::BTGreaterStrategyNumber => lower[att - 1] = Some((arg, true)),
+            s if s == pg_sys::BTLessStrategyNumber => upper[att - 1] = Some((arg, false)),
+            s if s == pg_sys::BTLessEqualStrategyNumber => upper[att - 1] = Some((arg, true)),
+            _ => {}
+        }
+    }
+    // Leading equality columns form prefixes (one per combination of ANY values).
+    let mut prefixes: Vec<Vec<(pg_sys::Datum, bool)>> = vec![Vec::new()];
+    let mut k = 0;
+    while k < ncols {
+        let Some(vals) = &eq[k] else { break };
+        if prefixes.len() * vals.len() > 10_000 {
+            break;
+        }
+        let mut next = Vec::with_capacity(prefixes.len() * vals.len());
+        for p in &prefixes {
+            for v in vals {
+                let mut q = p.clone();
+                q.push((*v, false));
+                next.push(q);
+            }
+        }
+        prefixes = next;
+        k += 1;
+    }
+    if k == 0 {
+        if im.hashed {
+            return vec![(Vec::new(), None)];
+        }
+        prefixes = vec![Vec::new()];
+    }
+    let mut out: Vec<Range> = Vec::with_capacity(prefixes.len());
+    for p in prefixes {
+        let prefix = if p.is_empty() { Vec::new() } else { build_key(&im.cols[..k], &p, im.hashed) };
+        let mut start = prefix.clone();
+        let mut end = if prefix.is_empty() { None } else { prefix_end(&prefix) };
+        // A bound on the next column narrows an ordered, ascending key.
+        if !im.hashed && k < ncols {
+            let col = &im.cols[k];
+            if col.ordered && col.order.order == pinax_codec::datum::SortOrder::Asc {
+                if let Some((v, _)) = lower[k] {
+                    let mut s = prefix.clone();
+                    col.encode(&mut s, v, false);
+                    start = s;
+                }
+                if let Some((v, inclusive)) = upper[k] {
+                    let mut e = prefix.clone();
+                    col.encode(&mut e, v, false);
+                    end = if inclusive { prefix_end(&e) } else { Some(e) };
+                }
+            }
+        }
+        out.push((start, end));
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn amgettuple(scan: pg_sys::IndexScanDesc, direction: pg_sys::ScanDirection::Type) -> bool {
+    let o = (*scan).opaque as *mut Opaque;
+    let reverse = direction == pg_sys::ScanDirection::BackwardScanDirection;
+    if (*o).state.is_null() {
+        let heap = (*scan).heapRelation;
+        let (m, im) = meta_for(heap, (*scan).indexRelation);
+        let keys = std::slice::from_raw_parts((*scan).keyData, (*scan).numberOfKeys as usize);
+        let mut rs: VecDeque<Range> = ranges(&im, keys).into();
+        if reverse {
+            rs = rs.into_iter().rev().collect();
+        }
+        let st = IndexScanState {
+            pager: None,
+            ranges: rs,
+            started: false,
+            reverse,
+            table_storage: m.storage.clone(),
+            index_storage: if im.is_pk { m.storage.clone() } else { im.storage.clone() },
+            is_pk: im.is_pk,
+            relid: m.relid,
+            curcid: snapshot_cid((*scan).xs_snapshot),
+        };
+        (*o).state = Box::into_raw(Box::new(st));
+    }
+    let st = &mut *(*o).state;
+    if st.started && st.reverse != reverse {
+        error::not_supported("changing scan direction in an index scan of a Pinax table is not supported");
+    }
+    st.started = true;
+    loop {
+        if st.pager.is_none() {
+            let Some((start, end)) = st.ranges.pop_front() else { return false };
+            st.pager = Some(Pager::new(st.index_storage.clone(), start, end, st.reverse, st.curcid));
+        }
+        let pager = st.pager.as_mut().expect("pager");
+        let Some((key, value)) = pager.next_row().or_raise() else {
+            st.pager = None;
+            continue;
+        };
+        let (row_key, row) = if st.is_pk {
+            (key, value)
+        } else {
+            match pager.get(&st.table_storage, &value).or_raise() {
+                Some(row) => (value, row),
+                None => continue, // entry of a row this read point does not see
+            }
+        };
+        let tid = state::with(|b| b.tids.add(st.relid, &row_key, &row, Origin::Read));
+        (*scan).xs_heaptid = tid;
+        (*scan).xs_recheck = true;
+        return true;
+    }
+}

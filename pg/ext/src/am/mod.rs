@@ -1,0 +1,5 @@
+//! Access methods: the table AM `pinax` and the Pinax behaviour of btree indexes on
+//! Pinax tables.
+
+pub mod index;
+pub mod table;

@@ -1,0 +1,737 @@
+//! The table access method `pinax`: PostgreSQL's table AM callbacks over storage.
+//!
+//! Rows live in the relation's storage table (one per relation file node), keyed by
+//! the primary key or a generated row id (see `keys`). Every row version handed to
+//! PostgreSQL gets a TID from the backend's TID map (see `tid`). Writes go to the
+//! backend's write buffer (see `state`); reads page through storage (see `scan`).
+//!
+//! Callbacks keep PostgreSQL's names. Unsupported operations raise 0A000.
+
+use crate::am::index;
+use crate::error::{self, OrRaise};
+use crate::keys::new_rowid_key;
+use crate::meta::{self, pk_key, secondary_key, TableMeta};
+use crate::scan::{snapshot_cid, Pager};
+use crate::state::{self, table_storage_name, CreateOptions};
+use crate::tid::Origin;
+use crate::tuple::{form_tuple_bytes, slot_getallattrs, store_tuple};
+use crate::violation::{self, OrRaiseFlush};
+use crate::guc;
+use pgrx::pg_guard;
+use pgrx::pg_sys;
+use pinax_proto::{Request, Sharding, WriteOp};
+use std::rc::Rc;
+
+/// Our scan descriptor: PostgreSQL's header first, then the Rust state.
+#[repr(C)]
+struct PinaxScanDesc {
+    base: pg_sys::TableScanDescData,
+    state: *mut ScanState,
+    cb: pg_sys::MemoryContextCallback,
+}
+
+struct ScanState {
+    pager: Pager,
+    relid: u32,
+    /// ANALYZE: the single "block" has been handed out.
+    analyze_block_done: bool,
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn free_scan_state(arg: *mut std::ffi::c_void) {
+    let d = arg as *mut PinaxScanDesc;
+    if !(*d).state.is_null() {
+        drop(Box::from_raw((*d).state));
+        (*d).state = std::ptr::null_mut();
+    }
+}
+
+unsafe fn meta_of(rel: pg_sys::Relation) -> Rc<TableMeta> {
+    let m = meta::table_meta(rel).or_raise();
+    index::ensure_patched(rel, &m);
+    m
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn slot_callbacks(rel: pg_sys::Relation) -> *const pg_sys::TupleTableSlotOps {
+    // The executor creates a slot for a table before it opens any of its indexes
+    // (index scans, ON CONFLICT, COPY): the moment to switch them to Pinax, also
+    // for plans cached in an earlier transaction.
+    meta_of(rel);
+    &raw const pg_sys::TTSOpsHeapTuple
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn scan_begin(
+    rel: pg_sys::Relation,
+    snapshot: pg_sys::Snapshot,
+    nkeys: i32,
+    key: *mut pg_sys::ScanKeyData,
+    pscan: pg_sys::ParallelTableScanDesc,
+    flags: u32,
+) -> pg_sys::TableScanDesc {
+    if !pscan.is_null() {
+        error::not_supported("parallel scans of Pinax tables are not supported");
+    }
+    if flags & pg_sys::ScanOptions::SO_TYPE_SAMPLESCAN != 0 {
+        error::not_supported("TABLESAMPLE is not supported on Pinax tables");
+    }
+    let m = meta_of(rel);
+    let d = pg_sys::palloc0(std::mem::size_of::<PinaxScanDesc>()) as *mut PinaxScanDesc;
+    (*d).base.rs_rd = rel;
+    (*d).base.rs_snapshot = snapshot;
+    (*d).base.rs_nkeys = nkeys;
+    (*d).base.rs_key = key;
+    (*d).base.rs_flags = flags;
+    let st = ScanState { pager: Pager::new(m.storage.clone(), Vec::new(), None, false, snapshot_cid(snapshot)), relid: m.relid, analyze_block_done: false };
+    (*d).state = Box::into_raw(Box::new(st));
+    (*d).cb.func = Some(free_scan_state);
+    (*d).cb.arg = d.cast();
+    pg_sys::MemoryContextRegisterResetCallback(pg_sys::CurrentMemoryContext, &mut (*d).cb);
+    pg_sys::RelationIncrementReferenceCount(rel);
+    d.cast()
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn scan_end(scan: pg_sys::TableScanDesc) {
+    let d = scan as *mut PinaxScanDesc;
+    free_scan_state(d.cast());
+    pg_sys::RelationDecrementReferenceCount((*scan).rs_rd);
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn scan_rescan(scan: pg_sys::TableScanDesc, _key: *mut pg_sys::ScanKeyData, _set_params: bool, _allow_strat: bool, _allow_sync: bool, _allow_pagemode: bool) {
+    let d = scan as *mut PinaxScanDesc;
+    let st = &mut *(*d).state;
+    st.pager = Pager::new(st.pager.storage.clone(), Vec::new(), None, false, snapshot_cid((*scan).rs_snapshot));
+}
+
+/// Hand the next row of `pager` to PostgreSQL in `slot`.
+unsafe fn next_into_slot(pager: &mut Pager, relid: u32, slot: *mut pg_sys::TupleTableSlot) -> bool {
+    match pager.next_row().or_raise() {
+        Some((key, value)) => {
+            let tid = state::with(|b| b.tids.add(relid, &key, &value, Origin::Read));
+            store_tuple(slot, &value, tid, pg_sys::Oid::from(relid), None);
+            true
+        }
+        None => {
+            pg_sys::ExecClearTuple(slot);
+            false
+        }
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn scan_getnextslot(scan: pg_sys::TableScanDesc, direction: pg_sys::ScanDirection::Type, slot: *mut pg_sys::TupleTableSlot) -> bool {
+    if direction == pg_sys::ScanDirection::BackwardScanDirection {
+        error::not_supported("backward scans of Pinax tables are not supported");
+    }
+    let d = scan as *mut PinaxScanDesc;
+    let st = &mut *(*d).state;
+    next_into_slot(&mut st.pager, st.relid, slot)
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn parallelscan_estimate(_rel: pg_sys::Relation) -> pg_sys::Size {
+    error::not_supported("parallel scans of Pinax tables are not supported")
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn parallelscan_initialize(_rel: pg_sys::Relation, _pscan: pg_sys::ParallelTableScanDesc) -> pg_sys::Size {
+    error::not_supported("parallel scans of Pinax tables are not supported")
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn parallelscan_reinitialize(_rel: pg_sys::Relation, _pscan: pg_sys::ParallelTableScanDesc) {
+    error::not_supported("parallel scans of Pinax tables are not supported")
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn index_fetch_begin(rel: pg_sys::Relation) -> *mut pg_sys::IndexFetchTableData {
+    let m = meta_of(rel);
+    let _ = m;
+    let f = pg_sys::palloc0(std::mem::size_of::<pg_sys::IndexFetchTableData>()) as *mut pg_sys::IndexFetchTableData;
+    (*f).rel = rel;
+    f
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn index_fetch_reset(_data: *mut pg_sys::IndexFetchTableData) {}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn index_fetch_end(data: *mut pg_sys::IndexFetchTableData) {
+    pg_sys::pfree(data.cast());
+}
+
+/// Put the row version behind `tid` into `slot`, if it exists and `snapshot` sees it.
+unsafe fn fetch_version(rel: pg_sys::Relation, tid: pg_sys::ItemPointer, snapshot: pg_sys::Snapshot, slot: *mut pg_sys::TupleTableSlot) -> bool {
+    let relid = (*rel).rd_id;
+    if !snapshot.is_null() && (*snapshot).snapshot_type == pg_sys::SnapshotType::SNAPSHOT_DIRTY {
+        // A dirty snapshot reports in-progress writers to wait for; storage resolves
+        // those itself, so there is never one (callers read these fields).
+        (*snapshot).xmin = pg_sys::InvalidTransactionId;
+        (*snapshot).xmax = pg_sys::InvalidTransactionId;
+        (*snapshot).speculativeToken = 0;
+    }
+    let cid = snapshot_cid(snapshot);
+    let found = state::with(|b| {
+        b.tids.get(relid.to_u32(), &*tid).and_then(|r| {
+            // A version replaced by a command the snapshot already sees is gone.
+            if cid != u32::MAX && r.superseded_by.is_some_and(|c| c < cid) {
+                return None;
+            }
+            Some((r.tuple.to_vec(), r.origin))
+        })
+    });
+    match found {
+        Some((bytes, origin)) => {
+            let own = (origin == Origin::Written).then(|| pg_sys::GetCurrentTransactionId());
+            store_tuple(slot, &bytes, *tid, relid, own);
+            true
+        }
+        None => false,
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn index_fetch_tuple(
+    data: *mut pg_sys::IndexFetchTableData,
+    tid: pg_sys::ItemPointer,
+    snapshot: pg_sys::Snapshot,
+    slot: *mut pg_sys::TupleTableSlot,
+    call_again: *mut bool,
+    all_dead: *mut bool,
+) -> bool {
+    *call_again = false;
+    if !all_dead.is_null() {
+        *all_dead = false;
+    }
+    fetch_version((*data).rel, tid, snapshot, slot)
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn tuple_fetch_row_version(rel: pg_sys::Relation, tid: pg_sys::ItemPointer, snapshot: pg_sys::Snapshot, slot: *mut pg_sys::TupleTableSlot) -> bool {
+    fetch_version(rel, tid, snapshot, slot)
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn tuple_tid_valid(scan: pg_sys::TableScanDesc, tid: pg_sys::ItemPointer) -> bool {
+    let relid = (*(*scan).rs_rd).rd_id.to_u32();
+    state::with(|b| b.tids.get(relid, &*tid).is_some())
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn tuple_get_latest_tid(_scan: pg_sys::TableScanDesc, _tid: pg_sys::ItemPointer) {}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn tuple_satisfies_snapshot(_rel: pg_sys::Relation, _slot: *mut pg_sys::TupleTableSlot, _snapshot: pg_sys::Snapshot) -> bool {
+    true
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn index_delete_tuples(_rel: pg_sys::Relation, _delstate: *mut pg_sys::TM_IndexDeleteOp) -> pg_sys::TransactionId {
+    pg_sys::InvalidTransactionId
+}
+
+/// Insert the row in `slot` as command `cid`; returns its row key.
+unsafe fn insert_row(rel: pg_sys::Relation, slot: *mut pg_sys::TupleTableSlot, cid: u32) -> Vec<u8> {
+    let m = meta_of(rel);
+    let bytes = form_tuple_bytes(slot);
+    let (key, op) = match &m.pk {
+        Some(pk) => {
+            let k = pk_key(pk, slot);
+            (k.clone(), WriteOp::insert(k, bytes.clone()))
+        }
+        None => {
+            let k = new_rowid_key(m.hashed);
+            (k.clone(), WriteOp::put(k, bytes.clone()))
+        }
+    };
+    let tid = state::with(|b| {
+        b.last_cid = cid;
+        b.unchanged.clear();
+        let tid = b.tids.add(m.relid, &key, &bytes, Origin::Written);
+        b.push(cid, &m.storage, op).map(|_| tid)
+    })
+    .or_raise();
+    (*slot).tts_tid = tid;
+    (*slot).tts_tableOid = (*rel).rd_id;
+    pg_sys::pgstat_count_heap_insert(rel, 1);
+    key
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn tuple_insert(rel: pg_sys::Relation, slot: *mut pg_sys::TupleTableSlot, cid: pg_sys::CommandId, _options: i32, _bistate: *mut pg_sys::BulkInsertStateData) {
+    insert_row(rel, slot, cid);
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn tuple_insert_speculative(
+    rel: pg_sys::Relation,
+    slot: *mut pg_sys::TupleTableSlot,
+    cid: pg_sys::CommandId,
+    _options: i32,
+    _bistate: *mut pg_sys::BulkInsertStateData,
+    _spec_token: u32,
+) {
+    // Earlier writes first, so that a conflict is about this row alone.
+    state::with(|b| b.flush()).or_raise();
+    let key = insert_row(rel, slot, cid);
+    let storage = meta_of(rel).storage.clone();
+    let res = state::with(|b| {
+        b.spec = Some(state::Speculative { conflict: None, index_conflict: false, written: vec![(storage.clone(), key.clone())] });
+        if b.spec_cid != Some(cid) {
+            b.spec_cid = Some(cid);
+            b.spec_rows.clear();
+        }
+        b.flush()
+    });
+    if let Err(e) = res {
+        if e.error.code() == pinax_common::ErrorCode::DuplicateKey && e.table == storage {
+            state::with(|b| {
+                if let Some(s) = &mut b.spec {
+                    s.conflict = Some(key.clone());
+                    s.written.clear();
+                }
+            });
+        } else {
+            violation::raise(e);
+        }
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn tuple_complete_speculative(rel: pg_sys::Relation, _slot: *mut pg_sys::TupleTableSlot, _spec_token: u32, succeeded: bool) {
+    let spec = state::with(|b| b.spec.take());
+    if succeeded {
+        if let Some((_, key)) = spec.as_ref().and_then(|s| s.written.first()) {
+            let relid = (*rel).rd_id.to_u32();
+            state::with(|b| {
+                let cid = b.last_cid;
+                b.spec_rows.insert((relid, key.clone()), cid);
+            });
+        }
+        return;
+    }
+    // Undo what was written for the row that lost: the row and its index entries.
+    if let Some(s) = spec {
+        let _ = rel;
+        state::with(|b| {
+            let cid = b.last_cid;
+            for (storage, key) in s.written {
+                b.push(cid, &storage, WriteOp::delete(key))?;
+            }
+            b.flush()
+        })
+        .or_raise();
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn multi_insert(rel: pg_sys::Relation, slots: *mut *mut pg_sys::TupleTableSlot, nslots: i32, cid: pg_sys::CommandId, _options: i32, _bistate: *mut pg_sys::BulkInsertStateData) {
+    for i in 0..nslots as usize {
+        insert_row(rel, *slots.add(i), cid);
+    }
+}
+
+/// A temporary slot holding the stored row `bytes` of `rel`.
+unsafe fn temp_slot(rel: pg_sys::Relation, bytes: &[u8]) -> *mut pg_sys::TupleTableSlot {
+    let slot = pg_sys::MakeSingleTupleTableSlot((*rel).rd_att, &raw const pg_sys::TTSOpsHeapTuple);
+    store_tuple(slot, bytes, pg_sys::ItemPointerData::default(), (*rel).rd_id, None);
+    slot_getallattrs(slot);
+    slot
+}
+
+/// The version behind `tid` for a write by command `cid`: its key and bytes, or the
+/// TM result when it was already replaced.
+unsafe fn target(rel: pg_sys::Relation, tid: pg_sys::ItemPointer, cid: u32, tmfd: *mut pg_sys::TM_FailureData) -> Result<(Vec<u8>, Vec<u8>), pg_sys::TM_Result::Type> {
+    let relid = (*rel).rd_id.to_u32();
+    let found = state::with(|b| b.tids.get(relid, &*tid).map(|r| (r.key.to_vec(), r.tuple.to_vec(), r.superseded_by)));
+    match found {
+        None => error::raise_with(pgrx::PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, "pinax: row version to modify is unknown (TID not handed out in this transaction)", None),
+        Some((_, _, Some(by))) => {
+            if !tmfd.is_null() {
+                (*tmfd).ctid = *tid;
+                (*tmfd).xmax = pg_sys::GetCurrentTransactionId();
+                (*tmfd).cmax = by;
+                (*tmfd).traversed = false;
+            }
+            let _ = cid;
+            Err(pg_sys::TM_Result::TM_SelfModified)
+        }
+        Some((k, t, None)) => Ok((k, t)),
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn tuple_delete(
+    rel: pg_sys::Relation,
+    tid: pg_sys::ItemPointer,
+    cid: pg_sys::CommandId,
+    _snapshot: pg_sys::Snapshot,
+    _crosscheck: pg_sys::Snapshot,
+    _wait: bool,
+    tmfd: *mut pg_sys::TM_FailureData,
+    _changing_part: bool,
+) -> pg_sys::TM_Result::Type {
+    let m = meta_of(rel);
+    let (key, old) = match target(rel, tid, cid, tmfd) {
+        Ok(v) => v,
+        Err(r) => return r,
+    };
+    let mut ops = vec![(m.storage.clone(), WriteOp::delete(key.clone()))];
+    if !m.secondary.is_empty() {
+        let slot = temp_slot(rel, &old);
+        for im in &m.secondary {
+            ops.push((im.storage.clone(), WriteOp::delete(secondary_key(im, slot, None, &key))));
+        }
+        pg_sys::ExecDropSingleTupleTableSlot(slot);
+    }
+    state::with(|b| {
+        b.last_cid = cid;
+        b.unchanged.clear();
+        b.tids.supersede(&*tid, cid);
+        for (s, op) in ops {
+            b.push(cid, &s, op)?;
+        }
+        Ok::<(), state::FlushError>(())
+    })
+    .or_raise();
+    pg_sys::pgstat_count_heap_delete(rel);
+    pg_sys::TM_Result::TM_Ok
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn tuple_update(
+    rel: pg_sys::Relation,
+    otid: pg_sys::ItemPointer,
+    slot: *mut pg_sys::TupleTableSlot,
+    cid: pg_sys::CommandId,
+    _snapshot: pg_sys::Snapshot,
+    _crosscheck: pg_sys::Snapshot,
+    _wait: bool,
+    tmfd: *mut pg_sys::TM_FailureData,
+    lockmode: *mut pg_sys::LockTupleMode::Type,
+    update_indexes: *mut bool,
+) -> pg_sys::TM_Result::Type {
+    let m = meta_of(rel);
+    let (old_key, old) = match target(rel, otid, cid, tmfd) {
+        Ok(v) => v,
+        Err(r) => return r,
+    };
+    let bytes = form_tuple_bytes(slot);
+    let new_key = match &m.pk {
+        Some(pk) => pk_key(pk, slot),
+        None => old_key.clone(),
+    };
+    let mut ops = Vec::new();
+    let key_changed = new_key != old_key;
+    if key_changed {
+        ops.push((m.storage.clone(), WriteOp::delete(old_key.clone())));
+        ops.push((m.storage.clone(), WriteOp::insert(new_key.clone(), bytes.clone())));
+    } else {
+        ops.push((m.storage.clone(), WriteOp::put(new_key.clone(), bytes.clone())));
+    }
+    let mut unchanged = Vec::new();
+    if !m.secondary.is_empty() {
+        let oslot = temp_slot(rel, &old);
+        for im in &m.secondary {
+            let ok = secondary_key(im, oslot, None, &old_key);
+            let nk = secondary_key(im, slot, None, &new_key);
+            // Entries hold the row key: when it changes, every entry is rewritten.
+            if ok == nk && !key_changed {
+                unchanged.push((im.oid, nk));
+            } else {
+                ops.push((im.storage.clone(), WriteOp::delete(ok)));
+            }
+        }
+        pg_sys::ExecDropSingleTupleTableSlot(oslot);
+    }
+    let new_tid = state::with(|b| {
+        b.last_cid = cid;
+        b.unchanged = unchanged;
+        if b.spec_cid == Some(cid) {
+            b.spec_rows.insert((m.relid, new_key.clone()), cid);
+        }
+        b.tids.supersede(&*otid, cid);
+        let t = b.tids.add(m.relid, &new_key, &bytes, Origin::Written);
+        for (s, op) in ops {
+            b.push(cid, &s, op)?;
+        }
+        Ok::<_, state::FlushError>(t)
+    })
+    .or_raise();
+    (*slot).tts_tid = new_tid;
+    (*slot).tts_tableOid = (*rel).rd_id;
+    *lockmode = if key_changed { pg_sys::LockTupleMode::LockTupleExclusive } else { pg_sys::LockTupleMode::LockTupleNoKeyExclusive };
+    *update_indexes = !m.secondary.is_empty();
+    pg_sys::pgstat_count_heap_update(rel, false);
+    pg_sys::TM_Result::TM_Ok
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn tuple_lock(
+    rel: pg_sys::Relation,
+    tid: pg_sys::ItemPointer,
+    snapshot: pg_sys::Snapshot,
+    slot: *mut pg_sys::TupleTableSlot,
+    cid: pg_sys::CommandId,
+    _mode: pg_sys::LockTupleMode::Type,
+    _wait_policy: pg_sys::LockWaitPolicy::Type,
+    _flags: u8,
+    tmfd: *mut pg_sys::TM_FailureData,
+) -> pg_sys::TM_Result::Type {
+    let _ = snapshot;
+    let key = match target(rel, tid, cid, tmfd) {
+        Ok((k, _)) => k,
+        Err(r) => return r,
+    };
+    if !tmfd.is_null() {
+        (*tmfd).traversed = false;
+    }
+    // A row this very command wrote (INSERT ... ON CONFLICT meeting its own row).
+    let own_cmd = state::with(|b| b.spec_cid == Some(cid) && b.spec_rows.get(&((*rel).rd_id.to_u32(), key)) == Some(&cid));
+    if own_cmd {
+        let found = state::with(|b| b.tids.get((*rel).rd_id.to_u32(), &*tid).map(|r| r.tuple.to_vec()));
+        if let Some(bytes) = found {
+            store_tuple(slot, &bytes, *tid, (*rel).rd_id, Some(pg_sys::GetCurrentTransactionId()));
+        }
+        return pg_sys::TM_Result::TM_Invisible;
+    }
+    if fetch_version(rel, tid, std::ptr::null_mut(), slot) {
+        pg_sys::TM_Result::TM_Ok
+    } else {
+        pg_sys::TM_Result::TM_Deleted
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn relation_set_new_filenode(
+    rel: pg_sys::Relation,
+    newrnode: *const pg_sys::RelFileNode,
+    persistence: std::ffi::c_char,
+    freeze_xid: *mut pg_sys::TransactionId,
+    minmulti: *mut pg_sys::MultiXactId,
+) {
+    if persistence as u8 == pg_sys::RELPERSISTENCE_TEMP {
+        error::not_supported("temporary tables cannot use the pinax access method; use USING heap");
+    }
+    *freeze_xid = pg_sys::InvalidTransactionId;
+    *minmulti = pg_sys::InvalidTransactionId;
+    let srel = pg_sys::RelationCreateStorage(*newrnode, persistence, true);
+    pg_sys::smgrclose(srel);
+    let db = pg_sys::MyDatabaseId.to_u32();
+    let name = table_storage_name(db, (*newrnode).relNode.to_u32());
+    let old_node = (*rel).rd_node.relNode.to_u32();
+    let old = (old_node != (*newrnode).relNode.to_u32() && old_node != 0).then(|| table_storage_name(db, old_node));
+    let client = state::with(|b| b.client()).or_raise();
+    // A new file node for an existing table (TRUNCATE, rewrite) keeps its sharding.
+    let sharding = match old.as_ref().and_then(|o| client.table(o).ok()) {
+        Some(info) => match &info.sharding {
+            Sharding::Hash { tablets } => Sharding::Hash { tablets: *tablets },
+            Sharding::Range { split_points } => Sharding::Range { split_points: split_points.clone() },
+        },
+        None => {
+            let opts: CreateOptions = state::with(|b| b.pending_create.take()).unwrap_or_default();
+            if opts.range {
+                Sharding::Range { split_points: opts.split_at }
+            } else {
+                Sharding::Hash { tablets: opts.tablets.unwrap_or_else(guc::tablets) }
+            }
+        }
+    };
+    client.call(Request::CreateTable { name: name.clone(), sharding, if_not_exists: true }).or_raise();
+    state::with(|b| {
+        b.on_abort_drop.push(name);
+        if let Some(o) = old {
+            b.on_commit_drop.push(o);
+        }
+    });
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn relation_nontransactional_truncate(rel: pg_sys::Relation) {
+    let m = meta_of(rel);
+    let client = state::with(|b| b.client()).or_raise();
+    let mut names = vec![m.storage.clone()];
+    names.extend(m.secondary.iter().map(|i| i.storage.clone()));
+    for name in names {
+        let info = client.table(&name).or_raise();
+        let sharding = info.sharding.clone();
+        client.drop_table(&name, true).or_raise();
+        client.call(Request::CreateTable { name, sharding, if_not_exists: true }).or_raise();
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn relation_copy_data(_rel: pg_sys::Relation, _newrnode: *const pg_sys::RelFileNode) {
+    error::not_supported("ALTER TABLE SET TABLESPACE is not supported on Pinax tables");
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn relation_copy_for_cluster(
+    _old: pg_sys::Relation,
+    _new: pg_sys::Relation,
+    _old_index: pg_sys::Relation,
+    _use_sort: bool,
+    _oldest_xmin: pg_sys::TransactionId,
+    _xid_cutoff: *mut pg_sys::TransactionId,
+    _multi_cutoff: *mut pg_sys::MultiXactId,
+    _num_tuples: *mut f64,
+    _tups_vacuumed: *mut f64,
+    _tups_recently_dead: *mut f64,
+) {
+    error::not_supported("CLUSTER and VACUUM FULL are not supported on Pinax tables");
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn relation_vacuum(_rel: pg_sys::Relation, _params: *mut pg_sys::VacuumParams, _bstrategy: pg_sys::BufferAccessStrategy) {
+    // Old versions are removed by the storage's compaction filter.
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn scan_analyze_next_block(scan: pg_sys::TableScanDesc, _blockno: pg_sys::BlockNumber, _bstrategy: pg_sys::BufferAccessStrategy) -> bool {
+    // The table reports one block (relation_size), which yields every row: ANALYZE's
+    // reservoir then samples rows uniformly and its row count is exact.
+    let d = scan as *mut PinaxScanDesc;
+    let st = &mut *(*d).state;
+    if st.analyze_block_done {
+        return false;
+    }
+    st.analyze_block_done = true;
+    true
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn scan_analyze_next_tuple(scan: pg_sys::TableScanDesc, _oldest_xmin: pg_sys::TransactionId, liverows: *mut f64, _deadrows: *mut f64, slot: *mut pg_sys::TupleTableSlot) -> bool {
+    let d = scan as *mut PinaxScanDesc;
+    let st = &mut *(*d).state;
+    if next_into_slot(&mut st.pager, st.relid, slot) {
+        *liverows += 1.0;
+        true
+    } else {
+        false
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn index_build_range_scan(
+    table_rel: pg_sys::Relation,
+    index_rel: pg_sys::Relation,
+    index_info: *mut pg_sys::IndexInfo,
+    _allow_sync: bool,
+    _anyvisible: bool,
+    _progress: bool,
+    _start_blockno: pg_sys::BlockNumber,
+    _numblocks: pg_sys::BlockNumber,
+    _callback: pg_sys::IndexBuildCallback,
+    _callback_state: *mut std::ffi::c_void,
+    _scan: pg_sys::TableScanDesc,
+) -> f64 {
+    // Pinax builds the index in storage itself; the btree code calling us (when the
+    // index was not yet switched to the Pinax routine) receives no tuples and leaves
+    // an empty btree file behind.
+    index::build(table_rel, index_rel, index_info)
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn index_validate_scan(
+    _table_rel: pg_sys::Relation,
+    _index_rel: pg_sys::Relation,
+    _index_info: *mut pg_sys::IndexInfo,
+    _snapshot: pg_sys::Snapshot,
+    _state: *mut pg_sys::ValidateIndexState,
+) {
+    error::not_supported("CREATE INDEX CONCURRENTLY is not supported on Pinax tables");
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn relation_size(_rel: pg_sys::Relation, _fork: pg_sys::ForkNumber::Type) -> u64 {
+    pg_sys::BLCKSZ as u64
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn relation_needs_toast_table(_rel: pg_sys::Relation) -> bool {
+    false
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn relation_estimate_size(rel: pg_sys::Relation, attr_widths: *mut i32, pages: *mut pg_sys::BlockNumber, tuples: *mut f64, allvisfrac: *mut f64) {
+    let reltuples = (*(*rel).rd_rel).reltuples as f64;
+    // Never analyzed: assume a middling table so selective predicates use indexes.
+    let ntuples = if reltuples < 0.0 { 1000.0 } else { reltuples.max(1.0) };
+    let width = pg_sys::get_rel_data_width(rel, attr_widths) as f64 + 24.0;
+    *tuples = ntuples;
+    *pages = ((ntuples * width) / pg_sys::BLCKSZ as f64).ceil().max(1.0) as pg_sys::BlockNumber;
+    *allvisfrac = 0.0;
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn scan_sample_next_block(_scan: pg_sys::TableScanDesc, _scanstate: *mut pg_sys::SampleScanState) -> bool {
+    error::not_supported("TABLESAMPLE is not supported on Pinax tables")
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn scan_sample_next_tuple(_scan: pg_sys::TableScanDesc, _scanstate: *mut pg_sys::SampleScanState, _slot: *mut pg_sys::TupleTableSlot) -> bool {
+    error::not_supported("TABLESAMPLE is not supported on Pinax tables")
+}
+
+/// The routine, built once per process.
+pub fn routine() -> *const pg_sys::TableAmRoutine {
+    thread_local! {
+        static ROUTINE: *const pg_sys::TableAmRoutine = build_routine();
+    }
+    ROUTINE.with(|r| *r)
+}
+
+fn build_routine() -> *const pg_sys::TableAmRoutine {
+    let r = pg_sys::TableAmRoutine {
+        type_: pg_sys::NodeTag::T_TableAmRoutine,
+        slot_callbacks: Some(slot_callbacks),
+        scan_begin: Some(scan_begin),
+        scan_end: Some(scan_end),
+        scan_rescan: Some(scan_rescan),
+        scan_getnextslot: Some(scan_getnextslot),
+        scan_set_tidrange: None,
+        scan_getnextslot_tidrange: None,
+        parallelscan_estimate: Some(parallelscan_estimate),
+        parallelscan_initialize: Some(parallelscan_initialize),
+        parallelscan_reinitialize: Some(parallelscan_reinitialize),
+        index_fetch_begin: Some(index_fetch_begin),
+        index_fetch_reset: Some(index_fetch_reset),
+        index_fetch_end: Some(index_fetch_end),
+        index_fetch_tuple: Some(index_fetch_tuple),
+        tuple_fetch_row_version: Some(tuple_fetch_row_version),
+        tuple_tid_valid: Some(tuple_tid_valid),
+        tuple_get_latest_tid: Some(tuple_get_latest_tid),
+        tuple_satisfies_snapshot: Some(tuple_satisfies_snapshot),
+        index_delete_tuples: Some(index_delete_tuples),
+        tuple_insert: Some(tuple_insert),
+        tuple_insert_speculative: Some(tuple_insert_speculative),
+        tuple_complete_speculative: Some(tuple_complete_speculative),
+        multi_insert: Some(multi_insert),
+        tuple_delete: Some(tuple_delete),
+        tuple_update: Some(tuple_update),
+        tuple_lock: Some(tuple_lock),
+        finish_bulk_insert: None,
+        relation_set_new_filenode: Some(relation_set_new_filenode),
+        relation_nontransactional_truncate: Some(relation_nontransactional_truncate),
+        relation_copy_data: Some(relation_copy_data),
+        relation_copy_for_cluster: Some(relation_copy_for_cluster),
+        relation_vacuum: Some(relation_vacuum),
+        scan_analyze_next_block: Some(scan_analyze_next_block),
+        scan_analyze_next_tuple: Some(scan_analyze_next_tuple),
+        index_build_range_scan: Some(index_build_range_scan),
+        index_validate_scan: Some(index_validate_scan),
+        relation_size: Some(relation_size),
+        relation_needs_toast_table: Some(relation_needs_toast_table),
+        relation_toast_am: None,
+        relation_fetch_toast_slice: None,
+        relation_estimate_size: Some(relation_estimate_size),
+        scan_bitmap_next_block: None,
+        scan_bitmap_next_tuple: None,
+        scan_sample_next_block: Some(scan_sample_next_block),
+        scan_sample_next_tuple: Some(scan_sample_next_tuple),
+    };
+    Box::into_raw(Box::new(r))
+}

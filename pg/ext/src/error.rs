@@ -1,0 +1,93 @@
+//! Storage errors → PostgreSQL errors, in one table.
+//!
+//! Every error the storage layer can return carries a stable [`ErrorCode`]; this file
+//! decides which SQLSTATE and message style the SQL user sees. The SQLSTATE comes from
+//! `ErrorCode::sqlstate()` (common crate, one table for the whole project); messages
+//! follow PostgreSQL's style guide: lower case, no trailing period, details apart.
+
+use pgrx::pg_sys::panic::ErrorReport;
+use pgrx::{PgLogLevel, PgSqlErrorCode};
+use pinax_client::ClientError;
+use pinax_common::ErrorCode;
+
+/// PostgreSQL's `MAKE_SQLSTATE` for a five-character SQLSTATE.
+pub fn sqlstate_code(state: &str) -> PgSqlErrorCode {
+    let b = state.as_bytes();
+    if b.len() != 5 {
+        return PgSqlErrorCode::ERRCODE_INTERNAL_ERROR;
+    }
+    let mut code: i32 = 0;
+    for (i, c) in b.iter().enumerate() {
+        code += (((*c as i32) - ('0' as i32)) & 0x3F) << (6 * i);
+    }
+    PgSqlErrorCode::from(code)
+}
+
+/// The SQLSTATE for a storage error code.
+pub fn sqlstate_for(code: ErrorCode) -> PgSqlErrorCode {
+    sqlstate_code(code.sqlstate())
+}
+
+/// The message a SQL user sees for a storage error (the unique-violation message is
+/// built by the caller, which knows the index).
+pub fn message_for(e: &ClientError) -> String {
+    match e.code() {
+        ErrorCode::SerializationFailure | ErrorCode::TxnAborted | ErrorCode::TxnNotFound | ErrorCode::ReadRestart => {
+            format!("could not serialize access due to concurrent update ({e})")
+        }
+        ErrorCode::Unavailable => format!("pinax storage is unavailable: {e}"),
+        _ => format!("pinax storage error: {e}"),
+    }
+}
+
+/// Raise `e` as a PostgreSQL ERROR (never returns).
+pub fn raise(e: &ClientError) -> ! {
+    let mut report = ErrorReport::new(sqlstate_for(e.code()), message_for(e), "pinax");
+    if e.is_retryable() {
+        report = report.set_hint("The transaction might succeed if retried.");
+    }
+    report.report(PgLogLevel::ERROR);
+    unreachable!("ereport(ERROR) returned")
+}
+
+/// Raise a "feature not supported" error (SQLSTATE 0A000).
+pub fn not_supported(msg: impl Into<String>) -> ! {
+    ErrorReport::new(PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED, msg.into(), "pinax").report(PgLogLevel::ERROR);
+    unreachable!("ereport(ERROR) returned")
+}
+
+/// Raise an error with an explicit SQLSTATE, message and optional detail.
+pub fn raise_with(code: PgSqlErrorCode, msg: impl Into<String>, detail: Option<String>) -> ! {
+    let mut report = ErrorReport::new(code, msg.into(), "pinax");
+    if let Some(d) = detail {
+        report = report.set_detail(d);
+    }
+    report.report(PgLogLevel::ERROR);
+    unreachable!("ereport(ERROR) returned")
+}
+
+/// Unwrap a storage result or raise it as a PostgreSQL error.
+pub trait OrRaise<T> {
+    fn or_raise(self) -> T;
+}
+
+impl<T> OrRaise<T> for Result<T, ClientError> {
+    fn or_raise(self) -> T {
+        match self {
+            Ok(v) => v,
+            Err(e) => raise(&e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sqlstate_encoding_matches_postgres() {
+        assert_eq!(sqlstate_code("23505"), PgSqlErrorCode::ERRCODE_UNIQUE_VIOLATION);
+        assert_eq!(sqlstate_code("40001"), PgSqlErrorCode::ERRCODE_T_R_SERIALIZATION_FAILURE);
+        assert_eq!(sqlstate_code("0A000"), PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED);
+    }
+}

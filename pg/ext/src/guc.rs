@@ -1,0 +1,38 @@
+//! Settings (`pinax.*` GUCs).
+
+use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
+use std::ffi::CString;
+
+static ADDRESS: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(c"127.0.0.1:7100"));
+static TABLETS: GucSetting<i32> = GucSetting::<i32>::new(8);
+
+pub fn init() {
+    GucRegistry::define_string_guc(
+        c"pinax.address",
+        c"Address (host:port) of the Pinax node daemon this server uses.",
+        c"Set by `pinax start`; every backend connects there on first use of a Pinax table.",
+        &ADDRESS,
+        GucContext::Sighup,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"pinax.tablets",
+        c"Number of tablets a new hash-sharded Pinax table or index is split into.",
+        c"Overridden per table with WITH (pinax.tablets = N).",
+        &TABLETS,
+        1,
+        4096,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+}
+
+/// The node daemon's address.
+pub fn address() -> String {
+    ADDRESS.get().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "127.0.0.1:7100".to_string())
+}
+
+/// Default tablet count for new tables.
+pub fn tablets() -> u32 {
+    TABLETS.get().max(1) as u32
+}

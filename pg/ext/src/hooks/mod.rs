@@ -1,0 +1,20 @@
+//! PostgreSQL hooks, one file per hook. Previous hooks are saved once in `_PG_init`
+//! (`install`) and called in turn.
+
+pub mod executor;
+pub mod object_access;
+pub mod relation_info;
+pub mod utility;
+pub mod xact;
+
+/// Install every hook and callback. Called once, from `_PG_init`.
+///
+/// # Safety
+/// Must run in the postmaster while loading shared_preload_libraries.
+pub unsafe fn install() {
+    utility::install();
+    relation_info::install();
+    object_access::install();
+    executor::install();
+    xact::install();
+}

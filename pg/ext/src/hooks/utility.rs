@@ -1,0 +1,225 @@
+//! ProcessUtility hook: Pinax options in DDL, without forking the grammar.
+//!
+//! - `CREATE TABLE ... WITH (pinax.sharding = 'hash' | 'range', pinax.tablets = N,
+//!   pinax.split_at = 'k1,k2,...')`: the `pinax.*` storage parameters are taken out
+//!   before PostgreSQL validates the options and used when the table's storage is
+//!   created. Split points of range-sharded tables are values of the first primary
+//!   key column (integers or text).
+//! - Temporary tables (`CREATE TEMP TABLE`, `CREATE TEMP TABLE AS`) stay heap tables.
+//! - Indexes of Pinax tables must be btree (stored by Pinax); other access methods
+//!   and CREATE INDEX CONCURRENTLY raise 0A000.
+
+use crate::am::index;
+use crate::error;
+use crate::keys::KeyColumn;
+use crate::meta;
+use crate::state::{self, CreateOptions};
+use pgrx::pg_guard;
+use pgrx::pg_sys;
+use std::ffi::CStr;
+use std::sync::OnceLock;
+
+static PREV: OnceLock<pg_sys::ProcessUtility_hook_type> = OnceLock::new();
+
+/// Install the hook (once, from `_PG_init`).
+///
+/// # Safety
+/// Only while loading shared_preload_libraries in the postmaster.
+pub unsafe fn install() {
+    let _ = PREV.set(pg_sys::ProcessUtility_hook);
+    pg_sys::ProcessUtility_hook = Some(process_utility);
+}
+
+unsafe fn is_tag(node: *mut pg_sys::Node, tag: pg_sys::NodeTag) -> bool {
+    !node.is_null() && (*node).type_ == tag
+}
+
+unsafe fn cstr(p: *const std::ffi::c_char) -> String {
+    if p.is_null() {
+        String::new()
+    } else {
+        CStr::from_ptr(p).to_string_lossy().into_owned()
+    }
+}
+
+/// Take the `pinax.*` options out of `list`; returns them (name, value).
+unsafe fn take_pinax_options(list: *mut *mut pg_sys::List) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let l = *list;
+    if l.is_null() {
+        return out;
+    }
+    let mut keep: *mut pg_sys::List = std::ptr::null_mut();
+    for i in 0..(*l).length as usize {
+        let cell = (*(*l).elements.add(i)).ptr_value as *mut pg_sys::DefElem;
+        if cstr((*cell).defnamespace) == "pinax" {
+            let value = if (*cell).arg.is_null() { String::new() } else { cstr(pg_sys::defGetString(cell)) };
+            out.push((cstr((*cell).defname), value));
+        } else {
+            keep = pg_sys::lappend(keep, cell.cast());
+        }
+    }
+    *list = keep;
+    out
+}
+
+/// Interpret `pinax.*` table options. `first_key_type`: type of the first primary key
+/// column, for split points.
+unsafe fn parse_create_options(opts: &[(String, String)], first_key_type: Option<u32>) -> CreateOptions {
+    let mut c = CreateOptions::default();
+    let mut split_text: Option<String> = None;
+    for (k, v) in opts {
+        match k.as_str() {
+            "sharding" => match v.to_ascii_lowercase().as_str() {
+                "hash" => c.range = false,
+                "range" => c.range = true,
+                _ => error::raise_with(pgrx::PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, format!("invalid value for pinax.sharding: \"{v}\""), Some("Valid values are \"hash\" and \"range\".".into())),
+            },
+            "tablets" => match v.parse::<u32>() {
+                Ok(n) if (1..=4096).contains(&n) => c.tablets = Some(n),
+                _ => error::raise_with(pgrx::PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, format!("invalid value for pinax.tablets: \"{v}\""), Some("Expected an integer between 1 and 4096.".into())),
+            },
+            "split_at" => split_text = Some(v.clone()),
+            _ => error::raise_with(pgrx::PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, format!("unrecognized parameter \"pinax.{k}\""), Some("Pinax table parameters are pinax.sharding, pinax.tablets and pinax.split_at.".into())),
+        }
+    }
+    if let Some(s) = split_text {
+        if !c.range {
+            error::raise_with(pgrx::PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, "pinax.split_at requires pinax.sharding = 'range'", None);
+        }
+        let Some(typ) = first_key_type else {
+            error::raise_with(pgrx::PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, "pinax.split_at requires a primary key", None);
+        };
+        let col = KeyColumn::new(typ, -1, 950, 0);
+        let mut in_func = pg_sys::Oid::from(0u32);
+        let mut ioparam = pg_sys::Oid::from(0u32);
+        pg_sys::getTypeInputInfo(pg_sys::Oid::from(typ), &mut in_func, &mut ioparam);
+        let mut points = Vec::new();
+        for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let cs = std::ffi::CString::new(part).unwrap_or_default();
+            let d = pg_sys::OidInputFunctionCall(in_func, cs.as_ptr() as *mut _, ioparam, -1);
+            let mut k = Vec::new();
+            col.encode(&mut k, d, false);
+            points.push(k);
+        }
+        points.sort();
+        points.dedup();
+        c.split_at = points;
+    }
+    c
+}
+
+/// Type of the first primary-key column declared in a CreateStmt, if any.
+unsafe fn first_pk_type(stmt: *mut pg_sys::CreateStmt) -> Option<u32> {
+    let elts = (*stmt).tableElts;
+    if elts.is_null() {
+        return None;
+    }
+    let mut cols: Vec<(String, *mut pg_sys::TypeName)> = Vec::new();
+    let mut pk_col: Option<String> = None;
+    for i in 0..(*elts).length as usize {
+        let n = (*(*elts).elements.add(i)).ptr_value as *mut pg_sys::Node;
+        if is_tag(n, pg_sys::NodeTag::T_ColumnDef) {
+            let cd = n as *mut pg_sys::ColumnDef;
+            let name = cstr((*cd).colname);
+            cols.push((name.clone(), (*cd).typeName));
+            let cons = (*cd).constraints;
+            if !cons.is_null() {
+                for j in 0..(*cons).length as usize {
+                    let c = (*(*cons).elements.add(j)).ptr_value as *mut pg_sys::Constraint;
+                    if (*c).contype == pg_sys::ConstrType::CONSTR_PRIMARY && pk_col.is_none() {
+                        pk_col = Some(name.clone());
+                    }
+                }
+            }
+        } else if is_tag(n, pg_sys::NodeTag::T_Constraint) {
+            let c = n as *mut pg_sys::Constraint;
+            if (*c).contype == pg_sys::ConstrType::CONSTR_PRIMARY && pk_col.is_none() && !(*c).keys.is_null() && (*(*c).keys).length > 0 {
+                let s = (*(*(*c).keys).elements).ptr_value as *mut pg_sys::String;
+                pk_col = Some(cstr((*s).sval));
+            }
+        }
+    }
+    let pk = pk_col?;
+    let (_, tn) = cols.into_iter().find(|(n, _)| *n == pk)?;
+    Some(pg_sys::typenameTypeId(std::ptr::null_mut(), tn).to_u32())
+}
+
+#[pg_guard]
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C-unwind" fn process_utility(
+    pstmt: *mut pg_sys::PlannedStmt,
+    query_string: *const std::ffi::c_char,
+    read_only_tree: bool,
+    context: pg_sys::ProcessUtilityContext::Type,
+    params: pg_sys::ParamListInfo,
+    query_env: *mut pg_sys::QueryEnvironment,
+    dest: *mut pg_sys::DestReceiver,
+    qc: *mut pg_sys::QueryCompletion,
+) {
+    let mut pstmt = pstmt;
+    let mut read_only_tree = read_only_tree;
+    let node = (*pstmt).utilityStmt;
+    let interesting = is_tag(node, pg_sys::NodeTag::T_CreateStmt) || is_tag(node, pg_sys::NodeTag::T_CreateTableAsStmt) || is_tag(node, pg_sys::NodeTag::T_IndexStmt);
+    if interesting && meta::pinax_am_oid() != 0 {
+        if read_only_tree {
+            pstmt = pg_sys::copyObjectImpl(pstmt.cast()) as *mut pg_sys::PlannedStmt;
+            read_only_tree = false;
+        }
+        let node = (*pstmt).utilityStmt;
+        if is_tag(node, pg_sys::NodeTag::T_CreateStmt) {
+            let stmt = node as *mut pg_sys::CreateStmt;
+            let opts = take_pinax_options(&mut (*stmt).options);
+            let temp = (*(*stmt).relation).relpersistence as u8 == pg_sys::RELPERSISTENCE_TEMP;
+            if temp && (*stmt).accessMethod.is_null() {
+                (*stmt).accessMethod = pg_sys::pstrdup(c"heap".as_ptr());
+            }
+            let parsed = parse_create_options(&opts, if opts.is_empty() { None } else { first_pk_type(stmt) });
+            state::with(|b| b.pending_create = if opts.is_empty() { None } else { Some(parsed) });
+        } else if is_tag(node, pg_sys::NodeTag::T_CreateTableAsStmt) {
+            let stmt = node as *mut pg_sys::CreateTableAsStmt;
+            let into = (*stmt).into;
+            if !into.is_null() {
+                let opts = take_pinax_options(&mut (*into).options);
+                let temp = (*(*into).rel).relpersistence as u8 == pg_sys::RELPERSISTENCE_TEMP;
+                if temp && (*into).accessMethod.is_null() {
+                    (*into).accessMethod = pg_sys::pstrdup(c"heap".as_ptr());
+                }
+                let parsed = parse_create_options(&opts, None);
+                state::with(|b| b.pending_create = if opts.is_empty() { None } else { Some(parsed) });
+            }
+        } else {
+            let stmt = node as *mut pg_sys::IndexStmt;
+            let opts = take_pinax_options(&mut (*stmt).options);
+            if !opts.is_empty() {
+                error::not_supported("pinax.* options are not supported on indexes yet");
+            }
+            let relid = pg_sys::RangeVarGetRelidExtended((*stmt).relation, pg_sys::NoLock as pg_sys::LOCKMODE, pg_sys::RVROption::RVR_MISSING_OK, None, std::ptr::null_mut());
+            if relid.to_u32() != 0 {
+                let rel = pg_sys::RelationIdGetRelation(relid);
+                if !rel.is_null() {
+                    let pinax = meta::is_pinax_table(rel);
+                    pg_sys::RelationClose(rel);
+                    if pinax {
+                        let am = cstr((*stmt).accessMethod);
+                        if !am.is_empty() && am != "btree" {
+                            error::not_supported(format!("access method \"{am}\" is not supported for indexes of Pinax tables; use btree (stored by Pinax)"));
+                        }
+                        if (*stmt).concurrent {
+                            error::not_supported("CREATE INDEX CONCURRENTLY is not supported on Pinax tables");
+                        }
+                    }
+                }
+            }
+        }
+    }
+    // DDL checks that no relation it changes is open in this session (REINDEX, DROP
+    // INDEX, ALTER TABLE): give back the index references held since earlier
+    // statements, and hold none while the utility command runs.
+    index::release_held();
+    let _mode = index::UtilityMode::enter();
+    match PREV.get().copied().flatten() {
+        Some(prev) => prev(pstmt, query_string, read_only_tree, context, params, query_env, dest, qc),
+        None => pg_sys::standard_ProcessUtility(pstmt, query_string, read_only_tree, context, params, query_env, dest, qc),
+    }
+}

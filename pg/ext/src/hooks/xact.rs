@@ -1,0 +1,97 @@
+//! Transaction callbacks: PostgreSQL's transaction lifecycle drives the storage
+//! transaction.
+//!
+//! - PRE_COMMIT (after deferred triggers; may still raise, which aborts cleanly):
+//!   send buffered writes and commit the storage transaction (or the autocommit fast
+//!   path). Held index entries are released.
+//! - COMMIT / ABORT: forget transaction state (abort the storage transaction if
+//!   open) and drop storage of dropped relations. These never raise.
+//! - Subtransactions: the storage cannot yet roll back part of a transaction, so a
+//!   rolled-back subtransaction that wrote to Pinax tables makes COMMIT fail with
+//!   0A000 instead of committing writes PostgreSQL believes undone.
+
+use crate::am::index;
+use crate::error;
+use crate::state;
+use crate::violation;
+use pgrx::pg_guard;
+use pgrx::pg_sys;
+
+/// Install the hook (once, from `_PG_init`).
+///
+/// # Safety
+/// Only while loading shared_preload_libraries in the postmaster.
+pub unsafe fn install() {
+    pg_sys::RegisterXactCallback(Some(xact_callback), std::ptr::null_mut());
+    pg_sys::RegisterSubXactCallback(Some(subxact_callback), std::ptr::null_mut());
+}
+
+fn drop_storage(names: Vec<String>) {
+    if names.is_empty() {
+        return;
+    }
+    let Ok(client) = state::with(|b| b.client()) else {
+        pgrx::warning!("pinax: could not reach the node to free the storage of {} dropped relation(s)", names.len());
+        return;
+    };
+    for n in names {
+        if let Err(e) = client.drop_table(&n, true) {
+            pgrx::warning!("pinax: could not free storage table {n}: {e}");
+        }
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn xact_callback(event: pg_sys::XactEvent::Type, _arg: *mut std::ffi::c_void) {
+    use pg_sys::XactEvent::*;
+    match event {
+        XACT_EVENT_PRE_COMMIT | XACT_EVENT_PARALLEL_PRE_COMMIT => {
+            index::release_held();
+            if state::with(|b| b.poisoned) {
+                error::not_supported("pinax: rolling back to a savepoint (or an exception block) after writing to Pinax tables is not supported yet; the transaction is aborted");
+            }
+            if let Err(e) = state::with(|b| b.pre_commit()) {
+                violation::raise(e);
+            }
+        }
+        XACT_EVENT_PRE_PREPARE if state::with(|b| b.has_buffered() || b.writes > 0) => {
+            error::not_supported("PREPARE TRANSACTION is not supported for transactions that wrote to Pinax tables");
+        }
+        XACT_EVENT_COMMIT | XACT_EVENT_PARALLEL_COMMIT | XACT_EVENT_PREPARE => {
+            index::release_held();
+            let drops = state::with(|b| b.end_of_xact(true));
+            drop_storage(drops);
+        }
+        XACT_EVENT_ABORT | XACT_EVENT_PARALLEL_ABORT => {
+            index::forget_held();
+            let drops = state::with(|b| b.end_of_xact(false));
+            drop_storage(drops);
+        }
+        _ => {}
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn subxact_callback(event: pg_sys::SubXactEvent::Type, my_subid: pg_sys::SubTransactionId, _parent: pg_sys::SubTransactionId, _arg: *mut std::ffi::c_void) {
+    use pg_sys::SubXactEvent::*;
+    match event {
+        SUBXACT_EVENT_START_SUB => state::with(|b| {
+            let w = b.writes;
+            b.subxacts.push((my_subid, w));
+        }),
+        SUBXACT_EVENT_COMMIT_SUB => state::with(|b| {
+            b.subxacts.retain(|(id, _)| *id < my_subid);
+        }),
+        SUBXACT_EVENT_ABORT_SUB => state::with(|b| {
+            if let Some(pos) = b.subxacts.iter().position(|(id, _)| *id == my_subid) {
+                if b.writes > b.subxacts[pos].1 {
+                    b.poisoned = true;
+                }
+                b.subxacts.truncate(pos);
+            }
+            b.spec = None;
+            b.unchanged.clear();
+        }),
+        _ => {}
+    }
+}

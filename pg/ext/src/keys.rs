@@ -1,0 +1,299 @@
+//! Row keys and index keys from PostgreSQL datums.
+//!
+//! Layout (bytes in `codec`, see docs/key-encoding.md):
+//! - hash-sharded table, with primary key: `be16(hash16(enc(c1))) ++ enc(c1) ++ enc(c2)…`
+//! - range-sharded table, with primary key: `enc(c1) ++ enc(c2)…`
+//! - no primary key: `[hash16(id)] ++ 0x00 ++ id16` (0x00 can never start an encoded
+//!   datum, whose tags are 01–03, so generated ids never collide with primary keys)
+//! - secondary index (always hash-sharded on its first column):
+//!   `be16(hash16(enc(c1))) ++ enc(c1)… [++ row key when not enforced unique]`,
+//!   value = the row key.
+//!
+//! A column whose type has a known memcomparable encoding is *ordered*: byte order =
+//! the btree order (text only under a C collation). Other types are stored by their
+//! bytes: equality works, order does not, and such keys are never used for ordered
+//! scans or range bounds.
+
+use pgrx::pg_sys;
+use pinax_codec::datum::{encode_datum, ColumnOrder, Datum, NullsOrder, SortOrder};
+use pinax_codec::hash::{encode_hash_prefix, hash16};
+use std::ffi::CStr;
+
+// Type OIDs (pg_type.dat).
+const BOOLOID: u32 = 16;
+const BYTEAOID: u32 = 17;
+const CHAROID: u32 = 18;
+const NAMEOID: u32 = 19;
+const INT8OID: u32 = 20;
+const INT2OID: u32 = 21;
+const INT4OID: u32 = 23;
+const TEXTOID: u32 = 25;
+const OIDOID: u32 = 26;
+const FLOAT4OID: u32 = 700;
+const FLOAT8OID: u32 = 701;
+const BPCHAROID: u32 = 1042;
+const VARCHAROID: u32 = 1043;
+const DATEOID: u32 = 1082;
+const TIMEOID: u32 = 1083;
+const TIMESTAMPOID: u32 = 1114;
+const TIMESTAMPTZOID: u32 = 1184;
+const NUMERICOID: u32 = 1700;
+const UUIDOID: u32 = 2950;
+const C_COLLATION_OID: u32 = 950;
+const POSIX_COLLATION_OID: u32 = 951;
+
+/// How one key column's datums become codec datums.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyKind {
+    Bool,
+    Int2,
+    Int4,
+    Int8,
+    Oid,
+    Char,
+    Float4,
+    Float8,
+    Numeric,
+    Text,
+    BpChar,
+    Name,
+    Bytea,
+    Date,
+    Time,
+    Timestamp,
+    TimestampTz,
+    Uuid,
+    /// Any other type: its bytes (equality only).
+    Raw { typlen: i16, byval: bool },
+}
+
+/// One key column: how to encode it and in which order.
+#[derive(Clone, Copy, Debug)]
+pub struct KeyColumn {
+    pub kind: KeyKind,
+    /// The column's type (after domains), for cross-type scan keys.
+    pub typid: u32,
+    pub order: ColumnOrder,
+    /// The column's type modifier (char(n) padding when describing keys).
+    pub typmod: i32,
+    /// Byte order of the encoding equals the btree order of the column.
+    pub ordered: bool,
+}
+
+const DEFAULT_COLLATION_OID: u32 = 100;
+
+/// Whether text under collation `coll` sorts by its bytes (C, POSIX, or a database
+/// whose default collation is C / C.UTF-8, which orders by code point = UTF-8 bytes).
+fn is_c_collation(coll: u32) -> bool {
+    match coll {
+        0 | C_COLLATION_OID | POSIX_COLLATION_OID => true,
+        DEFAULT_COLLATION_OID => {
+            // SAFETY: reads a GUC's current value.
+            let v = unsafe { pg_sys::GetConfigOption(c"lc_collate".as_ptr(), true, false) };
+            if v.is_null() {
+                return false;
+            }
+            // SAFETY: GUC values are NUL-terminated strings.
+            let s = unsafe { CStr::from_ptr(v) }.to_string_lossy().to_ascii_lowercase();
+            matches!(s.as_str(), "c" | "posix" | "c.utf-8" | "c.utf8")
+        }
+        _ => false,
+    }
+}
+
+impl KeyColumn {
+    /// Describe a column of type `typid` (a domain is resolved to its base type),
+    /// collation `coll`, with index option bits `indoption` (DESC, NULLS FIRST).
+    pub fn new(typid: u32, typmod: i32, coll: u32, indoption: i16) -> KeyColumn {
+        // SAFETY: catalog lookups with valid type OIDs from the relcache.
+        let base = unsafe { pg_sys::getBaseType(pg_sys::Oid::from(typid)) }.to_u32();
+        let kind = match base {
+            BOOLOID => KeyKind::Bool,
+            INT2OID => KeyKind::Int2,
+            INT4OID => KeyKind::Int4,
+            INT8OID => KeyKind::Int8,
+            OIDOID => KeyKind::Oid,
+            CHAROID => KeyKind::Char,
+            FLOAT4OID => KeyKind::Float4,
+            FLOAT8OID => KeyKind::Float8,
+            NUMERICOID => KeyKind::Numeric,
+            TEXTOID | VARCHAROID => KeyKind::Text,
+            BPCHAROID => KeyKind::BpChar,
+            NAMEOID => KeyKind::Name,
+            BYTEAOID => KeyKind::Bytea,
+            DATEOID => KeyKind::Date,
+            TIMEOID => KeyKind::Time,
+            TIMESTAMPOID => KeyKind::Timestamp,
+            TIMESTAMPTZOID => KeyKind::TimestampTz,
+            UUIDOID => KeyKind::Uuid,
+            _ => {
+                let mut typlen: i16 = 0;
+                let mut byval = false;
+                // SAFETY: out-parameters are valid locals.
+                unsafe { pg_sys::get_typlenbyval(pg_sys::Oid::from(base), &mut typlen, &mut byval) };
+                KeyKind::Raw { typlen, byval }
+            }
+        };
+        let ordered = match kind {
+            KeyKind::Raw { .. } => false,
+            KeyKind::Text | KeyKind::BpChar | KeyKind::Name => is_c_collation(coll),
+            _ => true,
+        };
+        let desc = indoption & 0x0001 != 0; // INDOPTION_DESC
+        let nulls_first = indoption & 0x0002 != 0; // INDOPTION_NULLS_FIRST
+        let order = ColumnOrder::new(
+            if desc { SortOrder::Desc } else { SortOrder::Asc },
+            if nulls_first { NullsOrder::First } else { NullsOrder::Last },
+        );
+        KeyColumn { kind, typid: base, order, typmod, ordered }
+    }
+
+    /// Append the encoding of `(value, isnull)` to `out`.
+    ///
+    /// # Safety
+    /// `value` must be a valid datum of this column's type.
+    pub unsafe fn encode(&self, out: &mut Vec<u8>, value: pg_sys::Datum, isnull: bool) {
+        let d = if isnull { Datum::Null } else { to_codec(self.kind, value) };
+        encode_datum(out, &d, self.order);
+    }
+}
+
+/// The bytes of a varlena datum, detoasted.
+///
+/// # Safety
+/// `value` must be a varlena datum.
+unsafe fn varlena_bytes(value: pg_sys::Datum) -> Vec<u8> {
+    let p = pg_sys::pg_detoast_datum_packed(value.cast_mut_ptr());
+    let len = pgrx::varlena::varsize_any_exhdr(p);
+    let data = pgrx::varlena::vardata_any(p) as *const u8;
+    std::slice::from_raw_parts(data, len).to_vec()
+}
+
+/// Convert a datum to the codec's datum.
+///
+/// # Safety
+/// `value` must be a valid, non-null datum of a type of kind `kind`.
+unsafe fn to_codec(kind: KeyKind, value: pg_sys::Datum) -> Datum {
+    let raw = value.value();
+    match kind {
+        KeyKind::Bool => Datum::Bool(raw != 0),
+        KeyKind::Int2 => Datum::Int2(raw as i16),
+        KeyKind::Int4 => Datum::Int4(raw as i32),
+        KeyKind::Int8 => Datum::Int8(raw as i64),
+        KeyKind::Oid => Datum::Int8(raw as u32 as i64),
+        KeyKind::Char => Datum::Int2(raw as u8 as i16),
+        KeyKind::Float4 => Datum::Float4(f32::from_bits(raw as u32)),
+        KeyKind::Float8 => Datum::Float8(f64::from_bits(raw as u64)),
+        KeyKind::Numeric => {
+            // Numeric functions need a plain 4-byte header (tuples may hold short ones).
+            let n = pg_sys::pg_detoast_datum(value.cast_mut_ptr());
+            let s = pg_sys::numeric_normalize(n.cast());
+            let text = CStr::from_ptr(s).to_string_lossy().into_owned();
+            pg_sys::pfree(s.cast());
+            match Datum::numeric(&text) {
+                Ok(d) => d,
+                Err(_) => Datum::Bytea(text.into_bytes()),
+            }
+        }
+        KeyKind::Text | KeyKind::Bytea => Datum::Bytea(varlena_bytes(value)),
+        KeyKind::BpChar => {
+            let mut b = varlena_bytes(value);
+            while b.last() == Some(&b' ') {
+                b.pop();
+            }
+            Datum::Bytea(b)
+        }
+        KeyKind::Name => Datum::Bytea(CStr::from_ptr(value.cast_mut_ptr::<std::ffi::c_char>()).to_bytes().to_vec()),
+        KeyKind::Date => Datum::Date(raw as i32),
+        KeyKind::Time => Datum::Int8(raw as i64),
+        KeyKind::Timestamp => Datum::Timestamp(raw as i64),
+        KeyKind::TimestampTz => Datum::TimestampTz(raw as i64),
+        KeyKind::Uuid => {
+            let mut u = [0u8; 16];
+            std::ptr::copy_nonoverlapping(value.cast_mut_ptr::<u8>(), u.as_mut_ptr(), 16);
+            Datum::Uuid(u)
+        }
+        KeyKind::Raw { typlen, byval } => {
+            if byval {
+                Datum::Int8(raw as i64)
+            } else if typlen > 0 {
+                Datum::Bytea(std::slice::from_raw_parts(value.cast_mut_ptr::<u8>(), typlen as usize).to_vec())
+            } else if typlen == -1 {
+                Datum::Bytea(varlena_bytes(value))
+            } else {
+                Datum::Bytea(CStr::from_ptr(value.cast_mut_ptr::<std::ffi::c_char>()).to_bytes().to_vec())
+            }
+        }
+    }
+}
+
+/// Byte that starts a generated row id key (after the hash prefix, if any).
+pub const ROWID_MARKER: u8 = 0x00;
+
+/// A fresh generated row key for a table without a primary key.
+pub fn new_rowid_key(hashed: bool) -> Vec<u8> {
+    let id: [u8; 16] = rand::random();
+    let mut k = Vec::with_capacity(19);
+    if hashed {
+        encode_hash_prefix(&mut k, hash16(&id));
+    }
+    k.push(ROWID_MARKER);
+    k.extend_from_slice(&id);
+    k
+}
+
+/// Build a key from `(value, isnull)` per column: with `hashed`, prefixed by the hash
+/// of the first column's encoding.
+///
+/// # Safety
+/// Each value must be a valid datum of its column's type.
+pub unsafe fn build_key(cols: &[KeyColumn], values: &[(pg_sys::Datum, bool)], hashed: bool) -> Vec<u8> {
+    let mut body = Vec::with_capacity(16 * cols.len() + 2);
+    let mut first_len = 0;
+    for (i, (c, (v, n))) in cols.iter().zip(values).enumerate() {
+        c.encode(&mut body, *v, *n);
+        if i == 0 {
+            first_len = body.len();
+        }
+    }
+    if !hashed {
+        return body;
+    }
+    let mut k = Vec::with_capacity(body.len() + 2);
+    encode_hash_prefix(&mut k, hash16(&body[..first_len]));
+    k.extend_from_slice(&body);
+    k
+}
+
+/// The smallest key greater than every key starting with `prefix` (`None`: no bound).
+pub fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut p = prefix.to_vec();
+    while let Some(last) = p.pop() {
+        if last < 0xFF {
+            p.push(last + 1);
+            return Some(p);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefix_end_skips_ff() {
+        assert_eq!(prefix_end(&[1, 2]), Some(vec![1, 3]));
+        assert_eq!(prefix_end(&[1, 0xFF]), Some(vec![2]));
+        assert_eq!(prefix_end(&[0xFF, 0xFF]), None);
+    }
+
+    #[test]
+    fn rowid_keys_never_look_like_datums() {
+        let k = new_rowid_key(true);
+        assert_eq!(k.len(), 19);
+        assert_eq!(k[2], ROWID_MARKER);
+        let k = new_rowid_key(false);
+        assert_eq!(k[0], ROWID_MARKER);
+    }
+}

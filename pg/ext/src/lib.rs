@@ -1,0 +1,90 @@
+//! Pinax PostgreSQL extension: distributed tables inside stock PostgreSQL 15.
+//!
+//! - Table access method `pinax` (`am/table.rs`): rows live in Pinax tablets, keyed
+//!   by primary key (or a generated id), valued by PostgreSQL tuple bytes.
+//! - Indexes of Pinax tables are btree in the catalog, Pinax in storage
+//!   (`am/index.rs`); the primary key is the row key (a virtual index).
+//! - Hooks (`hooks/`): DDL options and temp tables (utility), planner facts
+//!   (relation info), drops (object access), statement-end flush (executor),
+//!   transaction lifecycle (xact callbacks).
+//! - Per-backend state (`state.rs`): storage client, write buffer, storage
+//!   transaction, read times, TID map (`tid.rs`).
+//! - Errors map to SQLSTATE in one place (`error.rs`).
+//!
+//! Depends only on the `client`, `proto`, `codec` and `common` crates (checked by the
+//! layering test of the main workspace). Inside a backend, no Rust thread calls into
+//! PostgreSQL: the client's heartbeat thread only talks to the node.
+//!
+//! Start reading at `am/table.rs`.
+
+// PostgreSQL's callback signatures decide the argument counts.
+#![allow(clippy::too_many_arguments)]
+
+use pgrx::prelude::*;
+
+pub mod am;
+pub mod error;
+pub mod guc;
+pub mod hooks;
+pub mod keys;
+pub mod meta;
+pub mod scan;
+pub mod state;
+pub mod tid;
+pub mod tuple;
+pub mod violation;
+
+pgrx::pg_module_magic!();
+
+pgrx::extension_sql!(
+    r#"
+CREATE FUNCTION pinax_tableam_handler(internal) RETURNS table_am_handler
+    AS 'MODULE_PATHNAME', 'pinax_tableam_handler' LANGUAGE C STRICT;
+CREATE ACCESS METHOD pinax TYPE TABLE HANDLER pinax_tableam_handler;
+COMMENT ON ACCESS METHOD pinax IS 'Pinax: rows stored in distributed, replicated tablets';
+"#,
+    name = "pinax_access_method"
+);
+
+/// `_PG_init`: only from shared_preload_libraries (hooks and callbacks must be in
+/// every backend, including the ones that never ran CREATE EXTENSION).
+#[pg_guard]
+pub extern "C-unwind" fn _PG_init() {
+    // SAFETY: reading a postmaster global during library load.
+    if !unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
+        error!("pinax must be loaded via shared_preload_libraries (add shared_preload_libraries = 'pinax' to postgresql.conf and restart)");
+    }
+    guc::init();
+    // SAFETY: hooks are installed once, in the postmaster, before any backend starts.
+    unsafe {
+        hooks::install();
+        pg_sys::CacheRegisterRelcacheCallback(Some(meta::relcache_callback), pg_sys::Datum::from(0usize));
+    }
+}
+
+#[no_mangle]
+#[doc(hidden)]
+pub extern "C" fn pg_finfo_pinax_tableam_handler() -> &'static pg_sys::Pg_finfo_record {
+    const V1: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
+    &V1
+}
+
+/// The table AM handler: returns the (process-wide, never freed) routine.
+#[no_mangle]
+#[pg_guard]
+pub unsafe extern "C-unwind" fn pinax_tableam_handler(_fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    pg_sys::Datum::from(am::table::routine())
+}
+
+#[cfg(any(test, feature = "pg_test"))]
+#[pg_schema]
+mod tests {}
+
+/// Required by `cargo pgrx test`.
+#[cfg(test)]
+pub mod pg_test {
+    pub fn setup(_options: Vec<&str>) {}
+    pub fn postgresql_conf_options() -> Vec<&'static str> {
+        vec!["shared_preload_libraries = 'pinax'"]
+    }
+}

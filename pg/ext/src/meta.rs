@@ -1,0 +1,288 @@
+//! What the table AM needs to know about a Pinax relation: its storage table, its
+//! sharding, its primary key (the row key) and its secondary indexes.
+//!
+//! Cached per relation OID and dropped by a relcache invalidation callback, so DDL
+//! (new index, dropped primary key, TRUNCATE's new file node) is seen at once.
+
+use crate::keys::{build_key, KeyColumn};
+use crate::state::{self, index_storage_name, table_storage_name};
+use pgrx::pg_sys;
+use pinax_client::ClientError;
+use pinax_proto::Sharding;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+
+/// A btree index of a Pinax table.
+#[derive(Debug)]
+pub struct IndexMeta {
+    pub oid: u32,
+    /// Storage table of a secondary index (the primary key has none: it is the row key).
+    pub storage: String,
+    pub is_pk: bool,
+    pub unique: bool,
+    pub nulls_not_distinct: bool,
+    /// Key columns (INCLUDE columns are not stored).
+    pub cols: Vec<KeyColumn>,
+    /// Table attribute number of each key column (0: an expression).
+    pub heap_attnums: Vec<i16>,
+    /// No expressions: keys come straight from the row's attributes.
+    pub simple: bool,
+    /// Keys start with a hash of the first column (secondary indexes always; the
+    /// primary key when the table is hash-sharded).
+    pub hashed: bool,
+}
+
+#[derive(Debug)]
+pub struct TableMeta {
+    /// Unique per metadata build (identity that survives address reuse).
+    pub generation: u64,
+    pub relid: u32,
+    pub storage: String,
+    pub hashed: bool,
+    pub pk: Option<Rc<IndexMeta>>,
+    pub secondary: Vec<Rc<IndexMeta>>,
+}
+
+thread_local! {
+    static TABLES: RefCell<HashMap<u32, Rc<TableMeta>>> = RefCell::new(HashMap::new());
+    /// Storage table name → OID of the unique index whose keys it holds (error messages).
+    static OWNERS: RefCell<HashMap<String, u32>> = RefCell::new(HashMap::new());
+    static AM_OID: RefCell<Option<u32>> = const { RefCell::new(None) };
+    static GENERATION: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// Relcache invalidation callback: forget cached metadata.
+#[pgrx::pg_guard]
+pub unsafe extern "C-unwind" fn relcache_callback(_arg: pg_sys::Datum, relid: pg_sys::Oid) {
+    let relid = relid.to_u32();
+    TABLES.with(|t| {
+        let mut t = t.borrow_mut();
+        if relid == 0 {
+            t.clear();
+        } else {
+            // An index's invalidation also concerns its table's metadata.
+            t.retain(|k, m| *k != relid && !m.secondary.iter().any(|i| i.oid == relid) && m.pk.as_ref().is_none_or(|p| p.oid != relid));
+        }
+    });
+}
+
+/// OID of the `pinax` table access method (0 if the extension is not installed here).
+pub fn pinax_am_oid() -> u32 {
+    if let Some(o) = AM_OID.with(|a| *a.borrow()) {
+        return o;
+    }
+    // SAFETY: catalog lookup with missing_ok.
+    let o = unsafe { pg_sys::get_table_am_oid(c"pinax".as_ptr(), true) }.to_u32();
+    if o != 0 {
+        AM_OID.with(|a| *a.borrow_mut() = Some(o));
+    }
+    o
+}
+
+/// Whether `rel` is a Pinax table.
+///
+/// # Safety
+/// `rel` must be a valid relation.
+pub unsafe fn is_pinax_table(rel: pg_sys::Relation) -> bool {
+    let r = (*rel).rd_rel;
+    (*r).relkind as u8 == pg_sys::RELKIND_RELATION && (*r).relam.to_u32() != 0 && (*r).relam.to_u32() == pinax_am_oid()
+}
+
+/// Describe index relation `idx` of a table sharded by hash (`table_hashed`).
+///
+/// # Safety
+/// `idx` must be a valid, open index relation.
+pub unsafe fn index_meta(idx: pg_sys::Relation, table_hashed: bool) -> IndexMeta {
+    let ind = (*idx).rd_index;
+    let nkey = (*ind).indnkeyatts as usize;
+    let desc = (*idx).rd_att;
+    let mut cols = Vec::with_capacity(nkey);
+    let mut heap_attnums = Vec::with_capacity(nkey);
+    let indkey = (*ind).indkey.values.as_slice(nkey);
+    for (i, &heap_att) in indkey.iter().enumerate() {
+        let att = (*desc).attrs.as_ptr().add(i);
+        let coll = *(*idx).rd_indcollation.add(i);
+        let opt = *(*idx).rd_indoption.add(i);
+        cols.push(KeyColumn::new((*att).atttypid.to_u32(), (*att).atttypmod, coll.to_u32(), opt));
+        heap_attnums.push(heap_att);
+    }
+    let is_pk = (*ind).indisprimary;
+    let db = pg_sys::MyDatabaseId.to_u32();
+    IndexMeta {
+        oid: (*idx).rd_id.to_u32(),
+        storage: index_storage_name(db, (*idx).rd_node.relNode.to_u32()),
+        is_pk,
+        unique: (*ind).indisunique,
+        nulls_not_distinct: (*ind).indnullsnotdistinct,
+        simple: heap_attnums.iter().all(|a| *a != 0),
+        cols,
+        heap_attnums,
+        hashed: if is_pk { table_hashed } else { true },
+    }
+}
+
+/// Metadata of Pinax table `rel` (cached).
+///
+/// # Safety
+/// `rel` must be a valid, open Pinax table.
+pub unsafe fn table_meta(rel: pg_sys::Relation) -> Result<Rc<TableMeta>, ClientError> {
+    let relid = (*rel).rd_id.to_u32();
+    let storage = table_storage_name(pg_sys::MyDatabaseId.to_u32(), (*rel).rd_node.relNode.to_u32());
+    if let Some(m) = TABLES.with(|t| t.borrow().get(&relid).cloned()) {
+        if m.storage == storage {
+            return Ok(m);
+        }
+    }
+    let info = state::with(|b| b.client())?.table(&storage)?;
+    let hashed = matches!(info.sharding, Sharding::Hash { .. });
+    let list = pg_sys::RelationGetIndexList(rel);
+    let pk_oid = (*rel).rd_pkindex.to_u32();
+    let mut pk = None;
+    let mut secondary = Vec::new();
+    if !list.is_null() {
+        let n = (*list).length as usize;
+        for i in 0..n {
+            let oid = (*(*list).elements.add(i)).oid_value;
+            let idx = pg_sys::index_open(oid, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
+            let valid = (*(*idx).rd_index).indisvalid || (*(*idx).rd_index).indisready;
+            let is_btree = (*(*idx).rd_rel).relam.to_u32() == pg_sys::BTREE_AM_OID.to_u32();
+            let m = index_meta(idx, hashed);
+            pg_sys::index_close(idx, pg_sys::NoLock as pg_sys::LOCKMODE);
+            if !is_btree || !valid {
+                continue;
+            }
+            if oid.to_u32() == pk_oid && m.is_pk {
+                pk = Some(Rc::new(m));
+            } else {
+                if m.unique {
+                    OWNERS.with(|o| o.borrow_mut().insert(m.storage.clone(), m.oid));
+                }
+                secondary.push(Rc::new(m));
+            }
+        }
+        pg_sys::list_free(list);
+    }
+    if let Some(p) = &pk {
+        OWNERS.with(|o| o.borrow_mut().insert(storage.clone(), p.oid));
+    }
+    let generation = GENERATION.with(|g| {
+        g.set(g.get() + 1);
+        g.get()
+    });
+    let meta = Rc::new(TableMeta { generation, relid, storage, hashed, pk, secondary });
+    TABLES.with(|t| t.borrow_mut().insert(relid, meta.clone()));
+    Ok(meta)
+}
+
+/// The unique index whose keys storage table `storage` holds, if known.
+pub fn owner_of(storage: &str) -> Option<u32> {
+    OWNERS.with(|o| o.borrow().get(storage).copied())
+}
+
+/// The primary-key row key of the row in `slot` (attributes must be deformed).
+///
+/// # Safety
+/// `slot` must hold a row of the table `pk` belongs to.
+pub unsafe fn pk_key(pk: &IndexMeta, slot: *mut pg_sys::TupleTableSlot) -> Vec<u8> {
+    let values: Vec<(pg_sys::Datum, bool)> = pk
+        .heap_attnums
+        .iter()
+        .map(|a| {
+            let i = (*a - 1) as usize;
+            (*(*slot).tts_values.add(i), *(*slot).tts_isnull.add(i))
+        })
+        .collect();
+    build_key(&pk.cols, &values, pk.hashed)
+}
+
+/// The key of secondary index `im` for the row in `slot` whose row key is `row_key`.
+/// `values` are the index column values when the caller has them (aminsert).
+///
+/// # Safety
+/// `slot` must hold a deformed row of the index's table.
+pub unsafe fn secondary_key(im: &IndexMeta, slot: *mut pg_sys::TupleTableSlot, values: Option<&[(pg_sys::Datum, bool)]>, row_key: &[u8]) -> Vec<u8> {
+    let owned;
+    let vals: &[(pg_sys::Datum, bool)] = match values {
+        Some(v) => v,
+        None => {
+            owned = index_values(im, slot);
+            &owned
+        }
+    };
+    let mut k = build_key(&im.cols, vals, true);
+    let enforced = im.unique && (im.nulls_not_distinct || !vals.iter().any(|(_, n)| *n));
+    if !enforced {
+        k.extend_from_slice(row_key);
+    }
+    k
+}
+
+/// Whether the entry for these values is unique-enforced (its key has no row key).
+pub fn enforced_unique(im: &IndexMeta, vals: &[(pg_sys::Datum, bool)]) -> bool {
+    im.unique && (im.nulls_not_distinct || !vals.iter().any(|(_, n)| *n))
+}
+
+/// Compute index `im`'s key column values for the row in `slot` (expressions
+/// evaluated with `FormIndexDatum`).
+///
+/// # Safety
+/// `slot` must hold a deformed row of the index's table.
+pub unsafe fn index_values(im: &IndexMeta, slot: *mut pg_sys::TupleTableSlot) -> Vec<(pg_sys::Datum, bool)> {
+    if im.simple {
+        return im
+            .heap_attnums
+            .iter()
+            .map(|a| {
+                let i = (*a - 1) as usize;
+                (*(*slot).tts_values.add(i), *(*slot).tts_isnull.add(i))
+            })
+            .collect();
+    }
+    let idx = pg_sys::index_open(pg_sys::Oid::from(im.oid), pg_sys::NoLock as pg_sys::LOCKMODE);
+    let ii = pg_sys::BuildIndexInfo(idx);
+    let estate = pg_sys::CreateExecutorState();
+    let econtext = pg_sys::MakePerTupleExprContext(estate);
+    (*econtext).ecxt_scantuple = slot;
+    let mut values = [pg_sys::Datum::from(0usize); pg_sys::INDEX_MAX_KEYS as usize];
+    let mut isnull = [false; pg_sys::INDEX_MAX_KEYS as usize];
+    pg_sys::FormIndexDatum(ii, slot, estate, values.as_mut_ptr(), isnull.as_mut_ptr());
+    let n = im.cols.len();
+    // Copy pass-by-reference results out of the executor state before freeing it.
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        let v = if isnull[i] {
+            values[i]
+        } else {
+            let att = (*(*idx).rd_att).attrs.as_ptr().add(i);
+            datum_copy(values[i], (*att).attbyval, (*att).attlen)
+        };
+        out.push((v, isnull[i]));
+    }
+    pg_sys::FreeExecutorState(estate);
+    pg_sys::index_close(idx, pg_sys::NoLock as pg_sys::LOCKMODE);
+    out
+}
+
+/// Record that storage table `storage` holds the keys of unique index `oid`.
+pub fn register_owner(storage: &str, oid: u32) {
+    OWNERS.with(|o| o.borrow_mut().insert(storage.to_string(), oid));
+}
+
+/// `datumCopy`: a copy of a datum in the current memory context.
+///
+/// # Safety
+/// `v` must be a valid datum of a type with the given length and passing.
+pub unsafe fn datum_copy(v: pg_sys::Datum, byval: bool, len: i16) -> pg_sys::Datum {
+    if byval {
+        return v;
+    }
+    let n = match len {
+        -1 => pgrx::varlena::varsize_any(v.cast_mut_ptr()),
+        -2 => std::ffi::CStr::from_ptr(v.cast_mut_ptr::<std::ffi::c_char>()).to_bytes().len() + 1,
+        n => n as usize,
+    };
+    let p = pg_sys::palloc(n) as *mut u8;
+    std::ptr::copy_nonoverlapping(v.cast_mut_ptr::<u8>(), p, n);
+    pg_sys::Datum::from(p)
+}

@@ -1,0 +1,95 @@
+//! Paging over a storage key range at one read point.
+
+use crate::state::{self, FlushError};
+use pgrx::pg_sys;
+use pinax_proto::{ReadPoint, Row, ScanSpec};
+use std::collections::VecDeque;
+
+/// Rows fetched per storage round trip.
+pub const PAGE_ROWS: usize = 1024;
+
+/// The command id a snapshot reads as of: own writes of lower commands are visible.
+/// Non-MVCC snapshots (SnapshotAny, SnapshotDirty, SnapshotSelf) see every own write.
+///
+/// # Safety
+/// `snapshot` must be null or a valid snapshot.
+pub unsafe fn snapshot_cid(snapshot: pg_sys::Snapshot) -> u32 {
+    if !snapshot.is_null() && (*snapshot).snapshot_type == pg_sys::SnapshotType::SNAPSHOT_MVCC {
+        (*snapshot).curcid
+    } else {
+        u32::MAX
+    }
+}
+
+/// A forward or backward walk over `[start, end)` of one storage table. The read
+/// point is taken at the first page (after flushing buffered writes) and kept for
+/// every later page, so the walk sees one consistent state.
+pub struct Pager {
+    pub storage: String,
+    start: Vec<u8>,
+    end: Option<Vec<u8>>,
+    reverse: bool,
+    curcid: u32,
+    at: Option<ReadPoint>,
+    rows: VecDeque<Row>,
+    done: bool,
+}
+
+impl Pager {
+    pub fn new(storage: String, start: Vec<u8>, end: Option<Vec<u8>>, reverse: bool, curcid: u32) -> Pager {
+        Pager { storage, start, end, reverse, curcid, at: None, rows: VecDeque::new(), done: false }
+    }
+
+    /// The read point this walk uses (taking it if not yet taken).
+    pub fn read_point(&mut self) -> Result<ReadPoint, FlushError> {
+        if let Some(at) = self.at {
+            return Ok(at);
+        }
+        let at = state::with(|b| b.read_point(self.curcid))?;
+        self.at = Some(at);
+        Ok(at)
+    }
+
+    pub fn next_row(&mut self) -> Result<Option<Row>, FlushError> {
+        loop {
+            if let Some(r) = self.rows.pop_front() {
+                return Ok(Some(r));
+            }
+            if self.done {
+                return Ok(None);
+            }
+            self.fetch()?;
+        }
+    }
+
+    fn fetch(&mut self) -> Result<(), FlushError> {
+        let at = self.read_point()?;
+        let mk = |e| FlushError { table: String::new(), error: e };
+        let client = state::with(|b| b.client()).map_err(mk)?;
+        let spec = ScanSpec { start: self.start.clone(), end: self.end.clone(), reverse: self.reverse, limit: PAGE_ROWS, max_bytes: 0 };
+        let (rows, read_ht) = client.scan_at(&self.storage, spec, at).map_err(mk)?;
+        self.at = Some(ReadPoint { read_ht, ..at });
+        if rows.len() < PAGE_ROWS {
+            self.done = true;
+        } else if let Some((last, _)) = rows.last() {
+            if self.reverse {
+                self.end = Some(last.clone());
+            } else {
+                let mut next = last.clone();
+                next.push(0);
+                self.start = next;
+            }
+        }
+        self.rows.extend(rows);
+        Ok(())
+    }
+
+    /// Point read of `key` at this walk's read point.
+    pub fn get(&mut self, storage: &str, key: &[u8]) -> Result<Option<Vec<u8>>, FlushError> {
+        let at = self.read_point()?;
+        let mk = |e| FlushError { table: String::new(), error: e };
+        let client = state::with(|b| b.client()).map_err(mk)?;
+        let (v, _) = client.read_at(storage, key, at).map_err(mk)?;
+        Ok(v)
+    }
+}

@@ -1,0 +1,253 @@
+//! Per-backend state: the storage client, the open storage transaction, the write
+//! buffer, statement read times and the TID map.
+//!
+//! Transactions: PostgreSQL decides what to read and write, Pinax when it is visible.
+//! - Writes are buffered in chunks tagged with the writing command id (`cid`) and sent
+//!   in batches: when the buffer is large, before any read (a read must see earlier
+//!   commands' writes), at the end of a statement inside a transaction block, and at
+//!   commit.
+//! - A transaction that never had to flush early commits its buffer at PRE_COMMIT: one
+//!   table → `Client::write` (one tablet: the single-RPC fast path, no intents);
+//!   otherwise a storage transaction is begun, written and committed.
+//! - Reads use the statement's read time (READ COMMITTED: new per statement; REPEATABLE
+//!   READ: one per transaction) and see own writes of commands below the snapshot's
+//!   `curcid`, so a statement never sees its own writes but sees earlier ones.
+//!
+//! Only the backend's main thread touches this state (thread-local); the client's
+//! heartbeat thread never calls into PostgreSQL.
+
+use crate::guc;
+use crate::tid::TidMap;
+use pgrx::pg_sys;
+use pinax_client::{Client, ClientError, Txn};
+use pinax_common::HybridTime;
+use pinax_proto::{ReadPoint, WriteOp};
+use std::cell::RefCell;
+
+/// Flush the buffer once it holds this many operations...
+const FLUSH_OPS: usize = 4096;
+/// ...or this many bytes.
+const FLUSH_BYTES: usize = 4 << 20;
+
+struct Chunk {
+    seq: u32,
+    table: String,
+    ops: Vec<WriteOp>,
+}
+
+/// Sharding options taken out of `CREATE TABLE ... WITH (pinax.*)` by the utility hook,
+/// consumed when the table's storage is created.
+#[derive(Clone, Debug, Default)]
+pub struct CreateOptions {
+    pub range: bool,
+    pub tablets: Option<u32>,
+    pub split_at: Vec<Vec<u8>>,
+}
+
+/// A failed flush: which storage table, and the error.
+pub struct FlushError {
+    pub table: String,
+    pub error: ClientError,
+}
+
+#[derive(Default)]
+pub struct Backend {
+    client: Option<Client>,
+    txn: Option<Txn>,
+    buf: Vec<Chunk>,
+    buf_ops: usize,
+    buf_bytes: usize,
+    /// (statement identity, read time).
+    stmt: Option<(i64, HybridTime)>,
+    pub tids: TidMap,
+    /// Storage tables to drop when the transaction commits / aborts.
+    pub on_commit_drop: Vec<String>,
+    pub on_abort_drop: Vec<String>,
+    pub pending_create: Option<CreateOptions>,
+    /// Writes so far in this transaction (to tell whether a subtransaction wrote).
+    pub writes: u64,
+    /// (subtransaction id, writes when it started).
+    pub subxacts: Vec<(u32, u64)>,
+    /// Set when a subtransaction that wrote was rolled back: the storage cannot
+    /// undo part of a transaction yet, so it must not commit.
+    pub poisoned: bool,
+    /// Command id of the latest row write (index entries are written with it).
+    pub last_cid: u32,
+    /// Index entries an UPDATE keeps unchanged: (index OID, key). `aminsert` skips them.
+    pub unchanged: Vec<(u32, Vec<u8>)>,
+    /// The speculative insertion (INSERT ... ON CONFLICT) in progress.
+    pub spec: Option<Speculative>,
+    /// Command id of the latest speculative insertion (INSERT ... ON CONFLICT)...
+    pub spec_cid: Option<u32>,
+    /// ...and the rows that command wrote: (relation, row key) → command id. A row
+    /// met again by the same command is "invisible" to it (PostgreSQL then raises
+    /// "ON CONFLICT DO UPDATE command cannot affect row a second time").
+    pub spec_rows: std::collections::HashMap<(u32, Vec<u8>), u32>,
+}
+
+/// A speculative insertion: what it wrote (to undo if it loses) and whether a
+/// unique conflict was found.
+#[derive(Debug, Default)]
+pub struct Speculative {
+    /// The row key that already existed (a primary-key conflict), if any.
+    pub conflict: Option<Vec<u8>>,
+    /// A unique index reported a conflict.
+    pub index_conflict: bool,
+    pub written: Vec<(String, Vec<u8>)>,
+}
+
+thread_local! {
+    static BACKEND: RefCell<Backend> = RefCell::new(Backend::default());
+}
+
+/// Run `f` with the backend state. Do not call back into code that uses the state.
+pub fn with<R>(f: impl FnOnce(&mut Backend) -> R) -> R {
+    BACKEND.with(|b| f(&mut b.borrow_mut()))
+}
+
+impl Backend {
+    /// The storage client, connecting on first use.
+    pub fn client(&mut self) -> Result<Client, ClientError> {
+        if let Some(c) = &self.client {
+            return Ok(c.clone());
+        }
+        let addr = guc::address();
+        let c = Client::connect(&addr)?;
+        self.client = Some(c.clone());
+        Ok(c)
+    }
+
+    /// Queue a write of command `seq` to storage table `table`.
+    pub fn push(&mut self, seq: u32, table: &str, op: WriteOp) -> Result<(), FlushError> {
+        self.writes += 1;
+        self.buf_ops += 1;
+        self.buf_bytes += op.key.len() + op.value.len() + 16;
+        match self.buf.last_mut() {
+            Some(c) if c.seq == seq && c.table == table => c.ops.push(op),
+            _ => self.buf.push(Chunk { seq, table: table.to_string(), ops: vec![op] }),
+        }
+        if self.buf_ops >= FLUSH_OPS || self.buf_bytes >= FLUSH_BYTES {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    pub fn has_buffered(&self) -> bool {
+        !self.buf.is_empty()
+    }
+
+    /// The current statement's read time (new per statement under READ COMMITTED,
+    /// one per transaction under REPEATABLE READ and SERIALIZABLE).
+    fn statement_ht(&mut self) -> Result<HybridTime, ClientError> {
+        // SAFETY: reads backend-global variables.
+        let ident = unsafe {
+            if pg_sys::XactIsoLevel >= pg_sys::XACT_REPEATABLE_READ as i32 {
+                0
+            } else {
+                pg_sys::GetCurrentStatementStartTimestamp()
+            }
+        };
+        if let Some((id, ht)) = self.stmt {
+            if id == ident {
+                return Ok(ht);
+            }
+        }
+        let ht = self.client()?.now();
+        self.stmt = Some((ident, ht));
+        Ok(ht)
+    }
+
+    /// Send every buffered write (as part of a storage transaction).
+    pub fn flush(&mut self) -> Result<(), FlushError> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let mk = |e: ClientError| FlushError { table: String::new(), error: e };
+        let ht = self.statement_ht().map_err(mk)?;
+        let client = self.client().map_err(mk)?;
+        let txn = self.txn.get_or_insert_with(|| client.begin());
+        txn.set_read_ht(ht);
+        let chunks = std::mem::take(&mut self.buf);
+        self.buf_ops = 0;
+        self.buf_bytes = 0;
+        for c in chunks {
+            txn.set_seq(c.seq);
+            if let Err(e) = txn.write(&c.table, c.ops) {
+                return Err(FlushError { table: c.table, error: e });
+            }
+        }
+        Ok(())
+    }
+
+    /// Where a read with a snapshot at command `curcid` reads: after flushing, at the
+    /// statement's read time, seeing own writes of commands below `curcid`.
+    pub fn read_point(&mut self, curcid: u32) -> Result<ReadPoint, FlushError> {
+        self.flush()?;
+        let ht = self.statement_ht().map_err(|e| FlushError { table: String::new(), error: e })?;
+        Ok(match &mut self.txn {
+            Some(t) => {
+                t.set_read_ht(ht);
+                t.read_point(curcid)
+            }
+            None => ReadPoint { read_ht: ht, txn: None },
+        })
+    }
+
+    /// PRE_COMMIT: make every write durable, or fail (the transaction then aborts).
+    pub fn pre_commit(&mut self) -> Result<(), FlushError> {
+        if self.txn.is_none() && !self.buf.is_empty() {
+            let single_table = self.buf.iter().all(|c| c.table == self.buf[0].table);
+            if single_table {
+                let table = self.buf[0].table.clone();
+                let ops: Vec<WriteOp> = std::mem::take(&mut self.buf).into_iter().flat_map(|c| c.ops).collect();
+                self.buf_ops = 0;
+                self.buf_bytes = 0;
+                let client = self.client().map_err(|e| FlushError { table: table.clone(), error: e })?;
+                return client.write(&table, ops).map(|_| ()).map_err(|e| FlushError { table, error: e });
+            }
+        }
+        self.flush()?;
+        if let Some(txn) = self.txn.take() {
+            txn.commit().map_err(|e| FlushError { table: String::new(), error: e })?;
+        }
+        Ok(())
+    }
+
+    /// Forget everything transaction-scoped; abort an open storage transaction.
+    /// Returns the storage tables to drop now.
+    pub fn end_of_xact(&mut self, committed: bool) -> Vec<String> {
+        self.buf.clear();
+        self.buf_ops = 0;
+        self.buf_bytes = 0;
+        if let Some(txn) = self.txn.take() {
+            // Dropping an open transaction aborts it (best effort).
+            let _ = txn.abort();
+        }
+        self.stmt = None;
+        self.tids.clear();
+        self.pending_create = None;
+        self.writes = 0;
+        self.subxacts.clear();
+        self.poisoned = false;
+        self.unchanged.clear();
+        self.spec = None;
+        self.spec_cid = None;
+        self.spec_rows.clear();
+        let commit_drop = std::mem::take(&mut self.on_commit_drop);
+        let abort_drop = std::mem::take(&mut self.on_abort_drop);
+        if committed {
+            commit_drop
+        } else {
+            abort_drop
+        }
+    }
+}
+
+/// Names of storage tables: one per relation file node of a Pinax table or index.
+pub fn table_storage_name(db: u32, relnode: u32) -> String {
+    format!("t{db}_{relnode}")
+}
+
+pub fn index_storage_name(db: u32, relnode: u32) -> String {
+    format!("i{db}_{relnode}")
+}

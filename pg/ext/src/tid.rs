@@ -1,0 +1,136 @@
+//! Row identity: TIDs handed to PostgreSQL that map back to row keys.
+//!
+//! PostgreSQL speaks in 6-byte TIDs; Pinax rows are named by their key. Every row
+//! version the table AM hands out (scan, index scan, insert, update) gets a fresh TID
+//! and an entry here holding the storage table, the row key and the tuple bytes of
+//! that version, so a re-fetch by TID (triggers, `UPDATE`'s old row, RI checks) sees
+//! exactly that version for the rest of the transaction. The map is per backend and
+//! reset at the end of each top-level transaction; TIDs are never reused within one.
+//!
+//! TIDs: entry `n` is block `n / 256`, offset `n % 256 + 1` (offsets stay within
+//! `MaxHeapTuplesPerPage`, blocks never reach `InvalidBlockNumber`).
+
+use pgrx::pg_sys;
+
+const PER_BLOCK: u64 = 256;
+
+/// Where an entry's row came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// Read from storage (committed, or this transaction's earlier statements).
+    Read,
+    /// Written by this transaction (insert or update): its xmin is ours.
+    Written,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Entry {
+    relid: u32,
+    key_off: u64,
+    key_len: u32,
+    tup_len: u32,
+    origin: Origin,
+    /// Command id that replaced or deleted this version, if any.
+    superseded_by: Option<u32>,
+}
+
+/// Per-transaction TID map (an arena of keys and tuple bytes).
+#[derive(Default)]
+pub struct TidMap {
+    entries: Vec<Entry>,
+    arena: Vec<u8>,
+}
+
+/// A row version looked up by TID.
+pub struct RowRef<'a> {
+    pub relid: u32,
+    pub key: &'a [u8],
+    pub tuple: &'a [u8],
+    pub origin: Origin,
+    pub superseded_by: Option<u32>,
+}
+
+impl TidMap {
+    /// Record a row version and return its TID.
+    pub fn add(&mut self, relid: u32, key: &[u8], tuple: &[u8], origin: Origin) -> pg_sys::ItemPointerData {
+        let n = self.entries.len() as u64;
+        let key_off = self.arena.len() as u64;
+        self.arena.extend_from_slice(key);
+        self.arena.extend_from_slice(tuple);
+        self.entries.push(Entry { relid, key_off, key_len: key.len() as u32, tup_len: tuple.len() as u32, origin, superseded_by: None });
+        tid_of(n)
+    }
+
+    fn index(tid: &pg_sys::ItemPointerData) -> Option<usize> {
+        let block = ((tid.ip_blkid.bi_hi as u64) << 16) | tid.ip_blkid.bi_lo as u64;
+        let off = tid.ip_posid as u64;
+        if off == 0 || off > PER_BLOCK {
+            return None;
+        }
+        Some((block * PER_BLOCK + off - 1) as usize)
+    }
+
+    /// The row version behind `tid`, if it belongs to relation `relid`.
+    pub fn get(&self, relid: u32, tid: &pg_sys::ItemPointerData) -> Option<RowRef<'_>> {
+        let e = self.entries.get(Self::index(tid)?)?;
+        if e.relid != relid {
+            return None;
+        }
+        let k0 = e.key_off as usize;
+        let k1 = k0 + e.key_len as usize;
+        let t1 = k1 + e.tup_len as usize;
+        Some(RowRef { relid: e.relid, key: &self.arena[k0..k1], tuple: &self.arena[k1..t1], origin: e.origin, superseded_by: e.superseded_by })
+    }
+
+    /// Mark the version behind `tid` as replaced or deleted by command `cid`.
+    pub fn supersede(&mut self, tid: &pg_sys::ItemPointerData, cid: u32) {
+        if let Some(e) = Self::index(tid).and_then(|i| self.entries.get_mut(i)) {
+            e.superseded_by = Some(cid);
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    pub fn clear(&mut self) {
+        self.entries = Vec::new();
+        self.arena = Vec::new();
+    }
+}
+
+fn tid_of(n: u64) -> pg_sys::ItemPointerData {
+    let block = n / PER_BLOCK;
+    let off = (n % PER_BLOCK + 1) as u16;
+    pg_sys::ItemPointerData {
+        ip_blkid: pg_sys::BlockIdData { bi_hi: (block >> 16) as u16, bi_lo: (block & 0xFFFF) as u16 },
+        ip_posid: off,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tids_round_trip_and_are_valid() {
+        let mut m = TidMap::default();
+        let mut tids = Vec::new();
+        for i in 0..1000u32 {
+            tids.push(m.add(7, &i.to_be_bytes(), b"tuple", Origin::Read));
+        }
+        for (i, t) in tids.iter().enumerate() {
+            assert!(t.ip_posid >= 1 && t.ip_posid as u64 <= PER_BLOCK);
+            let r = m.get(7, t).unwrap();
+            assert_eq!(r.key, (i as u32).to_be_bytes());
+            assert_eq!(r.tuple, b"tuple");
+        }
+        assert!(m.get(8, &tids[0]).is_none(), "another relation's TID");
+        m.supersede(&tids[3], 5);
+        assert_eq!(m.get(7, &tids[3]).unwrap().superseded_by, Some(5));
+    }
+}

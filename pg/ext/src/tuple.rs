@@ -1,0 +1,97 @@
+//! Row values: PostgreSQL heap tuple bytes.
+//!
+//! A row's value in storage is the `HeapTupleHeader` + data of `heap_form_tuple`
+//! (header fields that describe MVCC state are meaningless in storage and rewritten
+//! when the tuple is handed back). This supports every type, user-defined ones
+//! included, and columns added later (a shorter tuple reads missing attributes from
+//! the catalog's defaults, as heap does). Values that point into another relation's
+//! TOAST are detoasted before storing; compressed inline values are kept as they are.
+
+use pgrx::pg_sys;
+
+const HEAP_XMIN_COMMITTED: u16 = 0x0100;
+const HEAP_XMIN_INVALID: u16 = 0x0200;
+const HEAP_XMAX_INVALID: u16 = 0x0800;
+const VARTAG_INDIRECT: u8 = 1;
+const VARTAG_ONDISK: u8 = 18;
+
+/// Make every attribute of `slot` available in `tts_values`/`tts_isnull`.
+///
+/// # Safety
+/// `slot` must be a valid slot.
+pub unsafe fn slot_getallattrs(slot: *mut pg_sys::TupleTableSlot) {
+    let natts = (*(*slot).tts_tupleDescriptor).natts;
+    if ((*slot).tts_nvalid as i32) < natts {
+        pg_sys::slot_getsomeattrs_int(slot, natts);
+    }
+}
+
+/// Whether a varlena datum points into TOAST storage elsewhere (on disk or indirect).
+unsafe fn is_external_pointer(p: *const u8) -> bool {
+    // VARATT_IS_1B_E: a 1-byte header of exactly 0x01 (little-endian layout).
+    *p == 0x01 && matches!(*p.add(1), VARTAG_ONDISK | VARTAG_INDIRECT)
+}
+
+/// The stored bytes of the row in `slot`.
+///
+/// # Safety
+/// `slot` must be a valid slot whose descriptor is the relation's.
+pub unsafe fn form_tuple_bytes(slot: *mut pg_sys::TupleTableSlot) -> Vec<u8> {
+    slot_getallattrs(slot);
+    let desc = (*slot).tts_tupleDescriptor;
+    let natts = (*desc).natts as usize;
+    let values = std::slice::from_raw_parts((*slot).tts_values, natts);
+    let isnull = std::slice::from_raw_parts((*slot).tts_isnull, natts);
+    let mut vals: Vec<pg_sys::Datum> = values.to_vec();
+    for (i, v) in vals.iter_mut().enumerate() {
+        let att = (*desc).attrs.as_ptr().add(i);
+        if !isnull[i] && (*att).attlen == -1 && !(*att).attisdropped {
+            let p = v.cast_mut_ptr::<u8>();
+            if is_external_pointer(p) {
+                *v = pg_sys::Datum::from(pg_sys::detoast_external_attr(p.cast()));
+            }
+        }
+    }
+    let tup = pg_sys::heap_form_tuple(desc, vals.as_mut_ptr(), isnull.as_ptr() as *mut bool);
+    let len = (*tup).t_len as usize;
+    let bytes = std::slice::from_raw_parts((*tup).t_data as *const u8, len).to_vec();
+    pg_sys::heap_freetuple(tup);
+    bytes
+}
+
+/// Put the row `bytes` into `slot` as the version named `tid` of relation `relid`.
+/// `own_xid`: the row was written by this transaction (its xmin is the current
+/// transaction id, which RI and ON CONFLICT checks test).
+///
+/// # Safety
+/// `slot` must be a valid slot of the relation; `bytes` must come from
+/// [`form_tuple_bytes`] for a descriptor compatible with the slot's.
+pub unsafe fn store_tuple(slot: *mut pg_sys::TupleTableSlot, bytes: &[u8], tid: pg_sys::ItemPointerData, relid: pg_sys::Oid, own_xid: Option<pg_sys::TransactionId>) {
+    let hdr = std::mem::size_of::<pg_sys::HeapTupleData>();
+    let mem = pg_sys::MemoryContextAlloc((*slot).tts_mcxt, hdr + bytes.len()) as *mut u8;
+    let tup = mem as pg_sys::HeapTuple;
+    let data = mem.add(hdr) as pg_sys::HeapTupleHeader;
+    std::ptr::copy_nonoverlapping(bytes.as_ptr(), data as *mut u8, bytes.len());
+    (*tup).t_len = bytes.len() as u32;
+    (*tup).t_self = tid;
+    (*tup).t_tableOid = relid;
+    (*tup).t_data = data;
+    let heap = &mut (*data).t_choice.t_heap;
+    heap.t_xmax = pg_sys::InvalidTransactionId;
+    heap.t_field3.t_cid = 0;
+    (*data).t_infomask &= !(HEAP_XMIN_COMMITTED | HEAP_XMIN_INVALID);
+    match own_xid {
+        Some(x) => {
+            heap.t_xmin = x;
+            (*data).t_infomask |= HEAP_XMIN_COMMITTED | HEAP_XMAX_INVALID;
+        }
+        None => {
+            heap.t_xmin = pg_sys::FrozenTransactionId;
+            (*data).t_infomask |= HEAP_XMIN_COMMITTED | HEAP_XMIN_INVALID | HEAP_XMAX_INVALID;
+        }
+    }
+    (*data).t_ctid = tid;
+    pg_sys::ExecForceStoreHeapTuple(tup, slot, true);
+    (*slot).tts_tid = tid;
+    (*slot).tts_tableOid = relid;
+}

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# SQL regression tests against a node started here (see ../../../README.md).
+#
+# Starts `pinax start` in a fresh data directory on free ports, then runs every
+# test of `schedule` twice with pg_regress: in a database whose default table access
+# method is pinax, and in one where it is heap (stock PostgreSQL). Both runs must
+# print exactly `expected/<test>.out`, so Pinax is held to what PostgreSQL prints.
+# Tests in `schedule_pinax` run on Pinax only (EXPLAIN output, restart durability).
+#
+# Usage: pg/ext/test/run.sh [--keep] [test ...]
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+bin="${PINAX_BIN:-${CARGO_TARGET_DIR:-$HOME/.cache/pinax/target}/debug/pinax}"
+regress="$(/usr/lib/postgresql/15/bin/pg_config --pkglibdir)/pgxs/src/test/regress/pg_regress"
+keep=0
+if [[ "${1:-}" == "--keep" ]]; then keep=1; shift; fi
+
+port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+pick_port() {
+  local p
+  for _ in $(seq 1 200); do
+    p=$(( 20000 + RANDOM % 20000 ))
+    if port_free "$p" && port_free "$((p + 1))"; then echo "$p"; return; fi
+  done
+  echo "no free port" >&2; exit 1
+}
+rpc=$(pick_port)
+pg=$((rpc + 1))
+dir="$(mktemp -d /tmp/pinax-regress.XXXXXX)"
+chmod 755 "$dir"
+out="$dir/out"
+mkdir -p "$out"
+superuser=postgres
+[[ "$(id -u)" != 0 ]] && superuser="$(id -un)"
+
+cleanup() {
+  "$bin" stop --data-dir "$dir" >/dev/null 2>&1 || true
+  if [[ $keep == 0 ]]; then rm -rf "$dir"; else echo "kept $dir"; fi
+}
+trap cleanup EXIT
+
+"$bin" start --data-dir "$dir" --port "$rpc" --pg-port "$pg" --tablets-per-node 4 >/dev/null
+export PGHOST=127.0.0.1 PGPORT=$pg PGUSER=$superuser
+psql_() { psql -X -q -v ON_ERROR_STOP=1 "$@"; }
+psql_ -d postgres -c "CREATE DATABASE regress_pinax TEMPLATE template1"
+psql_ -d postgres -c "CREATE DATABASE regress_heap TEMPLATE template1"
+psql_ -d postgres -c "ALTER DATABASE regress_heap SET default_table_access_method = heap"
+
+tests=("$@")
+if [[ ${#tests[@]} == 0 ]]; then
+  mapfile -t tests < <(awk '/^test:/ { for (i = 2; i <= NF; i++) print $i }' "$here/schedule")
+fi
+status=0
+for mode in pinax heap; do
+  mkdir -p "$out/$mode"
+  if ! "$regress" --use-existing --host=127.0.0.1 --port="$pg" --user="$superuser" --dbname="regress_$mode" \
+      --inputdir="$here" --outputdir="$out/$mode" "${tests[@]}"; then
+    status=1
+    echo "---- regression differences ($mode) ----"
+    cat "$out/$mode/regression.diffs" 2>/dev/null || true
+  fi
+done
+# Pinax-only tests (no heap twin).
+if [[ ${#@} == 0 ]]; then
+  mapfile -t ptests < <(awk '/^test:/ { for (i = 2; i <= NF; i++) print $i }' "$here/schedule_pinax")
+  mkdir -p "$out/pinax_only"
+  if ! "$regress" --use-existing --host=127.0.0.1 --port="$pg" --user="$superuser" --dbname=regress_pinax \
+      --inputdir="$here" --outputdir="$out/pinax_only" "${ptests[@]}"; then
+    status=1
+    echo "---- regression differences (pinax only) ----"
+    cat "$out/pinax_only/regression.diffs" 2>/dev/null || true
+  fi
+  # Restart durability: what was committed survives `pinax stop` + `pinax start`.
+  psql_ -d regress_pinax -c "CREATE TABLE durable (id int PRIMARY KEY, v text); INSERT INTO durable SELECT g, md5(g::text) FROM generate_series(1, 5000) g; CREATE INDEX durable_v ON durable (v)"
+  before=$(psql_ -d regress_pinax -tA -c "SELECT count(*), sum(id), (SELECT id FROM durable WHERE v = md5('4321')) FROM durable")
+  "$bin" stop --data-dir "$dir" >/dev/null
+  "$bin" start --data-dir "$dir" --port "$rpc" --pg-port "$pg" >/dev/null
+  after=$(psql_ -d regress_pinax -tA -c "SELECT count(*), sum(id), (SELECT id FROM durable WHERE v = md5('4321')) FROM durable")
+  if [[ "$before" != "$after" || "$before" != "5000|12502500|4321" ]]; then
+    echo "restart durability: before '$before', after '$after'"; status=1
+  else
+    echo "restart durability: ok ($after)"
+  fi
+fi
+# The node must not have logged a panic, nor PostgreSQL a crash.
+if grep -E "PANIC|server process .* was terminated|panicked at" "$dir/pinax.log" "$dir/pg/postgres.log" >/dev/null 2>&1; then
+  echo "---- crash found in logs ----"
+  grep -E -B2 -A5 "PANIC|server process .* was terminated|panicked at" "$dir/pinax.log" "$dir/pg/postgres.log" | head -50
+  status=1
+fi
+exit $status

@@ -1,0 +1,67 @@
+-- Secondary indexes stored by Pinax: unique, multi-column, expression, partial, backfill.
+CREATE TABLE people (id int PRIMARY KEY, email text, first text, last text, age int);
+CREATE UNIQUE INDEX people_email ON people (email);
+CREATE INDEX people_name ON people (last, first);
+CREATE INDEX people_lower ON people (lower(email));
+CREATE INDEX people_adults ON people (age) WHERE age >= 18;
+INSERT INTO people VALUES (1, 'a@x.org', 'Ann', 'Smith', 30), (2, 'b@x.org', 'Bob', 'Smith', 12),
+  (3, 'c@x.org', 'Cid', 'Jones', 45), (4, NULL, 'Dee', 'Jones', NULL), (5, NULL, 'Eve', 'Brown', 18);
+SET enable_seqscan = off;
+SELECT id FROM people WHERE email = 'b@x.org';
+SELECT id FROM people WHERE last = 'Smith' ORDER BY id;
+SELECT id FROM people WHERE last = 'Jones' AND first = 'Cid';
+SELECT id FROM people WHERE lower(email) = 'c@x.org';
+SELECT id FROM people WHERE age >= 18 AND age < 40 ORDER BY id;
+SELECT id FROM people WHERE email IS NULL ORDER BY id;
+-- Unique violations name the index and the key.
+INSERT INTO people VALUES (6, 'a@x.org', 'Al', 'Alias', 1);
+UPDATE people SET email = 'c@x.org' WHERE id = 1;
+-- NULLs are distinct.
+INSERT INTO people VALUES (7, NULL, 'Fay', 'Brown', 3);
+-- Updates move index entries; old keys no longer match.
+UPDATE people SET email = 'a2@x.org', last = 'Smyth' WHERE id = 1;
+SELECT id FROM people WHERE email = 'a@x.org';
+SELECT id, email FROM people WHERE email = 'a2@x.org';
+SELECT id FROM people WHERE last = 'Smyth';
+SELECT id FROM people WHERE last = 'Smith' ORDER BY id;
+-- The freed key can be reused.
+INSERT INTO people VALUES (8, 'a@x.org', 'New', 'Person', 50);
+DELETE FROM people WHERE id = 8;
+SELECT id FROM people WHERE email = 'a@x.org';
+INSERT INTO people VALUES (8, 'a@x.org', 'New', 'Person', 50);
+-- Primary key change moves the row and its index entries.
+UPDATE people SET id = 100 WHERE id = 3;
+SELECT id, email FROM people WHERE email = 'c@x.org';
+SELECT id FROM people WHERE lower(email) = 'c@x.org';
+RESET enable_seqscan;
+-- Index built on a populated table (backfill), then used.
+CREATE TABLE big (id int PRIMARY KEY, grp int, tag text);
+INSERT INTO big SELECT g, g % 10, 't' || (g % 7) FROM generate_series(1, 2000) g;
+CREATE INDEX big_grp ON big (grp);
+CREATE UNIQUE INDEX big_tag_id ON big (tag, id);
+SET enable_seqscan = off;
+SELECT count(*) FROM big WHERE grp = 3;
+SELECT count(*) FROM big WHERE tag = 't2';
+SELECT id FROM big WHERE grp = 3 AND id < 40 ORDER BY id;
+RESET enable_seqscan;
+CREATE TABLE dupt (id int PRIMARY KEY, v int);
+INSERT INTO dupt VALUES (1, 1), (2, 2), (3, 2);
+CREATE UNIQUE INDEX dupt_v ON dupt (v);
+DROP TABLE dupt;
+-- DESC and NULLS FIRST index columns.
+CREATE INDEX big_desc ON big (grp DESC NULLS FIRST, id);
+SELECT id FROM big WHERE grp = 9 ORDER BY id DESC LIMIT 3;
+-- INCLUDE columns.
+CREATE UNIQUE INDEX people_id_incl ON people (id) INCLUDE (email);
+SELECT id, email FROM people WHERE id = 2;
+-- Deferrable unique constraint.
+CREATE TABLE seqs (n int, CONSTRAINT seqs_n UNIQUE (n) DEFERRABLE INITIALLY DEFERRED);
+INSERT INTO seqs VALUES (1), (2), (3);
+UPDATE seqs SET n = n + 1;
+SELECT n FROM seqs ORDER BY n;
+BEGIN;
+INSERT INTO seqs VALUES (4);
+COMMIT;
+DROP INDEX people_name;
+SELECT id FROM people WHERE last = 'Jones';
+DROP TABLE people, big, seqs;

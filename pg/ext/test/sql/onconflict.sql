@@ -1,0 +1,14 @@
+-- INSERT ... ON CONFLICT on the primary key and on a unique index.
+CREATE TABLE oc (id int PRIMARY KEY, name text UNIQUE, hits int DEFAULT 0);
+INSERT INTO oc VALUES (1, 'a'), (2, 'b');
+INSERT INTO oc VALUES (1, 'z') ON CONFLICT DO NOTHING;
+INSERT INTO oc VALUES (3, 'a') ON CONFLICT DO NOTHING;
+INSERT INTO oc VALUES (1, 'a') ON CONFLICT (id) DO UPDATE SET hits = oc.hits + 1;
+INSERT INTO oc VALUES (1, 'a') ON CONFLICT (id) DO UPDATE SET hits = oc.hits + 1 RETURNING *;
+INSERT INTO oc VALUES (9, 'b') ON CONFLICT (name) DO UPDATE SET hits = excluded.id;
+INSERT INTO oc VALUES (4, 'd'), (5, 'e'), (4, 'dd') ON CONFLICT (id) DO NOTHING;
+INSERT INTO oc VALUES (6, 'f'), (6, 'ff') ON CONFLICT (id) DO UPDATE SET name = excluded.name;
+INSERT INTO oc VALUES (7, 'g') ON CONFLICT (id) DO UPDATE SET name = 'never' WHERE oc.hits > 100;
+INSERT INTO oc VALUES (1, 'x') ON CONFLICT (id) DO UPDATE SET name = 'cond' WHERE oc.hits > 1;
+SELECT * FROM oc ORDER BY id;
+DROP TABLE oc;

@@ -1,0 +1,44 @@
+-- Pinax-specific behaviour (runs on Pinax only): storage, plans, options.
+SELECT amname FROM pg_am WHERE amname = 'pinax';
+SHOW default_table_access_method;
+CREATE TABLE h (id int PRIMARY KEY, v text);
+CREATE TABLE r (id int PRIMARY KEY, v text) WITH (pinax.sharding = 'range', pinax.split_at = '10,20');
+CREATE TABLE t16 (id int PRIMARY KEY) WITH (pinax.tablets = 16);
+CREATE TABLE bad (id int PRIMARY KEY) WITH (pinax.sharding = 'sideways');
+CREATE TABLE bad (id int PRIMARY KEY) WITH (pinax.colour = 'red');
+SELECT c.relname, a.amname FROM pg_class c JOIN pg_am a ON a.oid = c.relam WHERE c.relname IN ('h', 'r', 't16', 'h_pkey') ORDER BY 1;
+INSERT INTO h SELECT g, 'v' || g FROM generate_series(1, 50) g;
+INSERT INTO r SELECT g, 'v' || g FROM generate_series(1, 50) g;
+-- Primary-key lookups go through the (virtual) primary key index.
+EXPLAIN (COSTS OFF) SELECT * FROM h WHERE id = 7;
+SELECT * FROM h WHERE id = 7;
+-- A range-sharded table serves ORDER BY pk in key order without a sort.
+EXPLAIN (COSTS OFF) SELECT * FROM r WHERE id BETWEEN 5 AND 25 ORDER BY id;
+SELECT id FROM r WHERE id BETWEEN 5 AND 25 ORDER BY id;
+SELECT id FROM r WHERE id > 45 ORDER BY id DESC;
+-- A hash-sharded key has no order: the planner sorts.
+EXPLAIN (COSTS OFF) SELECT * FROM h ORDER BY id LIMIT 3;
+SELECT id FROM h ORDER BY id LIMIT 3;
+-- ANALYZE samples rows; the planner then knows the row count.
+ANALYZE h;
+SELECT reltuples FROM pg_class WHERE relname = 'h';
+-- Unsupported features fail clearly.
+CREATE INDEX h_gin ON h USING gin (to_tsvector('simple', v));
+CREATE INDEX h_hash ON h USING hash (v);
+CREATE INDEX CONCURRENTLY h_v ON h (v);
+CLUSTER h USING h_pkey;
+SELECT * FROM h TABLESAMPLE SYSTEM (10);
+BEGIN;
+INSERT INTO h VALUES (1000, 'x');
+SAVEPOINT s1;
+INSERT INTO h VALUES (1001, 'y');
+ROLLBACK TO SAVEPOINT s1;
+COMMIT;
+SELECT count(*) FROM h WHERE id >= 1000;
+-- COPY sends rows in batches: a duplicate is reported when the batch is sent.
+COPY h FROM stdin;
+5000	a
+7	dup
+\.
+SELECT count(*) FROM h WHERE id = 5000;
+DROP TABLE h, r, t16;
