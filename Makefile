@@ -5,7 +5,7 @@ export PATH := $(HOME)/.cargo/bin:$(PATH)
 CARGO ?= cargo
 # As root, PostgreSQL runs as the postgres OS user, which cannot enter /root.
 PINAX_DATA_DIR ?= $(if $(filter 0,$(shell id -u)),/var/lib/pinax,$(HOME)/.pinax)
-APT_PACKAGES := build-essential clang libclang-dev pkg-config postgresql-15 postgresql-server-dev-15 postgresql-contrib
+APT_PACKAGES := build-essential ccache clang libclang-dev pkg-config postgresql-15 postgresql-server-dev-15 postgresql-contrib
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: start stop status test deps build check bench clean-cache ext pgrx sqltest
@@ -18,6 +18,8 @@ deps:
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
 	fi
 	@command -v $(CARGO) >/dev/null || { echo "error: cargo not found; install Rust (https://rustup.rs)"; exit 1; }
+
+# CC/CXX go through ccache: see .cargo/config.toml.
 
 # One build serves start, test and bench: `--all-targets` unifies features exactly as
 # `cargo test` does, so the RocksDB C++ build (the slow part) happens once.

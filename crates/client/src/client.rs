@@ -85,12 +85,27 @@ impl Client {
 
     /// Send `req` to the node at `addr`.
     pub fn call_at(&self, addr: &str, req: Request) -> Result<Response> {
-        let mut conn = match self.inner.pool.lock().get_mut(addr).and_then(|v| v.pop()) {
-            Some(c) => c,
-            None => Conn::connect(addr, self.inner.opts.connect_timeout)?,
+        let mut conn = loop {
+            let pooled = self.inner.pool.lock().get_mut(addr).and_then(|v| v.pop());
+            match pooled {
+                Some(c) if c.is_broken() => continue, // the node went away since: drop it
+                Some(c) => break c,
+                None => break Conn::connect(addr, self.inner.opts.connect_timeout)?,
+            }
         };
         let env = RequestEnvelope { ht: self.inner.clock.now(), request: req };
-        let resp = conn.call(&env)?; // a broken connection is dropped, not pooled
+        let resp = match conn.call(&env) {
+            Ok(r) => r,
+            Err(e) => {
+                // A broken connection is dropped, not pooled; when the node is gone
+                // (or restarted) its other pooled connections are broken too, so they
+                // go as well and the next call connects afresh.
+                if matches!(e, ClientError::Unavailable { .. }) {
+                    self.inner.pool.lock().remove(addr);
+                }
+                return Err(e);
+            }
+        };
         self.inner.pool.lock().entry(addr.to_string()).or_default().push(conn);
         self.inner.clock.update(resp.ht);
         Ok(resp.result?)

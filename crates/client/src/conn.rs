@@ -32,6 +32,23 @@ impl Conn {
         &self.addr
     }
 
+    /// Whether an idle connection can no longer be used: the node closed it (it
+    /// stopped or restarted since the connection was pooled) or sent bytes nobody
+    /// asked for. One non-blocking peek; a live idle connection has nothing to read.
+    pub fn is_broken(&self) -> bool {
+        use nix::sys::socket::{recv, MsgFlags};
+        use std::os::fd::AsRawFd;
+        if !self.reader.buffer().is_empty() {
+            return true;
+        }
+        let mut b = [0u8; 1];
+        match recv(self.reader.get_ref().as_raw_fd(), &mut b, MsgFlags::MSG_PEEK | MsgFlags::MSG_DONTWAIT) {
+            Err(nix::errno::Errno::EAGAIN) => false,
+            Err(nix::errno::Errno::EINTR) => false,
+            _ => true, // Ok(0): closed by the node; Ok(n): stray bytes; Err: reset
+        }
+    }
+
     /// Send one request and wait for its response.
     pub fn call(&mut self, req: &RequestEnvelope) -> Result<ResponseEnvelope> {
         let addr = self.addr.clone();

@@ -51,11 +51,22 @@ pub struct MvccReader<'a, S: Snapshot, R: TxnStatusResolver + ?Sized> {
     resolver: &'a R,
     ctx: ReadContext,
     statuses: RefCell<Vec<(TxnId, TxnStatus)>>,
+    /// Whether the snapshot may hold intents (false: the intents CF is not read).
+    intents: bool,
 }
 
 impl<'a, S: Snapshot, R: TxnStatusResolver + ?Sized> MvccReader<'a, S, R> {
     pub fn new(snap: &'a S, resolver: &'a R, ctx: ReadContext) -> Self {
-        MvccReader { snap, resolver, ctx, statuses: RefCell::new(Vec::new()) }
+        MvccReader { snap, resolver, ctx, statuses: RefCell::new(Vec::new()), intents: true }
+    }
+
+    /// The caller knows the snapshot holds no intents at all: read committed
+    /// versions only. (Deleted intents stay behind as engine tombstones until
+    /// compaction, and an intents iterator must step over every one of them; a
+    /// tablet with no live intents skips that cost entirely.)
+    pub fn without_intents(mut self) -> Self {
+        self.intents = false;
+        self
     }
 
     pub fn context(&self) -> ReadContext {
@@ -87,19 +98,26 @@ impl<'a, S: Snapshot, R: TxnStatusResolver + ?Sized> MvccReader<'a, S, R> {
         };
         let int_opts = IterOptions { lower: Some(int_lower), upper: Some(int_upper), prefix_same_as_start: false };
         let mut reg = self.snap.iter(Cf::Regular, reg_opts);
-        let mut int = self.snap.iter(Cf::Intents, int_opts);
+        let mut int = self.intents.then(|| self.snap.iter(Cf::Intents, int_opts));
         if spec.reverse {
             reg.seek_to_last();
-            int.seek_to_last();
+            if let Some(i) = int.as_mut() {
+                i.seek_to_last();
+            }
         } else {
             reg.seek_to_first();
-            int.seek_to_first();
+            if let Some(i) = int.as_mut() {
+                i.seek_to_first();
+            }
         }
         let mut out = ScanResult::default();
         let mut bytes = 0usize;
         loop {
             let a = if reg.valid()? { Some(keys::split_version_key(reg.key())?.0.to_vec()) } else { None };
-            let b = if int.valid()? { Some(keys::split_intent_key(int.key())?.0.to_vec()) } else { None };
+            let b = match int.as_ref() {
+                Some(i) if i.valid()? => Some(keys::split_intent_key(i.key())?.0.to_vec()),
+                _ => None,
+            };
             let esc = match (&a, &b) {
                 (None, None) => break,
                 (Some(x), None) | (None, Some(x)) => x.clone(),
@@ -112,7 +130,10 @@ impl<'a, S: Snapshot, R: TxnStatusResolver + ?Sized> MvccReader<'a, S, R> {
                 }
             };
             let from_intents = if b.as_deref() == Some(&esc[..]) {
-                let recs = collect_intent_group(&mut int, &esc, spec.reverse)?;
+                let recs = match int.as_mut() {
+                    Some(i) => collect_intent_group(i, &esc, spec.reverse)?,
+                    None => Vec::new(),
+                };
                 self.decide_intents(&recs)?
             } else {
                 Found::Nothing
@@ -132,7 +153,11 @@ impl<'a, S: Snapshot, R: TxnStatusResolver + ?Sized> MvccReader<'a, S, R> {
                 out.rows.push((user_key, v));
                 let full = (spec.limit > 0 && out.rows.len() >= spec.limit) || (spec.max_bytes > 0 && bytes >= spec.max_bytes);
                 if full {
-                    if reg.valid()? || int.valid()? {
+                    let more_intents = match int.as_ref() {
+                        Some(i) => i.valid()?,
+                        None => false,
+                    };
+                    if reg.valid()? || more_intents {
                         let last = &out.rows[out.rows.len() - 1].0;
                         out.resume = Some(if spec.reverse {
                             last.clone()

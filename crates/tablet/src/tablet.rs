@@ -10,7 +10,7 @@ use pinax_engine::{Cf, IterOptions, KvEngine, KvIterator, Snapshot, WriteBatch, 
 use pinax_mvcc::gc::HistoryCutoff;
 use pinax_mvcc::read::{intents_on_key, latest_version, IntentRecord};
 use pinax_mvcc::{MvccReader, ReadContext, ScanResult, ScanSpec, TxnStatus, TxnStatusResolver};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 const META_FORMAT_VERSION: &[u8] = b"format_version";
@@ -36,9 +36,25 @@ pub struct Tablet<E: KvEngine> {
     partition: Partition,
     opts: TabletOptions,
     mvcc: MvccManager,
-    write_lock: Mutex<()>,
+    /// Serialises writers; guards what they know about the intents CF.
+    write_lock: Mutex<WriteState>,
     cutoff: HistoryCutoff,
 }
+
+/// State kept under the tablet's write lock.
+#[derive(Default)]
+struct WriteState {
+    /// Transactions that may still have intents here: a superset of those that do
+    /// (a transaction leaves when `resolve_txn` removed all its intents). Every
+    /// change to the intents CF happens under the lock, so a snapshot taken under
+    /// it with this set empty holds no intents at all.
+    intent_txns: HashSet<TxnId>,
+}
+
+/// Resolving at least this many intents at once compacts the intents CF afterwards:
+/// a large transaction leaves as many tombstones, which every later intents
+/// iterator over the range would otherwise step over one by one.
+const COMPACT_AFTER_RESOLVING: usize = 20_000;
 
 /// What the tablet knows about one key while deciding a write batch.
 #[derive(Clone, Copy)]
@@ -63,7 +79,10 @@ impl<E: KvEngine> Tablet<E> {
                 engine.write(b, WriteOptions { sync: true })?;
             }
         }
-        Ok(Tablet { id, engine, clock, partition, opts, mvcc: MvccManager::default(), write_lock: Mutex::new(()), cutoff })
+        let t = Tablet { id, engine, clock, partition, opts, mvcc: MvccManager::default(), write_lock: Mutex::new(WriteState::default()), cutoff };
+        let txns = t.txns_with_intents()?;
+        t.write_lock.lock().intent_txns.extend(txns);
+        Ok(t)
     }
 
     pub fn id(&self) -> TabletId {
@@ -100,9 +119,9 @@ impl<E: KvEngine> Tablet<E> {
     /// written key after `read_ht` is a conflict (read-modify-write safety).
     pub fn write_fast<R: TxnStatusResolver + ?Sized>(&self, ops: &[WriteOp], read_ht: Option<HybridTime>, resolver: &R) -> Result<HybridTime> {
         self.check_keys(ops)?;
-        let _guard = self.write_lock.lock();
+        let guard = self.write_lock.lock();
         let mut batch = self.engine.new_batch();
-        self.check_ops(ops, None, read_ht, resolver, &mut batch)?;
+        self.check_ops(ops, None, read_ht, resolver, &mut batch, !guard.intent_txns.is_empty())?;
         let ht = self.mvcc.register_write(&self.clock);
         let mut vbuf = Vec::new();
         for op in ops {
@@ -126,9 +145,9 @@ impl<E: KvEngine> Tablet<E> {
     /// with other transactions' intents, or with commits after `read_ht`, fail.
     pub fn write_intents<R: TxnStatusResolver + ?Sized>(&self, txn: TxnId, seq: u32, read_ht: HybridTime, ops: &[WriteOp], resolver: &R) -> Result<()> {
         self.check_keys(ops)?;
-        let _guard = self.write_lock.lock();
+        let mut guard = self.write_lock.lock();
         let mut batch = self.engine.new_batch();
-        self.check_ops(ops, Some(txn), Some(read_ht), resolver, &mut batch)?;
+        self.check_ops(ops, Some(txn), Some(read_ht), resolver, &mut batch, !guard.intent_txns.is_empty())?;
         let mut vbuf = Vec::new();
         for op in ops {
             let kind = match op.kind {
@@ -140,19 +159,21 @@ impl<E: KvEngine> Tablet<E> {
             batch.put(Cf::Intents, &keys::intent_key(&op.key, txn, seq), &vbuf);
             batch.put(Cf::Intents, &keys::reverse_key(txn, &op.key), &[]);
         }
+        guard.intent_txns.insert(txn);
         self.engine.write(batch, self.write_opts())?;
         Ok(())
     }
 
     /// Check every op of a batch (conflicts, uniqueness), adding the resolution of
     /// other transactions' intents to `batch`. Caller holds the write lock.
-    fn check_ops<R: TxnStatusResolver + ?Sized>(&self, ops: &[WriteOp], me: Option<TxnId>, read_ht: Option<HybridTime>, resolver: &R, batch: &mut E::Batch) -> Result<()> {
+    /// `has_intents` false: the tablet holds no intents (skip looking for them).
+    fn check_ops<R: TxnStatusResolver + ?Sized>(&self, ops: &[WriteOp], me: Option<TxnId>, read_ht: Option<HybridTime>, resolver: &R, batch: &mut E::Batch, has_intents: bool) -> Result<()> {
         let snap = self.engine.snapshot();
         let mut seen: HashMap<&[u8], KeyState> = HashMap::new();
         for op in ops {
             let state = match seen.get(&op.key[..]) {
                 Some(s) => *s,
-                None => self.resolve_key(&snap, &op.key, me, read_ht, op.kind, resolver, batch)?,
+                None => self.resolve_key(&snap, &op.key, me, read_ht, op.kind, resolver, batch, has_intents)?,
             };
             if op.kind == WriteOpKind::Insert && state.live {
                 return Err(Error::DuplicateKey { tablet_id: self.id, key: op.key.clone() });
@@ -175,8 +196,9 @@ impl<E: KvEngine> Tablet<E> {
         kind: WriteOpKind,
         resolver: &R,
         batch: &mut E::Batch,
+        has_intents: bool,
     ) -> Result<KeyState> {
-        let intents = intents_on_key(snap, key)?;
+        let intents = if has_intents { intents_on_key(snap, key)? } else { Vec::new() };
         let mut own_newest: Option<&IntentRecord> = None;
         let mut inline_commit: Option<(HybridTime, bool)> = None;
         let mut others: Vec<TxnId> = Vec::new();
@@ -230,8 +252,9 @@ impl<E: KvEngine> Tablet<E> {
     /// Point read.
     pub fn read<R: TxnStatusResolver + ?Sized>(&self, ctx: ReadContext, key: &[u8], resolver: &R) -> Result<Option<Vec<u8>>> {
         self.mvcc.wait_for_safe_time(&self.clock, ctx.read_ht);
-        let snap = self.engine.snapshot();
-        Ok(MvccReader::new(&snap, resolver, ctx).get(key)?)
+        let (snap, has_intents) = self.snapshot();
+        let reader = MvccReader::new(&snap, resolver, ctx);
+        Ok(if has_intents { reader } else { reader.without_intents() }.get(key)?)
     }
 
     /// Bounded scan; bounds are clipped to the tablet's partition.
@@ -246,8 +269,15 @@ impl<E: KvEngine> Tablet<E> {
             }
         }
         self.mvcc.wait_for_safe_time(&self.clock, ctx.read_ht);
-        let snap = self.engine.snapshot();
-        Ok(MvccReader::new(&snap, resolver, ctx).scan(&spec)?)
+        let (snap, has_intents) = self.snapshot();
+        let reader = MvccReader::new(&snap, resolver, ctx);
+        Ok(if has_intents { reader } else { reader.without_intents() }.scan(&spec)?)
+    }
+
+    /// A snapshot, and whether it may hold intents (decided atomically with it).
+    fn snapshot(&self) -> (E::Snapshot<'_>, bool) {
+        let guard = self.write_lock.lock();
+        (self.engine.snapshot(), !guard.intent_txns.is_empty())
     }
 
     /// Turn the intents of committed `txn` into versions at `commit_ht`.
@@ -263,7 +293,17 @@ impl<E: KvEngine> Tablet<E> {
     }
 
     fn resolve_txn(&self, txn: TxnId, commit_ht: Option<HybridTime>) -> Result<usize> {
-        let _guard = self.write_lock.lock();
+        let n = self.resolve_txn_locked(txn, commit_ht)?;
+        if n >= COMPACT_AFTER_RESOLVING {
+            if let Err(e) = self.engine.compact_range(Cf::Intents, None, None) {
+                tracing::warn!(tablet_id = self.id.0, error = %e, "compacting intents failed");
+            }
+        }
+        Ok(n)
+    }
+
+    fn resolve_txn_locked(&self, txn: TxnId, commit_ht: Option<HybridTime>) -> Result<usize> {
+        let mut guard = self.write_lock.lock();
         let snap = self.engine.snapshot();
         let prefix = keys::reverse_prefix(txn);
         let upper = keys::prefix_upper_bound(&prefix);
@@ -285,10 +325,17 @@ impl<E: KvEngine> Tablet<E> {
         if n > 0 {
             self.engine.write(batch, self.write_opts())?;
         }
+        guard.intent_txns.remove(&txn);
         Ok(n)
     }
 
-    /// Transactions that still have intents here (for the background resolver).
+    /// Transactions that may still have intents here (for the background resolver):
+    /// every one that does, and perhaps some whose intents other writers resolved.
+    pub fn txns_maybe_with_intents(&self) -> Vec<TxnId> {
+        self.write_lock.lock().intent_txns.iter().copied().collect()
+    }
+
+    /// Transactions with intents here, exactly, from the intents CF's reverse index.
     pub fn txns_with_intents(&self) -> Result<Vec<TxnId>> {
         let snap = self.engine.snapshot();
         let lower = vec![keys::REVERSE_PREFIX];

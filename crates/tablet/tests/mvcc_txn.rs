@@ -371,3 +371,37 @@ fn history_gc_keeps_what_reads_after_cutoff_need() {
         assert_eq!(v, Some(format!("v{i}").into_bytes()));
     }
 }
+
+#[test]
+fn tablets_track_which_transactions_may_have_intents() {
+    let w = World::new();
+    let t0 = &w.tablets[0];
+    assert!(t0.txns_maybe_with_intents().is_empty());
+    let txn = tid(9);
+    w.status.create(txn).unwrap();
+    w.txn_write(txn, 1, w.now(), vec![WriteOp::put("a", "A"), WriteOp::put("b", "B")]).unwrap();
+    assert_eq!(t0.txns_maybe_with_intents(), vec![txn]);
+    let commit = w.status.commit(txn, all_ids(&w)).unwrap();
+    // A later writer of "a" applies that one committed intent itself; "b" still waits.
+    w.manual.advance(10);
+    w.put("a", "A2");
+    assert_eq!(t0.txns_with_intents().unwrap(), vec![txn]);
+    assert_eq!(w.get_at("b", w.now()).as_deref(), Some("B"));
+    assert_eq!(w.get_at("a", commit).as_deref(), Some("A"));
+    assert_eq!(w.get_at("a", w.now()).as_deref(), Some("A2"));
+    t0.apply_intents(txn, commit).unwrap();
+    // Resolved: the tablet knows it holds no intents and reads skip the intents CF.
+    assert!(t0.txns_maybe_with_intents().is_empty());
+    assert!(t0.txns_with_intents().unwrap().is_empty());
+    assert_eq!(w.get_at("b", w.now()).as_deref(), Some("B"));
+    assert_eq!(w.get_at("a", w.now()).as_deref(), Some("A2"));
+    // Pending intents found on restart are tracked again (and read).
+    let txn2 = tid(10);
+    w.status.create(txn2).unwrap();
+    let read_ht = w.now();
+    w.txn_write(txn2, 1, read_ht, vec![WriteOp::put("c", "C")]).unwrap();
+    let w = w.restart();
+    assert_eq!(w.tablets[0].txns_maybe_with_intents(), vec![txn2]);
+    assert_eq!(w.get_ctx("c", ReadContext::in_txn(read_ht, txn2, 2)).as_deref(), Some("C"));
+    assert_eq!(w.get_at("c", w.now()), None);
+}

@@ -373,13 +373,7 @@ impl<F: EngineFactory> Node<F> {
     pub fn sweep_intents(&self) {
         let tablets: Vec<_> = self.tablets.read().values().cloned().collect();
         for t in tablets {
-            let txns = match t.txns_with_intents() {
-                Ok(v) => v,
-                Err(e) => {
-                    tracing::warn!(tablet_id = t.id().0, error = %e, "intent sweep failed");
-                    continue;
-                }
-            };
+            let txns = t.txns_maybe_with_intents();
             for txn in txns {
                 let res = match self.status.status(txn, self.clock.now()) {
                     TxnStatus::Committed { commit_ht } => t.apply_intents(txn, commit_ht),

@@ -82,6 +82,31 @@ if [[ ${#@} == 0 ]]; then
     echo "restart durability: ok ($after)"
   fi
 fi
+# The node daemon going away: statements fail with a clear, retryable error
+# (SQLSTATE 57P03) and the same session works again once the daemon is back.
+if [[ ${#@} == 0 ]]; then
+  fifo="$dir/session.in"
+  mkfifo "$fifo"
+  psql -X -q -tA -d regress_pinax -v VERBOSITY=verbose < "$fifo" > "$dir/session.out" 2>&1 &
+  session=$!
+  exec 7> "$fifo"
+  ask() { echo "$1" >&7; sleep 1; }
+  ask "SELECT 'up', count(*) FROM durable;"
+  kill -9 "$(cat "$dir/pinax.pid")"
+  sleep 0.5
+  ask "SELECT 'down', count(*) FROM durable;"
+  "$bin" start --no-postgres --data-dir "$dir" --port "$rpc" --pg-port "$pg" >/dev/null
+  ask "SELECT 'back', count(*) FROM durable;"
+  ask "INSERT INTO durable VALUES (5001, 'after') RETURNING 'inserted';"
+  echo '\q' >&7
+  exec 7>&-
+  wait "$session" || true
+  if [[ "$(head -1 "$dir/session.out")" == "up|5000" ]] && sed -n 2p "$dir/session.out" | grep -q '^ERROR:  57P03: pinax storage is unavailable' && grep -q '^back|5000$' "$dir/session.out" && grep -q '^inserted$' "$dir/session.out"; then
+    echo "daemon restart under a live session: ok"
+  else
+    echo "daemon restart under a live session: unexpected output:"; cat "$dir/session.out"; status=1
+  fi
+fi
 # The node must not have logged a panic, nor PostgreSQL a crash.
 if grep -E "PANIC|server process .* was terminated|panicked at" "$dir/pinax.log" "$dir/pg/postgres.log" >/dev/null 2>&1; then
   echo "---- crash found in logs ----"
