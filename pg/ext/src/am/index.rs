@@ -221,6 +221,10 @@ pub unsafe fn build(heap: pg_sys::Relation, idx: pg_sys::Relation, ii: *mut pg_s
     hold_rel(idx);
     let m = meta::table_meta(heap).or_raise();
     let im = index_meta(idx, m.hashed);
+    if im.is_pk && !(*(*idx).rd_index).indimmediate {
+        // The primary key is the row key: two rows cannot share it even for a moment.
+        error::not_supported("deferrable primary keys are not supported on Pinax tables (use a deferrable UNIQUE constraint)");
+    }
     let cid = pg_sys::GetCurrentCommandId(true);
     let relid = m.relid;
     let mut pager = Pager::new(m.storage.clone(), Vec::new(), None, false, u32::MAX);
