@@ -11,6 +11,10 @@ pub enum WriteOpKind {
     Insert,
     /// Remove the row (a no-op if absent).
     Delete,
+    /// Lock the row against other writers and lockers until the transaction ends
+    /// (`SELECT … FOR UPDATE`); writes nothing. A no-op outside transactions and on
+    /// a key the transaction already wrote.
+    Lock,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -30,6 +34,9 @@ impl WriteOp {
     }
     pub fn delete(key: impl Into<Vec<u8>>) -> Self {
         WriteOp { kind: WriteOpKind::Delete, key: key.into(), value: Vec::new() }
+    }
+    pub fn lock(key: impl Into<Vec<u8>>) -> Self {
+        WriteOp { kind: WriteOpKind::Lock, key: key.into(), value: Vec::new() }
     }
 }
 

@@ -60,6 +60,8 @@ const COMPACT_AFTER_RESOLVING: usize = 20_000;
 #[derive(Clone, Copy)]
 struct KeyState {
     live: bool,
+    /// The writing transaction (or an earlier op of this batch) already wrote it.
+    own: bool,
 }
 
 impl<E: KvEngine> Tablet<E> {
@@ -121,7 +123,7 @@ impl<E: KvEngine> Tablet<E> {
         self.check_keys(ops)?;
         let guard = self.write_lock.lock();
         let mut batch = self.engine.new_batch();
-        self.check_ops(ops, None, read_ht, resolver, &mut batch, !guard.intent_txns.is_empty())?;
+        let _ = self.check_ops(ops, None, read_ht, resolver, &mut batch, !guard.intent_txns.is_empty())?;
         let ht = self.mvcc.register_write(&self.clock);
         let mut vbuf = Vec::new();
         for op in ops {
@@ -133,6 +135,7 @@ impl<E: KvEngine> Tablet<E> {
                     batch.put(Cf::Regular, &k, &vbuf);
                 }
                 WriteOpKind::Delete => batch.put(Cf::Regular, &k, &keys::encode_tombstone()),
+                WriteOpKind::Lock => {} // checked for conflicts above; nothing to hold
             }
         }
         let res = self.engine.write(batch, self.write_opts());
@@ -147,12 +150,13 @@ impl<E: KvEngine> Tablet<E> {
         self.check_keys(ops)?;
         let mut guard = self.write_lock.lock();
         let mut batch = self.engine.new_batch();
-        self.check_ops(ops, Some(txn), Some(read_ht), resolver, &mut batch, !guard.intent_txns.is_empty())?;
+        let write = self.check_ops(ops, Some(txn), Some(read_ht), resolver, &mut batch, !guard.intent_txns.is_empty())?;
         let mut vbuf = Vec::new();
-        for op in ops {
+        for (op, _) in ops.iter().zip(write).filter(|(_, w)| *w) {
             let kind = match op.kind {
                 WriteOpKind::Put | WriteOpKind::Insert => IntentKind::Put,
                 WriteOpKind::Delete => IntentKind::Delete,
+                WriteOpKind::Lock => IntentKind::Lock,
             };
             vbuf.clear();
             keys::encode_intent_value(&mut vbuf, kind, 0, &op.value);
@@ -167,9 +171,13 @@ impl<E: KvEngine> Tablet<E> {
     /// Check every op of a batch (conflicts, uniqueness), adding the resolution of
     /// other transactions' intents to `batch`. Caller holds the write lock.
     /// `has_intents` false: the tablet holds no intents (skip looking for them).
-    fn check_ops<R: TxnStatusResolver + ?Sized>(&self, ops: &[WriteOp], me: Option<TxnId>, read_ht: Option<HybridTime>, resolver: &R, batch: &mut E::Batch, has_intents: bool) -> Result<()> {
+    /// Returns, per op, whether it needs writing (a lock on a key the transaction
+    /// already wrote does not: its write intent excludes others already, and a lock
+    /// intent of the same statement would replace it).
+    fn check_ops<R: TxnStatusResolver + ?Sized>(&self, ops: &[WriteOp], me: Option<TxnId>, read_ht: Option<HybridTime>, resolver: &R, batch: &mut E::Batch, has_intents: bool) -> Result<Vec<bool>> {
         let snap = self.engine.snapshot();
         let mut seen: HashMap<&[u8], KeyState> = HashMap::new();
+        let mut write = Vec::with_capacity(ops.len());
         for op in ops {
             let state = match seen.get(&op.key[..]) {
                 Some(s) => *s,
@@ -178,9 +186,14 @@ impl<E: KvEngine> Tablet<E> {
             if op.kind == WriteOpKind::Insert && state.live {
                 return Err(Error::DuplicateKey { tablet_id: self.id, key: op.key.clone() });
             }
-            seen.insert(&op.key, KeyState { live: op.kind != WriteOpKind::Delete });
+            write.push(op.kind != WriteOpKind::Lock || !state.own);
+            let after = match op.kind {
+                WriteOpKind::Lock => state,
+                kind => KeyState { live: kind != WriteOpKind::Delete, own: true },
+            };
+            seen.insert(&op.key, after);
         }
-        Ok(())
+        Ok(write)
     }
 
     /// Decide what writing `key` meets: resolve other transactions' intents (apply
@@ -235,18 +248,18 @@ impl<E: KvEngine> Tablet<E> {
         };
         if let Some(own) = own_newest {
             // Our own earlier write decides liveness; conflicts were checked then.
-            return Ok(KeyState { live: own.kind == IntentKind::Put });
+            return Ok(KeyState { live: own.kind == IntentKind::Put, own: true });
         }
         if kind == WriteOpKind::Insert {
             // Uniqueness is about the latest committed state, whatever the snapshot.
-            return Ok(KeyState { live: latest_live });
+            return Ok(KeyState { live: latest_live, own: false });
         }
         if let (Some(read_ht), Some(latest)) = (read_ht, latest_ht) {
             if latest > read_ht {
                 return Err(Error::WriteConflict { tablet_id: self.id, other_txn: None, committed_at: Some(latest) });
             }
         }
-        Ok(KeyState { live: latest_live })
+        Ok(KeyState { live: latest_live, own: false })
     }
 
     /// Point read.

@@ -405,3 +405,43 @@ fn tablets_track_which_transactions_may_have_intents() {
     assert_eq!(w.get_ctx("c", ReadContext::in_txn(read_ht, txn2, 2)).as_deref(), Some("C"));
     assert_eq!(w.get_at("c", w.now()), None);
 }
+
+#[test]
+fn row_locks_exclude_writers_and_lockers_not_readers() {
+    let w = World::new();
+    w.put("a", "0");
+    let (t1, t2) = (tid(21), tid(22));
+    w.status.create(t1).unwrap();
+    w.status.create(t2).unwrap();
+    w.txn_write(t1, 1, w.now(), vec![WriteOp::lock("a")]).unwrap();
+    // readers are not blocked and see no change
+    assert_eq!(w.get_at("a", w.now()).as_deref(), Some("0"));
+    // another locker, a transactional writer and a fast-path writer all conflict
+    for op in [WriteOp::lock("a"), WriteOp::put("a", "t2")] {
+        let e = w.txn_write(t2, 1, w.now(), vec![op]).unwrap_err();
+        assert_eq!(e.code(), ErrorCode::SerializationFailure);
+    }
+    let e = w.tablets[0].write_fast(&[WriteOp::put("a", "x")], None, &w.resolver()).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::SerializationFailure);
+    // the holder writes the row it locked; a later lock does not undo its write,
+    // nor does a lock in the same statement (batch) as the write
+    w.txn_write(t1, 2, w.now(), vec![WriteOp::put("a", "t1"), WriteOp::lock("a")]).unwrap();
+    w.txn_write(t1, 3, w.now(), vec![WriteOp::lock("a")]).unwrap();
+    assert_eq!(w.get_ctx("a", ReadContext::in_txn(w.now(), t1, 4)).as_deref(), Some("t1"));
+    let commit = w.status.commit(t1, all_ids(&w)).unwrap();
+    for t in &w.tablets {
+        t.apply_intents(t1, commit).unwrap();
+        assert!(t.txns_with_intents().unwrap().is_empty());
+    }
+    assert_eq!(w.get_at("a", w.now()).as_deref(), Some("t1"));
+    // a lock-only transaction leaves no version behind and frees the row
+    let t3 = tid(23);
+    w.status.create(t3).unwrap();
+    w.txn_write(t3, 1, w.now(), vec![WriteOp::lock("a")]).unwrap();
+    let c3 = w.status.commit(t3, all_ids(&w)).unwrap();
+    w.tablets[0].apply_intents(t3, c3).unwrap();
+    assert_eq!(w.get_at("a", w.now()).as_deref(), Some("t1"));
+    w.manual.advance(10);
+    w.put("a", "free");
+    assert_eq!(w.get_at("a", w.now()).as_deref(), Some("free"));
+}

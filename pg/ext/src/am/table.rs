@@ -476,7 +476,7 @@ unsafe extern "C-unwind" fn tuple_lock(
     snapshot: pg_sys::Snapshot,
     slot: *mut pg_sys::TupleTableSlot,
     cid: pg_sys::CommandId,
-    _mode: pg_sys::LockTupleMode::Type,
+    mode: pg_sys::LockTupleMode::Type,
     _wait_policy: pg_sys::LockWaitPolicy::Type,
     _flags: u8,
     tmfd: *mut pg_sys::TM_FailureData,
@@ -490,7 +490,7 @@ unsafe extern "C-unwind" fn tuple_lock(
         (*tmfd).traversed = false;
     }
     // A row this very command wrote (INSERT ... ON CONFLICT meeting its own row).
-    let own_cmd = state::with(|b| b.spec_cid == Some(cid) && b.spec_rows.get(&((*rel).rd_id.to_u32(), key)) == Some(&cid));
+    let own_cmd = state::with(|b| b.spec_cid == Some(cid) && b.spec_rows.get(&((*rel).rd_id.to_u32(), key.clone())) == Some(&cid));
     if own_cmd {
         let found = state::with(|b| b.tids.get((*rel).rd_id.to_u32(), &*tid).map(|r| r.tuple.to_vec()));
         if let Some(bytes) = found {
@@ -498,11 +498,19 @@ unsafe extern "C-unwind" fn tuple_lock(
         }
         return pg_sys::TM_Result::TM_Invisible;
     }
-    if fetch_version(rel, tid, std::ptr::null_mut(), slot) {
-        pg_sys::TM_Result::TM_Ok
-    } else {
-        pg_sys::TM_Result::TM_Deleted
+    if !fetch_version(rel, tid, std::ptr::null_mut(), slot) {
+        return pg_sys::TM_Result::TM_Deleted;
     }
+    // FOR UPDATE / FOR NO KEY UPDATE: a lock intent on the row. Another transaction
+    // holding or taking a conflicting one fails with 40001 when the locks are sent
+    // (at the latest when the statement ends); there is no wait queue yet. FOR SHARE
+    // and FOR KEY SHARE (foreign-key checks) take no lock: exclusive intents would
+    // make concurrent sharers conflict with each other.
+    if mode == pg_sys::LockTupleMode::LockTupleExclusive || mode == pg_sys::LockTupleMode::LockTupleNoKeyExclusive {
+        let m = meta_of(rel);
+        state::with(|b| b.push(cid, &m.storage, WriteOp::lock(key))).or_raise();
+    }
+    pg_sys::TM_Result::TM_Ok
 }
 
 #[pg_guard]
