@@ -141,6 +141,11 @@ impl Backend {
     fn statement_ht(&mut self) -> Result<HybridTime, ClientError> {
         // SAFETY: reads backend-global variables.
         let ident = unsafe {
+            if pg_sys::XactIsoLevel == pg_sys::XACT_SERIALIZABLE as i32 && !pg_sys::XactReadOnly {
+                // Snapshot isolation alone would allow write skew: refuse rather than
+                // run SERIALIZABLE with weaker guarantees (issue #5 adds it).
+                crate::error::not_supported("SERIALIZABLE read-write transactions are not supported on Pinax tables yet; use REPEATABLE READ, or SERIALIZABLE READ ONLY");
+            }
             if pg_sys::XactIsoLevel >= pg_sys::XACT_REPEATABLE_READ as i32 {
                 0
             } else {
