@@ -80,6 +80,13 @@ pub fn pinax_am_oid() -> u32 {
     o
 }
 
+/// The `pinax` access method's OID if this backend has looked it up (no catalog
+/// access: safe while a transaction aborts). A backend that never looked it up has
+/// not touched a Pinax relation.
+pub fn pinax_am_oid_cached() -> Option<u32> {
+    AM_OID.with(|a| *a.borrow())
+}
+
 /// Whether `rel` is a Pinax table.
 ///
 /// # Safety

@@ -5,7 +5,9 @@
 //!   send buffered writes and commit the storage transaction (or the autocommit fast
 //!   path). Held index entries are released.
 //! - COMMIT / ABORT: forget transaction state (abort the storage transaction if
-//!   open) and drop storage of dropped relations. These never raise.
+//!   open) and drop the storage of every relation file node PostgreSQL deletes
+//!   (DROP, TRUNCATE, REINDEX, rewrites; on abort, what the transaction created).
+//!   These never raise.
 //! - Subtransactions: the storage cannot yet roll back part of a transaction, so a
 //!   rolled-back subtransaction that wrote to Pinax tables makes COMMIT fail with
 //!   0A000 instead of committing writes PostgreSQL believes undone.
@@ -26,7 +28,53 @@ pub unsafe fn install() {
     pg_sys::RegisterSubXactCallback(Some(subxact_callback), std::ptr::null_mut());
 }
 
-fn drop_storage(names: Vec<String>) {
+/// Whether PostgreSQL will delete relation file nodes when this transaction commits.
+fn pending_file_deletes() -> bool {
+    let mut ptr: *mut pg_sys::RelFileNode = std::ptr::null_mut();
+    // SAFETY: as in `deleted_file_nodes`.
+    unsafe {
+        let n = pg_sys::smgrGetPendingDeletes(true, &mut ptr);
+        if !ptr.is_null() {
+            pg_sys::pfree(ptr.cast());
+        }
+        n > 0
+    }
+}
+
+/// Storage named after every relation file node PostgreSQL deletes as this
+/// transaction ends (`commit`: dropped, truncated, reindexed and rewritten relations'
+/// old file nodes; abort: the file nodes created in it). Which of them were Pinax
+/// tables or indexes is not known any more, so both names are returned; dropping a
+/// storage table that does not exist is a no-op. Called at COMMIT/ABORT, before
+/// PostgreSQL performs those deletions.
+fn deleted_file_nodes(commit: bool) -> Vec<String> {
+    let mut out = Vec::new();
+    // SAFETY: smgrGetPendingDeletes returns a palloc'd array of `n` file nodes (or
+    // NULL when n == 0); backend-local relations are not included.
+    unsafe {
+        if crate::meta::pinax_am_oid_cached().is_none() {
+            return out;
+        }
+        let mut ptr: *mut pg_sys::RelFileNode = std::ptr::null_mut();
+        let n = pg_sys::smgrGetPendingDeletes(commit, &mut ptr);
+        let db = pg_sys::MyDatabaseId.to_u32();
+        for i in 0..n.max(0) as usize {
+            let node = *ptr.add(i);
+            if node.dbNode.to_u32() == db {
+                out.push(crate::state::table_storage_name(db, node.relNode.to_u32()));
+                out.push(crate::state::index_storage_name(db, node.relNode.to_u32()));
+            }
+        }
+        if !ptr.is_null() {
+            pg_sys::pfree(ptr.cast());
+        }
+    }
+    out
+}
+
+fn drop_storage(mut names: Vec<String>) {
+    names.sort();
+    names.dedup();
     if names.is_empty() {
         return;
     }
@@ -47,6 +95,12 @@ unsafe extern "C-unwind" fn xact_callback(event: pg_sys::XactEvent::Type, _arg: 
     match event {
         XACT_EVENT_PRE_COMMIT | XACT_EVENT_PARALLEL_PRE_COMMIT => {
             index::release_held();
+            // Look the access method up while catalog access is still allowed, for
+            // `deleted_file_nodes` at COMMIT (only in a database, and only when there
+            // is something to look at).
+            if pg_sys::MyDatabaseId.to_u32() != 0 && crate::meta::pinax_am_oid_cached().is_none() && pending_file_deletes() {
+                crate::meta::pinax_am_oid();
+            }
             if state::with(|b| b.poisoned) {
                 error::not_supported("pinax: rolling back to a savepoint (or an exception block) after writing to Pinax tables is not supported yet; the transaction is aborted");
             }
@@ -59,12 +113,16 @@ unsafe extern "C-unwind" fn xact_callback(event: pg_sys::XactEvent::Type, _arg: 
         }
         XACT_EVENT_COMMIT | XACT_EVENT_PARALLEL_COMMIT | XACT_EVENT_PREPARE => {
             index::release_held();
-            let drops = state::with(|b| b.end_of_xact(true));
+            let mut drops = state::with(|b| b.end_of_xact(true));
+            if event != XACT_EVENT_PREPARE {
+                drops.extend(deleted_file_nodes(true));
+            }
             drop_storage(drops);
         }
         XACT_EVENT_ABORT | XACT_EVENT_PARALLEL_ABORT => {
             index::forget_held();
-            let drops = state::with(|b| b.end_of_xact(false));
+            let mut drops = state::with(|b| b.end_of_xact(false));
+            drops.extend(deleted_file_nodes(false));
             drop_storage(drops);
         }
         _ => {}
