@@ -112,8 +112,17 @@ fn read_pid(dir: &Path) -> Option<i32> {
     std::fs::read_to_string(pid_file(dir)).ok()?.trim().parse().ok()
 }
 
+/// Whether process `pid` exists and is not a zombie (a killed node whose parent has
+/// not reaped it yet is gone for our purposes).
 fn alive(pid: i32) -> bool {
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok()
+    if nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_err() {
+        return false;
+    }
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // the state follows the parenthesised command name
+        Ok(stat) => stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().next()) != Some("Z"),
+        Err(_) => true,
+    }
 }
 
 fn main() {

@@ -192,15 +192,18 @@ pub fn owner_of(storage: &str) -> Option<u32> {
 /// # Safety
 /// `slot` must hold a row of the table `pk` belongs to.
 pub unsafe fn pk_key(pk: &IndexMeta, slot: *mut pg_sys::TupleTableSlot) -> Vec<u8> {
-    let values: Vec<(pg_sys::Datum, bool)> = pk
-        .heap_attnums
+    build_key(&pk.cols, &column_values(&pk.heap_attnums, slot), pk.hashed)
+}
+
+/// The values of table columns `attnums` (1-based) of the deformed row in `slot`.
+unsafe fn column_values(attnums: &[i16], slot: *mut pg_sys::TupleTableSlot) -> Vec<(pg_sys::Datum, bool)> {
+    attnums
         .iter()
         .map(|a| {
             let i = (*a - 1) as usize;
             (*(*slot).tts_values.add(i), *(*slot).tts_isnull.add(i))
         })
-        .collect();
-    build_key(&pk.cols, &values, pk.hashed)
+        .collect()
 }
 
 /// The key of secondary index `im` for the row in `slot` whose row key is `row_key`.
@@ -218,8 +221,7 @@ pub unsafe fn secondary_key(im: &IndexMeta, slot: *mut pg_sys::TupleTableSlot, v
         }
     };
     let mut k = build_key(&im.cols, vals, true);
-    let enforced = im.unique && (im.nulls_not_distinct || !vals.iter().any(|(_, n)| *n));
-    if !enforced {
+    if !enforced_unique(im, vals) {
         k.extend_from_slice(row_key);
     }
     k
@@ -237,14 +239,7 @@ pub fn enforced_unique(im: &IndexMeta, vals: &[(pg_sys::Datum, bool)]) -> bool {
 /// `slot` must hold a deformed row of the index's table.
 pub unsafe fn index_values(im: &IndexMeta, slot: *mut pg_sys::TupleTableSlot) -> Vec<(pg_sys::Datum, bool)> {
     if im.simple {
-        return im
-            .heap_attnums
-            .iter()
-            .map(|a| {
-                let i = (*a - 1) as usize;
-                (*(*slot).tts_values.add(i), *(*slot).tts_isnull.add(i))
-            })
-            .collect();
+        return column_values(&im.heap_attnums, slot);
     }
     let idx = pg_sys::index_open(pg_sys::Oid::from(im.oid), pg_sys::NoLock as pg_sys::LOCKMODE);
     let ii = pg_sys::BuildIndexInfo(idx);

@@ -144,8 +144,9 @@ if [[ ${#@} == 0 ]]; then
   exec 7> "$fifo"
   ask() { echo "$1" >&7; sleep 1; }
   ask "SELECT 'up', count(*) FROM durable;"
-  kill -9 "$(cat "$dir/pinax.pid")"
-  sleep 0.5
+  node_pid=$(cat "$dir/pinax.pid")
+  kill -9 "$node_pid"
+  for _ in $(seq 1 100); do [[ -e /proc/$node_pid ]] || break; sleep 0.05; done
   ask "SELECT 'down', count(*) FROM durable;"
   "$bin" start --no-postgres --data-dir "$dir" --port "$rpc" --pg-port "$pg" >/dev/null
   ask "SELECT 'back', count(*) FROM durable;"
