@@ -72,8 +72,9 @@ check: deps
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 
 ## Benchmarks (not tests): see bench/README.md.
-bench: build
+bench: build ext
 	bash bench/client_writes.sh
+	PINAX_BIN=$(PINAX_BIN) bash bench/seed.sh
 
 clean-cache:
 	rm -rf $(CARGO_TARGET_DIR)
