@@ -19,7 +19,9 @@ deps:
 	fi
 	@command -v $(CARGO) >/dev/null || { echo "error: cargo not found; install Rust (https://rustup.rs)"; exit 1; }
 
-# CC/CXX go through ccache: see .cargo/config.toml.
+# CC/CXX go through ccache (see .cargo/config.toml); its cache lives with the other
+# build outputs.
+export CCACHE_DIR ?= $(HOME)/.cache/pinax/ccache
 
 # One build serves start, test and bench: `--all-targets` unifies features exactly as
 # `cargo test` does, so the RocksDB C++ build (the slow part) happens once.
