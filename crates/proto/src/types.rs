@@ -15,6 +15,16 @@ pub enum WriteOpKind {
     /// (`SELECT … FOR UPDATE`); writes nothing. A no-op outside transactions and on
     /// a key the transaction already wrote.
     Lock,
+    /// Like `Lock`, but compatible with other transactions' shared locks
+    /// (`FOR SHARE`, `FOR KEY SHARE`, foreign-key checks).
+    LockShared,
+}
+
+impl WriteOpKind {
+    /// `Lock` or `LockShared`.
+    pub fn is_lock(self) -> bool {
+        matches!(self, WriteOpKind::Lock | WriteOpKind::LockShared)
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -37,6 +47,9 @@ impl WriteOp {
     }
     pub fn lock(key: impl Into<Vec<u8>>) -> Self {
         WriteOp { kind: WriteOpKind::Lock, key: key.into(), value: Vec::new() }
+    }
+    pub fn lock_shared(key: impl Into<Vec<u8>>) -> Self {
+        WriteOp { kind: WriteOpKind::LockShared, key: key.into(), value: Vec::new() }
     }
 }
 

@@ -51,6 +51,13 @@ struct WriteState {
     intent_txns: HashSet<TxnId>,
 }
 
+/// The data of a shared lock intent (an exclusive one has none).
+const SHARED_LOCK: &[u8] = &[1];
+
+fn is_shared_lock(r: &IntentRecord) -> bool {
+    r.kind == IntentKind::Lock && r.data == SHARED_LOCK
+}
+
 /// Resolving at least this many intents at once compacts the intents CF afterwards:
 /// a large transaction leaves as many tombstones, which every later intents
 /// iterator over the range would otherwise step over one by one.
@@ -135,7 +142,7 @@ impl<E: KvEngine> Tablet<E> {
                     batch.put(Cf::Regular, &k, &vbuf);
                 }
                 WriteOpKind::Delete => batch.put(Cf::Regular, &k, &keys::encode_tombstone()),
-                WriteOpKind::Lock => {} // checked for conflicts above; nothing to hold
+                WriteOpKind::Lock | WriteOpKind::LockShared => {} // checked above; nothing to hold
             }
         }
         let res = self.engine.write(batch, self.write_opts());
@@ -153,13 +160,14 @@ impl<E: KvEngine> Tablet<E> {
         let write = self.check_ops(ops, Some(txn), Some(read_ht), resolver, &mut batch, !guard.intent_txns.is_empty())?;
         let mut vbuf = Vec::new();
         for (op, _) in ops.iter().zip(write).filter(|(_, w)| *w) {
-            let kind = match op.kind {
-                WriteOpKind::Put | WriteOpKind::Insert => IntentKind::Put,
-                WriteOpKind::Delete => IntentKind::Delete,
-                WriteOpKind::Lock => IntentKind::Lock,
+            let (kind, data): (IntentKind, &[u8]) = match op.kind {
+                WriteOpKind::Put | WriteOpKind::Insert => (IntentKind::Put, &op.value),
+                WriteOpKind::Delete => (IntentKind::Delete, &[]),
+                WriteOpKind::Lock => (IntentKind::Lock, &[]),
+                WriteOpKind::LockShared => (IntentKind::Lock, SHARED_LOCK),
             };
             vbuf.clear();
-            keys::encode_intent_value(&mut vbuf, kind, 0, &op.value);
+            keys::encode_intent_value(&mut vbuf, kind, 0, data);
             batch.put(Cf::Intents, &keys::intent_key(&op.key, txn, seq), &vbuf);
             batch.put(Cf::Intents, &keys::reverse_key(txn, &op.key), &[]);
         }
@@ -186,9 +194,9 @@ impl<E: KvEngine> Tablet<E> {
             if op.kind == WriteOpKind::Insert && state.live {
                 return Err(Error::DuplicateKey { tablet_id: self.id, key: op.key.clone() });
             }
-            write.push(op.kind != WriteOpKind::Lock || !state.own);
+            write.push(!op.kind.is_lock() || !state.own);
             let after = match op.kind {
-                WriteOpKind::Lock => state,
+                WriteOpKind::Lock | WriteOpKind::LockShared => state,
                 kind => KeyState { live: kind != WriteOpKind::Delete, own: true },
             };
             seen.insert(&op.key, after);
@@ -227,6 +235,9 @@ impl<E: KvEngine> Tablet<E> {
         for other in others {
             let recs: Vec<&IntentRecord> = intents.iter().filter(|r| r.txn == other).collect();
             match resolver.status(other, self.clock.now())? {
+                TxnStatus::Pending if kind == WriteOpKind::LockShared && recs.iter().all(|r| is_shared_lock(r)) => {
+                    // shared locks are compatible with each other
+                }
                 TxnStatus::Pending => {
                     return Err(Error::WriteConflict { tablet_id: self.id, other_txn: Some(other), committed_at: None });
                 }

@@ -445,3 +445,37 @@ fn row_locks_exclude_writers_and_lockers_not_readers() {
     w.put("a", "free");
     assert_eq!(w.get_at("a", w.now()).as_deref(), Some("free"));
 }
+
+#[test]
+fn shared_locks_are_compatible_with_each_other_only() {
+    let w = World::new();
+    w.put("p", "parent");
+    let (t1, t2, t3) = (tid(31), tid(32), tid(33));
+    for t in [t1, t2, t3] {
+        w.status.create(t).unwrap();
+    }
+    // two foreign-key checks on the same parent row
+    w.txn_write(t1, 1, w.now(), vec![WriteOp::lock_shared("p")]).unwrap();
+    w.txn_write(t2, 1, w.now(), vec![WriteOp::lock_shared("p")]).unwrap();
+    // a delete, an exclusive locker and a fast-path write of the parent all conflict
+    for op in [WriteOp::delete("p"), WriteOp::lock("p")] {
+        let e = w.txn_write(t3, 1, w.now(), vec![op]).unwrap_err();
+        assert_eq!(e.code(), ErrorCode::SerializationFailure);
+    }
+    let e = w.tablets[1].write_fast(&[WriteOp::delete("p")], None, &w.resolver()).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::SerializationFailure);
+    // a shared locker meets an exclusive lock or a pending write: conflict
+    w.txn_write(t3, 1, w.now(), vec![WriteOp::put("q", "x")]).unwrap();
+    let t4 = tid(34);
+    w.status.create(t4).unwrap();
+    let e = w.txn_write(t4, 1, w.now(), vec![WriteOp::lock_shared("q")]).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::SerializationFailure);
+    // once both sharers end, the parent can go
+    for t in [t1, t2] {
+        let c = w.status.commit(t, all_ids(&w)).unwrap();
+        w.tablets[1].apply_intents(t, c).unwrap();
+    }
+    w.manual.advance(10);
+    w.tablets[1].write_fast(&[WriteOp::delete("p")], None, &w.resolver()).unwrap();
+    assert_eq!(w.get_at("p", w.now()), None);
+}

@@ -104,7 +104,8 @@ if [[ ${#@} == 0 ]]; then
   fi
 fi
 # Row locks across sessions: FOR UPDATE excludes other writers and lockers (they
-# fail with 40001 until #5 adds wait queues), never readers.
+# fail with 40001 until #5 adds wait queues), never readers; FOR KEY SHARE (and
+# foreign-key checks) share.
 if [[ ${#@} == 0 ]]; then
   mkfifo "$dir/a.in" "$dir/b.in"
   psql -X -q -tA -d regress_pinax -v VERBOSITY=terse < "$dir/a.in" > "$dir/a.out" 2>&1 &
@@ -120,15 +121,23 @@ if [[ ${#@} == 0 ]]; then
   b "BEGIN; SELECT 'b locked' FROM durable WHERE id = 1 FOR UPDATE; COMMIT;"
   a "UPDATE durable SET v = 'a' WHERE id = 1 RETURNING 'a updated'; COMMIT;"
   b "UPDATE durable SET v = 'b' || v WHERE id = 1 RETURNING 'b updated', v;"
+  # A foreign-key check takes a shared lock on the parent row: other sharers pass,
+  # a delete of the parent conflicts.
+  a "CREATE TABLE fkp (id int PRIMARY KEY); CREATE TABLE fkc (id int PRIMARY KEY, p int REFERENCES fkp); INSERT INTO fkp VALUES (1);"
+  a "BEGIN; INSERT INTO fkc VALUES (1, 1);"
+  b "BEGIN; SELECT 'b shares' FROM fkp WHERE id = 1 FOR KEY SHARE; COMMIT;"
+  b "DELETE FROM fkp WHERE id = 1;"
+  a "COMMIT; SELECT 'children', count(*) FROM fkc; DROP TABLE fkc, fkp;"
   echo '\q' >&8; echo '\q' >&9
   exec 8>&- 9>&-
   wait "$sa" "$sb" || true
   ao="$(cat "$dir/a.out")"; bo="$(cat "$dir/b.out")"
-  if [[ "$ao" == $'a locked|c4ca4238a0b923820dcc509a6f75849b\na updated' \
+  if [[ "$ao" == $'a locked|c4ca4238a0b923820dcc509a6f75849b\na updated\nchildren|1' \
       && "$(sed -n 1p <<<"$bo")" == "b reads|c4ca4238a0b923820dcc509a6f75849b" \
       && "$(sed -n 2p <<<"$bo")" == "ERROR:  could not serialize access"* \
       && "$(sed -n 3p <<<"$bo")" == "ERROR:  could not serialize access"* \
-      && "$(sed -n 4p <<<"$bo")" == "b updated|ba" && "$(wc -l <<<"$bo")" == 4 ]]; then
+      && "$(sed -n 4p <<<"$bo")" == "b updated|ba" && "$(sed -n 5p <<<"$bo")" == "b shares" \
+      && "$(sed -n 6p <<<"$bo")" == "ERROR:  could not serialize access"* && "$(wc -l <<<"$bo")" == 6 ]]; then
     echo "row locks between sessions: ok"
   else
     echo "row locks between sessions: unexpected output:"; cat "$dir/a.out" "$dir/b.out"; status=1

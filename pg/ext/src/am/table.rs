@@ -501,15 +501,19 @@ unsafe extern "C-unwind" fn tuple_lock(
     if !fetch_version(rel, tid, std::ptr::null_mut(), slot) {
         return pg_sys::TM_Result::TM_Deleted;
     }
-    // FOR UPDATE / FOR NO KEY UPDATE: a lock intent on the row. Another transaction
-    // holding or taking a conflicting one fails with 40001 when the locks are sent
-    // (at the latest when the statement ends); there is no wait queue yet. FOR SHARE
-    // and FOR KEY SHARE (foreign-key checks) take no lock: exclusive intents would
-    // make concurrent sharers conflict with each other.
-    if mode == pg_sys::LockTupleMode::LockTupleExclusive || mode == pg_sys::LockTupleMode::LockTupleNoKeyExclusive {
-        let m = meta_of(rel);
-        state::with(|b| b.push(cid, &m.storage, WriteOp::lock(key))).or_raise();
-    }
+    // A lock intent on the row: exclusive for FOR UPDATE / FOR NO KEY UPDATE, shared
+    // for FOR SHARE / FOR KEY SHARE (foreign-key checks), so sharers do not conflict
+    // with each other. A transaction meeting a conflicting lock or write fails with
+    // 40001 when the locks are sent (at the latest when the statement ends): there is
+    // no wait queue yet, and the two key/no-key strengths are not told apart (a
+    // non-key update conflicts with a foreign-key check).
+    let op = if mode == pg_sys::LockTupleMode::LockTupleExclusive || mode == pg_sys::LockTupleMode::LockTupleNoKeyExclusive {
+        WriteOp::lock(key)
+    } else {
+        WriteOp::lock_shared(key)
+    };
+    let m = meta_of(rel);
+    state::with(|b| b.push(cid, &m.storage, op)).or_raise();
     pg_sys::TM_Result::TM_Ok
 }
 
