@@ -296,3 +296,16 @@ pub fn intents_on_key<S: Snapshot>(snap: &S, key: &[u8]) -> Result<Vec<IntentRec
     it.seek_to_first();
     collect_intent_group(&mut it, esc, false)
 }
+
+/// An iterator over all intents of `snap`, for many [`intents_at`] lookups in key
+/// order (one iterator instead of one per key).
+pub fn all_intents_iter<S: Snapshot>(snap: &S) -> S::Iter<'_> {
+    snap.iter(Cf::Intents, IterOptions { lower: Some(vec![keys::INTENT_PREFIX]), upper: Some(vec![keys::INTENT_PREFIX + 1]), prefix_same_as_start: false })
+}
+
+/// Every intent on `key`, of any transaction, read with `it` (from [`all_intents_iter`]).
+pub fn intents_at<I: KvIterator>(it: &mut I, key: &[u8]) -> Result<Vec<IntentRecord>> {
+    let prefix = keys::intent_key_prefix(key);
+    it.seek(&prefix);
+    collect_intent_group(it, &prefix[1..], false)
+}

@@ -8,7 +8,7 @@ use pinax_codec::keys::{self, IntentKind};
 use pinax_common::{HybridClock, HybridTime, TabletId, TxnId};
 use pinax_engine::{Cf, IterOptions, KvEngine, KvIterator, Snapshot, WriteBatch, WriteOptions};
 use pinax_mvcc::gc::HistoryCutoff;
-use pinax_mvcc::read::{intents_on_key, latest_version, IntentRecord};
+use pinax_mvcc::read::{all_intents_iter, intents_at, intents_on_key, latest_version, IntentRecord};
 use pinax_mvcc::{MvccReader, ReadContext, ScanResult, ScanSpec, TxnStatus, TxnStatusResolver};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -333,18 +333,20 @@ impl<E: KvEngine> Tablet<E> {
         let upper = keys::prefix_upper_bound(&prefix);
         let mut it = snap.iter(Cf::Intents, IterOptions { lower: Some(prefix.clone()), upper, prefix_same_as_start: true });
         it.seek_to_first();
+        let mut ints = all_intents_iter(&snap);
         let mut batch = self.engine.new_batch();
         let mut n = 0;
         while it.valid()? {
             let rkey = it.key().to_vec();
             let (user_key, _) = keys::unescape_prefix(&rkey[prefix.len()..])?;
-            let all = intents_on_key(&snap, &user_key)?;
+            let all = intents_at(&mut ints, &user_key)?;
             let recs: Vec<&IntentRecord> = all.iter().filter(|r| r.txn == txn).collect();
             resolve_key_intents::<E>(&mut batch, &user_key, txn, commit_ht, &recs);
             n += 1;
             it.next();
         }
         drop(it);
+        drop(ints);
         drop(snap);
         if n > 0 {
             self.engine.write(batch, self.write_opts())?;
