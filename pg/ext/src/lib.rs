@@ -5,8 +5,8 @@
 //! - Indexes of Pinax tables are btree in the catalog, Pinax in storage
 //!   (`am/index.rs`); the primary key is the row key (a virtual index).
 //! - Hooks (`hooks/`): DDL options and temp tables (utility), planner facts
-//!   (relation info), drops (object access), statement-end flush (executor),
-//!   transaction lifecycle (xact callbacks).
+//!   (relation info), statement-end flush (executor), transaction lifecycle and
+//!   freeing the storage of deleted file nodes (xact callbacks).
 //! - Per-backend state (`state.rs`): storage client, write buffer, storage
 //!   transaction, read times, TID map (`tid.rs`).
 //! - Errors map to SQLSTATE in one place (`error.rs`).

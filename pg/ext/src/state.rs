@@ -60,9 +60,6 @@ pub struct Backend {
     /// (statement identity, read time).
     stmt: Option<(i64, HybridTime)>,
     pub tids: TidMap,
-    /// Storage tables to drop when the transaction commits / aborts.
-    pub on_commit_drop: Vec<String>,
-    pub on_abort_drop: Vec<String>,
     pub pending_create: Option<CreateOptions>,
     /// Writes so far in this transaction (to tell whether a subtransaction wrote).
     pub writes: u64,
@@ -219,8 +216,7 @@ impl Backend {
     }
 
     /// Forget everything transaction-scoped; abort an open storage transaction.
-    /// Returns the storage tables to drop now.
-    pub fn end_of_xact(&mut self, committed: bool) -> Vec<String> {
+    pub fn end_of_xact(&mut self) {
         self.buf.clear();
         self.buf_ops = 0;
         self.buf_bytes = 0;
@@ -238,13 +234,6 @@ impl Backend {
         self.spec = None;
         self.spec_cid = None;
         self.spec_rows.clear();
-        let commit_drop = std::mem::take(&mut self.on_commit_drop);
-        let abort_drop = std::mem::take(&mut self.on_abort_drop);
-        if committed {
-            commit_drop
-        } else {
-            abort_drop
-        }
     }
 }
 

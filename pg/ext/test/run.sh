@@ -82,8 +82,9 @@ if [[ ${#@} == 0 ]]; then
     echo "restart durability: ok ($after)"
   fi
 fi
-# Storage follows relation file nodes: TRUNCATE, REINDEX and a rolled-back TRUNCATE
-# leave exactly as many storage tables as before (old ones freed at commit).
+# Storage follows relation file nodes: TRUNCATE, REINDEX, a rolled-back TRUNCATE and
+# a rolled-back CREATE leave exactly as many storage tables as before (old ones freed
+# at commit, new ones on abort).
 if [[ ${#@} == 0 ]]; then
   storage_tables() { "$bin" status --addr "127.0.0.1:$rpc" | grep -cE '^  [ti][0-9]+_'; }
   psql_ -d regress_pinax -c "CREATE TABLE leak_t (id int PRIMARY KEY, v text, w int); CREATE INDEX leak_v ON leak_t (v); CREATE UNIQUE INDEX leak_w ON leak_t (w); INSERT INTO leak_t SELECT g, 'v' || g, g FROM generate_series(1, 100) g"
@@ -97,10 +98,12 @@ if [[ ${#@} == 0 ]]; then
   found=$(psql_ -d regress_pinax -tA -c "SET enable_seqscan = off; SELECT string_agg(id::text, ',') FROM leak_t WHERE v IN ('seven', 'eight', 'v3')")
   psql_ -d regress_pinax -c "DROP TABLE leak_t"
   n4=$(storage_tables)
-  if [[ "$n1" == "$n0" && "$n2" == "$n0" && "$n3" == "$n0" && "$n4" == "$((n0 - 3))" && "$found" == "7" ]]; then
+  psql_ -d regress_pinax -c "BEGIN; CREATE TABLE leak_u (id int PRIMARY KEY, v text); CREATE INDEX leak_uv ON leak_u (v); ROLLBACK"
+  n5=$(storage_tables)
+  if [[ "$n1" == "$n0" && "$n2" == "$n0" && "$n3" == "$n0" && "$n4" == "$((n0 - 3))" && "$n5" == "$n4" && "$found" == "7" ]]; then
     echo "storage of truncated, reindexed and dropped relations freed: ok"
   else
-    echo "storage tables: before $n0, after TRUNCATE $n1, after REINDEX $n2, after rolled-back TRUNCATE $n3, after DROP $n4 (want $n0 x4, $((n0 - 3))); rows found '$found' (want 7)"; status=1
+    echo "storage tables: before $n0, after TRUNCATE $n1, after REINDEX $n2, after rolled-back TRUNCATE $n3, after DROP $n4, after rolled-back CREATE $n5 (want $n0 x4, $((n0 - 3)) x2); rows found '$found' (want 7)"; status=1
   fi
 fi
 # Row locks across sessions: FOR UPDATE excludes other writers and lockers (they

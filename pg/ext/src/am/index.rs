@@ -252,7 +252,7 @@ pub unsafe fn build(heap: pg_sys::Relation, idx: pg_sys::Relation, ii: *mut pg_s
     } else {
         let client = state::with(|b| b.client()).or_raise();
         client.call(Request::CreateTable { name: im.storage.clone(), sharding: Sharding::Hash { tablets: guc::tablets() }, if_not_exists: true }).or_raise();
-        state::with(|b| b.on_abort_drop.push(im.storage.clone()));
+        meta::pinax_am_oid(); // for dropping this storage if the transaction aborts (hooks/xact.rs)
         if im.unique {
             meta::register_owner(&im.storage, im.oid);
         }

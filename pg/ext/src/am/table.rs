@@ -552,13 +552,10 @@ unsafe extern "C-unwind" fn relation_set_new_filenode(
             }
         }
     };
-    client.call(Request::CreateTable { name: name.clone(), sharding, if_not_exists: true }).or_raise();
-    state::with(|b| {
-        b.on_abort_drop.push(name);
-        if let Some(o) = old {
-            b.on_commit_drop.push(o);
-        }
-    });
+    client.call(Request::CreateTable { name, sharding, if_not_exists: true }).or_raise();
+    // The old file node's storage goes at commit, this one's on abort, with the file
+    // nodes PostgreSQL deletes (hooks/xact.rs), which needs the AM's OID cached.
+    meta::pinax_am_oid();
 }
 
 #[pg_guard]

@@ -2,7 +2,6 @@
 //! (`install`) and called in turn.
 
 pub mod executor;
-pub mod object_access;
 pub mod relation_info;
 pub mod utility;
 pub mod xact;
@@ -14,7 +13,6 @@ pub mod xact;
 pub unsafe fn install() {
     utility::install();
     relation_info::install();
-    object_access::install();
     executor::install();
     xact::install();
 }

@@ -72,9 +72,7 @@ fn deleted_file_nodes(commit: bool) -> Vec<String> {
     out
 }
 
-fn drop_storage(mut names: Vec<String>) {
-    names.sort();
-    names.dedup();
+fn drop_storage(names: Vec<String>) {
     if names.is_empty() {
         return;
     }
@@ -113,17 +111,15 @@ unsafe extern "C-unwind" fn xact_callback(event: pg_sys::XactEvent::Type, _arg: 
         }
         XACT_EVENT_COMMIT | XACT_EVENT_PARALLEL_COMMIT | XACT_EVENT_PREPARE => {
             index::release_held();
-            let mut drops = state::with(|b| b.end_of_xact(true));
+            state::with(|b| b.end_of_xact());
             if event != XACT_EVENT_PREPARE {
-                drops.extend(deleted_file_nodes(true));
+                drop_storage(deleted_file_nodes(true));
             }
-            drop_storage(drops);
         }
         XACT_EVENT_ABORT | XACT_EVENT_PARALLEL_ABORT => {
             index::forget_held();
-            let mut drops = state::with(|b| b.end_of_xact(false));
-            drops.extend(deleted_file_nodes(false));
-            drop_storage(drops);
+            state::with(|b| b.end_of_xact());
+            drop_storage(deleted_file_nodes(false));
         }
         _ => {}
     }
