@@ -28,48 +28,39 @@ pub unsafe fn install() {
     pg_sys::RegisterSubXactCallback(Some(subxact_callback), std::ptr::null_mut());
 }
 
-/// Whether PostgreSQL will delete relation file nodes when this transaction commits.
-fn pending_file_deletes() -> bool {
+/// The relation file nodes PostgreSQL deletes as this transaction ends (`commit`:
+/// dropped, truncated, reindexed and rewritten relations' old file nodes; abort: the
+/// file nodes created in it). Backend-local relations are not included.
+fn pending_file_nodes(commit: bool) -> Vec<pg_sys::RelFileNode> {
     let mut ptr: *mut pg_sys::RelFileNode = std::ptr::null_mut();
-    // SAFETY: as in `deleted_file_nodes`.
+    // SAFETY: smgrGetPendingDeletes returns a palloc'd array of `n` file nodes (or
+    // NULL when n == 0), copied out before it is freed.
     unsafe {
-        let n = pg_sys::smgrGetPendingDeletes(true, &mut ptr);
-        if !ptr.is_null() {
-            pg_sys::pfree(ptr.cast());
+        let n = pg_sys::smgrGetPendingDeletes(commit, &mut ptr);
+        if ptr.is_null() {
+            return Vec::new();
         }
-        n > 0
+        let nodes = std::slice::from_raw_parts(ptr, n.max(0) as usize).to_vec();
+        pg_sys::pfree(ptr.cast());
+        nodes
     }
 }
 
-/// Storage named after every relation file node PostgreSQL deletes as this
-/// transaction ends (`commit`: dropped, truncated, reindexed and rewritten relations'
-/// old file nodes; abort: the file nodes created in it). Which of them were Pinax
-/// tables or indexes is not known any more, so both names are returned; dropping a
-/// storage table that does not exist is a no-op. Called at COMMIT/ABORT, before
-/// PostgreSQL performs those deletions.
+/// Storage named after every file node of `pending_file_nodes` in this database.
+/// Which of them were Pinax tables or indexes is not known any more, so both names
+/// are returned; dropping a storage table that does not exist is a no-op. Called at
+/// COMMIT/ABORT, before PostgreSQL performs those deletions.
 fn deleted_file_nodes(commit: bool) -> Vec<String> {
-    let mut out = Vec::new();
-    // SAFETY: smgrGetPendingDeletes returns a palloc'd array of `n` file nodes (or
-    // NULL when n == 0); backend-local relations are not included.
-    unsafe {
-        if crate::meta::pinax_am_oid_cached().is_none() {
-            return out;
-        }
-        let mut ptr: *mut pg_sys::RelFileNode = std::ptr::null_mut();
-        let n = pg_sys::smgrGetPendingDeletes(commit, &mut ptr);
-        let db = pg_sys::MyDatabaseId.to_u32();
-        for i in 0..n.max(0) as usize {
-            let node = *ptr.add(i);
-            if node.dbNode.to_u32() == db {
-                out.push(crate::state::table_storage_name(db, node.relNode.to_u32()));
-                out.push(crate::state::index_storage_name(db, node.relNode.to_u32()));
-            }
-        }
-        if !ptr.is_null() {
-            pg_sys::pfree(ptr.cast());
-        }
+    if crate::meta::pinax_am_oid_cached().is_none() {
+        return Vec::new();
     }
-    out
+    // SAFETY: reads a backend-global variable.
+    let db = unsafe { pg_sys::MyDatabaseId }.to_u32();
+    pending_file_nodes(commit)
+        .into_iter()
+        .filter(|n| n.dbNode.to_u32() == db)
+        .flat_map(|n| [crate::state::table_storage_name(db, n.relNode.to_u32()), crate::state::index_storage_name(db, n.relNode.to_u32())])
+        .collect()
 }
 
 fn drop_storage(names: Vec<String>) {
@@ -96,7 +87,7 @@ unsafe extern "C-unwind" fn xact_callback(event: pg_sys::XactEvent::Type, _arg: 
             // Look the access method up while catalog access is still allowed, for
             // `deleted_file_nodes` at COMMIT (only in a database, and only when there
             // is something to look at).
-            if pg_sys::MyDatabaseId.to_u32() != 0 && crate::meta::pinax_am_oid_cached().is_none() && pending_file_deletes() {
+            if pg_sys::MyDatabaseId.to_u32() != 0 && crate::meta::pinax_am_oid_cached().is_none() && !pending_file_nodes(true).is_empty() {
                 crate::meta::pinax_am_oid();
             }
             if state::with(|b| b.poisoned) {
