@@ -46,30 +46,31 @@ psql_ -d postgres -c "CREATE DATABASE regress_pinax TEMPLATE template1"
 psql_ -d postgres -c "CREATE DATABASE regress_heap TEMPLATE template1"
 psql_ -d postgres -c "ALTER DATABASE regress_heap SET default_table_access_method = heap"
 
+schedule_tests() { awk '/^test:/ { for (i = 2; i <= NF; i++) print $i }' "$here/$1"; }
+status=0
+# run_regress DB NAME TEST...: pg_regress in DB, output under $out/NAME; differences
+# are printed and make the run fail.
+run_regress() {
+  local db=$1 name=$2; shift 2
+  mkdir -p "$out/$name"
+  if ! "$regress" --use-existing --host=127.0.0.1 --port="$pg" --user="$superuser" --dbname="$db" \
+      --inputdir="$here" --outputdir="$out/$name" "$@"; then
+    status=1
+    echo "---- regression differences ($name) ----"
+    cat "$out/$name/regression.diffs" 2>/dev/null || true
+  fi
+}
 tests=("$@")
 if [[ ${#tests[@]} == 0 ]]; then
-  mapfile -t tests < <(awk '/^test:/ { for (i = 2; i <= NF; i++) print $i }' "$here/schedule")
+  mapfile -t tests < <(schedule_tests schedule)
 fi
-status=0
 for mode in pinax heap; do
-  mkdir -p "$out/$mode"
-  if ! "$regress" --use-existing --host=127.0.0.1 --port="$pg" --user="$superuser" --dbname="regress_$mode" \
-      --inputdir="$here" --outputdir="$out/$mode" "${tests[@]}"; then
-    status=1
-    echo "---- regression differences ($mode) ----"
-    cat "$out/$mode/regression.diffs" 2>/dev/null || true
-  fi
+  run_regress "regress_$mode" "$mode" "${tests[@]}"
 done
 # Pinax-only tests (no heap twin).
 if [[ ${#@} == 0 ]]; then
-  mapfile -t ptests < <(awk '/^test:/ { for (i = 2; i <= NF; i++) print $i }' "$here/schedule_pinax")
-  mkdir -p "$out/pinax_only"
-  if ! "$regress" --use-existing --host=127.0.0.1 --port="$pg" --user="$superuser" --dbname=regress_pinax \
-      --inputdir="$here" --outputdir="$out/pinax_only" "${ptests[@]}"; then
-    status=1
-    echo "---- regression differences (pinax only) ----"
-    cat "$out/pinax_only/regression.diffs" 2>/dev/null || true
-  fi
+  mapfile -t ptests < <(schedule_tests schedule_pinax)
+  run_regress regress_pinax pinax_only "${ptests[@]}"
   # Restart durability: what was committed survives `pinax stop` + `pinax start`.
   psql_ -d regress_pinax -c "CREATE TABLE durable (id int PRIMARY KEY, v text); INSERT INTO durable SELECT g, md5(g::text) FROM generate_series(1, 5000) g; CREATE INDEX durable_v ON durable (v)"
   before=$(psql_ -d regress_pinax -tA -c "SELECT count(*), sum(id), (SELECT id FROM durable WHERE v = md5('4321')) FROM durable")
