@@ -5,6 +5,7 @@ use std::ffi::CString;
 
 static ADDRESS: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(c"127.0.0.1:7100"));
 static TABLETS: GucSetting<i32> = GucSetting::<i32>::new(8);
+static INDEX_ONLY_FETCH_ROWS: GucSetting<bool> = GucSetting::<bool>::new(false);
 
 pub fn init() {
     GucRegistry::define_string_guc(
@@ -25,6 +26,14 @@ pub fn init() {
         GucContext::Userset,
         GucFlags::default(),
     );
+    GucRegistry::define_bool_guc(
+        c"pinax.index_only_fetch_rows",
+        c"Index-only scans of Pinax indexes fetch every row, as PostgreSQL's own node does without a visibility map.",
+        c"Off (default): they return the index entries alone, which is correct because entries are versioned with their rows. For testing and diagnosis.",
+        &INDEX_ONLY_FETCH_ROWS,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
 }
 
 /// The node daemon's address.
@@ -35,4 +44,9 @@ pub fn address() -> String {
 /// Default tablet count for new tables.
 pub fn tablets() -> u32 {
     TABLETS.get().max(1) as u32
+}
+
+/// Whether index-only scans run PostgreSQL's own node (fetching every row).
+pub fn index_only_fetch_rows() -> bool {
+    INDEX_ONLY_FETCH_ROWS.get()
 }

@@ -15,9 +15,9 @@
 //! scans or range bounds.
 
 use pgrx::pg_sys;
-use pinax_codec::datum::{encode_datum, ColumnOrder, Datum, NullsOrder, SortOrder};
-use pinax_codec::hash::{encode_hash_prefix, hash16};
-use std::ffi::CStr;
+use pinax_codec::datum::{decode_datum, encode_datum, ColumnOrder, Datum, DatumType, NullsOrder, SortOrder};
+use pinax_codec::hash::{encode_hash_prefix, hash16, HASH_PREFIX_LEN};
+use std::ffi::{CStr, CString};
 
 // Type OIDs (pg_type.dat).
 const BOOLOID: u32 = 16;
@@ -148,6 +148,13 @@ impl KeyColumn {
         KeyColumn { kind, typid: base, order, typmod, ordered }
     }
 
+    /// Whether decoding this column's encoding gives back the exact datum stored
+    /// (index-only scans may return it): not for floats (`-0` and NaN payloads are
+    /// normalized), numeric (display scale), char(n) (padding) or cstring.
+    pub fn returnable(&self) -> bool {
+        !matches!(self.kind, KeyKind::Float4 | KeyKind::Float8 | KeyKind::Numeric | KeyKind::BpChar | KeyKind::Raw { typlen: -2, .. })
+    }
+
     /// Append the encoding of `(value, isnull)` to `out`.
     ///
     /// # Safety
@@ -225,6 +232,97 @@ unsafe fn to_codec(kind: KeyKind, value: pg_sys::Datum) -> Datum {
             }
         }
     }
+}
+
+fn datum_type(kind: KeyKind) -> DatumType {
+    match kind {
+        KeyKind::Bool => DatumType::Bool,
+        KeyKind::Int2 | KeyKind::Char => DatumType::Int2,
+        KeyKind::Int4 => DatumType::Int4,
+        KeyKind::Int8 | KeyKind::Oid | KeyKind::Time => DatumType::Int8,
+        KeyKind::Float4 => DatumType::Float4,
+        KeyKind::Float8 => DatumType::Float8,
+        KeyKind::Numeric => DatumType::Numeric,
+        KeyKind::Text | KeyKind::BpChar | KeyKind::Name | KeyKind::Bytea => DatumType::Bytea,
+        KeyKind::Date => DatumType::Date,
+        KeyKind::Timestamp => DatumType::Timestamp,
+        KeyKind::TimestampTz => DatumType::TimestampTz,
+        KeyKind::Uuid => DatumType::Uuid,
+        KeyKind::Raw { byval: true, .. } => DatumType::Int8,
+        KeyKind::Raw { .. } => DatumType::Bytea,
+    }
+}
+
+/// Turn a decoded key column back into a PostgreSQL datum of the column's type.
+unsafe fn to_pg(col: &KeyColumn, d: &Datum) -> Option<pg_sys::Datum> {
+    Some(match (col.kind, d) {
+        (_, Datum::Null) => return None,
+        (_, Datum::Bool(b)) => pg_sys::Datum::from(*b),
+        (_, Datum::Int2(v)) => pg_sys::Datum::from(*v as i64),
+        (_, Datum::Int4(v)) => pg_sys::Datum::from(*v as i64),
+        (_, Datum::Int8(v)) => pg_sys::Datum::from(*v),
+        (_, Datum::Float4(v)) => pg_sys::Datum::from(v.to_bits() as u64),
+        (_, Datum::Float8(v)) => pg_sys::Datum::from(v.to_bits()),
+        (_, Datum::Date(v)) => pg_sys::Datum::from(*v as i64),
+        (_, Datum::Timestamp(v)) | (_, Datum::TimestampTz(v)) => pg_sys::Datum::from(*v),
+        (_, Datum::Numeric(s)) => {
+            let c = CString::new(s.as_str()).ok()?;
+            pg_sys::OidInputFunctionCall(pg_sys::Oid::from(1701u32), c.as_ptr() as *mut _, pg_sys::Oid::from(1700u32), -1)
+        }
+        (_, Datum::Uuid(u)) => {
+            let p = pg_sys::palloc(16) as *mut u8;
+            std::ptr::copy_nonoverlapping(u.as_ptr(), p, 16);
+            pg_sys::Datum::from(p)
+        }
+        (KeyKind::Name, Datum::Bytea(b)) => {
+            let p = pg_sys::palloc0(pg_sys::NAMEDATALEN as usize) as *mut u8;
+            std::ptr::copy_nonoverlapping(b.as_ptr(), p, b.len().min(pg_sys::NAMEDATALEN as usize - 1));
+            pg_sys::Datum::from(p)
+        }
+        (KeyKind::Raw { typlen, .. }, Datum::Bytea(b)) if typlen > 0 => {
+            let p = pg_sys::palloc(b.len()) as *mut u8;
+            std::ptr::copy_nonoverlapping(b.as_ptr(), p, b.len());
+            pg_sys::Datum::from(p)
+        }
+        (KeyKind::Raw { typlen: -2, .. }, Datum::Bytea(b)) => {
+            let c = CString::new(b.clone()).ok()?;
+            pg_sys::Datum::from(pg_sys::pstrdup(c.as_ptr()))
+        }
+        (KeyKind::BpChar, Datum::Bytea(b)) => {
+            // char(n) keys are stored without their padding; show them padded.
+            let mut b = b.clone();
+            if col.typmod >= 4 {
+                let n = (col.typmod - 4) as usize;
+                let chars = String::from_utf8_lossy(&b).chars().count();
+                b.extend(std::iter::repeat_n(b' ', n.saturating_sub(chars)));
+            }
+            pg_sys::Datum::from(pg_sys::cstring_to_text_with_len(b.as_ptr() as *const _, b.len() as i32))
+        }
+        (_, Datum::Bytea(b)) => pg_sys::Datum::from(pg_sys::cstring_to_text_with_len(b.as_ptr() as *const _, b.len() as i32)),
+        _ => return None,
+    })
+}
+
+
+/// Decode the key columns `cols` from the start of `key` (after the hash prefix when
+/// `hashed`) into PostgreSQL datums (palloc'd in the current memory context), or
+/// `None` when the key does not decode. Values are exact only for columns whose
+/// [`KeyColumn::returnable`] is true (others are normalized or unpadded).
+///
+/// # Safety
+/// Inside a PostgreSQL backend (allocates, may call type input functions).
+pub unsafe fn decode_key(cols: &[KeyColumn], key: &[u8], hashed: bool) -> Option<Vec<(pg_sys::Datum, bool)>> {
+    let mut rest = if hashed { key.get(HASH_PREFIX_LEN..)? } else { key };
+    let mut out = Vec::with_capacity(cols.len());
+    for c in cols {
+        let d = decode_datum(&mut rest, datum_type(c.kind), c.order).ok()?;
+        match to_pg(c, &d) {
+            Some(v) => out.push((v, false)),
+            None if matches!(d, Datum::Null) => out.push((pg_sys::Datum::from(0usize), true)),
+            None => return None,
+        }
+    }
+    Some(out)
 }
 
 /// Byte that starts a generated row id key (after the hash prefix, if any).

@@ -18,7 +18,7 @@
 //! storage (insert-if-absent of a key without the row key).
 
 use crate::error::{self, OrRaise};
-use crate::keys::{build_key, prefix_end, KeyColumn, KeyKind};
+use crate::keys::{build_key, decode_key, prefix_end, KeyColumn, KeyKind};
 use crate::meta::{self, enforced_unique, index_meta, pk_key, secondary_key, IndexMeta, TableMeta};
 use crate::scan::{snapshot_cid, Pager};
 use crate::state;
@@ -201,7 +201,10 @@ unsafe fn meta_for(heap: pg_sys::Relation, idx: pg_sys::Relation) -> (Rc<TableMe
 }
 
 /// `ExecQual` (an inline function in C).
-unsafe fn exec_qual(state: *mut pg_sys::ExprState, econtext: *mut pg_sys::ExprContext) -> bool {
+///
+/// # Safety
+/// A valid (or null) expression state and expression context.
+pub unsafe fn exec_qual(state: *mut pg_sys::ExprState, econtext: *mut pg_sys::ExprContext) -> bool {
     if state.is_null() {
         return true;
     }
@@ -421,6 +424,7 @@ type Range = (Vec<u8>, Option<Vec<u8>>);
 
 struct IndexScanState {
     pager: Option<Pager>,
+    index: Rc<IndexMeta>,
     ranges: VecDeque<Range>,
     started: bool,
     reverse: bool,
@@ -435,6 +439,17 @@ struct IndexScanState {
 struct Opaque {
     cb: pg_sys::MemoryContextCallback,
     state: *mut IndexScanState,
+    /// The memory context the scan lives in.
+    scan_cxt: pg_sys::MemoryContext,
+    /// Memory of the index tuple handed out (reset for each one); made on first use.
+    tuple_cxt: pg_sys::MemoryContext,
+    /// Slot to deform table rows in (primary-key index-only scans); made on first use.
+    row_slot: *mut pg_sys::TupleTableSlot,
+    /// Set by the Pinax index-only scan node (am/index_only.rs): it never uses the
+    /// TIDs, so rows are neither fetched nor registered.
+    no_tids: bool,
+    /// Bit `i`: index column `i` must be returned (the others may be left NULL).
+    needed: u64,
 }
 
 #[pg_guard]
@@ -452,6 +467,8 @@ unsafe extern "C-unwind" fn ambeginscan(idx: pg_sys::Relation, nkeys: i32, norde
     let o = pg_sys::palloc0(std::mem::size_of::<Opaque>()) as *mut Opaque;
     (*o).cb.func = Some(free_opaque);
     (*o).cb.arg = o.cast();
+    (*o).scan_cxt = pg_sys::CurrentMemoryContext;
+    (*o).needed = u64::MAX;
     pg_sys::MemoryContextRegisterResetCallback(pg_sys::CurrentMemoryContext, &mut (*o).cb);
     (*scan).opaque = o.cast();
     scan
@@ -629,13 +646,18 @@ unsafe extern "C-unwind" fn amgettuple(scan: pg_sys::IndexScanDesc, direction: p
     if (*o).state.is_null() {
         let heap = (*scan).heapRelation;
         let (m, im) = meta_for(heap, (*scan).indexRelation);
-        let keys = std::slice::from_raw_parts((*scan).keyData, (*scan).numberOfKeys as usize);
+        let keys: &[pg_sys::ScanKeyData] = if (*scan).keyData.is_null() || (*scan).numberOfKeys <= 0 {
+            &[]
+        } else {
+            std::slice::from_raw_parts((*scan).keyData, (*scan).numberOfKeys as usize)
+        };
         let mut rs: VecDeque<Range> = ranges(&im, keys).into();
         if reverse {
             rs = rs.into_iter().rev().collect();
         }
         let st = IndexScanState {
             pager: None,
+            index: im.clone(),
             ranges: rs,
             started: false,
             reverse,
@@ -662,6 +684,16 @@ unsafe extern "C-unwind" fn amgettuple(scan: pg_sys::IndexScanDesc, direction: p
             st.pager = None;
             continue;
         };
+        if (*scan).xs_want_itup {
+            form_index_tuple(scan, o, &st.index, st.relid, &key, &value);
+            if (*o).no_tids {
+                // An index entry is written and deleted with its row, by the same
+                // command: the entry this read point sees names a row it sees.
+                (*scan).xs_heaptid = NO_TID;
+                (*scan).xs_recheck = true;
+                return true;
+            }
+        }
         let (row_key, row) = if st.is_pk {
             (key, value)
         } else {
@@ -675,4 +707,91 @@ unsafe extern "C-unwind" fn amgettuple(scan: pg_sys::IndexScanDesc, direction: p
         (*scan).xs_recheck = true;
         return true;
     }
+}
+
+/// The TID of rows an index-only scan returns without registering them (valid, but
+/// names no row).
+const NO_TID: pg_sys::ItemPointerData = pg_sys::ItemPointerData { ip_blkid: pg_sys::BlockIdData { bi_hi: 0, bi_lo: 0 }, ip_posid: 1 };
+
+/// Let index-only scan `scan` (its Pinax node, am/index_only.rs) skip TIDs: rows are
+/// not fetched or registered, only the index tuple is returned, with the columns in
+/// `needed` (bit `i`: column `i`) filled in.
+///
+/// # Safety
+/// `scan` must be a scan of an index using the Pinax routine.
+pub unsafe fn set_index_only(scan: pg_sys::IndexScanDesc, needed: u64) {
+    (*scan).xs_want_itup = true;
+    let o = (*scan).opaque as *mut Opaque;
+    (*o).no_tids = true;
+    (*o).needed = needed;
+}
+
+/// Whether `idx` uses the Pinax index routine.
+///
+/// # Safety
+/// `idx` must be a valid index relation.
+pub unsafe fn is_pinax_index(idx: pg_sys::Relation) -> bool {
+    (*idx).rd_indam == routine()
+}
+
+/// Whether index-only scans may return column `col` (0-based) of index `im`: every
+/// column of the primary key (taken from the row), and the key columns of a
+/// secondary index whose encoding decodes exactly (INCLUDE columns are not stored).
+pub fn can_return(im: &IndexMeta, col: usize, heap_attnum: i16) -> bool {
+    if im.is_pk {
+        heap_attnum > 0
+    } else {
+        im.cols.get(col).is_some_and(|c| c.returnable())
+    }
+}
+
+/// Hand the index columns of entry `key` → `value` to the executor as `xs_hitup`
+/// (valid until the next entry): from the row for the primary key (`value` is the
+/// row), decoded from the key for a secondary index (columns that cannot be
+/// returned are NULL; the planner never asks for them).
+unsafe fn form_index_tuple(scan: pg_sys::IndexScanDesc, o: *mut Opaque, im: &IndexMeta, relid: u32, key: &[u8], value: &[u8]) {
+    if (*o).tuple_cxt.is_null() {
+        (*o).tuple_cxt = pg_sys::AllocSetContextCreateInternal((*o).scan_cxt, c"pinax index tuple".as_ptr(), 0, 8 * 1024, 8 * 1024 * 1024);
+    }
+    pg_sys::MemoryContextReset((*o).tuple_cxt);
+    let old = pg_sys::MemoryContextSwitchTo((*o).tuple_cxt);
+    let idx = (*scan).indexRelation;
+    let desc = (*idx).rd_att;
+    let natts = (*desc).natts as usize;
+    let mut values = [pg_sys::Datum::from(0usize); pg_sys::INDEX_MAX_KEYS as usize];
+    let mut isnull = [true; pg_sys::INDEX_MAX_KEYS as usize];
+    let needed = (*o).needed;
+    let wanted = |i: usize| i < 64 && needed & (1 << i) != 0;
+    if needed == 0 {
+        // Nothing is read (count(*)): an all-NULL tuple.
+    } else if im.is_pk {
+        if (*o).row_slot.is_null() {
+            // A descriptor copy: not reference-counted, so the slot needs no release.
+            pg_sys::MemoryContextSwitchTo((*o).scan_cxt);
+            let tdesc = pg_sys::CreateTupleDescCopyConstr((*(*scan).heapRelation).rd_att);
+            (*o).row_slot = pg_sys::MakeSingleTupleTableSlot(tdesc, &raw const pg_sys::TTSOpsHeapTuple);
+            pg_sys::MemoryContextSwitchTo((*o).tuple_cxt);
+        }
+        let slot = (*o).row_slot;
+        store_tuple(slot, value, NO_TID, pg_sys::Oid::from(relid), None);
+        let indkey = (*(*idx).rd_index).indkey.values.as_slice(natts);
+        for (i, &att) in indkey.iter().enumerate() {
+            if att > 0 && wanted(i) {
+                values[i] = pg_sys::slot_getattr(slot, att as i32, &mut isnull[i]);
+            }
+        }
+    } else if let Some(cols) = decode_key(&im.cols[..im.cols.len().min(64 - needed.leading_zeros() as usize)], key, im.hashed) {
+        for (i, (v, n)) in cols.into_iter().enumerate() {
+            if im.cols[i].returnable() && wanted(i) {
+                values[i] = v;
+                isnull[i] = n;
+            }
+        }
+    } else {
+        pg_sys::MemoryContextSwitchTo(old);
+        error::raise_with(pgrx::PgSqlErrorCode::ERRCODE_DATA_CORRUPTED, "pinax: index entry key does not decode", None);
+    }
+    (*scan).xs_hitup = pg_sys::heap_form_tuple(desc, values.as_mut_ptr(), isnull.as_mut_ptr());
+    (*scan).xs_hitupdesc = desc;
+    pg_sys::MemoryContextSwitchTo(old);
 }

@@ -2,4 +2,5 @@
 //! Pinax tables.
 
 pub mod index;
+pub mod index_only;
 pub mod table;

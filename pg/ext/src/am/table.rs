@@ -672,7 +672,8 @@ unsafe extern "C-unwind" fn relation_estimate_size(rel: pg_sys::Relation, attr_w
     let width = pg_sys::get_rel_data_width(rel, attr_widths) as f64 + 24.0;
     *tuples = ntuples;
     *pages = ((ntuples * width) / pg_sys::BLCKSZ as f64).ceil().max(1.0) as pg_sys::BlockNumber;
-    *allvisfrac = 0.0;
+    // Index-only scans never visit the table (am/index_only.rs).
+    *allvisfrac = 1.0;
 }
 
 #[pg_guard]

@@ -1,7 +1,13 @@
-//! ExecutorEnd hook: inside a transaction block, send a statement's buffered writes
-//! when it ends, so that its errors (unique violations, conflicts) are reported by
-//! that statement and not by a later one or by COMMIT.
+//! Executor hooks.
+//! - ExecutorStart: index-only scans of Pinax indexes run Pinax's node code, which
+//!   skips the visibility map (am/index_only.rs).
+//! - ExecutorEnd: inside a transaction block, send a statement's buffered writes
+//!   when it ends, so that its errors (unique violations, conflicts) are reported by
+//!   that statement and not by a later one or by COMMIT.
 
+use crate::am::index_only;
+use crate::guc;
+use crate::meta;
 use crate::state;
 use crate::violation::OrRaiseFlush;
 use pgrx::pg_guard;
@@ -9,6 +15,7 @@ use pgrx::pg_sys;
 use std::sync::OnceLock;
 
 static PREV: OnceLock<pg_sys::ExecutorEnd_hook_type> = OnceLock::new();
+static PREV_START: OnceLock<pg_sys::ExecutorStart_hook_type> = OnceLock::new();
 
 /// Install the hook (once, from `_PG_init`).
 ///
@@ -17,6 +24,19 @@ static PREV: OnceLock<pg_sys::ExecutorEnd_hook_type> = OnceLock::new();
 pub unsafe fn install() {
     let _ = PREV.set(pg_sys::ExecutorEnd_hook);
     pg_sys::ExecutorEnd_hook = Some(executor_end);
+    let _ = PREV_START.set(pg_sys::ExecutorStart_hook);
+    pg_sys::ExecutorStart_hook = Some(executor_start);
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn executor_start(query_desc: *mut pg_sys::QueryDesc, eflags: i32) {
+    match PREV_START.get().copied().flatten() {
+        Some(prev) => prev(query_desc, eflags),
+        None => pg_sys::standard_ExecutorStart(query_desc, eflags),
+    }
+    if meta::pinax_am_oid_cached().is_some() && !guc::index_only_fetch_rows() {
+        index_only::adopt_nodes((*query_desc).planstate);
+    }
 }
 
 #[pg_guard]

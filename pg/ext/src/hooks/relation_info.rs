@@ -1,8 +1,8 @@
 //! get_relation_info_hook: planner facts for Pinax tables and their indexes.
 //!
 //! - no parallel scans;
-//! - Pinax indexes: no index-only scans (rows are always fetched), no bitmap scans,
-//!   no mark/restore; and no sort order unless the keys are stored in order (the
+//! - Pinax indexes: index-only scans return the columns that decode exactly
+//!   (`index::can_return`); no bitmap scans, no mark/restore; and no sort order unless the keys are stored in order (the
 //!   primary key of a range-sharded table on ordered types): hash-sharded keys come
 //!   back in hash order, so the planner must not rely on index order for them.
 //! - marks the indexes hypothetical for selectivity estimation, which otherwise
@@ -51,7 +51,8 @@ unsafe extern "C-unwind" fn get_relation_info(root: *mut pg_sys::PlannerInfo, re
                     (*info).sortopfamily = std::ptr::null_mut();
                 }
                 for c in 0..(*info).ncolumns as usize {
-                    *(*info).canreturn.add(c) = false;
+                    let att = *(*info).indexkeys.add(c) as i16;
+                    *(*info).canreturn.add(c) = im.is_some_and(|im| index::can_return(im, c, att));
                 }
                 (*info).amhasgetbitmap = false;
                 (*info).amcanparallel = false;

@@ -52,3 +52,24 @@ COPY h FROM stdin;
 \.
 SELECT count(*) FROM h WHERE id = 5000;
 DROP TABLE h, r, t16;
+-- Index-only scans return index entries without visiting the table (no visibility
+-- map: entries are versioned with their rows); with pinax.index_only_fetch_rows,
+-- PostgreSQL's own node fetches every row.
+CREATE TABLE ios (id int PRIMARY KEY, a int, f float8, b text);
+CREATE INDEX ios_a ON ios (a);
+CREATE INDEX ios_f ON ios (f);
+INSERT INTO ios SELECT g, g % 10, g / 2.0, 'x' FROM generate_series(1, 100) g;
+ANALYZE ios;
+SET enable_seqscan = off;
+SET enable_bitmapscan = off;
+EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT a FROM ios WHERE a = 3;
+EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT id FROM ios WHERE id = 42;
+SET pinax.index_only_fetch_rows = on;
+EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT a FROM ios WHERE a = 3;
+RESET pinax.index_only_fetch_rows;
+-- Floats are not returned from keys (-0 and NaN are normalized): an index scan.
+EXPLAIN (COSTS OFF) SELECT f FROM ios WHERE f = 1.5;
+SELECT f FROM ios WHERE f = 1.5;
+RESET enable_seqscan;
+RESET enable_bitmapscan;
+DROP TABLE ios;
