@@ -22,6 +22,9 @@ pub struct Txn {
     /// Statement number: writes are tagged with it; reads see writes of lower numbers.
     seq: u32,
     participants: Vec<TabletId>,
+    /// Per participant: its leader's address and the highest statement number
+    /// written there (for rollbacks to a savepoint).
+    participant_writes: Vec<(String, u32)>,
     status_addr: String,
     created: bool,
     state: State,
@@ -32,7 +35,7 @@ impl Txn {
         let id = TxnId(rand::random());
         let read_ht = client.now();
         let status_addr = client.inner.seed.clone();
-        Txn { client, id, read_ht, seq: 1, participants: Vec::new(), status_addr, created: false, state: State::Open }
+        Txn { client, id, read_ht, seq: 1, participants: Vec::new(), participant_writes: Vec::new(), status_addr, created: false, state: State::Open }
     }
 
     pub fn id(&self) -> TxnId {
@@ -95,8 +98,12 @@ impl Txn {
                 self.created = true;
                 self.client.register_txn(self.id, self.status_addr.clone());
             }
-            if !self.participants.contains(&ti.id) {
-                self.participants.push(ti.id);
+            match self.participants.iter().position(|p| *p == ti.id) {
+                Some(i) => self.participant_writes[i].1 = self.participant_writes[i].1.max(self.seq),
+                None => {
+                    self.participants.push(ti.id);
+                    self.participant_writes.push((ti.leader.clone(), self.seq));
+                }
             }
             match self.client.call_at(&ti.leader, write)? {
                 Response::Written { .. } => {}
@@ -104,6 +111,28 @@ impl Txn {
             }
         }
         self.seq += 1;
+        Ok(())
+    }
+
+    /// Roll back to statement `from_seq` (ROLLBACK TO SAVEPOINT): every write and
+    /// lock of statements numbered `from_seq` and later is dropped on every tablet
+    /// written; earlier ones stay. On error the transaction is in an unknown state
+    /// between the two (the caller must not commit it without retrying this).
+    pub fn rollback_to(&mut self, from_seq: u32) -> Result<()> {
+        self.check_open()?;
+        for (tablet, (addr, max_seq)) in self.participants.iter().zip(self.participant_writes.iter_mut()) {
+            if *max_seq < from_seq {
+                continue; // nothing written there since
+            }
+            match self.client.call_at(addr, Request::RollbackTxn { tablet: *tablet, txn: self.id, from_seq }) {
+                Ok(Response::Done) => {}
+                // A dropped table's tablet: nothing left to roll back.
+                Err(ClientError::Rpc(e)) if e.code == pinax_common::ErrorCode::TabletNotFound => {}
+                Ok(r) => return Err(ClientError::Protocol(format!("unexpected response {r:?}"))),
+                Err(e) => return Err(e),
+            }
+            *max_seq = from_seq.saturating_sub(1);
+        }
         Ok(())
     }
 

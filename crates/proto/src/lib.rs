@@ -95,6 +95,9 @@ pub enum Request {
     CommitTxn { txn: TxnId, participants: Vec<TabletId> },
     AbortTxn { txn: TxnId, participants: Vec<TabletId> },
     TxnStatus { txn: TxnId, read_ht: HybridTime },
+    /// Roll transaction `txn` back to its statement `from_seq` on one tablet (ROLLBACK
+    /// TO SAVEPOINT): its intents of statements `from_seq` and later are dropped.
+    RollbackTxn { tablet: TabletId, txn: TxnId, from_seq: u32 },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -316,6 +316,46 @@ impl<E: KvEngine> Tablet<E> {
         self.resolve_txn(txn, None)
     }
 
+    /// Roll `txn` back to statement `from_seq` (ROLLBACK TO SAVEPOINT): drop its
+    /// intents (writes and locks) of statements numbered `from_seq` and above; its
+    /// earlier intents stay. Returns the number of intents dropped. Idempotent.
+    pub fn rollback_intents(&self, txn: TxnId, from_seq: u32) -> Result<usize> {
+        let _guard = self.write_lock.lock();
+        let snap = self.engine.snapshot();
+        let prefix = keys::reverse_prefix(txn);
+        let upper = keys::prefix_upper_bound(&prefix);
+        let mut it = snap.iter(Cf::Intents, IterOptions { lower: Some(prefix.clone()), upper, prefix_same_as_start: true });
+        it.seek_to_first();
+        let mut ints = all_intents_iter(&snap);
+        let mut batch = self.engine.new_batch();
+        let mut n = 0;
+        while it.valid()? {
+            let rkey = it.key().to_vec();
+            let (user_key, _) = keys::unescape_prefix(&rkey[prefix.len()..])?;
+            let mine: Vec<IntentRecord> = intents_at(&mut ints, &user_key)?.into_iter().filter(|r| r.txn == txn).collect();
+            let mut kept = 0;
+            for r in &mine {
+                if r.seq >= from_seq {
+                    batch.delete(Cf::Intents, &keys::intent_key(&user_key, txn, r.seq));
+                    n += 1;
+                } else {
+                    kept += 1;
+                }
+            }
+            if kept == 0 {
+                batch.delete(Cf::Intents, &rkey);
+            }
+            it.next();
+        }
+        drop(it);
+        drop(ints);
+        drop(snap);
+        if n > 0 {
+            self.engine.write(batch, self.write_opts())?;
+        }
+        Ok(n)
+    }
+
     fn resolve_txn(&self, txn: TxnId, commit_ht: Option<HybridTime>) -> Result<usize> {
         let n = self.resolve_txn_locked(txn, commit_ht)?;
         if n >= COMPACT_AFTER_RESOLVING {

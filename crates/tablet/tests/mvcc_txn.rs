@@ -214,6 +214,48 @@ fn abort_removes_intents() {
 }
 
 #[test]
+fn rollback_to_statement_drops_later_intents_only() {
+    let w = World::new();
+    w.put("a", "old");
+    w.put("b", "old");
+    let txn = tid(7);
+    let other = tid(8);
+    w.status.create(txn).unwrap();
+    w.status.create(other).unwrap();
+    let r = w.now();
+    // statements 1-2 before the savepoint, 3-4 inside it
+    w.txn_write(txn, 1, r, vec![WriteOp::put("a", "s1"), WriteOp::lock("b")]).unwrap();
+    w.txn_write(txn, 2, r, vec![WriteOp::put("z", "s2")]).unwrap();
+    w.txn_write(txn, 3, r, vec![WriteOp::put("a", "s3"), WriteOp::delete("z"), WriteOp::put("n", "s3")]).unwrap();
+    w.txn_write(txn, 4, r, vec![WriteOp::lock("c"), WriteOp::put("y", "s4")]).unwrap();
+    assert_eq!(w.get_ctx("a", ReadContext::in_txn(r, txn, 5)).as_deref(), Some("s3"));
+    let dropped: usize = w.tablets.iter().map(|t| t.rollback_intents(txn, 3).unwrap()).sum();
+    assert_eq!(dropped, 5);
+    assert_eq!(w.tablets.iter().map(|t| t.rollback_intents(txn, 3).unwrap()).sum::<usize>(), 0, "idempotent");
+    // earlier statements' writes are visible again, later ones are gone
+    let at = |k: &str| w.get_ctx(k, ReadContext::in_txn(r, txn, 6));
+    assert_eq!(at("a").as_deref(), Some("s1"));
+    assert_eq!(at("z").as_deref(), Some("s2"));
+    assert_eq!(at("n"), None);
+    assert_eq!(at("y"), None);
+    // the rolled-back lock on c is released; the earlier lock on b is kept
+    let r2 = w.now();
+    w.txn_write(other, 1, r2, vec![WriteOp::lock("c")]).unwrap();
+    let e = w.txn_write(other, 1, r2, vec![WriteOp::put("b", "x")]).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::SerializationFailure);
+    // commit applies exactly what is left
+    let commit = w.status.commit(txn, all_ids(&w)).unwrap();
+    for t in &w.tablets {
+        t.apply_intents(txn, commit).unwrap();
+    }
+    assert_eq!(w.get_at("a", commit).as_deref(), Some("s1"));
+    assert_eq!(w.get_at("b", commit).as_deref(), Some("old"));
+    assert_eq!(w.get_at("z", commit).as_deref(), Some("s2"));
+    assert_eq!(w.get_at("n", commit), None);
+    assert_eq!(w.get_at("y", commit), None);
+}
+
+#[test]
 fn aborted_intent_is_cleaned_by_next_writer() {
     let w = World::new();
     let txn = tid(4);

@@ -242,6 +242,10 @@ impl<F: EngineFactory> Node<F> {
                 }
                 Ok(Response::Done)
             }
+            Request::RollbackTxn { tablet, txn, from_seq } => {
+                let t = self.get_tablet(tablet)?;
+                t.rollback_intents(txn, from_seq).map(|_| Response::Done).map_err(tablet_err)
+            }
             Request::TxnStatus { txn, read_ht } => Ok(Response::TxnStatus(self.status.status(txn, read_ht))),
         }
     }

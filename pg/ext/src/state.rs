@@ -9,6 +9,9 @@
 //! - A transaction that never had to flush early commits its buffer at PRE_COMMIT: one
 //!   table → `Client::write` (one tablet: the single-RPC fast path, no intents);
 //!   otherwise a storage transaction is begun, written and committed.
+//! - Subtransactions own the command ids from their start on: rolling one back drops
+//!   its buffered writes and asks storage to drop the transaction's intents of those
+//!   command ids (`Txn::rollback_to`), which also releases its row locks.
 //! - Reads use the statement's read time (READ COMMITTED: new per statement; REPEATABLE
 //!   READ: one per transaction) and see own writes of commands below the snapshot's
 //!   `curcid`, so a statement never sees its own writes but sees earlier ones.
@@ -61,13 +64,15 @@ pub struct Backend {
     stmt: Option<(i64, HybridTime)>,
     pub tids: TidMap,
     pub pending_create: Option<CreateOptions>,
-    /// Writes so far in this transaction (to tell whether a subtransaction wrote).
+    /// Writes so far in this transaction.
     pub writes: u64,
-    /// (subtransaction id, writes when it started).
-    pub subxacts: Vec<(u32, u64)>,
-    /// Set when a subtransaction that wrote was rolled back: the storage cannot
-    /// undo part of a transaction yet, so it must not commit.
-    pub poisoned: bool,
+    /// Highest command id written (buffered or sent) in this transaction.
+    max_seq: Option<u32>,
+    /// Open subtransactions: (subtransaction id, first command id that belongs to it).
+    subxacts: Vec<(u32, u32)>,
+    /// A rollback to this command id that could not be sent to storage yet: it is
+    /// retried before the next storage operation, and COMMIT fails without it.
+    pending_rollback: Option<u32>,
     /// Command id of the latest row write (index entries are written with it).
     pub last_cid: u32,
     /// Index entries an UPDATE keeps unchanged: (index OID, key). `aminsert` skips them.
@@ -117,6 +122,7 @@ impl Backend {
     /// Queue a write of command `seq` to storage table `table`.
     pub fn push(&mut self, seq: u32, table: &str, op: WriteOp) -> Result<(), FlushError> {
         self.writes += 1;
+        self.max_seq = Some(self.max_seq.map_or(seq, |m| m.max(seq)));
         self.buf_ops += 1;
         self.buf_bytes += op.key.len() + op.value.len() + 16;
         match self.buf.last_mut() {
@@ -161,6 +167,7 @@ impl Backend {
 
     /// Send every buffered write (as part of a storage transaction).
     pub fn flush(&mut self) -> Result<(), FlushError> {
+        self.send_pending_rollback()?;
         if self.buf.is_empty() {
             return Ok(());
         }
@@ -195,8 +202,59 @@ impl Backend {
         })
     }
 
+    /// A subtransaction starts (SAVEPOINT, an exception block): writes of command
+    /// `current_cid` and later belong to it, unless that command id was already
+    /// written before it started. Earlier writes are sent now, so that their errors
+    /// are not taken for the subtransaction's.
+    pub fn start_subxact(&mut self, subid: u32, current_cid: u32) -> Result<(), FlushError> {
+        let from = match self.max_seq {
+            Some(m) => current_cid.max(m.saturating_add(1)),
+            None => current_cid,
+        };
+        self.subxacts.push((subid, from));
+        self.flush()
+    }
+
+    /// A subtransaction commits (RELEASE, end of an exception block): its writes
+    /// become the parent's. They were sent by the caller (PRE_COMMIT_SUB), so their
+    /// errors were raised inside it.
+    pub fn commit_subxact(&mut self, subid: u32) {
+        self.subxacts.retain(|(id, _)| *id < subid);
+    }
+
+    /// A subtransaction aborts (ROLLBACK TO SAVEPOINT, an exception caught): undo
+    /// its writes and locks (and its children's), in the buffer and in storage.
+    /// Never raises: a rollback storage does not take now is retried before the
+    /// next storage operation, and the transaction cannot commit without it.
+    pub fn abort_subxact(&mut self, subid: u32) {
+        self.spec = None;
+        self.unchanged.clear();
+        let Some(pos) = self.subxacts.iter().position(|(id, _)| *id == subid) else { return };
+        let from = self.subxacts[pos].1;
+        self.subxacts.truncate(pos);
+        self.buf.retain(|c| c.seq < from);
+        self.buf_ops = self.buf.iter().map(|c| c.ops.len()).sum();
+        self.buf_bytes = self.buf.iter().flat_map(|c| &c.ops).map(|op| op.key.len() + op.value.len() + 16).sum();
+        self.tids.unsupersede_from(from);
+        self.spec_rows.retain(|_, cid| *cid < from);
+        self.max_seq = self.max_seq.filter(|_| from > 0).map(|m| m.min(from - 1));
+        self.pending_rollback = Some(self.pending_rollback.map_or(from, |p| p.min(from)));
+        // Best effort now (releases the subtransaction's row locks at once).
+        let _ = self.send_pending_rollback();
+    }
+
+    fn send_pending_rollback(&mut self) -> Result<(), FlushError> {
+        let Some(from) = self.pending_rollback else { return Ok(()) };
+        if let Some(txn) = &mut self.txn {
+            txn.rollback_to(from).map_err(|e| FlushError { table: String::new(), error: e })?;
+        }
+        self.pending_rollback = None;
+        Ok(())
+    }
+
     /// PRE_COMMIT: make every write durable, or fail (the transaction then aborts).
     pub fn pre_commit(&mut self) -> Result<(), FlushError> {
+        self.send_pending_rollback()?;
         if self.txn.is_none() && !self.buf.is_empty() {
             let single_table = self.buf.iter().all(|c| c.table == self.buf[0].table);
             if single_table {
@@ -228,8 +286,9 @@ impl Backend {
         self.tids.clear();
         self.pending_create = None;
         self.writes = 0;
+        self.max_seq = None;
         self.subxacts.clear();
-        self.poisoned = false;
+        self.pending_rollback = None;
         self.unchanged.clear();
         self.spec = None;
         self.spec_cid = None;

@@ -89,6 +89,16 @@ impl TidMap {
         }
     }
 
+    /// Undo the marks of commands `cid` and later (their subtransaction rolled
+    /// back: the versions they replaced are current again).
+    pub fn unsupersede_from(&mut self, cid: u32) {
+        for e in &mut self.entries {
+            if e.superseded_by.is_some_and(|c| c >= cid) {
+                e.superseded_by = None;
+            }
+        }
+    }
+
     pub fn len(&self) -> usize {
         self.entries.len()
     }
@@ -131,6 +141,10 @@ mod tests {
         }
         assert!(m.get(8, &tids[0]).is_none(), "another relation's TID");
         m.supersede(&tids[3], 5);
+        m.supersede(&tids[4], 9);
         assert_eq!(m.get(7, &tids[3]).unwrap().superseded_by, Some(5));
+        m.unsupersede_from(6);
+        assert_eq!(m.get(7, &tids[3]).unwrap().superseded_by, Some(5));
+        assert_eq!(m.get(7, &tids[4]).unwrap().superseded_by, None, "rolled back");
     }
 }

@@ -83,9 +83,9 @@ if [[ ${#@} == 0 ]]; then
     echo "restart durability: ok ($after)"
   fi
 fi
-# Storage follows relation file nodes: TRUNCATE, REINDEX, a rolled-back TRUNCATE and
-# a rolled-back CREATE leave exactly as many storage tables as before (old ones freed
-# at commit, new ones on abort).
+# Storage follows relation file nodes: TRUNCATE, REINDEX, a rolled-back TRUNCATE, a
+# rolled-back CREATE and a CREATE in a rolled-back savepoint leave exactly as many
+# storage tables as before (old ones freed at commit, new ones on abort).
 if [[ ${#@} == 0 ]]; then
   storage_tables() { "$bin" status --addr "127.0.0.1:$rpc" | grep -cE '^  [ti][0-9]+_'; }
   psql_ -d regress_pinax -c "CREATE TABLE leak_t (id int PRIMARY KEY, v text, w int); CREATE INDEX leak_v ON leak_t (v); CREATE UNIQUE INDEX leak_w ON leak_t (w); INSERT INTO leak_t SELECT g, 'v' || g, g FROM generate_series(1, 100) g"
@@ -101,15 +101,17 @@ if [[ ${#@} == 0 ]]; then
   n4=$(storage_tables)
   psql_ -d regress_pinax -c "BEGIN; CREATE TABLE leak_u (id int PRIMARY KEY, v text); CREATE INDEX leak_uv ON leak_u (v); ROLLBACK"
   n5=$(storage_tables)
-  if [[ "$n1" == "$n0" && "$n2" == "$n0" && "$n3" == "$n0" && "$n4" == "$((n0 - 3))" && "$n5" == "$n4" && "$found" == "7" ]]; then
+  psql_ -d regress_pinax -c "BEGIN; SAVEPOINT s; CREATE TABLE leak_s (id int PRIMARY KEY, v text); CREATE INDEX leak_sv ON leak_s (v); INSERT INTO leak_s VALUES (1, 'x'); ROLLBACK TO SAVEPOINT s; COMMIT"
+  n6=$(storage_tables)
+  if [[ "$n1" == "$n0" && "$n2" == "$n0" && "$n3" == "$n0" && "$n4" == "$((n0 - 3))" && "$n5" == "$n4" && "$n6" == "$n4" && "$found" == "7" ]]; then
     echo "storage of truncated, reindexed and dropped relations freed: ok"
   else
-    echo "storage tables: before $n0, after TRUNCATE $n1, after REINDEX $n2, after rolled-back TRUNCATE $n3, after DROP $n4, after rolled-back CREATE $n5 (want $n0 x4, $((n0 - 3)) x2); rows found '$found' (want 7)"; status=1
+    echo "storage tables: before $n0, after TRUNCATE $n1, after REINDEX $n2, after rolled-back TRUNCATE $n3, after DROP $n4, after rolled-back CREATE $n5, after CREATE in a rolled-back savepoint $n6 (want $n0 x4, $((n0 - 3)) x3); rows found '$found' (want 7)"; status=1
   fi
 fi
 # Row locks across sessions: FOR UPDATE excludes other writers and lockers (they
-# fail with 40001 until #5 adds wait queues), never readers; FOR KEY SHARE (and
-# foreign-key checks) share.
+# fail with 40001 until #5 adds wait queues), never readers; ROLLBACK TO SAVEPOINT
+# releases the locks taken after it; FOR KEY SHARE (and foreign-key checks) share.
 if [[ ${#@} == 0 ]]; then
   mkfifo "$dir/a.in" "$dir/b.in"
   psql -X -q -tA -d regress_pinax -v VERBOSITY=terse < "$dir/a.in" > "$dir/a.out" 2>&1 &
@@ -125,6 +127,10 @@ if [[ ${#@} == 0 ]]; then
   b "BEGIN; SELECT 'b locked' FROM durable WHERE id = 1 FOR UPDATE; COMMIT;"
   a "UPDATE durable SET v = 'a' WHERE id = 1 RETURNING 'a updated'; COMMIT;"
   b "UPDATE durable SET v = 'b' || v WHERE id = 1 RETURNING 'b updated', v;"
+  # Rolling back to a savepoint releases the locks taken after it.
+  a "BEGIN; SAVEPOINT s; SELECT 'a relocked' FROM durable WHERE id = 1 FOR UPDATE; ROLLBACK TO SAVEPOINT s;"
+  b "BEGIN; SELECT 'b locks after rollback' FROM durable WHERE id = 1 FOR UPDATE; COMMIT;"
+  a "COMMIT;"
   # A foreign-key check takes a shared lock on the parent row: other sharers pass,
   # a delete of the parent conflicts.
   a "CREATE TABLE fkp (id int PRIMARY KEY); CREATE TABLE fkc (id int PRIMARY KEY, p int REFERENCES fkp); INSERT INTO fkp VALUES (1);"
@@ -136,12 +142,13 @@ if [[ ${#@} == 0 ]]; then
   exec 8>&- 9>&-
   wait "$sa" "$sb" || true
   ao="$(cat "$dir/a.out")"; bo="$(cat "$dir/b.out")"
-  if [[ "$ao" == $'a locked|c4ca4238a0b923820dcc509a6f75849b\na updated\nchildren|1' \
+  if [[ "$ao" == $'a locked|c4ca4238a0b923820dcc509a6f75849b\na updated\na relocked\nchildren|1' \
       && "$(sed -n 1p <<<"$bo")" == "b reads|c4ca4238a0b923820dcc509a6f75849b" \
       && "$(sed -n 2p <<<"$bo")" == "ERROR:  could not serialize access"* \
       && "$(sed -n 3p <<<"$bo")" == "ERROR:  could not serialize access"* \
-      && "$(sed -n 4p <<<"$bo")" == "b updated|ba" && "$(sed -n 5p <<<"$bo")" == "b shares" \
-      && "$(sed -n 6p <<<"$bo")" == "ERROR:  could not serialize access"* && "$(wc -l <<<"$bo")" == 6 ]]; then
+      && "$(sed -n 4p <<<"$bo")" == "b updated|ba" && "$(sed -n 5p <<<"$bo")" == "b locks after rollback" \
+      && "$(sed -n 6p <<<"$bo")" == "b shares" \
+      && "$(sed -n 7p <<<"$bo")" == "ERROR:  could not serialize access"* && "$(wc -l <<<"$bo")" == 7 ]]; then
     echo "row locks between sessions: ok"
   else
     echo "row locks between sessions: unexpected output:"; cat "$dir/a.out" "$dir/b.out"; status=1

@@ -182,6 +182,39 @@ pub fn release_held() {
     PATCHED.with(|p| p.borrow_mut().clear());
 }
 
+/// Release the held entries of indexes created in subtransaction `subid`, which is
+/// aborting: PostgreSQL then removes their relcache entries, which must not be
+/// referenced any more.
+pub fn release_created_in(subid: u32) {
+    let mut gone = Vec::new();
+    HELD.with(|h| {
+        h.borrow_mut().retain(|r| {
+            // SAFETY: held entries stay valid while referenced.
+            let created_here = unsafe { (**r).rd_createSubid == subid };
+            if created_here {
+                gone.push(*r);
+            }
+            !created_here
+        })
+    });
+    if gone.is_empty() {
+        return;
+    }
+    // SAFETY: reading and restoring backend globals.
+    let _g = OwnerGuard(unsafe { pg_sys::CurrentResourceOwner });
+    unsafe {
+        if !pg_sys::TopTransactionResourceOwner.is_null() {
+            pg_sys::CurrentResourceOwner = pg_sys::TopTransactionResourceOwner;
+        }
+    }
+    for idx in gone {
+        // SAFETY: each entry was referenced by `hold`/`hold_rel` under the top
+        // transaction's resource owner.
+        unsafe { pg_sys::RelationClose(idx) };
+    }
+    PATCHED.with(|p| p.borrow_mut().clear());
+}
+
 /// Forget the held entries without closing them (abort: the resource owner does).
 pub fn forget_held() {
     HELD.with(|h| h.borrow_mut().clear());

@@ -1,9 +1,10 @@
 //! Executor hooks.
 //! - ExecutorStart: index-only scans of Pinax indexes run Pinax's node code, which
 //!   skips the visibility map (am/index_only.rs).
-//! - ExecutorEnd: inside a transaction block, send a statement's buffered writes
-//!   when it ends, so that its errors (unique violations, conflicts) are reported by
-//!   that statement and not by a later one or by COMMIT.
+//! - ExecutorEnd: inside a transaction block or a subtransaction (an exception
+//!   block), send a statement's buffered writes when it ends, so that its errors
+//!   (unique violations, conflicts) are reported by that statement and not by a
+//!   later one or by COMMIT.
 
 use crate::am::index_only;
 use crate::guc;
@@ -45,7 +46,7 @@ unsafe extern "C-unwind" fn executor_end(query_desc: *mut pg_sys::QueryDesc) {
         Some(prev) => prev(query_desc),
         None => pg_sys::standard_ExecutorEnd(query_desc),
     }
-    if pg_sys::IsTransactionBlock() && state::with(|b| b.has_buffered()) {
+    if (pg_sys::IsTransactionBlock() || pg_sys::IsSubTransaction()) && state::with(|b| b.has_buffered()) {
         state::with(|b| b.flush()).or_raise();
     }
 }

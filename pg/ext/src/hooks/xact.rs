@@ -8,9 +8,11 @@
 //!   open) and drop the storage of every relation file node PostgreSQL deletes
 //!   (DROP, TRUNCATE, REINDEX, rewrites; on abort, what the transaction created).
 //!   These never raise.
-//! - Subtransactions: the storage cannot yet roll back part of a transaction, so a
-//!   rolled-back subtransaction that wrote to Pinax tables makes COMMIT fail with
-//!   0A000 instead of committing writes PostgreSQL believes undone.
+//! - Subtransactions (SAVEPOINT, exception blocks): START_SUB sends earlier writes
+//!   and notes the first command id of the subtransaction; PRE_COMMIT_SUB sends its
+//!   writes (errors are raised inside it); ABORT_SUB drops its buffered writes, rolls
+//!   the storage transaction back to that command id (writes and row locks), and
+//!   drops the storage of relations created in it.
 
 use crate::am::index;
 use crate::error;
@@ -49,7 +51,8 @@ fn pending_file_nodes(commit: bool) -> Vec<pg_sys::RelFileNode> {
 /// Storage named after every file node of `pending_file_nodes` in this database.
 /// Which of them were Pinax tables or indexes is not known any more, so both names
 /// are returned; dropping a storage table that does not exist is a no-op. Called at
-/// COMMIT/ABORT, before PostgreSQL performs those deletions.
+/// COMMIT/ABORT (and subtransaction abort: the file nodes created in it), before
+/// PostgreSQL performs those deletions.
 fn deleted_file_nodes(commit: bool) -> Vec<String> {
     if crate::meta::pinax_am_oid_cached().is_none() {
         return Vec::new();
@@ -90,9 +93,6 @@ unsafe extern "C-unwind" fn xact_callback(event: pg_sys::XactEvent::Type, _arg: 
             if pg_sys::MyDatabaseId.to_u32() != 0 && crate::meta::pinax_am_oid_cached().is_none() && !pending_file_nodes(true).is_empty() {
                 crate::meta::pinax_am_oid();
             }
-            if state::with(|b| b.poisoned) {
-                error::not_supported("pinax: rolling back to a savepoint (or an exception block) after writing to Pinax tables is not supported yet; the transaction is aborted");
-            }
             if let Err(e) = state::with(|b| b.pre_commit()) {
                 violation::raise(e);
             }
@@ -120,23 +120,25 @@ unsafe extern "C-unwind" fn xact_callback(event: pg_sys::XactEvent::Type, _arg: 
 unsafe extern "C-unwind" fn subxact_callback(event: pg_sys::SubXactEvent::Type, my_subid: pg_sys::SubTransactionId, _parent: pg_sys::SubTransactionId, _arg: *mut std::ffi::c_void) {
     use pg_sys::SubXactEvent::*;
     match event {
-        SUBXACT_EVENT_START_SUB => state::with(|b| {
-            let w = b.writes;
-            b.subxacts.push((my_subid, w));
-        }),
-        SUBXACT_EVENT_COMMIT_SUB => state::with(|b| {
-            b.subxacts.retain(|(id, _)| *id < my_subid);
-        }),
-        SUBXACT_EVENT_ABORT_SUB => state::with(|b| {
-            if let Some(pos) = b.subxacts.iter().position(|(id, _)| *id == my_subid) {
-                if b.writes > b.subxacts[pos].1 {
-                    b.poisoned = true;
-                }
-                b.subxacts.truncate(pos);
+        SUBXACT_EVENT_START_SUB => {
+            let cid = pg_sys::GetCurrentCommandId(false);
+            if let Err(e) = state::with(|b| b.start_subxact(my_subid, cid)) {
+                violation::raise(e);
             }
-            b.spec = None;
-            b.unchanged.clear();
-        }),
+        }
+        SUBXACT_EVENT_PRE_COMMIT_SUB => {
+            // Errors of the subtransaction's writes are raised inside it (an
+            // exception block catches them).
+            if let Err(e) = state::with(|b| b.flush()) {
+                violation::raise(e);
+            }
+        }
+        SUBXACT_EVENT_COMMIT_SUB => state::with(|b| b.commit_subxact(my_subid)),
+        SUBXACT_EVENT_ABORT_SUB => {
+            state::with(|b| b.abort_subxact(my_subid));
+            index::release_created_in(my_subid);
+            drop_storage(deleted_file_nodes(false));
+        }
         _ => {}
     }
 }
