@@ -8,7 +8,7 @@ PINAX_DATA_DIR ?= $(if $(filter 0,$(shell id -u)),/var/lib/pinax,$(HOME)/.pinax)
 APT_PACKAGES := build-essential ccache clang libclang-dev pkg-config postgresql-15 postgresql-server-dev-15 postgresql-contrib
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: start stop status test deps build check bench clean-cache ext pgrx sqltest
+.PHONY: start stop status test deps build check bench clean-cache ext pgrx sqltest bank
 
 ## Install what is missing (Debian 12): apt packages and a Rust toolchain check.
 deps:
@@ -65,6 +65,10 @@ test: build ext
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 	cd pg/ext && CARGO_TARGET_DIR=$(EXT_TARGET_DIR) $(CARGO) clippy --locked -- -D warnings
 	PINAX_BIN=$(PINAX_BIN) pg/ext/test/run.sh
+
+## The bank test, long version (8 clients, 60 s per isolation level, 1000 accounts).
+bank: build ext
+	PINAX_BANK_ONLY=1 PINAX_BANK="60 8 1000" PINAX_BIN=$(PINAX_BIN) pg/ext/test/run.sh
 
 ## Only the SQL regression tests (after `make ext`).
 sqltest: build ext

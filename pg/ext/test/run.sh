@@ -46,6 +46,14 @@ psql_ -d postgres -c "CREATE DATABASE regress_pinax TEMPLATE template1"
 psql_ -d postgres -c "CREATE DATABASE regress_heap TEMPLATE template1"
 psql_ -d postgres -c "ALTER DATABASE regress_heap SET default_table_access_method = heap"
 
+# The bank test (bank/bank.sh): PINAX_BANK="SECONDS CLIENTS ACCOUNTS" (short by
+# default); PINAX_BANK_ONLY=1 runs nothing else (`make bank`).
+read -r bank_secs bank_clients bank_accounts <<<"${PINAX_BANK:-5 4 40}"
+if [[ "${PINAX_BANK_ONLY:-0}" == 1 ]]; then
+  "$here/bank/bank.sh" regress_pinax "$bank_secs" "$bank_clients" "$bank_accounts"
+  exit $?
+fi
+
 schedule_tests() { awk '/^test:/ { for (i = 2; i <= NF; i++) print $i }' "$here/$1"; }
 status=0
 # run_regress DB NAME TEST...: pg_regress in DB, output under $out/NAME; differences
@@ -153,6 +161,10 @@ if [[ ${#@} == 0 ]]; then
   else
     echo "row locks between sessions: unexpected output:"; cat "$dir/a.out" "$dir/b.out"; status=1
   fi
+fi
+# Concurrent transfers keep the total and every committed transfer exactly once.
+if [[ ${#@} == 0 ]]; then
+  "$here/bank/bank.sh" regress_pinax "$bank_secs" "$bank_clients" "$bank_accounts" || status=1
 fi
 # The node daemon going away: statements fail with a clear, retryable error
 # (SQLSTATE 57P03) and the same session works again once the daemon is back.
