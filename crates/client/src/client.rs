@@ -85,12 +85,20 @@ impl Client {
 
     /// Send `req` to the node at `addr`.
     pub fn call_at(&self, addr: &str, req: Request) -> Result<Response> {
+        self.call_at_returning(addr, req).0
+    }
+
+    /// [`Client::call_at`], handing the request back (to retry it without a copy).
+    pub fn call_at_returning(&self, addr: &str, req: Request) -> (Result<Response>, Request) {
         let mut conn = loop {
             let pooled = self.inner.pool.lock().get_mut(addr).and_then(|v| v.pop());
             match pooled {
                 Some(c) if c.is_broken() => continue, // the node went away since: drop it
                 Some(c) => break c,
-                None => break Conn::connect(addr, self.inner.opts.connect_timeout)?,
+                None => match Conn::connect(addr, self.inner.opts.connect_timeout) {
+                    Ok(c) => break c,
+                    Err(e) => return (Err(e), req),
+                },
             }
         };
         let env = RequestEnvelope { ht: self.inner.clock.now(), request: req };
@@ -103,12 +111,12 @@ impl Client {
                 if matches!(e, ClientError::Unavailable { .. }) {
                     self.inner.pool.lock().remove(addr);
                 }
-                return Err(e);
+                return (Err(e), env.request);
             }
         };
         self.inner.pool.lock().entry(addr.to_string()).or_default().push(conn);
         self.inner.clock.update(resp.ht);
-        Ok(resp.result?)
+        (resp.result.map_err(ClientError::from), env.request)
     }
 
     pub fn status(&self) -> Result<NodeStatus> {
@@ -275,6 +283,18 @@ impl Client {
     }
 
     /// Start a transaction reading at the client's current hybrid time.
+    /// Wait up to `timeout_ms` for transaction `txn` to end (commit, abort or
+    /// expiry); `waiter`, the waiting transaction, takes part in deadlock detection
+    /// (`ErrorCode::Deadlock` when the wait would close a cycle). Returns `None` if it
+    /// is still running, else whether it committed.
+    pub fn wait_txn(&self, txn: TxnId, waiter: Option<TxnId>, timeout_ms: u32) -> Result<Option<bool>> {
+        // Status records live on the seed node (the transaction status tablet).
+        match self.call(Request::WaitTxn { txn, waiter, timeout_ms })? {
+            Response::Waited { ended, committed } => Ok(ended.then_some(committed)),
+            r => Err(unexpected(r)),
+        }
+    }
+
     pub fn begin(&self) -> Txn {
         Txn::new(self.clone())
     }

@@ -26,6 +26,14 @@ impl ClientError {
             ClientError::TxnFinished => ErrorCode::InvalidRequest,
         }
     }
+    /// The transaction whose pending intent this write conflicted with, if any: the
+    /// write may succeed once it ends ([`crate::Client::wait_txn`]).
+    pub fn blocker(&self) -> Option<pinax_common::TxnId> {
+        match self {
+            ClientError::Rpc(e) if e.code == ErrorCode::SerializationFailure => e.blocker,
+            _ => None,
+        }
+    }
     pub fn is_retryable(&self) -> bool {
         self.code().is_retryable()
     }

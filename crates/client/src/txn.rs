@@ -78,8 +78,18 @@ impl Txn {
     }
 
     /// Write `ops` provisionally as the current statement, then move to the next
-    /// statement (so later reads see these writes).
+    /// statement (so later reads see these writes). A conflict with another
+    /// transaction's pending intent fails at once (see [`Txn::write_waiting`]).
     pub fn write(&mut self, table: &str, ops: Vec<WriteOp>) -> Result<()> {
+        self.write_waiting(table, ops, &mut |_, _| Ok(false))
+    }
+
+    /// [`Txn::write`], but a tablet write that conflicts with another transaction's
+    /// pending intent calls `on_blocked(client, blocker)`: `Ok(true)` (typically
+    /// after [`Client::wait_txn`] saw it end) retries that tablet's write, `Ok(false)`
+    /// returns the conflict, an error is returned as is. Each tablet's write is
+    /// atomic, so retrying one is safe.
+    pub fn write_waiting(&mut self, table: &str, ops: Vec<WriteOp>, on_blocked: &mut dyn FnMut(&Client, TxnId) -> Result<bool>) -> Result<()> {
         self.check_open()?;
         if ops.is_empty() {
             return Ok(());
@@ -105,9 +115,17 @@ impl Txn {
                     self.participant_writes.push((ti.leader.clone(), self.seq));
                 }
             }
-            match self.client.call_at(&ti.leader, write)? {
-                Response::Written { .. } => {}
-                r => return Err(ClientError::Protocol(format!("unexpected response {r:?}"))),
+            let mut req = write;
+            loop {
+                let (res, back) = self.client.call_at_returning(&ti.leader, req);
+                match res {
+                    Ok(Response::Written { .. }) => break,
+                    Ok(r) => return Err(ClientError::Protocol(format!("unexpected response {r:?}"))),
+                    Err(e) => match e.blocker() {
+                        Some(b) if b != self.id && on_blocked(&self.client, b)? => req = back,
+                        _ => return Err(e),
+                    },
+                }
             }
         }
         self.seq += 1;

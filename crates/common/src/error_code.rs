@@ -30,6 +30,9 @@ pub enum ErrorCode {
     DuplicateKey = 23,
     /// A read met a value in its uncertainty window and must restart (40001, retryable).
     ReadRestart = 24,
+    /// Waiting for the transaction holding a conflicting intent would close a cycle of
+    /// waiters: this one is the victim (40P01, retryable).
+    Deadlock = 25,
     /// Node or tablet unavailable, try again (retryable; 57P03/08006 class).
     Unavailable = 30,
     /// Write refused by backpressure (retryable, 53000 class).
@@ -47,6 +50,7 @@ impl ErrorCode {
                 | ErrorCode::SerializationFailure
                 | ErrorCode::TxnAborted
                 | ErrorCode::ReadRestart
+                | ErrorCode::Deadlock
                 | ErrorCode::Unavailable
                 | ErrorCode::Busy
                 | ErrorCode::ShuttingDown
@@ -68,6 +72,7 @@ impl ErrorCode {
             ErrorCode::TxnNotFound => "40001",
             ErrorCode::DuplicateKey => "23505",
             ErrorCode::ReadRestart => "40001",
+            ErrorCode::Deadlock => "40P01",
             ErrorCode::Unavailable => "57P03",
             ErrorCode::Busy => "53000",
             ErrorCode::ShuttingDown => "57P01",

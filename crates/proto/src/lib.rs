@@ -98,6 +98,10 @@ pub enum Request {
     /// Roll transaction `txn` back to its statement `from_seq` on one tablet (ROLLBACK
     /// TO SAVEPOINT): its intents of statements `from_seq` and later are dropped.
     RollbackTxn { tablet: TabletId, txn: TxnId, from_seq: u32 },
+    /// Wait (at most `timeout_ms`) until transaction `txn` is committed or aborted.
+    /// `waiter`: the transaction that waits, for deadlock detection (a wait that
+    /// would close a cycle of waiters fails with `Deadlock`).
+    WaitTxn { txn: TxnId, waiter: Option<TxnId>, timeout_ms: u32 },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -114,6 +118,9 @@ pub enum Response {
     Committed { commit_ht: HybridTime },
     Done,
     TxnStatus(TxnStatus),
+    /// Answer to `WaitTxn`: whether the transaction has ended, and if so whether it
+    /// committed.
+    Waited { ended: bool, committed: bool },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
@@ -124,11 +131,18 @@ pub struct RpcError {
     /// The user key the error is about, when there is one (`DuplicateKey`: the key
     /// that already holds a live row), so the caller can say which row failed.
     pub key: Option<Vec<u8>>,
+    /// The transaction whose pending intent caused a write conflict, which the
+    /// caller may wait for (`WaitTxn`) and then retry.
+    pub blocker: Option<TxnId>,
 }
 
 impl RpcError {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        RpcError { code, message: message.into(), key: None }
+        RpcError { code, message: message.into(), key: None, blocker: None }
+    }
+    pub fn with_blocker(mut self, txn: TxnId) -> Self {
+        self.blocker = Some(txn);
+        self
     }
     pub fn with_key(mut self, key: Vec<u8>) -> Self {
         self.key = Some(key);

@@ -1,7 +1,7 @@
 //! A node: tablets, status tablet, catalog, and the request handler.
 
 use crate::factory::EngineFactory;
-use parking_lot::{Mutex, RwLock};
+use parking_lot::{Condvar, Mutex, RwLock};
 use pinax_common::{ErrorCode, HybridClock, HybridTime, TabletId, TxnId};
 use pinax_engine::CompactionFilterFactory;
 use pinax_master::{Catalog, CatalogError};
@@ -63,6 +63,7 @@ fn tablet_err(e: pinax_tablet::Error) -> RpcError {
     let err = RpcError::new(e.code(), e.to_string());
     match e {
         pinax_tablet::Error::DuplicateKey { key, .. } => err.with_key(key),
+        pinax_tablet::Error::WriteConflict { other_txn: Some(t), .. } => err.with_blocker(t),
         _ => err,
     }
 }
@@ -89,7 +90,14 @@ pub struct Node<F: EngineFactory> {
     shutting_down: AtomicBool,
     last_sweep: Mutex<Instant>,
     requests: AtomicU64,
+    /// Bumped (and waiters woken) whenever a transaction commits, aborts or expires.
+    txn_ended: (Mutex<u64>, Condvar),
+    /// Who waits for whom (waiter → holder), for deadlock detection.
+    waits_for: Mutex<HashMap<TxnId, TxnId>>,
 }
+
+/// Longest single `WaitTxn` (clients wait again to wait longer).
+const MAX_WAIT: Duration = Duration::from_secs(5);
 
 impl<F: EngineFactory> Node<F> {
     /// Open (or create) a node's state: catalog, status tablet, every tablet.
@@ -120,6 +128,8 @@ impl<F: EngineFactory> Node<F> {
             resolutions_rx: Mutex::new(Some(rx)),
             shutting_down: AtomicBool::new(false),
             last_sweep: Mutex::new(Instant::now()),
+            txn_ended: (Mutex::new(0), Condvar::new()),
+            waits_for: Mutex::new(HashMap::new()),
             requests: AtomicU64::new(0),
         };
         // Open every tablet of every table in the catalog; drop engines of tablets that
@@ -231,17 +241,20 @@ impl<F: EngineFactory> Node<F> {
             Request::Heartbeat { txn } => self.status.heartbeat(txn).map(|_| Response::Done).map_err(tablet_err),
             Request::CommitTxn { txn, participants } => {
                 let commit_ht = self.status.commit(txn, participants.clone()).map_err(tablet_err)?;
+                self.notify_txn_ended();
                 let _ = self.resolutions.lock().send(Resolution::Apply { txn, commit_ht, participants });
                 Ok(Response::Committed { commit_ht })
             }
             Request::AbortTxn { txn, participants } => {
                 self.status.abort(txn, participants.clone()).map_err(tablet_err)?;
+                self.notify_txn_ended();
                 // Remove intents right away; the background sweep covers failures.
                 if self.resolve_local(txn, None, &participants) {
                     let _ = self.status.mark_resolved(txn);
                 }
                 Ok(Response::Done)
             }
+            Request::WaitTxn { txn, waiter, timeout_ms } => self.wait_txn(txn, waiter, Duration::from_millis(timeout_ms as u64).min(MAX_WAIT)),
             Request::RollbackTxn { tablet, txn, from_seq } => {
                 let t = self.get_tablet(tablet)?;
                 t.rollback_intents(txn, from_seq).map(|_| Response::Done).map_err(tablet_err)
@@ -293,6 +306,53 @@ impl<F: EngineFactory> Node<F> {
 
     /// Apply (`commit_ht = Some`) or remove the intents of `txn` on the local
     /// participants. True when every participant is done.
+    fn notify_txn_ended(&self) {
+        let (lock, cv) = &self.txn_ended;
+        *lock.lock() += 1;
+        cv.notify_all();
+    }
+
+    /// `WaitTxn`: block until `txn` ends or `timeout` passes. A waiter whose wait would
+    /// close a cycle (it waits, transitively, for a transaction waiting for it) is the
+    /// deadlock's victim.
+    fn wait_txn(&self, txn: TxnId, waiter: Option<TxnId>, timeout: Duration) -> Result<Response, RpcError> {
+        if let Some(w) = waiter {
+            let mut waits = self.waits_for.lock();
+            let mut at = txn;
+            for _ in 0..=waits.len() {
+                if at == w {
+                    return Err(err(ErrorCode::Deadlock, "deadlock detected: the transactions wait for each other"));
+                }
+                match waits.get(&at) {
+                    Some(next) => at = *next,
+                    None => break,
+                }
+            }
+            waits.insert(w, txn);
+        }
+        let deadline = Instant::now() + timeout;
+        let (lock, cv) = &self.txn_ended;
+        let status = loop {
+            let seen = *lock.lock();
+            let status = self.status.status(txn, self.clock.now());
+            if !matches!(status, TxnStatus::Pending) {
+                break status;
+            }
+            let mut g = lock.lock();
+            if *g == seen && cv.wait_until(&mut g, deadline).timed_out() {
+                drop(g);
+                break self.status.status(txn, self.clock.now());
+            }
+        };
+        if let Some(w) = waiter {
+            let mut waits = self.waits_for.lock();
+            if waits.get(&w) == Some(&txn) {
+                waits.remove(&w);
+            }
+        }
+        Ok(Response::Waited { ended: !matches!(status, TxnStatus::Pending), committed: matches!(status, TxnStatus::Committed { .. }) })
+    }
+
     fn resolve_local(&self, txn: TxnId, commit_ht: Option<HybridTime>, participants: &[TabletId]) -> bool {
         let mut all = true;
         for p in participants {
@@ -336,6 +396,9 @@ impl<F: EngineFactory> Node<F> {
         // 1. Abort transactions whose client went silent.
         match self.status.expire() {
             Ok(expired) => {
+                if !expired.is_empty() {
+                    self.notify_txn_ended();
+                }
                 for (txn, rec) in expired {
                     tracing::info!(%txn, "transaction expired: no heartbeat");
                     if self.resolve_local(txn, None, &rec.participants) {

@@ -247,3 +247,56 @@ fn concurrent_transfers_keep_the_total() {
     let total: u64 = rows.into_iter().map(|(_, v)| u64::from_be_bytes(v.try_into().unwrap())).sum();
     assert_eq!(total, 100 * ACCOUNTS as u64);
 }
+
+#[test]
+fn conflicts_name_the_blocker_who_can_be_waited_for_and_deadlocks_are_refused() {
+    let n = start(NodeConfig { sync: false, ..NodeConfig::default() });
+    let c = Client::connect(&n.addr).unwrap();
+    c.create_table("w", Sharding::Hash { tablets: 2 }).unwrap();
+    let mut t1 = c.begin();
+    let mut t2 = c.begin();
+    t1.write("w", vec![WriteOp::lock(hash_key(1))]).unwrap();
+    t2.write("w", vec![WriteOp::put(hash_key(2), b"t2".to_vec())]).unwrap();
+    // t2 meets t1's lock: the error names t1
+    let e = t2.write("w", vec![WriteOp::put(hash_key(1), b"t2".to_vec())]).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::SerializationFailure);
+    assert_eq!(e.blocker(), Some(t1.id()));
+    // t1 is still running: a wait times out
+    assert_eq!(c.wait_txn(t1.id(), Some(t2.id()), 50).unwrap(), None);
+    // t1 waits for t2 (in the background); t2 waiting for t1 would close the cycle
+    let (c2, id1, id2) = (c.clone(), t1.id(), t2.id());
+    let waiter = std::thread::spawn(move || c2.wait_txn(id2, Some(id1), 5000));
+    std::thread::sleep(Duration::from_millis(200));
+    let e = c.wait_txn(t1.id(), Some(t2.id()), 1000).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::Deadlock);
+    // the victim aborts: the waiter wakes at once and learns it did not commit
+    let started = std::time::Instant::now();
+    t2.abort().unwrap();
+    assert_eq!(waiter.join().unwrap().unwrap(), Some(false));
+    assert!(started.elapsed() < Duration::from_secs(2));
+    // a blocked write retried after its blocker ends goes through
+    let mut t3 = c.begin();
+    let mut waits = 0;
+    let waiter = std::thread::spawn({
+        let c = c.clone();
+        move || {
+            std::thread::sleep(Duration::from_millis(200));
+            let committed = t1.commit().unwrap().is_some();
+            (c, committed)
+        }
+    });
+    t3.write_waiting("w", vec![WriteOp::put(hash_key(1), b"t3".to_vec())], &mut |client, blocker| {
+        waits += 1;
+        loop {
+            if let Some(committed) = client.wait_txn(blocker, None, 1000)? {
+                // a lock-only holder that committed leaves nothing behind
+                return Ok(committed);
+            }
+        }
+    })
+    .unwrap();
+    assert_eq!(waits, 1);
+    assert!(waiter.join().unwrap().1);
+    t3.commit().unwrap();
+    assert_eq!(c.get("w", &hash_key(1)).unwrap().as_deref(), Some(&b"t3"[..]));
+}

@@ -33,8 +33,15 @@ pub fn sqlstate_for(code: ErrorCode) -> PgSqlErrorCode {
 pub fn message_for(e: &ClientError) -> String {
     match e.code() {
         ErrorCode::SerializationFailure | ErrorCode::TxnAborted | ErrorCode::TxnNotFound | ErrorCode::ReadRestart => {
-            format!("could not serialize access due to concurrent update ({e})")
+            const BASE: &str = "could not serialize access due to concurrent update";
+            let inner = e.to_string();
+            if inner == BASE {
+                BASE.to_string()
+            } else {
+                format!("{BASE} ({inner})")
+            }
         }
+        ErrorCode::Deadlock => "deadlock detected".to_string(),
         ErrorCode::Unavailable => format!("pinax storage is unavailable: {e}"),
         _ => format!("pinax storage error: {e}"),
     }

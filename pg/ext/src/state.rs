@@ -165,8 +165,20 @@ impl Backend {
         Ok(ht)
     }
 
-    /// Send every buffered write (as part of a storage transaction).
+    /// Send every buffered write (as part of a storage transaction). A write that
+    /// meets another transaction's pending intent waits for it to end, as PostgreSQL
+    /// waits for a row lock ([`wait_for`]).
     pub fn flush(&mut self) -> Result<(), FlushError> {
+        self.flush_inner(true)
+    }
+
+    /// [`Backend::flush`], but meeting another transaction's pending intent fails at
+    /// once (NOWAIT, SKIP LOCKED): the error's `blocker()` is set.
+    pub fn flush_nowait(&mut self) -> Result<(), FlushError> {
+        self.flush_inner(false)
+    }
+
+    fn flush_inner(&mut self, wait: bool) -> Result<(), FlushError> {
         self.send_pending_rollback()?;
         if self.buf.is_empty() {
             return Ok(());
@@ -179,9 +191,12 @@ impl Backend {
         let chunks = std::mem::take(&mut self.buf);
         self.buf_ops = 0;
         self.buf_bytes = 0;
+        let me = txn.id();
+        let mut started = None;
         for c in chunks {
             txn.set_seq(c.seq);
-            if let Err(e) = txn.write(&c.table, c.ops) {
+            let res = txn.write_waiting(&c.table, c.ops, &mut |client, blocker| if wait { wait_for(client, blocker, Some(me), &mut started) } else { Ok(false) });
+            if let Err(e) = res {
                 return Err(FlushError { table: c.table, error: e });
             }
         }
@@ -263,7 +278,18 @@ impl Backend {
                 self.buf_ops = 0;
                 self.buf_bytes = 0;
                 let client = self.client().map_err(|e| FlushError { table: table.clone(), error: e })?;
-                return client.write(&table, ops).map(|_| ()).map_err(|e| FlushError { table, error: e });
+                let mut started = None;
+                loop {
+                    // One tablet's write is atomic; several go through a transaction
+                    // that is aborted when it fails: retrying is safe either way.
+                    match client.write(&table, ops.clone()) {
+                        Ok(_) => return Ok(()),
+                        Err(e) => match e.blocker() {
+                            Some(b) if wait_for(&client, b, None, &mut started).map_err(|e| FlushError { table: table.clone(), error: e })? => continue,
+                            _ => return Err(FlushError { table, error: e }),
+                        },
+                    }
+                }
             }
         }
         self.flush()?;
@@ -295,6 +321,37 @@ impl Backend {
         self.spec_rows.clear();
     }
 }
+
+/// Wait for transaction `blocker` (holding an intent a write of `me` met) to end, as
+/// PostgreSQL waits for a row lock: cancel and `statement_timeout` interrupt the
+/// wait, `lock_timeout` ends it with 55P03, and a wait that closes a cycle of
+/// waiters fails with `Deadlock` (40P01). `started`: when this statement began
+/// waiting. Returns whether to retry the write: only if the blocker aborted. One
+/// that committed may have written what this statement, reading before that, did
+/// not see (a foreign-key child of the row it deletes), and nothing re-checks the
+/// statement's reads yet (PostgreSQL's EvalPlanQual): the conflict (40001) stands.
+fn wait_for(client: &Client, blocker: pinax_common::TxnId, me: Option<pinax_common::TxnId>, started: &mut Option<std::time::Instant>) -> Result<bool, ClientError> {
+    let start = *started.get_or_insert_with(std::time::Instant::now);
+    loop {
+        pg_sys::check_for_interrupts!();
+        // SAFETY: reads a GUC variable.
+        let lock_timeout = unsafe { pg_sys::LockTimeout };
+        let mut slice = WAIT_SLICE_MS;
+        if lock_timeout > 0 {
+            let left = (lock_timeout as u128).saturating_sub(start.elapsed().as_millis());
+            if left == 0 {
+                crate::error::raise_with(pgrx::PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE, "canceling statement due to lock timeout", None);
+            }
+            slice = slice.min(left as u32);
+        }
+        if let Some(committed) = client.wait_txn(blocker, me, slice)? {
+            return Ok(!committed);
+        }
+    }
+}
+
+/// Longest single wait before checking for interrupts again.
+const WAIT_SLICE_MS: u32 = 250;
 
 /// Names of storage tables: one per relation file node of a Pinax table or index.
 pub fn table_storage_name(db: u32, relnode: u32) -> String {

@@ -117,9 +117,13 @@ if [[ ${#@} == 0 ]]; then
     echo "storage tables: before $n0, after TRUNCATE $n1, after REINDEX $n2, after rolled-back TRUNCATE $n3, after DROP $n4, after rolled-back CREATE $n5, after CREATE in a rolled-back savepoint $n6 (want $n0 x4, $((n0 - 3)) x3); rows found '$found' (want 7)"; status=1
   fi
 fi
-# Row locks across sessions: FOR UPDATE excludes other writers and lockers (they
-# fail with 40001 until #5 adds wait queues), never readers; ROLLBACK TO SAVEPOINT
-# releases the locks taken after it; FOR KEY SHARE (and foreign-key checks) share.
+# Row locks across sessions (PostgreSQL's behaviour unless noted): FOR UPDATE never
+# blocks readers; NOWAIT fails with 55P03, SKIP LOCKED skips, lock_timeout ends a
+# wait with 55P03; a waiter wakes when the holder ends and gets the row if it rolled
+# back. Noted differences: when the holder commits, the waiter fails with 40001 (no
+# EvalPlanQual re-check yet), also after a foreign-key check's KEY SHARE lock (where
+# PostgreSQL reports the foreign-key violation). ROLLBACK TO SAVEPOINT releases the
+# locks taken after it; FOR KEY SHARE locks share.
 if [[ ${#@} == 0 ]]; then
   mkfifo "$dir/a.in" "$dir/b.in"
   psql -X -q -tA -d regress_pinax -v VERBOSITY=terse < "$dir/a.in" > "$dir/a.out" 2>&1 &
@@ -131,35 +135,82 @@ if [[ ${#@} == 0 ]]; then
   b() { echo "$1" >&9; sleep 0.7; }
   a "BEGIN; SELECT 'a locked', v FROM durable WHERE id = 1 FOR UPDATE;"
   b "SELECT 'b reads', v FROM durable WHERE id = 1;"
-  b "UPDATE durable SET v = 'b' WHERE id = 1 RETURNING 'b updated';"
-  b "BEGIN; SELECT 'b locked' FROM durable WHERE id = 1 FOR UPDATE; COMMIT;"
-  a "UPDATE durable SET v = 'a' WHERE id = 1 RETURNING 'a updated'; COMMIT;"
-  b "UPDATE durable SET v = 'b' || v WHERE id = 1 RETURNING 'b updated', v;"
-  # Rolling back to a savepoint releases the locks taken after it.
-  a "BEGIN; SAVEPOINT s; SELECT 'a relocked' FROM durable WHERE id = 1 FOR UPDATE; ROLLBACK TO SAVEPOINT s;"
-  b "BEGIN; SELECT 'b locks after rollback' FROM durable WHERE id = 1 FOR UPDATE; COMMIT;"
+  b "SELECT 'b nowait' FROM durable WHERE id = 1 FOR UPDATE NOWAIT;"
+  b "SELECT 'b skips', count(*) FROM (SELECT id FROM durable WHERE id IN (1, 2) FOR UPDATE SKIP LOCKED) s;"
+  b "SET lock_timeout = '300ms';"
+  b "UPDATE durable SET v = 'b' WHERE id = 1;"
+  b "RESET lock_timeout;"
+  b "BEGIN; SELECT 'b waited' FROM durable WHERE id = 1 FOR UPDATE;"
+  a "ROLLBACK;"
+  b "UPDATE durable SET v = 'b' WHERE id = 1 RETURNING 'b updated'; COMMIT;"
+  a "BEGIN; UPDATE durable SET v = 'a' WHERE id = 1 RETURNING 'a updated';"
+  b "UPDATE durable SET v = 'b' || v WHERE id = 1;"
   a "COMMIT;"
-  # A foreign-key check takes a shared lock on the parent row: other sharers pass,
-  # a delete of the parent conflicts.
+  b "UPDATE durable SET v = 'b' || v WHERE id = 1 RETURNING 'b updated', v;"
+  a "BEGIN; SAVEPOINT s; SELECT 'a relocked' FROM durable WHERE id = 1 FOR UPDATE; ROLLBACK TO SAVEPOINT s;"
+  b "SELECT 'b locks after rollback' FROM durable WHERE id = 1 FOR UPDATE NOWAIT;"
+  a "COMMIT;"
   a "CREATE TABLE fkp (id int PRIMARY KEY); CREATE TABLE fkc (id int PRIMARY KEY, p int REFERENCES fkp); INSERT INTO fkp VALUES (1);"
   a "BEGIN; INSERT INTO fkc VALUES (1, 1);"
   b "BEGIN; SELECT 'b shares' FROM fkp WHERE id = 1 FOR KEY SHARE; COMMIT;"
   b "DELETE FROM fkp WHERE id = 1;"
-  a "COMMIT; SELECT 'children', count(*) FROM fkc; DROP TABLE fkc, fkp;"
+  a "COMMIT; SELECT 'children', count(*) FROM fkc;"
+  a "DROP TABLE fkc, fkp;"
   echo '\q' >&8; echo '\q' >&9
   exec 8>&- 9>&-
   wait "$sa" "$sb" || true
-  ao="$(cat "$dir/a.out")"; bo="$(cat "$dir/b.out")"
-  if [[ "$ao" == $'a locked|c4ca4238a0b923820dcc509a6f75849b\na updated\na relocked\nchildren|1' \
-      && "$(sed -n 1p <<<"$bo")" == "b reads|c4ca4238a0b923820dcc509a6f75849b" \
-      && "$(sed -n 2p <<<"$bo")" == "ERROR:  could not serialize access"* \
-      && "$(sed -n 3p <<<"$bo")" == "ERROR:  could not serialize access"* \
-      && "$(sed -n 4p <<<"$bo")" == "b updated|ba" && "$(sed -n 5p <<<"$bo")" == "b locks after rollback" \
-      && "$(sed -n 6p <<<"$bo")" == "b shares" \
-      && "$(sed -n 7p <<<"$bo")" == "ERROR:  could not serialize access"* && "$(wc -l <<<"$bo")" == 7 ]]; then
+  want_a=$'a locked|c4ca4238a0b923820dcc509a6f75849b\na updated\na relocked\nchildren|1'
+  want_b=$'b reads|c4ca4238a0b923820dcc509a6f75849b
+ERROR:  could not obtain lock on row in relation "durable"
+b skips|1
+ERROR:  canceling statement due to lock timeout
+b waited
+b updated
+ERROR:  could not serialize access due to concurrent update*
+b updated|ba
+b locks after rollback
+b shares
+ERROR:  could not serialize access due to concurrent update*'
+  ok=1
+  [[ "$(cat "$dir/a.out")" == "$want_a" ]] || ok=0
+  mapfile -t got_b < "$dir/b.out"
+  mapfile -t exp_b <<<"$want_b"
+  [[ ${#got_b[@]} == "${#exp_b[@]}" ]] || ok=0
+  for i in "${!exp_b[@]}"; do
+    # shellcheck disable=SC2053
+    [[ "${got_b[$i]:-}" == ${exp_b[$i]} ]] || ok=0
+  done
+  if [[ $ok == 1 ]]; then
     echo "row locks between sessions: ok"
   else
     echo "row locks between sessions: unexpected output:"; cat "$dir/a.out" "$dir/b.out"; status=1
+  fi
+fi
+# Two transactions waiting for each other: one is the victim (40P01) at once, the
+# other goes on when the victim's locks are gone.
+if [[ ${#@} == 0 ]]; then
+  mkfifo "$dir/c.in" "$dir/d.in"
+  psql -X -q -tA -d regress_pinax -v VERBOSITY=terse < "$dir/c.in" > "$dir/c.out" 2>&1 &
+  sc=$!
+  psql -X -q -tA -d regress_pinax -v VERBOSITY=terse < "$dir/d.in" > "$dir/d.out" 2>&1 &
+  sd=$!
+  exec 8> "$dir/c.in" 9> "$dir/d.in"
+  c() { echo "$1" >&8; sleep 0.7; }
+  d() { echo "$1" >&9; sleep 0.7; }
+  c "BEGIN; UPDATE durable SET v = v WHERE id = 2;"
+  d "BEGIN; UPDATE durable SET v = v WHERE id = 3;"
+  c "UPDATE durable SET v = v WHERE id = 3 RETURNING 'c updated';"
+  d "UPDATE durable SET v = v WHERE id = 2 RETURNING 'd updated';"
+  c "COMMIT;"
+  d "COMMIT;"
+  echo '\q' >&8; echo '\q' >&9
+  exec 8>&- 9>&-
+  wait "$sc" "$sd" || true
+  both="$(cat "$dir/c.out" "$dir/d.out")"
+  if [[ "$(grep -c '^ERROR:  deadlock detected' <<<"$both")" == 1 && "$(grep -cE '^[cd] updated$' <<<"$both")" == 1 && "$(wc -l <<<"$both")" == 2 ]]; then
+    echo "deadlock between sessions: ok"
+  else
+    echo "deadlock between sessions: unexpected output:"; echo "$both"; status=1
   fi
 fi
 # Concurrent transfers keep the total and every committed transfer exactly once.

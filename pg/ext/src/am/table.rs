@@ -477,7 +477,7 @@ unsafe extern "C-unwind" fn tuple_lock(
     slot: *mut pg_sys::TupleTableSlot,
     cid: pg_sys::CommandId,
     mode: pg_sys::LockTupleMode::Type,
-    _wait_policy: pg_sys::LockWaitPolicy::Type,
+    wait_policy: pg_sys::LockWaitPolicy::Type,
     _flags: u8,
     tmfd: *mut pg_sys::TM_FailureData,
 ) -> pg_sys::TM_Result::Type {
@@ -503,18 +503,39 @@ unsafe extern "C-unwind" fn tuple_lock(
     }
     // A lock intent on the row: exclusive for FOR UPDATE / FOR NO KEY UPDATE, shared
     // for FOR SHARE / FOR KEY SHARE (foreign-key checks), so sharers do not conflict
-    // with each other. A transaction meeting a conflicting lock or write fails with
-    // 40001 when the locks are sent (at the latest when the statement ends): there is
-    // no wait queue yet, and the two key/no-key strengths are not told apart (a
-    // non-key update conflicts with a foreign-key check).
+    // with each other (the two key/no-key strengths are not told apart yet: a
+    // non-key update conflicts with a foreign-key check). Locks are sent with the
+    // statement's writes; one meeting another transaction's lock or write waits for
+    // it to end (state.rs), then fails with 40001 if that one changed the row.
     let op = if mode == pg_sys::LockTupleMode::LockTupleExclusive || mode == pg_sys::LockTupleMode::LockTupleNoKeyExclusive {
         WriteOp::lock(key)
     } else {
         WriteOp::lock_shared(key)
     };
     let m = meta_of(rel);
-    state::with(|b| b.push(cid, &m.storage, op)).or_raise();
-    pg_sys::TM_Result::TM_Ok
+    if wait_policy == pg_sys::LockWaitPolicy::LockWaitBlock {
+        state::with(|b| b.push(cid, &m.storage, op)).or_raise();
+        return pg_sys::TM_Result::TM_Ok;
+    }
+    // NOWAIT / SKIP LOCKED: the answer is needed now. Earlier writes go first (they
+    // may wait), then this lock alone, failing at once if the row is locked (one
+    // tablet write: nothing of it is written then).
+    state::with(|b| b.flush()).or_raise();
+    let res = state::with(|b| {
+        b.push(cid, &m.storage, op)?;
+        b.flush_nowait()
+    });
+    match res {
+        Ok(()) => pg_sys::TM_Result::TM_Ok,
+        Err(e) if e.error.blocker().is_some() => {
+            if wait_policy == pg_sys::LockWaitPolicy::LockWaitSkip {
+                return pg_sys::TM_Result::TM_WouldBlock;
+            }
+            let name = std::ffi::CStr::from_ptr((*(*rel).rd_rel).relname.data.as_ptr()).to_string_lossy().into_owned();
+            error::raise_with(pgrx::PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE, format!("could not obtain lock on row in relation \"{name}\""), None)
+        }
+        Err(e) => violation::raise(e),
+    }
 }
 
 #[pg_guard]
