@@ -5,7 +5,7 @@ use crate::error::{ClientError, Result};
 use crate::txn::Txn;
 use parking_lot::Mutex;
 use pinax_common::{ErrorCode, HybridClock, HybridTime, TxnId};
-use pinax_proto::{NodeStatus, ReadPoint, Request, RequestEnvelope, Response, Row, ScanSpec, Sharding, TableInfo, WriteOp};
+use pinax_proto::{NodeStatus, ReadPoint, Request, RequestEnvelope, Response, Row, ScanResult, ScanSpec, Sharding, TableInfo, WriteOp};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
@@ -238,11 +238,27 @@ impl Client {
 
     /// [`Client::scan`] at a given read point; returns the read time used, so that
     /// later pages of the same scan can read at the same time.
-    pub fn scan_at(&self, table: &str, spec: ScanSpec, mut at: ReadPoint) -> Result<(Vec<Row>, HybridTime)> {
+    pub fn scan_at(&self, table: &str, spec: ScanSpec, at: ReadPoint) -> Result<(Vec<Row>, HybridTime)> {
+        let mut rows = Vec::new();
+        let ht = self.scan_each(table, spec, at, |r| rows.extend(r.rows))?;
+        Ok((rows, ht))
+    }
+
+    /// How many rows [`Client::scan_at`] would return (counted in the tablets, no
+    /// rows shipped); `spec.limit` bounds the count.
+    pub fn count_at(&self, table: &str, mut spec: ScanSpec, at: ReadPoint) -> Result<(u64, HybridTime)> {
+        spec.count_only = true;
+        let mut n = 0;
+        let ht = self.scan_each(table, spec, at, |r| n += r.count)?;
+        Ok((n, ht))
+    }
+
+    /// The scan behind [`Client::scan_at`]: each tablet's result pages go to `f`.
+    fn scan_each(&self, table: &str, spec: ScanSpec, mut at: ReadPoint, mut f: impl FnMut(ScanResult)) -> Result<HybridTime> {
         let t = self.table(table)?;
         let first = t.tablet_index_for(&spec.start);
         let last = match &spec.end {
-            Some(e) if e.as_slice() <= spec.start.as_slice() => return Ok((Vec::new(), at.read_ht)),
+            Some(e) if e.as_slice() <= spec.start.as_slice() => return Ok(at.read_ht),
             Some(e) => {
                 // the tablet holding the largest key below `e`
                 let i = t.tablet_index_for(e);
@@ -255,34 +271,35 @@ impl Client {
             None => t.tablets.len() - 1,
         };
         let order: Vec<usize> = if spec.reverse { (first..=last).rev().collect() } else { (first..=last).collect() };
-        let mut rows = Vec::new();
+        let mut found = 0usize;
         for idx in order {
             let ti = &t.tablets[idx];
             let mut s = spec.clone();
             loop {
                 if spec.limit > 0 {
-                    s.limit = spec.limit - rows.len();
+                    s.limit = spec.limit - found;
                 }
                 let (result, read_ht) = match self.call_at(&ti.leader, Request::Scan { tablet: ti.id, spec: s.clone(), at })? {
                     Response::Rows { result, read_ht } => (result, read_ht),
                     r => return Err(unexpected(r)),
                 };
                 at.read_ht = read_ht; // every later tablet reads at the same time
-                rows.extend(result.rows);
-                if spec.limit > 0 && rows.len() >= spec.limit {
-                    return Ok((rows, at.read_ht));
+                found += result.count as usize;
+                let resume = result.resume.clone();
+                f(result);
+                if spec.limit > 0 && found >= spec.limit {
+                    return Ok(at.read_ht);
                 }
-                match result.resume {
+                match resume {
                     Some(r) if spec.reverse => s.end = Some(r),
                     Some(r) => s.start = r,
                     None => break,
                 }
             }
         }
-        Ok((rows, at.read_ht))
+        Ok(at.read_ht)
     }
 
-    /// Start a transaction reading at the client's current hybrid time.
     /// Wait up to `timeout_ms` for transaction `txn` to end (commit, abort or
     /// expiry); `waiter`, the waiting transaction, takes part in deadlock detection
     /// (`ErrorCode::Deadlock` when the wait would close a cycle). Returns `None` if it
@@ -295,6 +312,7 @@ impl Client {
         }
     }
 
+    /// Start a transaction reading at the client's current hybrid time.
     pub fn begin(&self) -> Txn {
         Txn::new(self.clone())
     }

@@ -77,7 +77,7 @@ impl<'a, S: Snapshot, R: TxnStatusResolver + ?Sized> MvccReader<'a, S, R> {
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         let mut end = key.to_vec();
         end.push(0);
-        let spec = ScanSpec { start: key.to_vec(), end: Some(end), reverse: false, limit: 1, max_bytes: 0 };
+        let spec = ScanSpec { start: key.to_vec(), end: Some(end), limit: 1, ..ScanSpec::default() };
         Ok(self.scan(&spec)?.rows.pop().map(|(_, v)| v))
     }
 
@@ -148,17 +148,24 @@ impl<'a, S: Snapshot, R: TxnStatusResolver + ?Sized> MvccReader<'a, S, R> {
                 decided => decided,
             };
             if let Found::Value(v) = visible {
-                let (user_key, _) = keys::unescape_prefix(&esc)?;
-                bytes += user_key.len() + v.len();
-                out.rows.push((user_key, v));
-                let full = (spec.limit > 0 && out.rows.len() >= spec.limit) || (spec.max_bytes > 0 && bytes >= spec.max_bytes);
+                out.count += 1;
+                if !spec.count_only {
+                    let (user_key, _) = keys::unescape_prefix(&esc)?;
+                    bytes += user_key.len() + v.len();
+                    out.rows.push((user_key, v));
+                }
+                let full = (spec.limit > 0 && out.count >= spec.limit as u64) || (spec.max_bytes > 0 && bytes >= spec.max_bytes);
                 if full {
                     let more_intents = match int.as_ref() {
                         Some(i) => i.valid()?,
                         None => false,
                     };
                     if reg.valid()? || more_intents {
-                        let last = &out.rows[out.rows.len() - 1].0;
+                        let last = match out.rows.last() {
+                            Some((k, _)) => k.clone(),
+                            None => keys::unescape_prefix(&esc)?.0,
+                        };
+                        let last = &last;
                         out.resume = Some(if spec.reverse {
                             last.clone()
                         } else {

@@ -16,6 +16,7 @@
 
 pub mod frame;
 pub mod types;
+pub mod wire;
 
 pub use types::*;
 

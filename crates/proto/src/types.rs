@@ -30,8 +30,10 @@ impl WriteOpKind {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WriteOp {
     pub kind: WriteOpKind,
+    #[serde(with = "crate::wire::bytes")]
     pub key: Vec<u8>,
     /// Row bytes; empty for deletes.
+    #[serde(with = "crate::wire::bytes")]
     pub value: Vec<u8>,
 }
 
@@ -79,6 +81,9 @@ pub struct ScanSpec {
     pub limit: usize,
     /// Stop after roughly this many key+value bytes (0 = no limit).
     pub max_bytes: usize,
+    /// Return no rows, only how many are visible (`ScanResult::count`; `limit` then
+    /// bounds the count): `count(*)` through an index-only scan reading no column.
+    pub count_only: bool,
 }
 
 /// A row as storage returns it: (key, value).
@@ -88,8 +93,11 @@ pub type Row = (Vec<u8>, Vec<u8>);
 /// `resume` is the next inclusive start; for a reverse scan, the next exclusive end.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ScanResult {
+    #[serde(with = "crate::wire::rows")]
     pub rows: Vec<Row>,
     pub resume: Option<Vec<u8>>,
+    /// Rows found: `rows.len()`, or for a `count_only` scan the rows counted.
+    pub count: u64,
 }
 
 /// Fate of a transaction as seen by a reader or writer meeting its intent.

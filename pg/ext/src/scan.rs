@@ -40,6 +40,22 @@ impl Pager {
         Pager { storage, start, end, reverse, curcid, at: None, rows: VecDeque::new(), done: false }
     }
 
+    /// How many rows the walk would return, counted in the tablets (no rows are
+    /// shipped): the whole range at once, then `None`.
+    pub fn next_count(&mut self) -> Result<Option<u64>, FlushError> {
+        if self.done {
+            return Ok(None);
+        }
+        let at = self.read_point()?;
+        let mk = |e| FlushError { table: String::new(), error: e };
+        let client = state::with(|b| b.client()).map_err(mk)?;
+        let spec = ScanSpec { start: self.start.clone(), end: self.end.clone(), reverse: self.reverse, ..ScanSpec::default() };
+        let (n, read_ht) = client.count_at(&self.storage, spec, at).map_err(mk)?;
+        self.at = Some(ReadPoint { read_ht, ..at });
+        self.done = true;
+        Ok(Some(n))
+    }
+
     /// The read point this walk uses (taking it if not yet taken).
     pub fn read_point(&mut self) -> Result<ReadPoint, FlushError> {
         if let Some(at) = self.at {
@@ -66,7 +82,7 @@ impl Pager {
         let at = self.read_point()?;
         let mk = |e| FlushError { table: String::new(), error: e };
         let client = state::with(|b| b.client()).map_err(mk)?;
-        let spec = ScanSpec { start: self.start.clone(), end: self.end.clone(), reverse: self.reverse, limit: PAGE_ROWS, max_bytes: 0 };
+        let spec = ScanSpec { start: self.start.clone(), end: self.end.clone(), reverse: self.reverse, limit: PAGE_ROWS, ..ScanSpec::default() };
         let (rows, read_ht) = client.scan_at(&self.storage, spec, at).map_err(mk)?;
         self.at = Some(ReadPoint { read_ht, ..at });
         if rows.len() < PAGE_ROWS {

@@ -457,6 +457,8 @@ type Range = (Vec<u8>, Option<Vec<u8>>);
 
 struct IndexScanState {
     pager: Option<Pager>,
+    /// Entries counted in storage not yet returned (count-only index-only scans).
+    pending: u64,
     index: Rc<IndexMeta>,
     ranges: VecDeque<Range>,
     started: bool,
@@ -483,6 +485,8 @@ struct Opaque {
     no_tids: bool,
     /// Bit `i`: index column `i` must be returned (the others may be left NULL).
     needed: u64,
+    /// The all-NULL tuple returned when no column is needed, made once.
+    empty_tuple: pg_sys::HeapTuple,
 }
 
 #[pg_guard]
@@ -690,6 +694,7 @@ unsafe extern "C-unwind" fn amgettuple(scan: pg_sys::IndexScanDesc, direction: p
         }
         let st = IndexScanState {
             pager: None,
+            pending: 0,
             index: im.clone(),
             ranges: rs,
             started: false,
@@ -711,6 +716,27 @@ unsafe extern "C-unwind" fn amgettuple(scan: pg_sys::IndexScanDesc, direction: p
         if st.pager.is_none() {
             let Some((start, end)) = st.ranges.pop_front() else { return false };
             st.pager = Some(Pager::new(st.index_storage.clone(), start, end, st.reverse, st.curcid));
+        }
+        if (*o).no_tids && (*o).needed == 0 && !st.reverse {
+            // An index-only scan reading no column (count(*)): the tablets count the
+            // entries, and as many all-NULL tuples are returned.
+            if st.pending == 0 {
+                match st.pager.as_mut().expect("pager").next_count().or_raise() {
+                    Some(n) => st.pending = n,
+                    None => {
+                        st.pager = None;
+                        continue;
+                    }
+                }
+                if st.pending == 0 {
+                    continue;
+                }
+            }
+            st.pending -= 1;
+            form_index_tuple(scan, o, &st.index, st.relid, &[], &[]);
+            (*scan).xs_heaptid = NO_TID;
+            (*scan).xs_recheck = false;
+            return true;
         }
         let pager = st.pager.as_mut().expect("pager");
         let Some((key, value)) = pager.next_row().or_raise() else {
@@ -783,6 +809,12 @@ pub fn can_return(im: &IndexMeta, col: usize, heap_attnum: i16) -> bool {
 /// row), decoded from the key for a secondary index (columns that cannot be
 /// returned are NULL; the planner never asks for them).
 unsafe fn form_index_tuple(scan: pg_sys::IndexScanDesc, o: *mut Opaque, im: &IndexMeta, relid: u32, key: &[u8], value: &[u8]) {
+    if (*o).needed == 0 && !(*o).empty_tuple.is_null() {
+        // Nothing is read (count(*)): the same all-NULL tuple every time.
+        (*scan).xs_hitup = (*o).empty_tuple;
+        (*scan).xs_hitupdesc = (*(*scan).indexRelation).rd_att;
+        return;
+    }
     if (*o).tuple_cxt.is_null() {
         (*o).tuple_cxt = pg_sys::AllocSetContextCreateInternal((*o).scan_cxt, c"pinax index tuple".as_ptr(), 0, 8 * 1024, 8 * 1024 * 1024);
     }
@@ -824,7 +856,13 @@ unsafe fn form_index_tuple(scan: pg_sys::IndexScanDesc, o: *mut Opaque, im: &Ind
         pg_sys::MemoryContextSwitchTo(old);
         error::raise_with(pgrx::PgSqlErrorCode::ERRCODE_DATA_CORRUPTED, "pinax: index entry key does not decode", None);
     }
-    (*scan).xs_hitup = pg_sys::heap_form_tuple(desc, values.as_mut_ptr(), isnull.as_mut_ptr());
+    if needed == 0 {
+        pg_sys::MemoryContextSwitchTo((*o).scan_cxt);
+        (*o).empty_tuple = pg_sys::heap_form_tuple(desc, values.as_mut_ptr(), isnull.as_mut_ptr());
+        (*scan).xs_hitup = (*o).empty_tuple;
+    } else {
+        (*scan).xs_hitup = pg_sys::heap_form_tuple(desc, values.as_mut_ptr(), isnull.as_mut_ptr());
+    }
     (*scan).xs_hitupdesc = desc;
     pg_sys::MemoryContextSwitchTo(old);
 }

@@ -29,8 +29,26 @@ pub unsafe fn adopt_nodes(planstate: *mut pg_sys::PlanState) {
     }
 }
 
+/// Marks `ioss_PscanLen` as holding the mask of output columns the parent reads.
+/// (The field sizes a parallel scan's shared state; Pinax indexes never scan in
+/// parallel, so their nodes never use it.)
+const OUTPUT_USE_KNOWN: usize = 1 << 63;
+
 #[pg_guard]
 unsafe extern "C-unwind" fn walker(ps: *mut pg_sys::PlanState, ctx: *mut std::ffi::c_void) -> bool {
+    // A plain aggregate over an index-only scan (count(*), sum(x)) reads only some
+    // of the scan's output columns, though the scan outputs all of them.
+    if (*ps).type_ == pg_sys::NodeTag::T_AggState {
+        let agg = (*ps).plan as *mut pg_sys::Agg;
+        let child = (*ps).lefttree;
+        if (*agg).aggstrategy == pg_sys::AggStrategy::AGG_PLAIN && !child.is_null() && (*child).type_ == pg_sys::NodeTag::T_IndexOnlyScanState {
+            let mask = match var_columns(&[(*agg).plan.targetlist.cast(), (*agg).plan.qual.cast()], pg_sys::OUTER_VAR) {
+                Some(cols) if cols & (1 << 63) == 0 => cols as usize,
+                _ => !OUTPUT_USE_KNOWN, // unknown, or beyond what the mask holds: all
+            };
+            (*(child as *mut pg_sys::IndexOnlyScanState)).ioss_PscanLen = mask | OUTPUT_USE_KNOWN;
+        }
+    }
     if (*ps).type_ == pg_sys::NodeTag::T_IndexOnlyScanState {
         let node = ps as *mut pg_sys::IndexOnlyScanState;
         let heap = (*node).ss.ss_currentRelation;
@@ -73,7 +91,9 @@ unsafe extern "C-unwind" fn next(ss: *mut pg_sys::ScanState) -> *mut pg_sys::Tup
             (*node).ioss_NumOrderByKeys,
         );
         (*node).ioss_ScanDesc = scandesc;
-        index::set_index_only(scandesc, needed_columns(plan));
+        let known = (*node).ioss_PscanLen;
+        let outputs = if known & OUTPUT_USE_KNOWN != 0 { Some((known & !OUTPUT_USE_KNOWN) as u64) } else { None };
+        index::set_index_only(scandesc, needed_columns(plan, outputs));
         (*node).ioss_VMBuffer = pg_sys::InvalidBuffer as pg_sys::Buffer;
         if (*node).ioss_NumRuntimeKeys == 0 || (*node).ioss_RuntimeKeysReady {
             pg_sys::index_rescan(scandesc, (*node).ioss_ScanKeys, (*node).ioss_NumScanKeys, (*node).ioss_OrderByKeys, (*node).ioss_NumOrderByKeys);
@@ -102,30 +122,48 @@ unsafe extern "C-unwind" fn next(ss: *mut pg_sys::ScanState) -> *mut pg_sys::Tup
     pg_sys::ExecClearTuple(slot)
 }
 
-/// Bit `i` set: the plan reads index column `i` (0-based) of the scan's tuples.
-unsafe fn needed_columns(plan: *mut pg_sys::IndexOnlyScan) -> u64 {
+/// Bit `i` set: the plan reads index column `i` (0-based) of the scan's tuples: in
+/// its quals, and in the output columns the parent reads (`outputs`, bit `j` for
+/// target list entry `j + 1`; `None`: all of them).
+unsafe fn needed_columns(plan: *mut pg_sys::IndexOnlyScan, outputs: Option<u64>) -> u64 {
+    let quals = [(*plan).scan.plan.qual.cast(), (*plan).recheckqual.cast(), (*plan).indexorderby.cast()];
+    let Some(mut mask) = var_columns(&quals, pg_sys::INDEX_VAR) else { return u64::MAX };
+    let tlist = (*plan).scan.plan.targetlist;
+    if !tlist.is_null() {
+        for j in 0..(*tlist).length as usize {
+            if outputs.is_some_and(|o| j >= 63 || o & (1 << j) == 0) {
+                continue;
+            }
+            let entry = (*(*tlist).elements.add(j)).ptr_value as *mut pg_sys::TargetEntry;
+            match var_columns(&[(*entry).expr.cast()], pg_sys::INDEX_VAR) {
+                Some(m) => mask |= m,
+                None => return u64::MAX,
+            }
+        }
+    }
+    mask
+}
+
+/// Bit `i` set: attribute `i + 1` of `varno` is referenced in `nodes`; `None` for a
+/// system column or whole-row reference.
+unsafe fn var_columns(nodes: &[*mut pg_sys::Node], varno: i32) -> Option<u64> {
     let mut attnos: *mut pg_sys::Bitmapset = std::ptr::null_mut();
-    let varno = pg_sys::INDEX_VAR as pg_sys::Index;
-    for list in [(*plan).scan.plan.targetlist, (*plan).scan.plan.qual, (*plan).recheckqual, (*plan).indexorderby] {
-        pg_sys::pull_varattnos(list.cast(), varno, &mut attnos);
+    for n in nodes {
+        pg_sys::pull_varattnos(*n, varno as pg_sys::Index, &mut attnos);
     }
     let mut mask = 0u64;
     let mut m = -1;
     loop {
         m = pg_sys::bms_next_member(attnos, m);
         if m < 0 {
-            break;
+            return Some(mask);
         }
         let attno = m + pg_sys::FirstLowInvalidHeapAttributeNumber;
         if attno <= 0 {
-            // A system column or whole-row reference: build every column.
-            return u64::MAX;
+            return None;
         }
-        if attno <= 64 {
-            mask |= 1 << (attno - 1);
-        }
+        mask |= if attno <= 64 { 1 << (attno - 1) } else { 1 << 63 };
     }
-    mask
 }
 
 /// `IndexOnlyRecheck`: EvalPlanQual never re-runs an index-only scan.

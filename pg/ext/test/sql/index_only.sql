@@ -34,6 +34,21 @@ SELECT t FROM io WHERE t IN ('text 7', '', 'text 300') ORDER BY t;
 SELECT count(*) FROM io WHERE t IS NULL;
 SELECT id FROM io WHERE id < 5 ORDER BY id;
 SELECT count(*) FROM io;
+-- Aggregates reading no column are counted in storage; others read what they need.
+SELECT count(*), sum(i2), count(t) FROM io;
+SELECT count(*) FROM io WHERE id > 100;
+SELECT count(*) FROM io WHERE t > 'text 5';
+BEGIN;
+DELETE FROM io WHERE id <= 10;
+INSERT INTO io (id) SELECT g FROM generate_series(5000, 5004) g;
+SELECT count(*) FROM io;
+SAVEPOINT s;
+DELETE FROM io WHERE id >= 5000;
+SELECT count(*) FROM io;
+ROLLBACK TO SAVEPOINT s;
+SELECT count(*) FROM io;
+ROLLBACK;
+SELECT count(*) FROM io;
 -- Own writes of earlier statements, deletes and key changes, then rollback.
 BEGIN;
 INSERT INTO io (id, i2) VALUES (2000, 4), (2001, 4);
