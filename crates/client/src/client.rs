@@ -192,6 +192,12 @@ impl Client {
     /// Autocommit write. One tablet: the fast path (one RPC, no intents). Several:
     /// a distributed transaction. Returns the commit hybrid time.
     pub fn write(&self, table: &str, ops: Vec<WriteOp>) -> Result<HybridTime> {
+        self.write_at(table, ops, None)
+    }
+
+    /// [`Client::write`] of values computed from reads at `read_ht`: a commit to any
+    /// of the keys after it is a conflict (40001), so no update is lost.
+    pub fn write_at(&self, table: &str, ops: Vec<WriteOp>, read_ht: Option<HybridTime>) -> Result<HybridTime> {
         if ops.is_empty() {
             return Ok(self.now());
         }
@@ -201,13 +207,16 @@ impl Client {
             return self.with_locations(table, |t| {
                 let idx = t.tablet_index_for(&ops[0].key);
                 let ti = &t.tablets[idx];
-                match self.call_at(&ti.leader, Request::Write { tablet: ti.id, ops: ops.clone(), read_ht: None, txn: None })? {
+                match self.call_at(&ti.leader, Request::Write { tablet: ti.id, ops: ops.clone(), read_ht, txn: None })? {
                     Response::Written { ht } => Ok(ht),
                     r => Err(unexpected(r)),
                 }
             });
         }
         let mut txn = self.begin();
+        if let Some(ht) = read_ht {
+            txn.set_read_ht(ht);
+        }
         txn.write(table, ops)?;
         Ok(txn.commit()?.unwrap_or_else(|| self.now()))
     }

@@ -278,11 +278,14 @@ impl Backend {
                 self.buf_ops = 0;
                 self.buf_bytes = 0;
                 let client = self.client().map_err(|e| FlushError { table: table.clone(), error: e })?;
+                // Values computed from reads (UPDATE t SET v = v + 1) conflict with
+                // commits after the read time: no lost update. (No read: no check.)
+                let read_ht = self.stmt.map(|(_, ht)| ht);
                 let mut started = None;
                 loop {
                     // One tablet's write is atomic; several go through a transaction
                     // that is aborted when it fails: retrying is safe either way.
-                    match client.write(&table, ops.clone()) {
+                    match client.write_at(&table, ops.clone(), read_ht) {
                         Ok(_) => return Ok(()),
                         Err(e) => match e.blocker() {
                             Some(b) if wait_for(&client, b, None, &mut started).map_err(|e| FlushError { table: table.clone(), error: e })? => continue,
