@@ -94,7 +94,13 @@ pub struct Node<F: EngineFactory> {
     txn_ended: (Mutex<u64>, Condvar),
     /// Who waits for whom (waiter → holder), for deadlock detection.
     waits_for: Mutex<HashMap<TxnId, TxnId>>,
+    /// Committed transactions handed to the applier, and when: the periodic sweep
+    /// leaves them to it for a while instead of applying the same intents at once.
+    applying: Mutex<HashMap<TxnId, Instant>>,
 }
+
+/// How long the sweep leaves a committed transaction to the applier.
+const APPLIER_GRACE: Duration = Duration::from_secs(10);
 
 /// Longest single `WaitTxn` (clients wait again to wait longer).
 const MAX_WAIT: Duration = Duration::from_secs(5);
@@ -130,6 +136,7 @@ impl<F: EngineFactory> Node<F> {
             last_sweep: Mutex::new(Instant::now()),
             txn_ended: (Mutex::new(0), Condvar::new()),
             waits_for: Mutex::new(HashMap::new()),
+            applying: Mutex::new(HashMap::new()),
             requests: AtomicU64::new(0),
         };
         // Open every tablet of every table in the catalog; drop engines of tablets that
@@ -242,6 +249,7 @@ impl<F: EngineFactory> Node<F> {
             Request::CommitTxn { txn, participants } => {
                 let commit_ht = self.status.commit(txn, participants.clone()).map_err(tablet_err)?;
                 self.notify_txn_ended();
+                self.applying.lock().insert(txn, Instant::now());
                 let _ = self.resolutions.lock().send(Resolution::Apply { txn, commit_ht, participants });
                 Ok(Response::Committed { commit_ht })
             }
@@ -384,6 +392,7 @@ impl<F: EngineFactory> Node<F> {
                             tracing::warn!(%txn, error = %e, "could not mark transaction resolved");
                         }
                     }
+                    self.applying.lock().remove(&txn);
                 }
                 Err(mpsc::RecvTimeoutError::Timeout) => {}
                 Err(mpsc::RecvTimeoutError::Disconnected) => break,
@@ -408,8 +417,16 @@ impl<F: EngineFactory> Node<F> {
             }
             Err(e) => tracing::warn!(error = %e, "transaction expiry failed"),
         }
-        // 2. Decided but unresolved (e.g. after a restart).
+        // 2. Decided but unresolved (e.g. after a restart), unless the applier has it.
+        let busy: Vec<TxnId> = {
+            let mut applying = self.applying.lock();
+            applying.retain(|_, since| since.elapsed() < APPLIER_GRACE);
+            applying.keys().copied().collect()
+        };
         for (txn, rec) in self.status.unresolved() {
+            if busy.contains(&txn) {
+                continue;
+            }
             let commit = (rec.state == pinax_txn::TxnState::Committed).then_some(rec.commit_ht);
             if self.resolve_local(txn, commit, &rec.participants) {
                 let _ = self.status.mark_resolved(txn);
@@ -439,9 +456,13 @@ impl<F: EngineFactory> Node<F> {
     /// Resolve every intent on this node whose transaction is decided.
     pub fn sweep_intents(&self) {
         let tablets: Vec<_> = self.tablets.read().values().cloned().collect();
+        let busy: Vec<TxnId> = self.applying.lock().iter().filter(|(_, since)| since.elapsed() < APPLIER_GRACE).map(|(t, _)| *t).collect();
         for t in tablets {
             let txns = t.txns_maybe_with_intents();
             for txn in txns {
+                if busy.contains(&txn) {
+                    continue; // the applier has it
+                }
                 let res = match self.status.status(txn, self.clock.now()) {
                     TxnStatus::Committed { commit_ht } => t.apply_intents(txn, commit_ht),
                     TxnStatus::Aborted => t.remove_intents(txn),
