@@ -81,6 +81,7 @@ check: deps
 bench: build ext
 	bash bench/client_writes.sh
 	PINAX_BIN=$(PINAX_BIN) bash bench/seed.sh
+	PINAX_BIN=$(PINAX_BIN) bash bench/ycsb.sh
 
 clean-cache:
 	rm -rf $(CARGO_TARGET_DIR)

@@ -15,61 +15,8 @@
 set -euo pipefail
 rows="${1:-1000000}"
 rounds="${2:-1}"
-root="$(cd "$(dirname "$0")/.." && pwd)"
-bin="${PINAX_BIN:-${CARGO_TARGET_DIR:-$HOME/.cache/pinax/target}/debug/pinax}"
-pgbin=/usr/lib/postgresql/15/bin
-tck=$(getconf CLK_TCK)
-
-port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-pick_port() {
-  local p
-  for _ in $(seq 1 200); do
-    p=$(( 20000 + RANDOM % 20000 ))
-    if port_free "$p" && port_free "$((p + 1))" && port_free "$((p + 2))"; then echo "$p"; return; fi
-  done
-  exit 1
-}
-base=$(pick_port)
-rpc=$base; pinax_pg=$((base + 1)); stock_pg=$((base + 2))
-dir="$(mktemp -d /tmp/pinax-seed.XXXXXX)"
-chmod 755 "$dir"
-user=postgres; run_pg=(runuser -u postgres --)
-if [[ "$(id -u)" != 0 ]]; then user="$(id -un)"; run_pg=(); fi
-cleanup() {
-  "$bin" stop --data-dir "$dir/pinax" >/dev/null 2>&1 || true
-  "${run_pg[@]}" "$pgbin/pg_ctl" -D "$dir/stock" -m fast -w stop >/dev/null 2>&1 || true
-  rm -rf "$dir"
-}
-trap cleanup EXIT
-
-"$bin" start --data-dir "$dir/pinax" --port "$rpc" --pg-port "$pinax_pg" >/dev/null
-mkdir -p "$dir/stock"
-[[ "$(id -u)" == 0 ]] && chown postgres "$dir/stock"
-"${run_pg[@]}" "$pgbin/initdb" -D "$dir/stock" --auth=trust --encoding=UTF8 --locale=C.UTF-8 -U "$user" >/dev/null
-printf "listen_addresses = '127.0.0.1'\nport = %s\nunix_socket_directories = '%s'\n" "$stock_pg" "$dir/stock" >> "$dir/stock/postgresql.conf"
-"${run_pg[@]}" "$pgbin/pg_ctl" -D "$dir/stock" -l "$dir/stock/log" -w start >/dev/null
-
-postmaster_pid() { head -1 "$1/postmaster.pid"; }
-# CPU seconds of a postmaster, its live children and its reaped children.
-pg_cpu() {
-  local pm=$1 total=0 pid s
-  s=$(awk '{print $14+$15+$16+$17}' "/proc/$pm/stat")
-  total=$s
-  for pid in $(ps -o pid= --ppid "$pm"); do
-    s=$(awk '{print $14+$15}' "/proc/$pid/stat" 2>/dev/null || echo 0)
-    total=$((total + s))
-  done
-  echo "$total"
-}
-daemon_cpu() { awk '{print $14+$15}' "/proc/$(cat "$dir/pinax/pinax.pid")/stat"; }
-cpu_of() {
-  if [[ $1 == pinax ]]; then
-    echo $(( $(pg_cpu "$(postmaster_pid "$dir/pinax/pg")") + $(daemon_cpu) ))
-  else
-    pg_cpu "$(postmaster_pid "$dir/stock")"
-  fi
-}
-port_of() { if [[ $1 == pinax ]]; then echo "$pinax_pg"; else echo "$stock_pg"; fi; }
+# shellcheck source=bench/lib.sh
+source "$(dirname "$0")/lib.sh"
 
 steps=(
   "create table demo (id uuid default gen_random_uuid() primary key, value float)"

@@ -533,11 +533,18 @@ const SK_SEARCHNOTNULL: i32 = 0x0080;
 const INT2OID: u32 = 21;
 const INT4OID: u32 = 23;
 const INT8OID: u32 = 20;
+const TEXTOID: u32 = 25;
+const VARCHAROID: u32 = 1043;
 
 /// A scan key's argument as a datum of the column's own type, if it can be.
 unsafe fn same_type_arg(col: &KeyColumn, sk: &pg_sys::ScanKeyData, arg: pg_sys::Datum) -> Option<pg_sys::Datum> {
     let sub = sk.sk_subtype.to_u32();
     if sub == 0 || sub == col.typid {
+        return Some(arg);
+    }
+    // text and varchar share their representation and btree operators (a varchar
+    // key compared with a text value: `varchar_col = 'a' || x`).
+    if col.kind == KeyKind::Text && matches!(sub, TEXTOID | VARCHAROID) {
         return Some(arg);
     }
     let int_kind = |k: KeyKind| matches!(k, KeyKind::Int2 | KeyKind::Int4 | KeyKind::Int8);

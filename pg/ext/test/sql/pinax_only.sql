@@ -66,3 +66,8 @@ SELECT f FROM ios WHERE f = 1.5;
 RESET enable_seqscan;
 RESET enable_bitmapscan;
 DROP TABLE ios;
+-- A varchar key compared with a text value is one key lookup (no rows to recheck).
+CREATE TABLE vk (k varchar PRIMARY KEY, v int);
+INSERT INTO vk SELECT 'key' || g, g FROM generate_series(1, 200) g;
+EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT v FROM vk WHERE k = 'key' || 7::text;
+DROP TABLE vk;

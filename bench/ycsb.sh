@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# YCSB core workloads A, B, C, E, F on Pinax and on stock PostgreSQL 15, side by
+# side in one run, over the PostgreSQL wire with the extended protocol (pgbench -M
+# prepared; the scripts are in bench/ycsb/). Not YCSB's Java client: a
+# reimplementation of its operations on pgbench, with these differences, so read
+# the ratios, not the absolute figures, against published YCSB numbers:
+# - keys `user` + the record number zero-padded to 10 digits (YCSB hashes them);
+# - request distribution zipfian with pgbench's smallest exponent, 1.001 (YCSB's
+#   constant is 0.99, which pgbench does not accept); E's scan lengths uniform 1-100;
+# - updates rewrite field0 (YCSB picks a random field); inserts in E use random new
+#   keys above the loaded ones (YCSB counts up).
+# usertable: ycsb_key varchar primary key and ten 100-byte fields; range-sharded on
+# Pinax (E scans key ranges), 4 tablets. Workloads alternate between the systems;
+# failed transactions (40001) are retried (--max-tries), and only successes count.
+#
+# Usage: bench/ycsb.sh [RECORDS] [SECONDS] [CLIENTS]   (default 100000 20 4)
+set -euo pipefail
+records="${1:-100000}"
+secs="${2:-20}"
+clients="${3:-4}"
+# shellcheck source=bench/lib.sh
+source "$(dirname "$0")/lib.sh"
+here="$root/bench/ycsb"
+
+splits=$(for q in 1 2 3; do printf "user%010d," $((records * q / 4)); done)
+splits=${splits%,}
+fields=$(for f in $(seq 0 9); do printf ", field%d text" "$f"; done)
+values=$(for f in $(seq 0 9); do printf ", substr(repeat(md5(g::text || '%d'), 4), 1, 100)" "$f"; done)
+for sys in pinax stock; do
+  with=""
+  [[ $sys == pinax ]] && with="WITH (pinax.sharding = 'range', pinax.split_at = '$splits')"
+  t0=$(date +%s%N)
+  psql_on $sys -c "CREATE TABLE usertable (ycsb_key varchar PRIMARY KEY $fields) $with" \
+    -c "INSERT INTO usertable SELECT 'user' || lpad(g::text, 10, '0') $values FROM generate_series(1, $records) g" \
+    -c "ANALYZE usertable"
+  echo "load $sys: $records records in $(( ($(date +%s%N) - t0) / 1000000 )) ms"
+done
+
+declare -A mix=(
+  [A]="read.sql@50 update.sql@50"
+  [B]="read.sql@95 update.sql@5"
+  [C]="read.sql@100"
+  [E]="scan.sql@95 insert.sql@5"
+  [F]="read.sql@50 rmw.sql@50"
+)
+echo "ycsb: $records records, $clients clients, ${secs}s per workload and system, $(nproc) cores, $(date -u +%F)"
+printf "%-9s %10s %10s %8s %14s %14s %7s %9s\n" workload pinax_tps pg_tps tps_x pinax_cpu_us pg_cpu_us cpu_x retried
+for w in A B C E F; do
+  declare -A tps cpu_us retried
+  for sys in pinax stock; do
+    files=()
+    for f in ${mix[$w]}; do files+=(-f "$here/$f"); done
+    c0=$(cpu_of $sys)
+    out=$("$pgbin/pgbench" -n -M prepared -h 127.0.0.1 -p "$(port_of $sys)" -U "$user" -d postgres \
+            -c "$clients" -j "$clients" -T "$secs" --max-tries=100 -D records="$records" "${files[@]}" 2>&1) \
+      || { echo "$out" | tail -5; }
+    c1=$(cpu_of $sys)
+    n=$(awk -F'[:/ ]+' '/^number of transactions actually processed/ { print $6; exit }' <<<"$out")
+    tps[$sys]=$(awk '/^tps = / { printf "%.0f", $3; exit }' <<<"$out")
+    retried[$sys]=$(awk -F'[: ]+' '/^number of transactions retried/ { print $5; exit }' <<<"$out")
+    cpu_us[$sys]=$(awk -v c=$((c1 - c0)) -v t="$tck" -v n="${n:-0}" 'BEGIN { if (n > 0) printf "%.0f", c / t * 1e6 / n; else print 0 }')
+  done
+  printf "%-9s %10s %10s %8s %14s %14s %7s %9s\n" "$w" "${tps[pinax]}" "${tps[stock]}" \
+    "$(awk -v a="${tps[pinax]}" -v b="${tps[stock]}" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }')" \
+    "${cpu_us[pinax]}" "${cpu_us[stock]}" \
+    "$(awk -v a="${cpu_us[pinax]}" -v b="${cpu_us[stock]}" 'BEGIN { if (b > 0) printf "%.1f", a / b; else print "-" }')" \
+    "${retried[pinax]:-0}/${retried[stock]:-0}"
+done
