@@ -321,6 +321,24 @@ impl<E: KvEngine> Tablet<E> {
     /// earlier intents stay. Returns the number of intents dropped. Idempotent.
     pub fn rollback_intents(&self, txn: TxnId, from_seq: u32) -> Result<usize> {
         let _guard = self.write_lock.lock();
+        self.rewrite_txn_intents(txn, |batch, user_key, rkey, mine| {
+            let mut dropped = 0;
+            for r in mine.iter().filter(|r| r.seq >= from_seq) {
+                batch.delete(Cf::Intents, &keys::intent_key(user_key, txn, r.seq));
+                dropped += 1;
+            }
+            if dropped == mine.len() {
+                batch.delete(Cf::Intents, rkey);
+            }
+            dropped
+        })
+    }
+
+    /// Walk the keys `txn` has intents on (its reverse index in the intents CF),
+    /// calling `f(batch, user key, reverse-index key, txn's intents on the key)`,
+    /// which adds what to change to the batch and returns how many changes it made;
+    /// the batch is written if any. Caller holds the write lock.
+    fn rewrite_txn_intents(&self, txn: TxnId, mut f: impl FnMut(&mut E::Batch, &[u8], &[u8], Vec<IntentRecord>) -> usize) -> Result<usize> {
         let snap = self.engine.snapshot();
         let prefix = keys::reverse_prefix(txn);
         let upper = keys::prefix_upper_bound(&prefix);
@@ -333,18 +351,7 @@ impl<E: KvEngine> Tablet<E> {
             let rkey = it.key().to_vec();
             let (user_key, _) = keys::unescape_prefix(&rkey[prefix.len()..])?;
             let mine: Vec<IntentRecord> = intents_at(&mut ints, &user_key)?.into_iter().filter(|r| r.txn == txn).collect();
-            let mut kept = 0;
-            for r in &mine {
-                if r.seq >= from_seq {
-                    batch.delete(Cf::Intents, &keys::intent_key(&user_key, txn, r.seq));
-                    n += 1;
-                } else {
-                    kept += 1;
-                }
-            }
-            if kept == 0 {
-                batch.delete(Cf::Intents, &rkey);
-            }
+            n += f(&mut batch, &user_key, &rkey, mine);
             it.next();
         }
         drop(it);
@@ -368,29 +375,11 @@ impl<E: KvEngine> Tablet<E> {
 
     fn resolve_txn_locked(&self, txn: TxnId, commit_ht: Option<HybridTime>) -> Result<usize> {
         let mut guard = self.write_lock.lock();
-        let snap = self.engine.snapshot();
-        let prefix = keys::reverse_prefix(txn);
-        let upper = keys::prefix_upper_bound(&prefix);
-        let mut it = snap.iter(Cf::Intents, IterOptions { lower: Some(prefix.clone()), upper, prefix_same_as_start: true });
-        it.seek_to_first();
-        let mut ints = all_intents_iter(&snap);
-        let mut batch = self.engine.new_batch();
-        let mut n = 0;
-        while it.valid()? {
-            let rkey = it.key().to_vec();
-            let (user_key, _) = keys::unescape_prefix(&rkey[prefix.len()..])?;
-            let all = intents_at(&mut ints, &user_key)?;
-            let recs: Vec<&IntentRecord> = all.iter().filter(|r| r.txn == txn).collect();
-            resolve_key_intents::<E>(&mut batch, &user_key, txn, commit_ht, &recs);
-            n += 1;
-            it.next();
-        }
-        drop(it);
-        drop(ints);
-        drop(snap);
-        if n > 0 {
-            self.engine.write(batch, self.write_opts())?;
-        }
+        let n = self.rewrite_txn_intents(txn, |batch, user_key, _, mine| {
+            let recs: Vec<&IntentRecord> = mine.iter().collect();
+            resolve_key_intents::<E>(batch, user_key, txn, commit_ht, &recs);
+            1
+        })?;
         guard.intent_txns.remove(&txn);
         Ok(n)
     }

@@ -124,15 +124,24 @@ fi
 # EvalPlanQual re-check yet), also after a foreign-key check's KEY SHARE lock (where
 # PostgreSQL reports the foreign-key violation). ROLLBACK TO SAVEPOINT releases the
 # locks taken after it; FOR KEY SHARE locks share.
+# open_sessions X Y: two psql sessions fed through fds 8 and 9 (functions X and Y
+# send a line and give it time), printing to $dir/X.out and $dir/Y.out.
+open_sessions() {
+  mkfifo "$dir/$1.in" "$dir/$2.in"
+  psql -X -q -tA -d regress_pinax -v VERBOSITY=terse < "$dir/$1.in" > "$dir/$1.out" 2>&1 &
+  session1=$!
+  psql -X -q -tA -d regress_pinax -v VERBOSITY=terse < "$dir/$2.in" > "$dir/$2.out" 2>&1 &
+  session2=$!
+  exec 8> "$dir/$1.in" 9> "$dir/$2.in"
+  eval "$1() { echo \"\$1\" >&8; sleep 0.7; }; $2() { echo \"\$1\" >&9; sleep 0.7; }"
+}
+close_sessions() {
+  echo '\q' >&8; echo '\q' >&9
+  exec 8>&- 9>&-
+  wait "$session1" "$session2" || true
+}
 if [[ ${#@} == 0 ]]; then
-  mkfifo "$dir/a.in" "$dir/b.in"
-  psql -X -q -tA -d regress_pinax -v VERBOSITY=terse < "$dir/a.in" > "$dir/a.out" 2>&1 &
-  sa=$!
-  psql -X -q -tA -d regress_pinax -v VERBOSITY=terse < "$dir/b.in" > "$dir/b.out" 2>&1 &
-  sb=$!
-  exec 8> "$dir/a.in" 9> "$dir/b.in"
-  a() { echo "$1" >&8; sleep 0.7; }
-  b() { echo "$1" >&9; sleep 0.7; }
+  open_sessions a b
   a "BEGIN; SELECT 'a locked', v FROM durable WHERE id = 1 FOR UPDATE;"
   b "SELECT 'b reads', v FROM durable WHERE id = 1;"
   b "SELECT 'b nowait' FROM durable WHERE id = 1 FOR UPDATE NOWAIT;"
@@ -156,9 +165,7 @@ if [[ ${#@} == 0 ]]; then
   b "DELETE FROM fkp WHERE id = 1;"
   a "COMMIT; SELECT 'children', count(*) FROM fkc;"
   a "DROP TABLE fkc, fkp;"
-  echo '\q' >&8; echo '\q' >&9
-  exec 8>&- 9>&-
-  wait "$sa" "$sb" || true
+  close_sessions
   want_a=$'a locked|c4ca4238a0b923820dcc509a6f75849b\na updated\na relocked\nchildren|1'
   want_b=$'b reads|c4ca4238a0b923820dcc509a6f75849b
 ERROR:  could not obtain lock on row in relation "durable"
@@ -189,23 +196,14 @@ fi
 # Two transactions waiting for each other: one is the victim (40P01) at once, the
 # other goes on when the victim's locks are gone.
 if [[ ${#@} == 0 ]]; then
-  mkfifo "$dir/c.in" "$dir/d.in"
-  psql -X -q -tA -d regress_pinax -v VERBOSITY=terse < "$dir/c.in" > "$dir/c.out" 2>&1 &
-  sc=$!
-  psql -X -q -tA -d regress_pinax -v VERBOSITY=terse < "$dir/d.in" > "$dir/d.out" 2>&1 &
-  sd=$!
-  exec 8> "$dir/c.in" 9> "$dir/d.in"
-  c() { echo "$1" >&8; sleep 0.7; }
-  d() { echo "$1" >&9; sleep 0.7; }
+  open_sessions c d
   c "BEGIN; UPDATE durable SET v = v WHERE id = 2;"
   d "BEGIN; UPDATE durable SET v = v WHERE id = 3;"
   c "UPDATE durable SET v = v WHERE id = 3 RETURNING 'c updated';"
   d "UPDATE durable SET v = v WHERE id = 2 RETURNING 'd updated';"
   c "COMMIT;"
   d "COMMIT;"
-  echo '\q' >&8; echo '\q' >&9
-  exec 8>&- 9>&-
-  wait "$sc" "$sd" || true
+  close_sessions
   both="$(cat "$dir/c.out" "$dir/d.out")"
   if [[ "$(grep -c '^ERROR:  deadlock detected' <<<"$both")" == 1 && "$(grep -cE '^[cd] updated$' <<<"$both")" == 1 && "$(wc -l <<<"$both")" == 2 ]]; then
     echo "deadlock between sessions: ok"

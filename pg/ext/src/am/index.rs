@@ -167,19 +167,7 @@ pub unsafe fn ensure_patched(rel: pg_sys::Relation, m: &Rc<TableMeta>) {
 /// Release the held index entries (PRE_COMMIT / PRE_PREPARE).
 pub fn release_held() {
     let held = HELD.with(|h| std::mem::take(&mut *h.borrow_mut()));
-    // The references belong to the top transaction's resource owner.
-    // SAFETY: reading and restoring backend globals.
-    let _g = OwnerGuard(unsafe { pg_sys::CurrentResourceOwner });
-    unsafe {
-        if !pg_sys::TopTransactionResourceOwner.is_null() {
-            pg_sys::CurrentResourceOwner = pg_sys::TopTransactionResourceOwner;
-        }
-    }
-    for idx in held {
-        // SAFETY: each entry was opened or referenced by `hold`/`hold_rel`.
-        unsafe { pg_sys::RelationClose(idx) };
-    }
-    PATCHED.with(|p| p.borrow_mut().clear());
+    close_held(held);
 }
 
 /// Release the held entries of indexes created in subtransaction `subid`, which is
@@ -197,9 +185,14 @@ pub fn release_created_in(subid: u32) {
             !created_here
         })
     });
-    if gone.is_empty() {
-        return;
+    if !gone.is_empty() {
+        close_held(gone);
     }
+}
+
+/// Drop references taken by `hold`/`hold_rel` (they belong to the top transaction's
+/// resource owner); the tables' indexes are switched again on next use.
+fn close_held(entries: Vec<pg_sys::Relation>) {
     // SAFETY: reading and restoring backend globals.
     let _g = OwnerGuard(unsafe { pg_sys::CurrentResourceOwner });
     unsafe {
@@ -207,9 +200,8 @@ pub fn release_created_in(subid: u32) {
             pg_sys::CurrentResourceOwner = pg_sys::TopTransactionResourceOwner;
         }
     }
-    for idx in gone {
-        // SAFETY: each entry was referenced by `hold`/`hold_rel` under the top
-        // transaction's resource owner.
+    for idx in entries {
+        // SAFETY: each entry was opened or referenced by `hold`/`hold_rel`.
         unsafe { pg_sys::RelationClose(idx) };
     }
     PATCHED.with(|p| p.borrow_mut().clear());
