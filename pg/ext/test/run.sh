@@ -211,6 +211,27 @@ if [[ ${#@} == 0 ]]; then
     echo "deadlock between sessions: unexpected output:"; echo "$both"; status=1
   fi
 fi
+# A backend that stops heartbeating (SIGSTOP) holds its locks no longer than the
+# transaction timeout: its transaction expires, the waiter goes on, and the stopped
+# session's COMMIT fails once it runs again.
+if [[ ${#@} == 0 ]]; then
+  open_sessions e f
+  e "BEGIN; SELECT 'e locked' FROM durable WHERE id = 4 FOR UPDATE; SELECT pg_backend_pid();"
+  epid=$(tail -1 "$dir/e.out")
+  kill -STOP "$epid"
+  t0=$(date +%s)
+  f "SELECT 'f locked after expiry' FROM durable WHERE id = 4 FOR UPDATE;"
+  for _ in $(seq 1 60); do grep -q 'f locked' "$dir/f.out" && break; sleep 0.5; done
+  waited=$(( $(date +%s) - t0 ))
+  kill -CONT "$epid"
+  e "COMMIT;"
+  close_sessions
+  if grep -q '^f locked after expiry$' "$dir/f.out" && grep -q '^ERROR:  could not serialize access' "$dir/e.out" && (( waited >= 3 && waited <= 25 )); then
+    echo "locks of a stopped backend expire: ok (waiter went on after ${waited}s)"
+  else
+    echo "locks of a stopped backend expire: unexpected (waited ${waited}s):"; cat "$dir/e.out" "$dir/f.out"; status=1
+  fi
+fi
 # Concurrent transfers keep the total and every committed transfer exactly once.
 if [[ ${#@} == 0 ]]; then
   "$here/bank/bank.sh" regress_pinax "$bank_secs" "$bank_clients" "$bank_accounts" || status=1
