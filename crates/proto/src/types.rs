@@ -53,6 +53,51 @@ impl WriteOp {
     pub fn lock_shared(key: impl Into<Vec<u8>>) -> Self {
         WriteOp { kind: WriteOpKind::LockShared, key: key.into(), value: Vec::new() }
     }
+    /// A row lock of PostgreSQL strength `strength`.
+    pub fn row_lock(key: impl Into<Vec<u8>>, strength: LockStrength) -> Self {
+        let kind = if strength <= LockStrength::Share { WriteOpKind::LockShared } else { WriteOpKind::Lock };
+        WriteOp { kind, key: key.into(), value: vec![strength as u8] }
+    }
+
+    /// The lock strength this operation takes on its row: a put (an update that
+    /// keeps the key) is NO KEY UPDATE, a delete or insert-if-absent is UPDATE, a
+    /// lock is what it says (`lock`: UPDATE, `lock_shared`: SHARE).
+    pub fn strength(&self) -> LockStrength {
+        match self.kind {
+            WriteOpKind::Put => LockStrength::NoKeyUpdate,
+            WriteOpKind::Insert | WriteOpKind::Delete => LockStrength::Update,
+            WriteOpKind::Lock => LockStrength::from_byte(self.value.first().copied()).unwrap_or(LockStrength::Update),
+            WriteOpKind::LockShared => LockStrength::from_byte(self.value.first().copied()).unwrap_or(LockStrength::Share),
+        }
+    }
+}
+
+/// PostgreSQL's row lock strengths (`LockTupleMode`), weakest first. Two conflict
+/// when the sum of their ranks is 3 or more: KEY SHARE only with UPDATE; SHARE with
+/// NO KEY UPDATE and UPDATE; NO KEY UPDATE with all but KEY SHARE; UPDATE with all.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum LockStrength {
+    KeyShare = 0,
+    Share = 1,
+    NoKeyUpdate = 2,
+    Update = 3,
+}
+
+impl LockStrength {
+    /// The strength a lock intent's data byte names (`None`: no byte).
+    pub fn from_byte(b: Option<u8>) -> Option<LockStrength> {
+        Some(match b? {
+            0 => LockStrength::KeyShare,
+            1 => LockStrength::Share,
+            2 => LockStrength::NoKeyUpdate,
+            _ => LockStrength::Update,
+        })
+    }
+
+    pub fn conflicts_with(self, other: LockStrength) -> bool {
+        self as u8 + other as u8 >= 3
+    }
 }
 
 /// The key range a tablet owns: `[start, end)`, `end == None` = unbounded.

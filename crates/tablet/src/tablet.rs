@@ -3,6 +3,7 @@
 use crate::error::{Error, Result};
 use crate::mvcc_manager::MvccManager;
 use crate::ops::{WriteOp, WriteOpKind};
+use pinax_proto::LockStrength;
 use parking_lot::Mutex;
 use pinax_codec::keys::{self, IntentKind};
 use pinax_common::{HybridClock, HybridTime, TabletId, TxnId};
@@ -51,11 +52,15 @@ struct WriteState {
     intent_txns: HashSet<TxnId>,
 }
 
-/// The data of a shared lock intent (an exclusive one has none).
-const SHARED_LOCK: &[u8] = &[1];
-
-fn is_shared_lock(r: &IntentRecord) -> bool {
-    r.kind == IntentKind::Lock && r.data == SHARED_LOCK
+/// The strength another transaction's pending intent holds its row with: a put is
+/// NO KEY UPDATE (an update keeping the key), a delete UPDATE, a lock intent what its
+/// data byte says (no byte: UPDATE).
+fn intent_strength(r: &IntentRecord) -> LockStrength {
+    match r.kind {
+        IntentKind::Put => LockStrength::NoKeyUpdate,
+        IntentKind::Delete => LockStrength::Update,
+        IntentKind::Lock => LockStrength::from_byte(r.data.first().copied()).unwrap_or(LockStrength::Update),
+    }
 }
 
 /// Resolving at least this many intents at once compacts the intents CF afterwards:
@@ -67,8 +72,9 @@ const COMPACT_AFTER_RESOLVING: usize = 20_000;
 #[derive(Clone, Copy)]
 struct KeyState {
     live: bool,
-    /// The writing transaction (or an earlier op of this batch) already wrote it.
-    own: bool,
+    /// The writing transaction (or an earlier op of this batch) already wrote it,
+    /// holding the row with this strength.
+    own: Option<LockStrength>,
 }
 
 impl<E: KvEngine> Tablet<E> {
@@ -160,11 +166,11 @@ impl<E: KvEngine> Tablet<E> {
         let write = self.check_ops(ops, Some(txn), Some(read_ht), resolver, &mut batch, !guard.intent_txns.is_empty())?;
         let mut vbuf = Vec::new();
         for (op, _) in ops.iter().zip(write).filter(|(_, w)| *w) {
+            let strength = [op.strength() as u8];
             let (kind, data): (IntentKind, &[u8]) = match op.kind {
                 WriteOpKind::Put | WriteOpKind::Insert => (IntentKind::Put, &op.value),
                 WriteOpKind::Delete => (IntentKind::Delete, &[]),
-                WriteOpKind::Lock => (IntentKind::Lock, &[]),
-                WriteOpKind::LockShared => (IntentKind::Lock, SHARED_LOCK),
+                WriteOpKind::Lock | WriteOpKind::LockShared => (IntentKind::Lock, &strength),
             };
             vbuf.clear();
             keys::encode_intent_value(&mut vbuf, kind, 0, data);
@@ -184,20 +190,31 @@ impl<E: KvEngine> Tablet<E> {
     /// intent of the same statement would replace it).
     fn check_ops<R: TxnStatusResolver + ?Sized>(&self, ops: &[WriteOp], me: Option<TxnId>, read_ht: Option<HybridTime>, resolver: &R, batch: &mut E::Batch, has_intents: bool) -> Result<Vec<bool>> {
         let snap = self.engine.snapshot();
-        let mut seen: HashMap<&[u8], KeyState> = HashMap::new();
+        // Per key: its state after this batch's earlier ops, the strength other
+        // transactions' intents were checked against, and whether this batch wrote it.
+        let mut seen: HashMap<&[u8], (KeyState, LockStrength, bool)> = HashMap::new();
         let mut write = Vec::with_capacity(ops.len());
         for op in ops {
-            let state = match seen.get(&op.key[..]) {
-                Some(s) => *s,
-                None => self.resolve_key(&snap, &op.key, me, read_ht, op.kind, resolver, batch, has_intents)?,
+            let strength = op.strength();
+            let (state, checked, written_here) = match seen.get(&op.key[..]).copied() {
+                Some((s, checked, w)) if strength <= checked => (s, checked, w),
+                Some((s, _, w)) => {
+                    // A stronger op on a key this batch touched: check the others again.
+                    self.resolve_key(&snap, &op.key, me, read_ht, op.kind, strength, resolver, batch, has_intents)?;
+                    (s, strength, w)
+                }
+                None => (self.resolve_key(&snap, &op.key, me, read_ht, op.kind, strength, resolver, batch, has_intents)?, strength, false),
             };
             if op.kind == WriteOpKind::Insert && state.live {
                 return Err(Error::DuplicateKey { tablet_id: self.id, key: op.key.clone() });
             }
-            write.push(!op.kind.is_lock() || !state.own);
+            // A lock no stronger than what the transaction's own write holds adds
+            // nothing; nor does one after a write of the same batch (same statement),
+            // whose intent it would replace.
+            write.push(!op.kind.is_lock() || (!written_here && state.own.is_none_or(|own| own < strength)));
             let after = match op.kind {
-                WriteOpKind::Lock | WriteOpKind::LockShared => state,
-                kind => KeyState { live: kind != WriteOpKind::Delete, own: true },
+                WriteOpKind::Lock | WriteOpKind::LockShared => (state, checked, written_here),
+                kind => (KeyState { live: kind != WriteOpKind::Delete, own: Some(state.own.map_or(strength, |o| o.max(strength))) }, checked, true),
             };
             seen.insert(&op.key, after);
         }
@@ -215,6 +232,7 @@ impl<E: KvEngine> Tablet<E> {
         me: Option<TxnId>,
         read_ht: Option<HybridTime>,
         kind: WriteOpKind,
+        strength: LockStrength,
         resolver: &R,
         batch: &mut E::Batch,
         has_intents: bool,
@@ -235,8 +253,9 @@ impl<E: KvEngine> Tablet<E> {
         for other in others {
             let recs: Vec<&IntentRecord> = intents.iter().filter(|r| r.txn == other).collect();
             match resolver.status(other, self.clock.now())? {
-                TxnStatus::Pending if kind == WriteOpKind::LockShared && recs.iter().all(|r| is_shared_lock(r)) => {
-                    // shared locks are compatible with each other
+                TxnStatus::Pending if recs.iter().all(|r| !strength.conflicts_with(intent_strength(r))) => {
+                    // compatible strengths (KEY SHARE with a non-key update, shared
+                    // locks with each other): both hold the row
                 }
                 TxnStatus::Pending => {
                     return Err(Error::WriteConflict { tablet_id: self.id, other_txn: Some(other), committed_at: None });
@@ -259,18 +278,18 @@ impl<E: KvEngine> Tablet<E> {
         };
         if let Some(own) = own_newest {
             // Our own earlier write decides liveness; conflicts were checked then.
-            return Ok(KeyState { live: own.kind == IntentKind::Put, own: true });
+            return Ok(KeyState { live: own.kind == IntentKind::Put, own: Some(intent_strength(own)) });
         }
         if kind == WriteOpKind::Insert {
             // Uniqueness is about the latest committed state, whatever the snapshot.
-            return Ok(KeyState { live: latest_live, own: false });
+            return Ok(KeyState { live: latest_live, own: None });
         }
         if let (Some(read_ht), Some(latest)) = (read_ht, latest_ht) {
             if latest > read_ht {
                 return Err(Error::WriteConflict { tablet_id: self.id, other_txn: None, committed_at: Some(latest) });
             }
         }
-        Ok(KeyState { live: latest_live, own: false })
+        Ok(KeyState { live: latest_live, own: None })
     }
 
     /// Point read.

@@ -256,6 +256,46 @@ fn rollback_to_statement_drops_later_intents_only() {
 }
 
 #[test]
+fn row_lock_strengths_follow_postgresql() {
+    use pinax_proto::LockStrength::*;
+    let w = World::new();
+    for k in ["a", "b", "c", "d"] {
+        w.put(k, "0");
+    }
+    let t0 = tid(20);
+    w.status.create(t0).unwrap();
+    w.txn_write(t0, 1, w.now(), vec![WriteOp::row_lock("d", KeyShare)]).unwrap();
+    let (t1, t2) = (tid(21), tid(22));
+    w.status.create(t1).unwrap();
+    w.status.create(t2).unwrap();
+    let r = w.now();
+    // t1: a foreign-key check's KEY SHARE on a, FOR SHARE on b, FOR NO KEY UPDATE on c
+    w.txn_write(t1, 1, r, vec![WriteOp::row_lock("a", KeyShare), WriteOp::row_lock("b", Share), WriteOp::row_lock("c", NoKeyUpdate)]).unwrap();
+    let conflict = |ops: Vec<WriteOp>| {
+        let e = w.txn_write(t2, 1, r, ops).unwrap_err();
+        assert_eq!(e.code(), ErrorCode::SerializationFailure);
+    };
+    // KEY SHARE: a non-key update and other lockers pass; a delete or FOR UPDATE waits
+    w.txn_write(t2, 1, r, vec![WriteOp::put("a", "t2"), WriteOp::row_lock("a", NoKeyUpdate)]).unwrap();
+    conflict(vec![WriteOp::delete("a")]);
+    conflict(vec![WriteOp::row_lock("a", Update)]);
+    // a stronger op on a key the same batch already wrote is checked again
+    conflict(vec![WriteOp::put("d", "x"), WriteOp::delete("d")]);
+    // SHARE: shared lockers pass, a non-key update does not
+    w.txn_write(t2, 1, r, vec![WriteOp::row_lock("b", KeyShare), WriteOp::row_lock("b", Share)]).unwrap();
+    conflict(vec![WriteOp::put("b", "t2")]);
+    // NO KEY UPDATE: only KEY SHARE passes
+    w.txn_write(t2, 1, r, vec![WriteOp::row_lock("c", KeyShare)]).unwrap();
+    conflict(vec![WriteOp::row_lock("c", Share)]);
+    conflict(vec![WriteOp::put("c", "t2")]);
+    // strengths round-trip through ops
+    assert_eq!(WriteOp::lock("x").strength(), Update);
+    assert_eq!(WriteOp::lock_shared("x").strength(), Share);
+    assert_eq!(WriteOp::put("x", "v").strength(), NoKeyUpdate);
+    assert_eq!(WriteOp::row_lock("x", KeyShare).strength(), KeyShare);
+}
+
+#[test]
 fn aborted_intent_is_cleaned_by_next_writer() {
     let w = World::new();
     let txn = tid(4);

@@ -123,7 +123,7 @@ fi
 # back. Noted differences: when the holder commits, the waiter fails with 40001 (no
 # EvalPlanQual re-check yet), also after a foreign-key check's KEY SHARE lock (where
 # PostgreSQL reports the foreign-key violation). ROLLBACK TO SAVEPOINT releases the
-# locks taken after it; FOR KEY SHARE locks share.
+# locks taken after it; FOR KEY SHARE locks share, and let a non-key update pass.
 # open_sessions X Y: two psql sessions fed through fds 8 and 9 (functions X and Y
 # send a line and give it time), printing to $dir/X.out and $dir/Y.out.
 open_sessions() {
@@ -159,9 +159,10 @@ if [[ ${#@} == 0 ]]; then
   a "BEGIN; SAVEPOINT s; SELECT 'a relocked' FROM durable WHERE id = 1 FOR UPDATE; ROLLBACK TO SAVEPOINT s;"
   b "SELECT 'b locks after rollback' FROM durable WHERE id = 1 FOR UPDATE NOWAIT;"
   a "COMMIT;"
-  a "CREATE TABLE fkp (id int PRIMARY KEY); CREATE TABLE fkc (id int PRIMARY KEY, p int REFERENCES fkp); INSERT INTO fkp VALUES (1);"
+  a "CREATE TABLE fkp (id int PRIMARY KEY, note text); CREATE TABLE fkc (id int PRIMARY KEY, p int REFERENCES fkp); INSERT INTO fkp VALUES (1);"
   a "BEGIN; INSERT INTO fkc VALUES (1, 1);"
   b "BEGIN; SELECT 'b shares' FROM fkp WHERE id = 1 FOR KEY SHARE; COMMIT;"
+  b "UPDATE fkp SET note = 'b' WHERE id = 1 RETURNING 'b updated the parent';"
   b "DELETE FROM fkp WHERE id = 1;"
   a "COMMIT; SELECT 'children', count(*) FROM fkc;"
   a "DROP TABLE fkc, fkp;"
@@ -177,6 +178,7 @@ ERROR:  could not serialize access due to concurrent update*
 b updated|ba
 b locks after rollback
 b shares
+b updated the parent
 ERROR:  could not serialize access due to concurrent update*'
   ok=1
   [[ "$(cat "$dir/a.out")" == "$want_a" ]] || ok=0

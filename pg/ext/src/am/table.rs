@@ -19,7 +19,7 @@ use crate::violation::{self, OrRaiseFlush};
 use crate::guc;
 use pgrx::pg_guard;
 use pgrx::pg_sys;
-use pinax_proto::{Request, Sharding, WriteOp};
+use pinax_proto::{LockStrength, Request, Sharding, WriteOp};
 use std::rc::Rc;
 
 /// Our scan descriptor: PostgreSQL's header first, then the Rust state.
@@ -501,17 +501,19 @@ unsafe extern "C-unwind" fn tuple_lock(
     if !fetch_version(rel, tid, std::ptr::null_mut(), slot) {
         return pg_sys::TM_Result::TM_Deleted;
     }
-    // A lock intent on the row: exclusive for FOR UPDATE / FOR NO KEY UPDATE, shared
-    // for FOR SHARE / FOR KEY SHARE (foreign-key checks), so sharers do not conflict
-    // with each other (the two key/no-key strengths are not told apart yet: a
-    // non-key update conflicts with a foreign-key check). Locks are sent with the
-    // statement's writes; one meeting another transaction's lock or write waits for
-    // it to end (state.rs), then fails with 40001 if that one changed the row.
-    let op = if mode == pg_sys::LockTupleMode::LockTupleExclusive || mode == pg_sys::LockTupleMode::LockTupleNoKeyExclusive {
-        WriteOp::lock(key)
-    } else {
-        WriteOp::lock_shared(key)
+    // A lock intent on the row with PostgreSQL's strength: FOR KEY SHARE (foreign-key
+    // checks) conflicts only with FOR UPDATE, deletes and key updates, so a non-key
+    // update passes it; FOR SHARE also with non-key updates; and so on (storage applies
+    // PostgreSQL's conflict table, `LockStrength`). Locks are sent with the
+    // statement's writes; one meeting another transaction's conflicting lock or write
+    // waits for it to end (state.rs), then fails with 40001 if that one committed.
+    let strength = match mode {
+        pg_sys::LockTupleMode::LockTupleKeyShare => LockStrength::KeyShare,
+        pg_sys::LockTupleMode::LockTupleShare => LockStrength::Share,
+        pg_sys::LockTupleMode::LockTupleNoKeyExclusive => LockStrength::NoKeyUpdate,
+        _ => LockStrength::Update,
     };
+    let op = WriteOp::row_lock(key, strength);
     let m = meta_of(rel);
     if wait_policy == pg_sys::LockWaitPolicy::LockWaitBlock {
         state::with(|b| b.push(cid, &m.storage, op)).or_raise();
