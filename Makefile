@@ -82,6 +82,7 @@ bench: build ext
 	bash bench/client_writes.sh
 	PINAX_BIN=$(PINAX_BIN) bash bench/seed.sh
 	PINAX_BIN=$(PINAX_BIN) bash bench/ycsb.sh
+	PINAX_BIN=$(PINAX_BIN) bash bench/inserts.sh
 
 clean-cache:
 	rm -rf $(CARGO_TARGET_DIR)
