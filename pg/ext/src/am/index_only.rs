@@ -41,7 +41,7 @@ unsafe extern "C-unwind" fn walker(ps: *mut pg_sys::PlanState, ctx: *mut std::ff
     if (*ps).type_ == pg_sys::NodeTag::T_AggState {
         let agg = (*ps).plan as *mut pg_sys::Agg;
         let child = (*ps).lefttree;
-        if (*agg).aggstrategy == pg_sys::AggStrategy::AGG_PLAIN && !child.is_null() && (*child).type_ == pg_sys::NodeTag::T_IndexOnlyScanState {
+        if (*agg).aggstrategy == pg_sys::AggStrategy::AGG_PLAIN && !child.is_null() && (*child).type_ == pg_sys::NodeTag::T_IndexOnlyScanState && is_pinax_node(child as *mut pg_sys::IndexOnlyScanState) {
             let mask = match var_columns(&[(*agg).plan.targetlist.cast(), (*agg).plan.qual.cast()], pg_sys::OUTER_VAR) {
                 Some(cols) if cols & (1 << 63) == 0 => cols as usize,
                 _ => !OUTPUT_USE_KNOWN, // unknown, or beyond what the mask holds: all
@@ -49,15 +49,17 @@ unsafe extern "C-unwind" fn walker(ps: *mut pg_sys::PlanState, ctx: *mut std::ff
             (*(child as *mut pg_sys::IndexOnlyScanState)).ioss_PscanLen = mask | OUTPUT_USE_KNOWN;
         }
     }
-    if (*ps).type_ == pg_sys::NodeTag::T_IndexOnlyScanState {
-        let node = ps as *mut pg_sys::IndexOnlyScanState;
-        let heap = (*node).ss.ss_currentRelation;
-        let idx = (*node).ioss_RelationDesc;
-        if !heap.is_null() && !idx.is_null() && meta::is_pinax_table(heap) && index::is_pinax_index(idx) {
-            pg_sys::ExecSetExecProcNode(ps, Some(exec));
-        }
+    if (*ps).type_ == pg_sys::NodeTag::T_IndexOnlyScanState && is_pinax_node(ps as *mut pg_sys::IndexOnlyScanState) {
+        pg_sys::ExecSetExecProcNode(ps, Some(exec));
     }
     pg_sys::planstate_tree_walker(ps, Some(walker), ctx)
+}
+
+/// Whether index-only scan `node` scans a Pinax index of a Pinax table.
+unsafe fn is_pinax_node(node: *mut pg_sys::IndexOnlyScanState) -> bool {
+    let heap = (*node).ss.ss_currentRelation;
+    let idx = (*node).ioss_RelationDesc;
+    !heap.is_null() && !idx.is_null() && meta::is_pinax_table(heap) && index::is_pinax_index(idx)
 }
 
 #[pg_guard]
