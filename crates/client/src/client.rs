@@ -192,22 +192,24 @@ impl Client {
     /// Autocommit write. One tablet: the fast path (one RPC, no intents). Several:
     /// a distributed transaction. Returns the commit hybrid time.
     pub fn write(&self, table: &str, ops: Vec<WriteOp>) -> Result<HybridTime> {
-        self.write_at(table, ops, None)
+        self.write_at(table, &ops, None)
     }
 
     /// [`Client::write`] of values computed from reads at `read_ht`: a commit to any
     /// of the keys after it is a conflict (40001), so no update is lost.
-    pub fn write_at(&self, table: &str, ops: Vec<WriteOp>, read_ht: Option<HybridTime>) -> Result<HybridTime> {
+    /// Takes the ops by reference, so a caller may retry them (after a wait) without
+    /// keeping a copy; the request holds the only one.
+    pub fn write_at(&self, table: &str, ops: &[WriteOp], read_ht: Option<HybridTime>) -> Result<HybridTime> {
         if ops.is_empty() {
             return Ok(self.now());
         }
         let info = self.table(table)?;
-        let groups = Self::group_by_tablet(&info, ops.clone());
-        if groups.len() == 1 {
+        let first = info.tablet_index_for(&ops[0].key);
+        if ops.iter().all(|op| info.tablet_index_for(&op.key) == first) {
             return self.with_locations(table, |t| {
                 let idx = t.tablet_index_for(&ops[0].key);
                 let ti = &t.tablets[idx];
-                match self.call_at(&ti.leader, Request::Write { tablet: ti.id, ops: ops.clone(), read_ht, txn: None })? {
+                match self.call_at(&ti.leader, Request::Write { tablet: ti.id, ops: ops.to_vec(), read_ht, txn: None })? {
                     Response::Written { ht } => Ok(ht),
                     r => Err(unexpected(r)),
                 }
@@ -217,7 +219,7 @@ impl Client {
         if let Some(ht) = read_ht {
             txn.set_read_ht(ht);
         }
-        txn.write(table, ops)?;
+        txn.write(table, ops.to_vec())?;
         Ok(txn.commit()?.unwrap_or_else(|| self.now()))
     }
 
@@ -294,7 +296,8 @@ impl Client {
                 };
                 at.read_ht = read_ht; // every later tablet reads at the same time
                 found += result.count as usize;
-                let resume = result.resume.clone();
+                let mut result = result;
+                let resume = result.resume.take();
                 f(result);
                 if spec.limit > 0 && found >= spec.limit {
                     return Ok(at.read_ht);

@@ -285,7 +285,7 @@ impl Backend {
                 loop {
                     // One tablet's write is atomic; several go through a transaction
                     // that is aborted when it fails: retrying is safe either way.
-                    match client.write_at(&table, ops.clone(), read_ht) {
+                    match client.write_at(&table, &ops, read_ht) {
                         Ok(_) => return Ok(()),
                         Err(e) => match e.blocker() {
                             Some(b) if wait_for(&client, b, None, &mut started).map_err(|e| FlushError { table: table.clone(), error: e })? => continue,
