@@ -314,6 +314,14 @@ impl<F: EngineFactory> Node<F> {
 
     /// Apply (`commit_ht = Some`) or remove the intents of `txn` on the local
     /// participants. True when every participant is done.
+    /// Committed transactions the applier has had for less than `APPLIER_GRACE`
+    /// (older entries are forgotten: the sweeps take those over).
+    fn applier_busy(&self) -> Vec<TxnId> {
+        let mut applying = self.applying.lock();
+        applying.retain(|_, since| since.elapsed() < APPLIER_GRACE);
+        applying.keys().copied().collect()
+    }
+
     fn notify_txn_ended(&self) {
         let (lock, cv) = &self.txn_ended;
         *lock.lock() += 1;
@@ -418,11 +426,7 @@ impl<F: EngineFactory> Node<F> {
             Err(e) => tracing::warn!(error = %e, "transaction expiry failed"),
         }
         // 2. Decided but unresolved (e.g. after a restart), unless the applier has it.
-        let busy: Vec<TxnId> = {
-            let mut applying = self.applying.lock();
-            applying.retain(|_, since| since.elapsed() < APPLIER_GRACE);
-            applying.keys().copied().collect()
-        };
+        let busy = self.applier_busy();
         for (txn, rec) in self.status.unresolved() {
             if busy.contains(&txn) {
                 continue;
@@ -456,7 +460,7 @@ impl<F: EngineFactory> Node<F> {
     /// Resolve every intent on this node whose transaction is decided.
     pub fn sweep_intents(&self) {
         let tablets: Vec<_> = self.tablets.read().values().cloned().collect();
-        let busy: Vec<TxnId> = self.applying.lock().iter().filter(|(_, since)| since.elapsed() < APPLIER_GRACE).map(|(t, _)| *t).collect();
+        let busy = self.applier_busy();
         for t in tablets {
             let txns = t.txns_maybe_with_intents();
             for txn in txns {

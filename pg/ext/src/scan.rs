@@ -2,6 +2,7 @@
 
 use crate::state::{self, FlushError};
 use pgrx::pg_sys;
+use pinax_client::{Client, ClientError};
 use pinax_proto::{ReadPoint, Row, ScanSpec};
 use std::collections::VecDeque;
 
@@ -51,14 +52,23 @@ impl Pager {
         if self.done {
             return Ok(None);
         }
-        let at = self.read_point()?;
-        let mk = |e| FlushError { table: String::new(), error: e };
-        let client = state::with(|b| b.client()).map_err(mk)?;
-        let spec = ScanSpec { start: self.start.clone(), end: self.end.clone(), reverse: self.reverse, ..ScanSpec::default() };
-        let (n, read_ht) = client.count_at(&self.storage, spec, at).map_err(mk)?;
+        let (client, at) = self.client_at()?;
+        let (n, read_ht) = client.count_at(&self.storage, self.spec(0), at).map_err(storage_err)?;
         self.at = Some(ReadPoint { read_ht, ..at });
         self.done = true;
         Ok(Some(n))
+    }
+
+    /// The storage client and this walk's read point.
+    fn client_at(&mut self) -> Result<(Client, ReadPoint), FlushError> {
+        let at = self.read_point()?;
+        let client = state::with(|b| b.client()).map_err(storage_err)?;
+        Ok((client, at))
+    }
+
+    /// The rest of the walk's range, at most `limit` rows (0: all).
+    fn spec(&self, limit: usize) -> ScanSpec {
+        ScanSpec { start: self.start.clone(), end: self.end.clone(), reverse: self.reverse, limit, ..ScanSpec::default() }
     }
 
     /// The read point this walk uses (taking it if not yet taken).
@@ -84,13 +94,10 @@ impl Pager {
     }
 
     fn fetch(&mut self) -> Result<(), FlushError> {
-        let at = self.read_point()?;
-        let mk = |e| FlushError { table: String::new(), error: e };
-        let client = state::with(|b| b.client()).map_err(mk)?;
+        let (client, at) = self.client_at()?;
         let limit = self.page;
         self.page = (self.page * 4).min(PAGE_ROWS);
-        let spec = ScanSpec { start: self.start.clone(), end: self.end.clone(), reverse: self.reverse, limit, ..ScanSpec::default() };
-        let (rows, read_ht) = client.scan_at(&self.storage, spec, at).map_err(mk)?;
+        let (rows, read_ht) = client.scan_at(&self.storage, self.spec(limit), at).map_err(storage_err)?;
         self.at = Some(ReadPoint { read_ht, ..at });
         if rows.len() < limit {
             self.done = true;
@@ -109,10 +116,13 @@ impl Pager {
 
     /// Point read of `key` at this walk's read point.
     pub fn get(&mut self, storage: &str, key: &[u8]) -> Result<Option<Vec<u8>>, FlushError> {
-        let at = self.read_point()?;
-        let mk = |e| FlushError { table: String::new(), error: e };
-        let client = state::with(|b| b.client()).map_err(mk)?;
-        let (v, _) = client.read_at(storage, key, at).map_err(mk)?;
+        let (client, at) = self.client_at()?;
+        let (v, _) = client.read_at(storage, key, at).map_err(storage_err)?;
         Ok(v)
     }
+}
+
+/// A storage error not tied to one table.
+fn storage_err(error: ClientError) -> FlushError {
+    FlushError { table: String::new(), error }
 }

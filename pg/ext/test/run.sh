@@ -95,22 +95,19 @@ fi
 # rolled-back CREATE and a CREATE in a rolled-back savepoint leave exactly as many
 # storage tables as before (old ones freed at commit, new ones on abort).
 if [[ ${#@} == 0 ]]; then
-  storage_tables() { "$bin" status --addr "127.0.0.1:$rpc" | grep -cE '^  [ti][0-9]+_'; }
-  psql_ -d regress_pinax -c "CREATE TABLE leak_t (id int PRIMARY KEY, v text, w int); CREATE INDEX leak_v ON leak_t (v); CREATE UNIQUE INDEX leak_w ON leak_t (w); INSERT INTO leak_t SELECT g, 'v' || g, g FROM generate_series(1, 100) g"
-  n0=$(storage_tables)
-  psql_ -d regress_pinax -c "TRUNCATE leak_t"
-  n1=$(storage_tables)
-  psql_ -d regress_pinax -c "INSERT INTO leak_t VALUES (7, 'seven', 7); REINDEX TABLE leak_t; REINDEX INDEX leak_v"
-  n2=$(storage_tables)
-  psql_ -d regress_pinax -c "BEGIN; TRUNCATE leak_t; INSERT INTO leak_t VALUES (8, 'eight', 8); ROLLBACK"
-  n3=$(storage_tables)
+  # storage_after SQL: run SQL, then print how many storage tables the node has.
+  storage_after() {
+    psql_ -d regress_pinax -c "$1" || return 1
+    "$bin" status --addr "127.0.0.1:$rpc" | grep -cE '^  [ti][0-9]+_'
+  }
+  n0=$(storage_after "CREATE TABLE leak_t (id int PRIMARY KEY, v text, w int); CREATE INDEX leak_v ON leak_t (v); CREATE UNIQUE INDEX leak_w ON leak_t (w); INSERT INTO leak_t SELECT g, 'v' || g, g FROM generate_series(1, 100) g")
+  n1=$(storage_after "TRUNCATE leak_t")
+  n2=$(storage_after "INSERT INTO leak_t VALUES (7, 'seven', 7); REINDEX TABLE leak_t; REINDEX INDEX leak_v")
+  n3=$(storage_after "BEGIN; TRUNCATE leak_t; INSERT INTO leak_t VALUES (8, 'eight', 8); ROLLBACK")
   found=$(psql_ -d regress_pinax -tA -c "SET enable_seqscan = off; SELECT string_agg(id::text, ',') FROM leak_t WHERE v IN ('seven', 'eight', 'v3')")
-  psql_ -d regress_pinax -c "DROP TABLE leak_t"
-  n4=$(storage_tables)
-  psql_ -d regress_pinax -c "BEGIN; CREATE TABLE leak_u (id int PRIMARY KEY, v text); CREATE INDEX leak_uv ON leak_u (v); ROLLBACK"
-  n5=$(storage_tables)
-  psql_ -d regress_pinax -c "BEGIN; SAVEPOINT s; CREATE TABLE leak_s (id int PRIMARY KEY, v text); CREATE INDEX leak_sv ON leak_s (v); INSERT INTO leak_s VALUES (1, 'x'); ROLLBACK TO SAVEPOINT s; COMMIT"
-  n6=$(storage_tables)
+  n4=$(storage_after "DROP TABLE leak_t")
+  n5=$(storage_after "BEGIN; CREATE TABLE leak_u (id int PRIMARY KEY, v text); CREATE INDEX leak_uv ON leak_u (v); ROLLBACK")
+  n6=$(storage_after "BEGIN; SAVEPOINT s; CREATE TABLE leak_s (id int PRIMARY KEY, v text); CREATE INDEX leak_sv ON leak_s (v); INSERT INTO leak_s VALUES (1, 'x'); ROLLBACK TO SAVEPOINT s; COMMIT")
   if [[ "$n1" == "$n0" && "$n2" == "$n0" && "$n3" == "$n0" && "$n4" == "$((n0 - 3))" && "$n5" == "$n4" && "$n6" == "$n4" && "$found" == "7" ]]; then
     echo "storage of truncated, reindexed and dropped relations freed: ok"
   else
