@@ -47,9 +47,35 @@ pub fn message_for(e: &ClientError) -> String {
     }
 }
 
+thread_local! {
+    /// The message of the latest write conflict raised: a READ COMMITTED statement
+    /// that fails with it is run again (hooks/restart.rs).
+    static RESTARTABLE: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Forget the latest write conflict (a statement attempt starts).
+pub fn clear_restartable() {
+    RESTARTABLE.with(|r| *r.borrow_mut() = None);
+}
+
+/// Whether `edata` is the write conflict raised last (and not some other 40001).
+///
+/// # Safety
+/// `edata` must point to a valid ErrorData.
+pub unsafe fn was_restartable(edata: *const pgrx::pg_sys::ErrorData) -> bool {
+    let msg = (*edata).message;
+    if msg.is_null() {
+        return false;
+    }
+    let msg = std::ffi::CStr::from_ptr(msg).to_string_lossy();
+    RESTARTABLE.with(|r| r.borrow().as_deref() == Some(&*msg))
+}
+
 /// Raise `e` as a PostgreSQL ERROR (never returns).
 pub fn raise(e: &ClientError) -> ! {
-    let mut report = ErrorReport::new(sqlstate_for(e.code()), message_for(e), "pinax");
+    let message = message_for(e);
+    RESTARTABLE.with(|r| *r.borrow_mut() = (e.code() == ErrorCode::SerializationFailure).then(|| message.clone()));
+    let mut report = ErrorReport::new(sqlstate_for(e.code()), message, "pinax");
     if e.is_retryable() {
         report = report.set_hint("The transaction might succeed if retried.");
     }

@@ -6,6 +6,7 @@ use std::ffi::CString;
 static ADDRESS: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(c"127.0.0.1:7100"));
 static TABLETS: GucSetting<i32> = GucSetting::<i32>::new(8);
 static INDEX_ONLY_FETCH_ROWS: GucSetting<bool> = GucSetting::<bool>::new(false);
+static STATEMENT_RESTARTS: GucSetting<i32> = GucSetting::<i32>::new(100);
 
 pub fn init() {
     GucRegistry::define_string_guc(
@@ -34,6 +35,16 @@ pub fn init() {
         GucContext::Userset,
         GucFlags::default(),
     );
+    GucRegistry::define_int_guc(
+        c"pinax.statement_restarts",
+        c"How many times a READ COMMITTED statement is run again after a write conflict before the conflict is reported.",
+        c"A statement that meets a row changed by a transaction that committed after it read runs again at a new read time, as PostgreSQL re-checks such rows. 0 turns restarts off (the conflict is reported as 40001).",
+        &STATEMENT_RESTARTS,
+        0,
+        1_000_000,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
 }
 
 /// The node daemon's address.
@@ -49,4 +60,9 @@ pub fn tablets() -> u32 {
 /// Whether index-only scans run PostgreSQL's own node (fetching every row).
 pub fn index_only_fetch_rows() -> bool {
     INDEX_ONLY_FETCH_ROWS.get()
+}
+
+/// Most restarts of one READ COMMITTED statement after write conflicts (0: none).
+pub fn statement_restarts() -> u32 {
+    STATEMENT_RESTARTS.get().max(0) as u32
 }

@@ -165,6 +165,12 @@ impl Backend {
         Ok(ht)
     }
 
+    /// A READ COMMITTED statement runs again after a write conflict (its writes
+    /// were rolled back with its subtransaction): it reads at a new read time.
+    pub fn restart_statement(&mut self) {
+        self.stmt = None;
+    }
+
     /// Send every buffered write (as part of a storage transaction). A write that
     /// meets another transaction's pending intent waits for it to end, as PostgreSQL
     /// waits for a row lock ([`wait_for`]).
@@ -195,7 +201,8 @@ impl Backend {
         let mut started = None;
         for c in chunks {
             txn.set_seq(c.seq);
-            let res = txn.write_waiting(&c.table, c.ops, &mut |client, blocker| if wait { wait_for(client, blocker, Some(me), &mut started) } else { Ok(false) });
+            let inserts = only_inserts(&c.ops);
+            let res = txn.write_waiting(&c.table, c.ops, &mut |client, blocker| if wait { wait_for(client, blocker, Some(me), &mut started).map(|aborted| aborted || inserts) } else { Ok(false) });
             if let Err(e) = res {
                 return Err(FlushError { table: c.table, error: e });
             }
@@ -281,6 +288,7 @@ impl Backend {
                 // Values computed from reads (UPDATE t SET v = v + 1) conflict with
                 // commits after the read time: no lost update. (No read: no check.)
                 let read_ht = self.stmt.map(|(_, ht)| ht);
+                let inserts = only_inserts(&ops);
                 let mut started = None;
                 loop {
                     // One tablet's write is atomic; several go through a transaction
@@ -288,7 +296,7 @@ impl Backend {
                     match client.write_at(&table, &ops, read_ht) {
                         Ok(_) => return Ok(()),
                         Err(e) => match e.blocker() {
-                            Some(b) if wait_for(&client, b, None, &mut started).map_err(|e| FlushError { table: table.clone(), error: e })? => continue,
+                            Some(b) if wait_for(&client, b, None, &mut started).map_err(|e| FlushError { table: table.clone(), error: e })? || inserts => continue,
                             _ => return Err(FlushError { table, error: e }),
                         },
                     }
@@ -347,10 +355,26 @@ fn wait_for(client: &Client, blocker: pinax_common::TxnId, me: Option<pinax_comm
             }
             slice = slice.min(left as u32);
         }
-        if let Some(committed) = client.wait_txn(blocker, me, slice)? {
+        // Shown as wait_event_type/wait_event "Extension" in pg_stat_activity while
+        // the backend waits (PostgreSQL shows "Lock"/"transactionid" for a row lock).
+        // SAFETY: my_wait_event_info always points at a valid slot (pgstat_report_wait_start).
+        unsafe { *pg_sys::my_wait_event_info = pg_sys::PG_WAIT_EXTENSION };
+        let res = client.wait_txn(blocker, me, slice);
+        // SAFETY: as above (pgstat_report_wait_end).
+        unsafe { *pg_sys::my_wait_event_info = 0 };
+        if let Some(committed) = res? {
             return Ok(!committed);
         }
     }
+}
+
+/// Whether a batch only inserts (insert-if-absent: rows and unique index entries).
+/// Such a batch may be retried after the transaction it waited for committed: the
+/// insert is checked against the latest committed state, not the statement's reads,
+/// so the retry reports the duplicate key (23505) or succeeds if that transaction
+/// deleted the key, as PostgreSQL does.
+fn only_inserts(ops: &[WriteOp]) -> bool {
+    ops.iter().all(|o| o.kind == pinax_proto::WriteOpKind::Insert)
 }
 
 /// Longest single wait before checking for interrupts again.

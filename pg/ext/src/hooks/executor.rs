@@ -42,6 +42,7 @@ unsafe extern "C-unwind" fn executor_start(query_desc: *mut pg_sys::QueryDesc, e
 
 #[pg_guard]
 unsafe extern "C-unwind" fn executor_end(query_desc: *mut pg_sys::QueryDesc) {
+    super::restart::forget(query_desc);
     match PREV.get().copied().flatten() {
         Some(prev) => prev(query_desc),
         None => pg_sys::standard_ExecutorEnd(query_desc),

@@ -3,6 +3,7 @@
 
 pub mod executor;
 pub mod relation_info;
+pub mod restart;
 pub mod utility;
 pub mod xact;
 
@@ -14,5 +15,6 @@ pub unsafe fn install() {
     utility::install();
     relation_info::install();
     executor::install();
+    restart::install();
     xact::install();
 }

@@ -218,6 +218,7 @@ unsafe extern "C-unwind" fn process_utility(
     // statements, and hold none while the utility command runs.
     index::release_held();
     let _mode = index::UtilityMode::enter();
+    let _nested = super::restart::Nested::enter();
     match PREV.get().copied().flatten() {
         Some(prev) => prev(pstmt, query_string, read_only_tree, context, params, query_env, dest, qc),
         None => pg_sys::standard_ProcessUtility(pstmt, query_string, read_only_tree, context, params, query_env, dest, qc),

@@ -102,6 +102,7 @@ unsafe extern "C-unwind" fn xact_callback(event: pg_sys::XactEvent::Type, _arg: 
         }
         XACT_EVENT_COMMIT | XACT_EVENT_PARALLEL_COMMIT | XACT_EVENT_PREPARE => {
             index::release_held();
+            super::restart::end_of_xact();
             state::with(|b| b.end_of_xact());
             if event != XACT_EVENT_PREPARE {
                 drop_storage(deleted_file_nodes(true));
@@ -109,6 +110,7 @@ unsafe extern "C-unwind" fn xact_callback(event: pg_sys::XactEvent::Type, _arg: 
         }
         XACT_EVENT_ABORT | XACT_EVENT_PARALLEL_ABORT => {
             index::forget_held();
+            super::restart::end_of_xact();
             state::with(|b| b.end_of_xact());
             drop_storage(deleted_file_nodes(false));
         }
@@ -121,6 +123,7 @@ unsafe extern "C-unwind" fn subxact_callback(event: pg_sys::SubXactEvent::Type, 
     use pg_sys::SubXactEvent::*;
     match event {
         SUBXACT_EVENT_START_SUB => {
+            super::restart::subxact_started();
             let cid = pg_sys::GetCurrentCommandId(false);
             if let Err(e) = state::with(|b| b.start_subxact(my_subid, cid)) {
                 violation::raise(e);
@@ -133,8 +136,12 @@ unsafe extern "C-unwind" fn subxact_callback(event: pg_sys::SubXactEvent::Type, 
                 violation::raise(e);
             }
         }
-        SUBXACT_EVENT_COMMIT_SUB => state::with(|b| b.commit_subxact(my_subid)),
+        SUBXACT_EVENT_COMMIT_SUB => {
+            super::restart::subxact_committed();
+            state::with(|b| b.commit_subxact(my_subid));
+        }
         SUBXACT_EVENT_ABORT_SUB => {
+            super::restart::subxact_aborted();
             state::with(|b| b.abort_subxact(my_subid));
             index::release_created_in(my_subid);
             drop_storage(deleted_file_nodes(false));

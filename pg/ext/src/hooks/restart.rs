@@ -1,0 +1,374 @@
+//! READ COMMITTED statement restarts (ExecutorRun/ExecutorFinish hooks).
+//!
+//! Under READ COMMITTED PostgreSQL never reports a concurrent update as an error: an
+//! UPDATE, DELETE or row lock that meets a row changed by a transaction that
+//! committed after the statement's snapshot re-reads the newest version and
+//! re-checks the WHERE clause (EvalPlanQual). Pinax buffers writes and learns of the
+//! conflict when storage refuses them, too late for row-by-row re-checks, so it does
+//! what YugabyteDB does: the whole statement is run again at a new read time, as if
+//! it had started after the transaction it conflicted with. Nothing is lost: the
+//! statement has not returned anything yet.
+//!
+//! How: a top-level statement that may conflict (UPDATE, DELETE, MERGE, INSERT ... ON
+//! CONFLICT, SELECT ... FOR UPDATE/SHARE, writable CTEs) on a Pinax table runs in an
+//! internal subtransaction, in a fresh executor (its own `QueryDesc` over the same
+//! plan), with its output collected in a tuplestore. The statement's writes are sent
+//! when it ends inside the subtransaction (executor hook), so a conflict is raised
+//! inside. A write conflict (40001, raised by `error::raise`) rolls the
+//! subtransaction back (its writes and locks, in storage too), takes a new read time
+//! and runs the statement again; any other error is re-thrown unchanged, with its
+//! context. On success the output is replayed to the real destination and the
+//! row count handed to the original executor, which the portal then finishes and
+//! ends without running anything.
+//!
+//! Not restarted: REPEATABLE READ and SERIALIZABLE (40001 is their answer),
+//! statements inside functions (the top-level statement restarts as a whole), cursors
+//! and partial fetches, EXPLAIN ANALYZE, and INSERT into a table without triggers
+//! (its only conflict is a uniqueness race, which waits and then reports 23505 as
+//! PostgreSQL does); an INSERT whose triggers read (a foreign-key check locks the
+//! parent row) is restarted.
+
+use crate::guc;
+use crate::meta;
+use crate::state;
+use pgrx::pg_guard;
+use pgrx::pg_sys;
+use std::cell::{Cell, RefCell};
+use std::ffi::c_int;
+use std::sync::OnceLock;
+
+static PREV_RUN: OnceLock<pg_sys::ExecutorRun_hook_type> = OnceLock::new();
+static PREV_FINISH: OnceLock<pg_sys::ExecutorFinish_hook_type> = OnceLock::new();
+
+thread_local! {
+    /// ExecutorRun nesting (statements run by functions and triggers are deeper).
+    static RUN_DEPTH: Cell<u32> = const { Cell::new(0) };
+    /// Executors whose statement ran in a restarting copy: nothing is left for
+    /// their own ExecutorFinish to run.
+    static RAN_ELSEWHERE: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
+}
+
+// PostgreSQL functions called without pgrx's error boundary: inside `try_keep_error`
+// an error must reach our own sigsetjmp with its ErrorData intact, and inside
+// `pg_guard_ffi_boundary` only raw calls may be made (a boundary inside a boundary
+// would unwind a Rust panic through C and abort).
+unsafe extern "C-unwind" {
+    #[link_name = "standard_ExecutorRun"]
+    fn raw_standard_executor_run(qd: *mut pg_sys::QueryDesc, direction: pg_sys::ScanDirection::Type, count: u64, execute_once: bool);
+    #[link_name = "standard_ExecutorFinish"]
+    fn raw_standard_executor_finish(qd: *mut pg_sys::QueryDesc);
+    #[link_name = "ReThrowError"]
+    fn raw_rethrow_error(edata: *mut pg_sys::ErrorData) -> !;
+    #[link_name = "tuplestore_gettupleslot"]
+    fn raw_tuplestore_gettupleslot(store: *mut pg_sys::Tuplestorestate, forward: bool, copy: bool, slot: *mut pg_sys::TupleTableSlot) -> bool;
+    #[link_name = "ExecutorStart"]
+    fn raw_executor_start(qd: *mut pg_sys::QueryDesc, eflags: c_int);
+    #[link_name = "ExecutorRun"]
+    fn raw_executor_run(qd: *mut pg_sys::QueryDesc, direction: pg_sys::ScanDirection::Type, count: u64, execute_once: bool);
+    #[link_name = "ExecutorFinish"]
+    fn raw_executor_finish(qd: *mut pg_sys::QueryDesc);
+    #[link_name = "ExecutorEnd"]
+    fn raw_executor_end(qd: *mut pg_sys::QueryDesc);
+    #[link_name = "FreeQueryDesc"]
+    fn raw_free_query_desc(qd: *mut pg_sys::QueryDesc);
+    fn SetTuplestoreDestReceiverParams(
+        dest: *mut pg_sys::DestReceiver,
+        store: *mut pg_sys::Tuplestorestate,
+        cxt: pg_sys::MemoryContext,
+        detoast: bool,
+        target: pg_sys::TupleDesc,
+        map_failure_msg: *const std::ffi::c_char,
+    );
+}
+
+/// Install the hooks (once, from `_PG_init`).
+///
+/// # Safety
+/// Only while loading shared_preload_libraries in the postmaster.
+pub unsafe fn install() {
+    let _ = PREV_RUN.set(pg_sys::ExecutorRun_hook);
+    pg_sys::ExecutorRun_hook = Some(executor_run);
+    let _ = PREV_FINISH.set(pg_sys::ExecutorFinish_hook);
+    pg_sys::ExecutorFinish_hook = Some(executor_finish);
+}
+
+/// Forget per-transaction state (at transaction end).
+pub fn end_of_xact() {
+    RAN_ELSEWHERE.with(|r| r.borrow_mut().clear());
+    SUBXACT_DEPTHS.with(|s| s.borrow_mut().clear());
+    set_depth(0);
+}
+
+thread_local! {
+    /// RUN_DEPTH when each open subtransaction started: an error jumps over the
+    /// decrements of the runs it ends, so aborting a subtransaction restores it.
+    static SUBXACT_DEPTHS: RefCell<Vec<u32>> = const { RefCell::new(Vec::new()) };
+}
+
+fn depth() -> u32 {
+    RUN_DEPTH.with(|d| d.get())
+}
+
+fn set_depth(v: u32) {
+    RUN_DEPTH.with(|d| d.set(v));
+}
+
+/// Statements run while this lives (a utility command: FETCH from a cursor, EXPLAIN
+/// ANALYZE, CALL, DO, CREATE TABLE AS) are not top-level: they are never restarted.
+pub struct Nested(u32);
+
+impl Nested {
+    pub fn enter() -> Nested {
+        let d = depth();
+        set_depth(d + 1);
+        Nested(d)
+    }
+}
+
+impl Drop for Nested {
+    fn drop(&mut self) {
+        set_depth(self.0);
+    }
+}
+
+/// A subtransaction starts (subxact callback).
+pub fn subxact_started() {
+    SUBXACT_DEPTHS.with(|s| s.borrow_mut().push(depth()));
+}
+
+/// A subtransaction commits.
+pub fn subxact_committed() {
+    SUBXACT_DEPTHS.with(|s| s.borrow_mut().pop());
+}
+
+/// A subtransaction aborts: runs inside it were ended by the error.
+pub fn subxact_aborted() {
+    if let Some(d) = SUBXACT_DEPTHS.with(|s| s.borrow_mut().pop()) {
+        set_depth(d);
+    }
+}
+
+// Errors are not caught here: they jump over these frames (which own nothing to
+// drop) with their ErrorData intact; the depth is repaired at (sub)transaction abort.
+#[pg_guard]
+unsafe extern "C-unwind" fn executor_run(qd: *mut pg_sys::QueryDesc, direction: pg_sys::ScanDirection::Type, count: u64, execute_once: bool) {
+    let d = depth();
+    if d == 0 && restartable(qd, count, execute_once) {
+        set_depth(1);
+        run_restarting(qd, direction);
+        set_depth(0);
+        return;
+    }
+    set_depth(d + 1);
+    match PREV_RUN.get().copied().flatten() {
+        Some(prev) => prev(qd, direction, count, execute_once),
+        None => raw_standard_executor_run(qd, direction, count, execute_once),
+    }
+    set_depth(d);
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn executor_finish(qd: *mut pg_sys::QueryDesc) {
+    let key = qd as usize;
+    if RAN_ELSEWHERE.with(|r| r.borrow().contains(&key)) && !(*qd).estate.is_null() {
+        // The writable CTEs ran in the copy: do not run them to completion here.
+        (*(*qd).estate).es_auxmodifytables = std::ptr::null_mut();
+    }
+    match PREV_FINISH.get().copied().flatten() {
+        Some(prev) => prev(qd),
+        None => raw_standard_executor_finish(qd),
+    }
+}
+
+/// Called from ExecutorEnd: the executor is gone.
+pub fn forget(qd: *mut pg_sys::QueryDesc) {
+    let key = qd as usize;
+    RAN_ELSEWHERE.with(|r| r.borrow_mut().retain(|k| *k != key));
+}
+
+/// Whether this top-level run may meet a write conflict and can be run again.
+unsafe fn restartable(qd: *mut pg_sys::QueryDesc, count: u64, execute_once: bool) -> bool {
+    use pg_sys::CmdType::*;
+    if count != 0 || guc::statement_restarts() == 0 || !(execute_once || fetched_once(qd)) {
+        return false;
+    }
+    if pg_sys::XactIsoLevel >= pg_sys::XACT_REPEATABLE_READ as i32 {
+        return false;
+    }
+    if (*qd).instrument_options != 0 || !(*qd).totaltime.is_null() || (*qd).estate.is_null() {
+        return false;
+    }
+    let ps = (*qd).plannedstmt;
+    match (*ps).commandType {
+        CMD_UPDATE | CMD_DELETE | CMD_MERGE => pinax_relation(ps, false),
+        // A plain INSERT only races on uniqueness (it waits, then reports 23505),
+        // unless triggers read: a foreign-key check locks the parent row.
+        CMD_INSERT if insert_on_conflict(ps) || (*ps).hasModifyingCTE => pinax_relation(ps, false),
+        CMD_INSERT => pinax_relation(ps, true),
+        CMD_SELECT if !(*ps).rowMarks.is_null() || (*ps).hasModifyingCTE => pinax_relation(ps, false),
+        _ => false,
+    }
+}
+
+/// Whether `qd` is the query of the active portal, run to completion by its first
+/// fetch (PostgreSQL 15 runs SELECTs with `execute_once` false even then): such a
+/// portal is at its end afterwards and runs no more. (A DECLAREd cursor is fetched
+/// from inside a utility command, see [`Nested`].)
+unsafe fn fetched_once(qd: *mut pg_sys::QueryDesc) -> bool {
+    let p = pg_sys::ActivePortal;
+    !p.is_null() && (*p).queryDesc == qd && (*p).atStart && (*p).cursorOptions & (pg_sys::CURSOR_OPT_SCROLL | pg_sys::CURSOR_OPT_HOLD) as i32 == 0
+}
+
+unsafe fn insert_on_conflict(ps: *mut pg_sys::PlannedStmt) -> bool {
+    let plan = (*ps).planTree;
+    if plan.is_null() || (*plan).type_ != pg_sys::NodeTag::T_ModifyTable {
+        return false;
+    }
+    (*(plan as *mut pg_sys::ModifyTable)).onConflictAction != pg_sys::OnConflictAction::ONCONFLICT_NONE
+}
+
+/// Whether a relation the statement writes or locks (locked at least ROW SHARE) is
+/// a Pinax table (`with_triggers`: one that has triggers).
+unsafe fn pinax_relation(ps: *mut pg_sys::PlannedStmt, with_triggers: bool) -> bool {
+    let rtable = (*ps).rtable;
+    if rtable.is_null() {
+        return false;
+    }
+    for i in 0..(*rtable).length as usize {
+        let rte = (*(*rtable).elements.add(i)).ptr_value as *mut pg_sys::RangeTblEntry;
+        if (*rte).rtekind != pg_sys::RTEKind::RTE_RELATION || (*rte).rellockmode < pg_sys::RowShareLock as i32 {
+            continue;
+        }
+        let rel = pg_sys::RelationIdGetRelation((*rte).relid);
+        if rel.is_null() {
+            continue;
+        }
+        let found = meta::is_pinax_table(rel) && (!with_triggers || (*(*rel).rd_rel).relhastriggers);
+        pg_sys::RelationClose(rel);
+        if found {
+            return true;
+        }
+    }
+    false
+}
+
+/// Run `f`, catching a PostgreSQL error with its ErrorData intact (copied into
+/// `cxt`), as PG_TRY/PG_CATCH do. `f` must call PostgreSQL only through functions
+/// without pgrx's boundary, and own nothing that needs dropping: an error jumps
+/// straight back here.
+unsafe fn try_keep_error(cxt: pg_sys::MemoryContext, f: impl FnOnce()) -> Result<(), *mut pg_sys::ErrorData> {
+    let prev_exception_stack = pg_sys::PG_exception_stack;
+    let prev_error_context_stack = pg_sys::error_context_stack;
+    let jumped = cee_scape::call_with_sigsetjmp(false, |buf| {
+        pg_sys::PG_exception_stack = buf as *const cee_scape::SigJmpBufFields as *mut pg_sys::sigjmp_buf;
+        f();
+        0
+    });
+    pg_sys::PG_exception_stack = prev_exception_stack;
+    pg_sys::error_context_stack = prev_error_context_stack;
+    if jumped == 0 {
+        return Ok(());
+    }
+    pg_sys::MemoryContextSwitchTo(cxt);
+    let edata = pg_sys::CopyErrorData();
+    pg_sys::FlushErrorState();
+    Err(edata)
+}
+
+/// Run the statement of `qd` in a restartable copy (see the module header).
+unsafe fn run_restarting(qd: *mut pg_sys::QueryDesc, direction: pg_sys::ScanDirection::Type) {
+    let ps = (*qd).plannedstmt;
+    let send = (*ps).commandType == pg_sys::CmdType::CMD_SELECT || (*ps).hasReturning;
+    let eflags = (*(*qd).estate).es_top_eflags;
+    let outer = pg_sys::CurrentMemoryContext;
+    let owner = pg_sys::CurrentResourceOwner;
+    let max = guc::statement_restarts();
+    let mut restarts = 0;
+    loop {
+        // Everything of one attempt lives in its own context (the tuplestore too:
+        // a file it spilled to belongs to the subtransaction and is closed when that
+        // aborts).
+        let cxt = pg_sys::AllocSetContextCreateInternal(outer, c"pinax statement attempt".as_ptr(), 0, 8 * 1024, 8 * 1024 * 1024);
+        pg_sys::BeginInternalSubTransaction(std::ptr::null());
+        pg_sys::MemoryContextSwitchTo(cxt);
+        let store = if send { pg_sys::tuplestore_begin_heap(false, false, pg_sys::work_mem) } else { std::ptr::null_mut() };
+        let dest = if send {
+            let d = pg_sys::CreateDestReceiver(pg_sys::CommandDest::DestTuplestore);
+            SetTuplestoreDestReceiverParams(d, store, cxt, false, std::ptr::null_mut(), std::ptr::null());
+            d
+        } else {
+            (*qd).dest
+        };
+        let copy = pg_sys::CreateQueryDesc(ps, (*qd).sourceText, (*qd).snapshot, (*qd).crosscheck_snapshot, dest, (*qd).params, (*qd).queryEnv, 0);
+        crate::error::clear_restartable();
+        let mut processed: u64 = 0;
+        let processed_ptr: *mut u64 = &mut processed;
+        let res = try_keep_error(outer, || {
+            raw_executor_start(copy, eflags);
+            raw_executor_run(copy, direction, 0, true);
+            *processed_ptr = (*(*copy).estate).es_processed;
+            raw_executor_finish(copy);
+            raw_executor_end(copy);
+            // Unregisters its snapshots (on an error, the subtransaction's abort does).
+            raw_free_query_desc(copy);
+        });
+        match res {
+            Ok(()) => {
+                pg_sys::ReleaseCurrentSubTransaction();
+                pg_sys::MemoryContextSwitchTo(outer);
+                pg_sys::CurrentResourceOwner = owner;
+                if send {
+                    replay(store, qd);
+                    pg_sys::tuplestore_end(store);
+                }
+                pg_sys::MemoryContextDelete(cxt);
+                (*(*qd).estate).es_processed = processed;
+                RAN_ELSEWHERE.with(|r| r.borrow_mut().push(qd as usize));
+                return;
+            }
+            Err(edata) => {
+                pg_sys::RollbackAndReleaseCurrentSubTransaction();
+                pg_sys::MemoryContextSwitchTo(outer);
+                pg_sys::CurrentResourceOwner = owner;
+                pg_sys::MemoryContextDelete(cxt);
+                let conflict = (*edata).sqlerrcode == crate::error::sqlstate_code("40001") as i32 && crate::error::was_restartable(edata);
+                if conflict && restarts < max {
+                    restarts += 1;
+                    pg_sys::FreeErrorData(edata);
+                    pgrx::debug1!("pinax: write conflict; running the statement again at a new read time (restart {restarts})");
+                    state::with(|b| b.restart_statement());
+                    pg_sys::check_for_interrupts!();
+                    continue;
+                }
+                // Straight to the next handler up, ErrorData intact (pgrx's
+                // boundary would keep only some fields).
+                set_depth(0);
+                raw_rethrow_error(edata);
+            }
+        }
+    }
+}
+
+/// Send the collected output to the statement's real destination.
+unsafe fn replay(store: *mut pg_sys::Tuplestorestate, qd: *mut pg_sys::QueryDesc) {
+    let dest = (*qd).dest;
+    let tupdesc = (*qd).tupDesc;
+    let slot = pg_sys::MakeSingleTupleTableSlot(tupdesc, &pg_sys::TTSOpsMinimalTuple);
+    let op = (*(*qd).plannedstmt).commandType as c_int;
+    pg_sys::ffi::pg_guard_ffi_boundary(|| {
+        if let Some(startup) = (*dest).rStartup {
+            startup(dest, op, tupdesc);
+        }
+        while raw_tuplestore_gettupleslot(store, true, false, slot) {
+            if let Some(receive) = (*dest).receiveSlot {
+                if !receive(slot, dest) {
+                    break;
+                }
+            }
+        }
+        if let Some(shutdown) = (*dest).rShutdown {
+            shutdown(dest);
+        }
+    });
+    pg_sys::ExecDropSingleTupleTableSlot(slot);
+}
