@@ -277,37 +277,59 @@ impl Backend {
     /// PRE_COMMIT: make every write durable, or fail (the transaction then aborts).
     pub fn pre_commit(&mut self) -> Result<(), FlushError> {
         self.send_pending_rollback()?;
-        if self.txn.is_none() && !self.buf.is_empty() {
-            let single_table = self.buf.iter().all(|c| c.table == self.buf[0].table);
-            if single_table {
-                let table = self.buf[0].table.clone();
-                let ops: Vec<WriteOp> = std::mem::take(&mut self.buf).into_iter().flat_map(|c| c.ops).collect();
-                self.buf_ops = 0;
-                self.buf_bytes = 0;
-                let client = self.client().map_err(|e| FlushError { table: table.clone(), error: e })?;
-                // Values computed from reads (UPDATE t SET v = v + 1) conflict with
-                // commits after the read time: no lost update. (No read: no check.)
-                let read_ht = self.stmt.map(|(_, ht)| ht);
-                let inserts = only_inserts(&ops);
-                let mut started = None;
-                loop {
-                    // One tablet's write is atomic; several go through a transaction
-                    // that is aborted when it fails: retrying is safe either way.
-                    match client.write_at(&table, &ops, read_ht) {
-                        Ok(_) => return Ok(()),
-                        Err(e) => match e.blocker() {
-                            Some(b) if wait_for(&client, b, None, &mut started).map_err(|e| FlushError { table: table.clone(), error: e })? || inserts => continue,
-                            _ => return Err(FlushError { table, error: e }),
-                        },
-                    }
-                }
-            }
+        if self.write_fast_path()? {
+            return Ok(());
         }
         self.flush()?;
         if let Some(txn) = self.txn.take() {
             txn.commit().map_err(|e| FlushError { table: String::new(), error: e })?;
         }
         Ok(())
+    }
+
+    /// The autocommit fast path: a transaction that never had to flush, whose
+    /// buffered writes all go to one storage table, commits them in one
+    /// `Client::write` (one tablet: one RPC, no intents; several: a storage
+    /// transaction aborted if it fails), atomically checked against commits after
+    /// the statement's read time. Returns false (nothing done) when it does not apply.
+    fn write_fast_path(&mut self) -> Result<bool, FlushError> {
+        if self.txn.is_some() || self.buf.is_empty() || !self.buf.iter().all(|c| c.table == self.buf[0].table) {
+            return Ok(false);
+        }
+        let table = self.buf[0].table.clone();
+        let ops: Vec<WriteOp> = std::mem::take(&mut self.buf).into_iter().flat_map(|c| c.ops).collect();
+        self.buf_ops = 0;
+        self.buf_bytes = 0;
+        let client = self.client().map_err(|e| FlushError { table: table.clone(), error: e })?;
+        // Values computed from reads (UPDATE t SET v = v + 1) conflict with
+        // commits after the read time: no lost update. (No read: no check.)
+        let read_ht = self.stmt.map(|(_, ht)| ht);
+        let inserts = only_inserts(&ops);
+        let mut started = None;
+        loop {
+            // One tablet's write is atomic; several go through a transaction
+            // that is aborted when it fails: retrying is safe either way.
+            match client.write_at(&table, &ops, read_ht) {
+                Ok(_) => return Ok(true),
+                Err(e) => match e.blocker() {
+                    Some(b) if wait_for(&client, b, None, &mut started).map_err(|e| FlushError { table: table.clone(), error: e })? || inserts => continue,
+                    _ => return Err(FlushError { table, error: e }),
+                },
+            }
+        }
+    }
+
+    /// A restartable READ COMMITTED statement ended (hooks/restart.rs): send its
+    /// writes now, so that a conflict is known while it can still run again.
+    /// `whole_transaction`: nothing else will run in this transaction before it
+    /// commits, and nothing was written before, so the fast path may commit the
+    /// writes at once; otherwise they go to the storage transaction.
+    pub fn finish_statement(&mut self, whole_transaction: bool) -> Result<(), FlushError> {
+        self.send_pending_rollback()?;
+        if whole_transaction && self.write_fast_path()? {
+            return Ok(());
+        }
+        self.flush()
     }
 
     /// Forget everything transaction-scoped; abort an open storage transaction.

@@ -4,7 +4,8 @@
 //! - ExecutorEnd: inside a transaction block or a subtransaction (an exception
 //!   block), send a statement's buffered writes when it ends, so that its errors
 //!   (unique violations, conflicts) are reported by that statement and not by a
-//!   later one or by COMMIT.
+//!   later one or by COMMIT. (A restartable READ COMMITTED statement's writes are
+//!   sent by hooks/restart.rs instead.)
 
 use crate::am::index_only;
 use crate::guc;
@@ -47,7 +48,7 @@ unsafe extern "C-unwind" fn executor_end(query_desc: *mut pg_sys::QueryDesc) {
         Some(prev) => prev(query_desc),
         None => pg_sys::standard_ExecutorEnd(query_desc),
     }
-    if (pg_sys::IsTransactionBlock() || pg_sys::IsSubTransaction()) && state::with(|b| b.has_buffered()) {
+    if (pg_sys::IsTransactionBlock() || pg_sys::IsSubTransaction()) && !super::restart::is_copy(query_desc) && state::with(|b| b.has_buffered()) {
         state::with(|b| b.flush()).or_raise();
     }
 }

@@ -12,9 +12,11 @@
 //! How: a top-level statement that may conflict (UPDATE, DELETE, MERGE, INSERT ... ON
 //! CONFLICT, SELECT ... FOR UPDATE/SHARE, writable CTEs) on a Pinax table runs in an
 //! internal subtransaction, in a fresh executor (its own `QueryDesc` over the same
-//! plan), with its output collected in a tuplestore. The statement's writes are sent
-//! when it ends inside the subtransaction (executor hook), so a conflict is raised
-//! inside. A write conflict (40001, raised by `error::raise`) rolls the
+//! plan), with its output collected in a tuplestore. When it has ended, still inside
+//! the subtransaction, its writes are sent (`Backend::finish_statement`): with the
+//! autocommit fast path (one RPC, committed at once) when the statement is its whole
+//! transaction, else to the storage transaction. A write conflict (storage's
+//! SerializationFailure, there or raised while the statement ran) rolls the
 //! subtransaction back (its writes and locks, in storage too), takes a new read time
 //! and runs the statement again; any other error is re-thrown unchanged, with its
 //! context. On success the output is replayed to the real destination and the
@@ -43,6 +45,9 @@ static PREV_FINISH: OnceLock<pg_sys::ExecutorFinish_hook_type> = OnceLock::new()
 thread_local! {
     /// ExecutorRun nesting (statements run by functions and triggers are deeper).
     static RUN_DEPTH: Cell<u32> = const { Cell::new(0) };
+    /// The copy a restarting run is executing: its writes are sent by the wrapper
+    /// (`Backend::finish_statement`), not when it ends.
+    static COPY: Cell<usize> = const { Cell::new(0) };
     /// Executors whose statement ran in a restarting copy: nothing is left for
     /// their own ExecutorFinish to run.
     static RAN_ELSEWHERE: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
@@ -180,6 +185,12 @@ unsafe extern "C-unwind" fn executor_finish(qd: *mut pg_sys::QueryDesc) {
     }
 }
 
+/// Whether `qd` is the executor of a restartable statement, whose writes the
+/// wrapper sends (ExecutorEnd must not).
+pub fn is_copy(qd: *mut pg_sys::QueryDesc) -> bool {
+    COPY.with(|c| c.get()) == qd as usize
+}
+
 /// Called from ExecutorEnd: the executor is gone.
 pub fn forget(qd: *mut pg_sys::QueryDesc) {
     let key = qd as usize;
@@ -275,6 +286,73 @@ unsafe fn try_keep_error(cxt: pg_sys::MemoryContext, f: impl FnOnce()) -> Result
     Err(edata)
 }
 
+/// How an attempt failed: an error raised while it ran, or its writes refused.
+enum Failure {
+    Error(*mut pg_sys::ErrorData),
+    Flush(state::FlushError),
+}
+
+unsafe extern "C-unwind" {
+    fn pq_buffer_has_data() -> bool;
+    fn pq_peekbyte() -> c_int;
+}
+
+/// Whether the restartable statement that just ran (inside its subtransaction) is
+/// its whole transaction, so that its writes may be committed at once by the
+/// autocommit fast path: no transaction block (the caller checks, outside the
+/// subtransaction, which is a block of its own), nothing written before it (no
+/// PostgreSQL transaction id either: no heap writes), no deferrable trigger on a
+/// table it writes, and nothing can run before the commit: a simple-protocol
+/// query (one statement, committed when it ends; several make an implicit block),
+/// or an extended-protocol Execute whose Sync is already waiting in the input
+/// buffer (libpq sends Bind/Execute/Sync together). A pipeline that sends more
+/// before its Sync gets the storage transaction instead, so that a later failure
+/// still rolls this statement back.
+unsafe fn whole_transaction(ps: *mut pg_sys::PlannedStmt) -> bool {
+    if pg_sys::GetCurrentTransactionNestLevel() != 2 {
+        return false;
+    }
+    if pg_sys::GetTopTransactionIdIfAny() != pg_sys::InvalidTransactionId || pg_sys::GetCurrentTransactionIdIfAny() != pg_sys::InvalidTransactionId {
+        return false;
+    }
+    let p = pg_sys::ActivePortal;
+    if p.is_null() {
+        return false;
+    }
+    // exec_simple_query hides its portals; Bind's are visible (pg_cursors).
+    let simple = !(*p).visible;
+    if !simple && !(pq_buffer_has_data() && pq_peekbyte() == b'S' as c_int) {
+        return false;
+    }
+    !deferrable_triggers(ps)
+}
+
+/// Whether a table the statement writes has a deferrable trigger (a DEFERRABLE
+/// constraint's check may run at commit, after an early write).
+unsafe fn deferrable_triggers(ps: *mut pg_sys::PlannedStmt) -> bool {
+    let rtable = (*ps).rtable;
+    if rtable.is_null() {
+        return false;
+    }
+    for i in 0..(*rtable).length as usize {
+        let rte = (*(*rtable).elements.add(i)).ptr_value as *mut pg_sys::RangeTblEntry;
+        if (*rte).rtekind != pg_sys::RTEKind::RTE_RELATION || (*rte).rellockmode < pg_sys::RowExclusiveLock as i32 {
+            continue;
+        }
+        let rel = pg_sys::RelationIdGetRelation((*rte).relid);
+        if rel.is_null() {
+            continue;
+        }
+        let td = (*rel).trigdesc;
+        let found = !td.is_null() && (0..(*td).numtriggers as usize).any(|t| (*(*td).triggers.add(t)).tgdeferrable);
+        pg_sys::RelationClose(rel);
+        if found {
+            return true;
+        }
+    }
+    false
+}
+
 /// Run the statement of `qd` in a restartable copy (see the module header).
 unsafe fn run_restarting(qd: *mut pg_sys::QueryDesc, direction: pg_sys::ScanDirection::Type) {
     let ps = (*qd).plannedstmt;
@@ -284,6 +362,7 @@ unsafe fn run_restarting(qd: *mut pg_sys::QueryDesc, direction: pg_sys::ScanDire
     let owner = pg_sys::CurrentResourceOwner;
     let max = guc::statement_restarts();
     let mut restarts = 0;
+    let in_block = pg_sys::IsTransactionBlock();
     loop {
         // Everything of one attempt lives in its own context (the tuplestore too:
         // a file it spilled to belongs to the subtransaction and is closed when that
@@ -301,6 +380,7 @@ unsafe fn run_restarting(qd: *mut pg_sys::QueryDesc, direction: pg_sys::ScanDire
         };
         let copy = pg_sys::CreateQueryDesc(ps, (*qd).sourceText, (*qd).snapshot, (*qd).crosscheck_snapshot, dest, (*qd).params, (*qd).queryEnv, 0);
         crate::error::clear_restartable();
+        COPY.with(|c| c.set(copy as usize));
         let mut processed: u64 = 0;
         let processed_ptr: *mut u64 = &mut processed;
         let res = try_keep_error(outer, || {
@@ -312,6 +392,33 @@ unsafe fn run_restarting(qd: *mut pg_sys::QueryDesc, direction: pg_sys::ScanDire
             // Unregisters its snapshots (on an error, the subtransaction's abort does).
             raw_free_query_desc(copy);
         });
+        COPY.with(|c| c.set(0));
+        // The statement's writes, sent while it can still run again.
+        let res = match res {
+            Ok(()) => {
+                // Waiting for another transaction may end in an error raised right
+                // here (lock_timeout, cancel): the internal subtransaction must be
+                // gone before it reaches PostgreSQL, which would otherwise take it
+                // for a user's savepoint and leave the transaction aborted.
+                let sent = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    let whole = !in_block && whole_transaction(ps);
+                    state::with(|b| b.finish_statement(whole))
+                }));
+                match sent {
+                    Ok(Ok(())) => Ok(()),
+                    Ok(Err(e)) => Err(Failure::Flush(e)),
+                    Err(raised) => {
+                        pg_sys::RollbackAndReleaseCurrentSubTransaction();
+                        pg_sys::MemoryContextSwitchTo(outer);
+                        pg_sys::CurrentResourceOwner = owner;
+                        pg_sys::MemoryContextDelete(cxt);
+                        set_depth(0);
+                        std::panic::resume_unwind(raised);
+                    }
+                }
+            }
+            Err(edata) => Err(Failure::Error(edata)),
+        };
         match res {
             Ok(()) => {
                 pg_sys::ReleaseCurrentSubTransaction();
@@ -326,24 +433,32 @@ unsafe fn run_restarting(qd: *mut pg_sys::QueryDesc, direction: pg_sys::ScanDire
                 RAN_ELSEWHERE.with(|r| r.borrow_mut().push(qd as usize));
                 return;
             }
-            Err(edata) => {
+            Err(failure) => {
                 pg_sys::RollbackAndReleaseCurrentSubTransaction();
                 pg_sys::MemoryContextSwitchTo(outer);
                 pg_sys::CurrentResourceOwner = owner;
                 pg_sys::MemoryContextDelete(cxt);
-                let conflict = (*edata).sqlerrcode == crate::error::sqlstate_code("40001") as i32 && crate::error::was_restartable(edata);
+                let conflict = match &failure {
+                    Failure::Error(edata) => (**edata).sqlerrcode == crate::error::sqlstate_code("40001") as i32 && crate::error::was_restartable(*edata),
+                    Failure::Flush(e) => e.error.code() == pinax_common::ErrorCode::SerializationFailure,
+                };
                 if conflict && restarts < max {
                     restarts += 1;
-                    pg_sys::FreeErrorData(edata);
+                    if let Failure::Error(edata) = failure {
+                        pg_sys::FreeErrorData(edata);
+                    }
                     pgrx::debug1!("pinax: write conflict; running the statement again at a new read time (restart {restarts})");
                     state::with(|b| b.restart_statement());
                     pg_sys::check_for_interrupts!();
                     continue;
                 }
-                // Straight to the next handler up, ErrorData intact (pgrx's
-                // boundary would keep only some fields).
                 set_depth(0);
-                raw_rethrow_error(edata);
+                match failure {
+                    // Straight to the next handler up, ErrorData intact (pgrx's
+                    // boundary would keep only some fields).
+                    Failure::Error(edata) => raw_rethrow_error(edata),
+                    Failure::Flush(e) => crate::violation::raise(e),
+                }
             }
         }
     }
