@@ -321,10 +321,8 @@ unsafe fn whole_transaction(ps: *mut pg_sys::PlannedStmt) -> bool {
     }
     // exec_simple_query hides its portals; Bind's are visible (pg_cursors).
     let simple = !(*p).visible;
-    if !simple && !(pq_buffer_has_data() && pq_peekbyte() == b'S' as c_int) {
-        return false;
-    }
-    !deferrable_triggers(ps)
+    let sync_next = || pq_buffer_has_data() && pq_peekbyte() == b'S' as c_int;
+    (simple || sync_next()) && !deferrable_triggers(ps)
 }
 
 /// Whether a table the statement writes has a deferrable trigger (a DEFERRABLE
