@@ -228,15 +228,34 @@ fn intent_found(r: &IntentRecord) -> Found {
     }
 }
 
+/// Older versions of a key stepped over before seeking past the rest (RocksDB's own
+/// iterator switches from stepping to seeking after 8 as well).
+const SEQUENTIAL_SKIPS: usize = 8;
+
 /// Consume the versions of escaped key `esc` (iterator positioned on its first entry
 /// in scan direction) and return the newest one at or before `read_ht`.
 fn read_version_group<I: KvIterator>(it: &mut I, esc: &[u8], read_ht: HybridTime, reverse: bool) -> Result<Found> {
     let mut found = Found::Nothing;
     let mut decided = false;
+    let mut skipped = 0;
     while it.valid()? {
         let (k, ht) = keys::split_version_key(it.key())?;
         if k != esc {
             break;
+        }
+        if decided && !reverse {
+            // Forward, the answer is known: the rest are older versions. Step over a
+            // few; past that, seek beyond them (an often-updated row has thousands
+            // until compaction drops those older than the history cutoff, and a
+            // point read would walk them all).
+            skipped += 1;
+            if skipped > SEQUENTIAL_SKIPS {
+                // Escaped keys end in ESC ESC_END: never all 0xFF, always a bound.
+                if let Some(next) = keys::prefix_upper_bound(esc) {
+                    it.seek(&next);
+                    break;
+                }
+            }
         }
         if ht <= read_ht && !decided {
             found = match keys::decode_value(it.value())? {
