@@ -75,6 +75,10 @@ impl WriteOp {
 /// PostgreSQL's row lock strengths (`LockTupleMode`), weakest first. Two conflict
 /// when the sum of their ranks is 3 or more: KEY SHARE only with UPDATE; SHARE with
 /// NO KEY UPDATE and UPDATE; NO KEY UPDATE with all but KEY SHARE; UPDATE with all.
+///
+/// `PredicateWrite` is not a row lock: SERIALIZABLE transactions take it on a
+/// tablet's range-lock key (its partition start) when they write in the tablet, and
+/// SERIALIZABLE range reads take SHARE there. It conflicts with SHARE only.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 #[repr(u8)]
 pub enum LockStrength {
@@ -82,6 +86,7 @@ pub enum LockStrength {
     Share = 1,
     NoKeyUpdate = 2,
     Update = 3,
+    PredicateWrite = 4,
 }
 
 impl LockStrength {
@@ -91,12 +96,18 @@ impl LockStrength {
             0 => LockStrength::KeyShare,
             1 => LockStrength::Share,
             2 => LockStrength::NoKeyUpdate,
+            4 => LockStrength::PredicateWrite,
             _ => LockStrength::Update,
         })
     }
 
     pub fn conflicts_with(self, other: LockStrength) -> bool {
-        self as u8 + other as u8 >= 3
+        use LockStrength::*;
+        match (self, other) {
+            (PredicateWrite, Share) | (Share, PredicateWrite) => true,
+            (PredicateWrite, _) | (_, PredicateWrite) => false,
+            _ => self as u8 + other as u8 >= 3,
+        }
     }
 }
 

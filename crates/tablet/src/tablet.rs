@@ -12,6 +12,7 @@ use pinax_mvcc::gc::HistoryCutoff;
 use pinax_mvcc::read::{all_intents_iter, intents_at, intents_on_key, latest_version, IntentRecord};
 use pinax_mvcc::{MvccReader, ReadContext, ScanResult, ScanSpec, TxnStatus, TxnStatusResolver};
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 const META_FORMAT_VERSION: &[u8] = b"format_version";
@@ -40,6 +41,11 @@ pub struct Tablet<E: KvEngine> {
     /// Serialises writers; guards what they know about the intents CF.
     write_lock: Mutex<WriteState>,
     cutoff: HistoryCutoff,
+    /// Newest commit time of a SERIALIZABLE transaction that wrote here (applied
+    /// `PredicateWrite` intents; since opening, the opening time: intents applied
+    /// before a restart are not known). A SERIALIZABLE range read at an older read
+    /// time may have missed rows such a transaction wrote: its range lock conflicts.
+    predicate_write_ht: AtomicU64,
 }
 
 /// State kept under the tablet's write lock.
@@ -94,7 +100,8 @@ impl<E: KvEngine> Tablet<E> {
                 engine.write(b, WriteOptions { sync: true })?;
             }
         }
-        let t = Tablet { id, engine, clock, partition, opts, mvcc: MvccManager::default(), write_lock: Mutex::new(WriteState::default()), cutoff };
+        let opened = clock.now();
+        let t = Tablet { id, engine, clock, partition, opts, mvcc: MvccManager::default(), write_lock: Mutex::new(WriteState::default()), cutoff, predicate_write_ht: AtomicU64::new(opened.0) };
         let txns = t.txns_with_intents()?;
         t.write_lock.lock().intent_txns.extend(txns);
         Ok(t)
@@ -262,6 +269,7 @@ impl<E: KvEngine> Tablet<E> {
                 }
                 TxnStatus::Committed { commit_ht } => {
                     self.clock.update(commit_ht);
+                    self.note_predicate_writes(&recs, commit_ht);
                     if let Some(live) = resolve_key_intents::<E>(batch, key, other, Some(commit_ht), &recs) {
                         inline_commit = Some((commit_ht, live));
                     }
@@ -276,6 +284,16 @@ impl<E: KvEngine> Tablet<E> {
             Some((ht, live)) => (Some(ht), live),
             None => latest_version(snap, key)?,
         };
+        if strength == LockStrength::Share && kind.is_lock() && key == &self.partition.start[..] {
+            // A SERIALIZABLE range read's lock: a SERIALIZABLE writer here that
+            // committed after the read time wrote what the read may have missed.
+            if let Some(read_ht) = read_ht {
+                let newest = HybridTime(self.predicate_write_ht.load(Ordering::Acquire));
+                if newest > read_ht {
+                    return Err(Error::WriteConflict { tablet_id: self.id, other_txn: None, committed_at: Some(newest) });
+                }
+            }
+        }
         if let Some(own) = own_newest {
             // Our own earlier write decides liveness; conflicts were checked then.
             return Ok(KeyState { live: own.kind == IntentKind::Put, own: Some(intent_strength(own)) });
@@ -396,11 +414,23 @@ impl<E: KvEngine> Tablet<E> {
         let mut guard = self.write_lock.lock();
         let n = self.rewrite_txn_intents(txn, |batch, user_key, _, mine| {
             let recs: Vec<&IntentRecord> = mine.iter().collect();
+            if let Some(ht) = commit_ht {
+                self.note_predicate_writes(&recs, ht);
+            }
             resolve_key_intents::<E>(batch, user_key, txn, commit_ht, &recs);
             1
         })?;
         guard.intent_txns.remove(&txn);
         Ok(n)
+    }
+
+    /// A transaction that committed at `commit_ht` with intents `recs` on a key: if it
+    /// held a `PredicateWrite` (it was SERIALIZABLE and wrote here), later range
+    /// locks with older read times conflict.
+    fn note_predicate_writes(&self, recs: &[&IntentRecord], commit_ht: HybridTime) {
+        if recs.iter().any(|r| r.kind == IntentKind::Lock && intent_strength(r) == LockStrength::PredicateWrite) {
+            self.predicate_write_ht.fetch_max(commit_ht.0, Ordering::AcqRel);
+        }
     }
 
     /// Transactions that may still have intents here (for the background resolver):

@@ -335,6 +335,44 @@ fn row_lock_strengths_follow_postgresql() {
     assert_eq!(WriteOp::row_lock("x", KeyShare).strength(), KeyShare);
 }
 
+/// SERIALIZABLE range locks: a range read takes SHARE on the tablet's partition
+/// start, a serializable writer PREDICATE WRITE there. They conflict with each other
+/// only; and a range lock whose read time is older than a committed serializable
+/// writer's commit conflicts too (the read may have missed its rows).
+#[test]
+fn serializable_range_locks() {
+    use pinax_proto::LockStrength::{PredicateWrite, Share};
+    let w = World::new();
+    let sentinel = Vec::new(); // tablet 0 starts at the empty key
+    let (reader, writer, writer2) = (tid(31), tid(32), tid(33));
+    for t in [reader, writer, writer2] {
+        w.status.create(t).unwrap();
+    }
+    // Writers share the predicate lock with each other.
+    let old_read = w.now();
+    w.txn_write(writer2, 1, w.now(), vec![WriteOp::row_lock(sentinel.clone(), PredicateWrite), WriteOp::put("b", "2")]).unwrap();
+    w.txn_write(writer, 1, w.now(), vec![WriteOp::row_lock(sentinel.clone(), PredicateWrite), WriteOp::put("c", "3")]).unwrap();
+    // A range read conflicts with a pending one (and may wait for it).
+    let e = w.txn_write(reader, 1, w.now(), vec![WriteOp::row_lock(sentinel.clone(), Share)]);
+    assert!(matches!(e, Err(Error::WriteConflict { other_txn: Some(o), .. }) if o == writer || o == writer2), "{e:?}");
+    // ... and, once that one committed, if it read before the commit.
+    w.status.abort(writer2, vec![]).unwrap();
+    w.tablets[0].remove_intents(writer2).unwrap();
+    w.manual.advance(10);
+    let commit = w.status.commit(writer, vec![w.tablets[0].id()]).unwrap();
+    w.tablets[0].apply_intents(writer, commit).unwrap();
+    let e = w.txn_write(reader, 1, old_read, vec![WriteOp::row_lock(sentinel.clone(), Share)]);
+    assert!(matches!(e, Err(Error::WriteConflict { other_txn: None, committed_at: Some(c), .. }) if c >= commit), "{e:?}");
+    // A range read after the commit takes the lock; a writer now waits for it.
+    w.txn_write(reader, 1, w.now(), vec![WriteOp::row_lock(sentinel.clone(), Share)]).unwrap();
+    let late = tid(34);
+    w.status.create(late).unwrap();
+    let e = w.txn_write(late, 1, w.now(), vec![WriteOp::row_lock(sentinel, PredicateWrite), WriteOp::put("d", "4")]);
+    assert!(matches!(e, Err(Error::WriteConflict { other_txn: Some(o), .. }) if o == reader), "{e:?}");
+    // Row locks and writes of other keys are unaffected by either.
+    assert_eq!(w.get_at("c", w.now()).as_deref(), Some("3"));
+}
+
 #[test]
 fn aborted_intent_is_cleaned_by_next_writer() {
     let w = World::new();

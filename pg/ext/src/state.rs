@@ -24,7 +24,7 @@ use crate::tid::TidMap;
 use pgrx::pg_sys;
 use pinax_client::{Client, ClientError, Txn};
 use pinax_common::HybridTime;
-use pinax_proto::{ReadPoint, WriteOp};
+use pinax_proto::{LockStrength, ReadPoint, WriteOp};
 use std::cell::RefCell;
 
 /// Flush the buffer once it holds this many operations...
@@ -85,6 +85,10 @@ pub struct Backend {
     /// met again by the same command is "invisible" to it (PostgreSQL then raises
     /// "ON CONFLICT DO UPDATE command cannot affect row a second time").
     pub spec_rows: std::collections::HashMap<(u32, Vec<u8>), u32>,
+    /// SERIALIZABLE: the tablets' range-lock keys this transaction locked (storage
+    /// table, tablet index, SHARE for range reads or PREDICATE WRITE for writes,
+    /// command id), so each is locked once (and again after a rollback dropped it).
+    range_locks: Vec<(String, usize, LockStrength, u32)>,
 }
 
 /// A speculative insertion: what it wrote (to undo if it loses) and whether a
@@ -121,13 +125,74 @@ impl Backend {
 
     /// Queue a write of command `seq` to storage table `table`.
     pub fn push(&mut self, seq: u32, table: &str, op: WriteOp) -> Result<(), FlushError> {
+        if !op.kind.is_lock() && serializable_locking() {
+            // A SERIALIZABLE write conflicts with SERIALIZABLE range reads of its
+            // tablet (see `lock_ranges`).
+            let info = self.table_info(table)?;
+            let idx = info.tablet_index_for(&op.key);
+            self.lock_range_key(seq, table, idx, &info.tablets[idx].partition.start, LockStrength::PredicateWrite)?;
+        }
+        self.push_op(seq, table, op)
+    }
+
+    fn table_info(&mut self, table: &str) -> Result<std::sync::Arc<pinax_proto::TableInfo>, FlushError> {
+        let mk = |e| FlushError { table: table.to_string(), error: e };
+        self.client().map_err(mk)?.table(table).map_err(mk)
+    }
+
+    /// Lock tablet `idx`'s range-lock key (its partition start) with `strength`,
+    /// once per transaction.
+    fn lock_range_key(&mut self, seq: u32, table: &str, idx: usize, key: &[u8], strength: LockStrength) -> Result<(), FlushError> {
+        if self.range_locks.iter().any(|(t, i, s, _)| t == table && *i == idx && *s == strength) {
+            return Ok(());
+        }
+        self.range_locks.push((table.to_string(), idx, strength, seq));
+        self.push_op(seq, table, WriteOp::row_lock(key.to_vec(), strength))
+    }
+
+    /// SERIALIZABLE (`serializable_locking`): a scan of storage table `table` reads
+    /// `[start, end)`. Lock it against SERIALIZABLE writers until commit: SHARE on
+    /// the range-lock key of each tablet it overlaps, which conflicts with their
+    /// PREDICATE WRITE there (a pending writer is waited for; one that committed after
+    /// this read time makes the lock fail with 40001: the read may have missed its
+    /// rows). Coarse (a tablet's whole range), so phantoms are impossible.
+    pub fn lock_ranges(&mut self, table: &str, start: &[u8], end: Option<&[u8]>) -> Result<(), FlushError> {
+        let info = self.table_info(table)?;
+        for (i, t) in info.tablets.iter().enumerate() {
+            let overlaps = end.is_none_or(|e| t.partition.start.as_slice() < e) && t.partition.end.as_ref().is_none_or(|pe| start < pe.as_slice());
+            if overlaps {
+                self.lock_range_key(READ_LOCK_SEQ, table, i, &t.partition.start, LockStrength::Share)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// SERIALIZABLE: a row read by key (a point lookup, found or not, or a row
+    /// fetched through a secondary index) is locked SHARE until commit: a concurrent
+    /// writer of it waits for this transaction, and one that committed after the
+    /// read time makes the lock fail with 40001.
+    pub fn lock_read_row(&mut self, table: &str, key: &[u8]) -> Result<(), FlushError> {
+        self.push_op(READ_LOCK_SEQ, table, WriteOp::row_lock(key.to_vec(), LockStrength::Share))
+    }
+
+    fn push_op(&mut self, seq: u32, table: &str, op: WriteOp) -> Result<(), FlushError> {
         self.writes += 1;
-        self.max_seq = Some(self.max_seq.map_or(seq, |m| m.max(seq)));
         self.buf_ops += 1;
         self.buf_bytes += op.key.len() + op.value.len() + 16;
-        match self.buf.last_mut() {
-            Some(c) if c.seq == seq && c.table == table => c.ops.push(op),
-            _ => self.buf.push(Chunk { seq, table: table.to_string(), ops: vec![op] }),
+        if seq == READ_LOCK_SEQ {
+            // Read locks go to one chunk per table at the front of the buffer: they
+            // do not change data, so sending them first changes nothing, and they
+            // do not split the statements' chunks into more requests.
+            match self.buf.iter_mut().find(|c| c.seq == READ_LOCK_SEQ && c.table == table) {
+                Some(c) => c.ops.push(op),
+                None => self.buf.insert(0, Chunk { seq, table: table.to_string(), ops: vec![op] }),
+            }
+        } else {
+            self.max_seq = Some(self.max_seq.map_or(seq, |m| m.max(seq)));
+            match self.buf.last_mut() {
+                Some(c) if c.seq == seq && c.table == table => c.ops.push(op),
+                _ => self.buf.push(Chunk { seq, table: table.to_string(), ops: vec![op] }),
+            }
         }
         if self.buf_ops >= FLUSH_OPS || self.buf_bytes >= FLUSH_BYTES {
             self.flush()?;
@@ -144,11 +209,6 @@ impl Backend {
     fn statement_ht(&mut self) -> Result<HybridTime, ClientError> {
         // SAFETY: reads backend-global variables.
         let ident = unsafe {
-            if pg_sys::XactIsoLevel == pg_sys::XACT_SERIALIZABLE as i32 && !pg_sys::XactReadOnly {
-                // Snapshot isolation alone would allow write skew: refuse rather than
-                // run SERIALIZABLE with weaker guarantees (issue #5 adds it).
-                crate::error::not_supported("SERIALIZABLE read-write transactions are not supported on Pinax tables yet; use REPEATABLE READ, or SERIALIZABLE READ ONLY");
-            }
             if pg_sys::XactIsoLevel >= pg_sys::XACT_REPEATABLE_READ as i32 {
                 0
             } else {
@@ -259,6 +319,7 @@ impl Backend {
         self.buf_bytes = self.buf.iter().flat_map(|c| &c.ops).map(|op| op.key.len() + op.value.len() + 16).sum();
         self.tids.unsupersede_from(from);
         self.spec_rows.retain(|_, cid| *cid < from);
+        self.range_locks.retain(|(_, _, _, seq)| *seq < from);
         self.max_seq = self.max_seq.filter(|_| from > 0).map(|m| m.min(from - 1));
         self.pending_rollback = Some(self.pending_rollback.map_or(from, |p| p.min(from)));
         // Best effort now (releases the subtransaction's row locks at once).
@@ -352,7 +413,23 @@ impl Backend {
         self.spec = None;
         self.spec_cid = None;
         self.spec_rows.clear();
+        self.range_locks.clear();
     }
+}
+
+/// The statement number SERIALIZABLE read locks are written with: below every
+/// subtransaction's, so that rolling one back keeps them (PostgreSQL keeps the
+/// predicate locks of a rolled-back subtransaction too: its reads happened).
+const READ_LOCK_SEQ: u32 = 0;
+
+/// Whether this transaction is SERIALIZABLE and not READ ONLY: its reads lock what
+/// they read (rows read by key, ranges scanned) until commit, so that a write
+/// skew or a phantom between SERIALIZABLE transactions becomes a wait, a deadlock
+/// (40P01) or a serialization failure (40001), never an anomaly. SERIALIZABLE READ
+/// ONLY transactions read their snapshot without locks.
+pub fn serializable_locking() -> bool {
+    // SAFETY: reads backend-global variables.
+    unsafe { pg_sys::XactIsoLevel == pg_sys::XACT_SERIALIZABLE as i32 && !pg_sys::XactReadOnly }
 }
 
 /// Wait for transaction `blocker` (holding an intent a write of `me` met) to end, as

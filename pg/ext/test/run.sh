@@ -227,36 +227,7 @@ if [[ ${#@} == 0 ]]; then
     echo "deadlock between sessions: unexpected output:"; echo "$both"; status=1
   fi
 fi
-# Isolation as PostgreSQL gives it: REPEATABLE READ sees neither phantoms nor
-# changed rows, refuses a lost update (40001) and allows write skew; SERIALIZABLE
-# read-write is refused clearly (not supported yet).
-if [[ ${#@} == 0 ]]; then
-  psql_ -d regress_pinax -c "CREATE TABLE iso (id int PRIMARY KEY, v int); INSERT INTO iso VALUES (1, 10), (2, 20)"
-  open_sessions g h
-  g "BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT 'g sees', count(*), sum(v) FROM iso;"
-  h "INSERT INTO iso VALUES (3, 30); UPDATE iso SET v = v + 1 WHERE id = 1;"
-  g "SELECT 'g still sees', count(*), sum(v) FROM iso; COMMIT;"
-  g "BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT 'g reads', v FROM iso WHERE id = 1;"
-  h "BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT 'h reads', v FROM iso WHERE id = 1;"
-  g "UPDATE iso SET v = v + 1 WHERE id = 1; COMMIT;"
-  h "UPDATE iso SET v = v + 1 WHERE id = 1;"
-  h "ROLLBACK;"
-  g "BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT 'g sum', sum(v) FROM iso WHERE id IN (1, 2);"
-  h "BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT 'h sum', sum(v) FROM iso WHERE id IN (1, 2);"
-  g "UPDATE iso SET v = 0 WHERE id = 1; COMMIT;"
-  h "UPDATE iso SET v = 0 WHERE id = 2; COMMIT;"
-  g "SELECT 'skewed sum', sum(v) FROM iso WHERE id IN (1, 2);"
-  g "BEGIN ISOLATION LEVEL SERIALIZABLE; UPDATE iso SET v = 1 WHERE id = 1;"
-  g "ROLLBACK; DROP TABLE iso;"
-  close_sessions
-  want_g=$'g sees|2|30\ng still sees|2|30\ng reads|11\ng sum|32\nskewed sum|0\nERROR:  SERIALIZABLE read-write transactions are not supported on Pinax tables yet; use REPEATABLE READ, or SERIALIZABLE READ ONLY'
-  want_h=$'h reads|11\nERROR:  could not serialize access due to concurrent update\nh sum|32'
-  if [[ "$(cat "$dir/g.out")" == "$want_g" && "$(cat "$dir/h.out")" == "$want_h" ]]; then
-    echo "isolation between sessions (repeatable read): ok"
-  else
-    echo "isolation between sessions: unexpected output:"; cat "$dir/g.out"; echo ---; cat "$dir/h.out"; status=1
-  fi
-fi
+# (Isolation levels between sessions: isolation/specs, run above.)
 # A backend that stops heartbeating (SIGSTOP) holds its locks no longer than the
 # transaction timeout: its transaction expires, the waiter goes on, and the stopped
 # session's COMMIT fails once it runs again.

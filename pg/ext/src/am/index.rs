@@ -573,7 +573,9 @@ unsafe fn array_elements(arr: pg_sys::Datum) -> Vec<(pg_sys::Datum, bool)> {
 
 /// Key ranges that cover every row the scan keys can match (the executor rechecks
 /// the quals, so a superset is correct).
-unsafe fn ranges(im: &IndexMeta, keys: &[pg_sys::ScanKeyData]) -> Vec<Range> {
+/// Also returns whether each range is one primary key (every key column of the
+/// primary key given by equality): a point lookup.
+unsafe fn ranges(im: &IndexMeta, keys: &[pg_sys::ScanKeyData]) -> (Vec<Range>, bool) {
     let ncols = im.cols.len();
     // Per column: candidate equality values (several for `= ANY`).
     let mut eq: Vec<Option<Vec<pg_sys::Datum>>> = vec![None; ncols];
@@ -589,7 +591,7 @@ unsafe fn ranges(im: &IndexMeta, keys: &[pg_sys::ScanKeyData]) -> Vec<Range> {
         if flags & (SK_ISNULL | SK_ROW_HEADER | SK_SEARCHNULL | SK_SEARCHNOTNULL) != 0 {
             if flags & SK_ISNULL != 0 && flags & (SK_SEARCHNULL | SK_SEARCHNOTNULL) == 0 {
                 // `col op NULL` matches nothing.
-                return Vec::new();
+                return (Vec::new(), false);
             }
             continue;
         }
@@ -643,10 +645,11 @@ unsafe fn ranges(im: &IndexMeta, keys: &[pg_sys::ScanKeyData]) -> Vec<Range> {
     }
     if k == 0 {
         if im.hashed {
-            return vec![(Vec::new(), None)];
+            return (vec![(Vec::new(), None)], false);
         }
         prefixes = vec![Vec::new()];
     }
+    let point = im.is_pk && k == ncols;
     let mut out: Vec<Range> = Vec::with_capacity(prefixes.len());
     for p in prefixes {
         let prefix = if p.is_empty() { Vec::new() } else { build_key(&im.cols[..k], &p, im.hashed) };
@@ -672,7 +675,7 @@ unsafe fn ranges(im: &IndexMeta, keys: &[pg_sys::ScanKeyData]) -> Vec<Range> {
     }
     out.sort();
     out.dedup();
-    out
+    (out, point)
 }
 
 #[pg_guard]
@@ -687,9 +690,20 @@ unsafe extern "C-unwind" fn amgettuple(scan: pg_sys::IndexScanDesc, direction: p
         } else {
             std::slice::from_raw_parts((*scan).keyData, (*scan).numberOfKeys as usize)
         };
-        let mut rs: VecDeque<Range> = ranges(&im, keys).into();
+        let (found, point) = ranges(&im, keys);
+        let mut rs: VecDeque<Range> = found.into();
         if reverse {
             rs = rs.into_iter().rev().collect();
+        }
+        if state::serializable_locking() {
+            // A SERIALIZABLE read locks what it reads: the rows of a primary-key
+            // lookup by every key column (found or not), else the ranges scanned
+            // (rows fetched through a secondary index are locked as they come).
+            let storage = if im.is_pk { &m.storage } else { &im.storage };
+            for (start, end) in &rs {
+                let res = if point { state::with(|b| b.lock_read_row(storage, start)) } else { state::with(|b| b.lock_ranges(storage, start, end.as_deref())) };
+                res.or_raise();
+            }
         }
         let st = IndexScanState {
             pager: None,
@@ -756,7 +770,12 @@ unsafe extern "C-unwind" fn amgettuple(scan: pg_sys::IndexScanDesc, direction: p
             (key, value)
         } else {
             match pager.get(&st.table_storage, &value).or_raise() {
-                Some(row) => (value, row),
+                Some(row) => {
+                    if state::serializable_locking() {
+                        state::with(|b| b.lock_read_row(&st.table_storage, &value)).or_raise();
+                    }
+                    (value, row)
+                }
                 None => continue, // entry of a row this read point does not see
             }
         };

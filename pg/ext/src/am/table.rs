@@ -77,6 +77,10 @@ unsafe extern "C-unwind" fn scan_begin(
         error::not_supported("TABLESAMPLE is not supported on Pinax tables");
     }
     let m = meta_of(rel);
+    if flags & pg_sys::ScanOptions::SO_TYPE_SEQSCAN != 0 && state::serializable_locking() {
+        // A SERIALIZABLE sequential scan reads every tablet's whole range.
+        state::with(|b| b.lock_ranges(&m.storage, &[], None)).or_raise();
+    }
     let d = pg_sys::palloc0(std::mem::size_of::<PinaxScanDesc>()) as *mut PinaxScanDesc;
     (*d).base.rs_rd = rel;
     (*d).base.rs_snapshot = snapshot;

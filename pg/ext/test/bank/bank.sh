@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Bank test: N accounts spread over tablets, concurrent clients transferring random
-# amounts (pgbench, retrying 40001/40P01), at READ COMMITTED and REPEATABLE READ.
+# amounts (pgbench, retrying 40001/40P01), at READ COMMITTED, REPEATABLE READ and
+# SERIALIZABLE.
 # Checks: audits running alongside always see the initial total; afterwards the total
 # is unchanged, every committed transfer is in the history exactly once (as many rows
 # as pgbench counted), and each account's balance equals its history. Autocommit
@@ -13,7 +14,7 @@ db=$1 secs=$2 clients=$3 accounts=$4
 pgbench=/usr/lib/postgresql/15/bin/pgbench
 psql_() { psql -X -q -v ON_ERROR_STOP=1 -d "$db" "$@"; }
 status=0
-for iso in "read committed" "repeatable read"; do
+for iso in "read committed" "repeatable read" "serializable"; do
   psql_ -c "SET client_min_messages = warning" -c "DROP TABLE IF EXISTS bank_accounts, bank_transfers, bank_counters" \
     -c "CREATE TABLE bank_counters (id int PRIMARY KEY, n bigint NOT NULL)" \
     -c "INSERT INTO bank_counters SELECT g, 0 FROM generate_series(1, 4) g" \
