@@ -247,6 +247,16 @@ pub unsafe fn exec_qual(state: *mut pg_sys::ExprState, econtext: *mut pg_sys::Ex
 /// Valid open relations and index info, inside a transaction.
 pub unsafe fn build(heap: pg_sys::Relation, idx: pg_sys::Relation, ii: *mut pg_sys::IndexInfo) -> f64 {
     hold_rel(idx);
+    // The entries carry the build's commit time: a snapshot from before it would
+    // miss rows through the new index (all of them; and rows deleted before the
+    // build have no entry). PostgreSQL's answer for indexes that older snapshots
+    // must not use (broken HOT chains) is `indcheckxmin`, set by index_build when
+    // this flag is: transactions whose snapshots are older than the index's pg_index
+    // row stay off it -- the creating transaction too. Not needed when the table's
+    // storage is new in this transaction: no older snapshot can see its rows.
+    if (*heap).rd_createSubid == 0 && (*heap).rd_firstRelfilenodeSubid == 0 {
+        (*ii).ii_BrokenHotChain = true;
+    }
     let m = meta::table_meta(heap).or_raise();
     let im = index_meta(idx, m.hashed);
     if im.is_pk && !(*(*idx).rd_index).indimmediate {

@@ -295,6 +295,21 @@ enum Failure {
 unsafe extern "C-unwind" {
     fn pq_buffer_has_data() -> bool;
     fn pq_peekbyte() -> c_int;
+    fn pq_startmsgread();
+    fn pq_endmsgread();
+}
+
+/// Whether the next protocol message, already received, is Sync. Never waits for
+/// the client. (pq_peekbyte expects to be inside a message read, as the main loop
+/// is when it reads one; between messages nothing else is.)
+unsafe fn sync_is_next() -> bool {
+    if !pq_buffer_has_data() {
+        return false;
+    }
+    pq_startmsgread();
+    let next = pq_peekbyte();
+    pq_endmsgread();
+    next == b'S' as c_int
 }
 
 /// Whether the restartable statement that just ran (inside its subtransaction) is
@@ -321,8 +336,7 @@ unsafe fn whole_transaction(ps: *mut pg_sys::PlannedStmt) -> bool {
     }
     // exec_simple_query hides its portals; Bind's are visible (pg_cursors).
     let simple = !(*p).visible;
-    let sync_next = || pq_buffer_has_data() && pq_peekbyte() == b'S' as c_int;
-    (simple || sync_next()) && !deferrable_triggers(ps)
+    (simple || sync_is_next()) && !deferrable_triggers(ps)
 }
 
 /// Whether a table the statement writes has a deferrable trigger (a DEFERRABLE
