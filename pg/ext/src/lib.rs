@@ -28,6 +28,7 @@ pub mod guc;
 pub mod hooks;
 pub mod keys;
 pub mod meta;
+pub mod pgtry;
 pub mod scan;
 pub mod state;
 pub mod tid;

@@ -23,9 +23,11 @@
 //! row count handed to the original executor, which the portal then finishes and
 //! ends without running anything.
 //!
-//! Not restarted: REPEATABLE READ and SERIALIZABLE (40001 is their answer),
-//! statements inside functions (the top-level statement restarts as a whole), cursors
-//! and partial fetches, EXPLAIN ANALYZE, and INSERT into a table without triggers
+//! Statements of DO blocks and procedures (CALL) are restarted one by one. Not
+//! restarted: REPEATABLE READ and SERIALIZABLE (40001 is their answer), statements
+//! inside functions called by another statement (the top-level statement restarts
+//! as a whole, if it is one that is restarted), cursors and partial fetches, EXPLAIN
+//! ANALYZE, and INSERT into a table without triggers
 //! (its only conflict is a uniqueness race, which waits and then reports 23505 as
 //! PostgreSQL does); an INSERT whose triggers read (a foreign-key check locks the
 //! parent row) is restarted.
@@ -45,6 +47,9 @@ static PREV_FINISH: OnceLock<pg_sys::ExecutorFinish_hook_type> = OnceLock::new()
 thread_local! {
     /// ExecutorRun nesting (statements run by functions and triggers are deeper).
     static RUN_DEPTH: Cell<u32> = const { Cell::new(0) };
+    /// DO blocks and procedures running (their statements are never a whole
+    /// transaction).
+    static IN_STATEMENTS: Cell<u32> = const { Cell::new(0) };
     /// The copy a restarting run is executing: its writes are sent by the wrapper
     /// (`Backend::finish_statement`), not when it ends.
     static COPY: Cell<usize> = const { Cell::new(0) };
@@ -62,8 +67,6 @@ unsafe extern "C-unwind" {
     fn raw_standard_executor_run(qd: *mut pg_sys::QueryDesc, direction: pg_sys::ScanDirection::Type, count: u64, execute_once: bool);
     #[link_name = "standard_ExecutorFinish"]
     fn raw_standard_executor_finish(qd: *mut pg_sys::QueryDesc);
-    #[link_name = "ReThrowError"]
-    fn raw_rethrow_error(edata: *mut pg_sys::ErrorData) -> !;
     #[link_name = "tuplestore_gettupleslot"]
     fn raw_tuplestore_gettupleslot(store: *mut pg_sys::Tuplestorestate, forward: bool, copy: bool, slot: *mut pg_sys::TupleTableSlot) -> bool;
     #[link_name = "ExecutorStart"]
@@ -100,6 +103,8 @@ pub unsafe fn install() {
 /// Forget per-transaction state (at transaction end).
 pub fn end_of_xact() {
     RAN_ELSEWHERE.with(|r| r.borrow_mut().clear());
+    // (IN_STATEMENTS is not reset: a procedure's COMMIT ends a transaction while
+    // the procedure goes on; its guard undoes the count, errors included.)
     SUBXACT_DEPTHS.with(|s| s.borrow_mut().clear());
     set_depth(0);
 }
@@ -120,19 +125,29 @@ fn set_depth(v: u32) {
 
 /// Statements run while this lives (a utility command: FETCH from a cursor, EXPLAIN
 /// ANALYZE, CALL, DO, CREATE TABLE AS) are not top-level: they are never restarted.
-pub struct Nested(u32);
+pub struct Nested(u32, bool);
 
 impl Nested {
     pub fn enter() -> Nested {
         let d = depth();
         set_depth(d + 1);
-        Nested(d)
+        Nested(d, false)
+    }
+
+    /// A DO block or procedure: its statements are restarted one by one, but none
+    /// of them is its whole transaction (see `whole_transaction`).
+    pub fn enter_statements() -> Nested {
+        IN_STATEMENTS.with(|c| c.set(c.get() + 1));
+        Nested(depth(), true)
     }
 }
 
 impl Drop for Nested {
     fn drop(&mut self) {
         set_depth(self.0);
+        if self.1 {
+            IN_STATEMENTS.with(|c| c.set(c.get().saturating_sub(1)));
+        }
     }
 }
 
@@ -263,29 +278,6 @@ unsafe fn pinax_relation(ps: *mut pg_sys::PlannedStmt, with_triggers: bool) -> b
     false
 }
 
-/// Run `f`, catching a PostgreSQL error with its ErrorData intact (copied into
-/// `cxt`), as PG_TRY/PG_CATCH do. `f` must call PostgreSQL only through functions
-/// without pgrx's boundary, and own nothing that needs dropping: an error jumps
-/// straight back here.
-unsafe fn try_keep_error(cxt: pg_sys::MemoryContext, f: impl FnOnce()) -> Result<(), *mut pg_sys::ErrorData> {
-    let prev_exception_stack = pg_sys::PG_exception_stack;
-    let prev_error_context_stack = pg_sys::error_context_stack;
-    let jumped = cee_scape::call_with_sigsetjmp(false, |buf| {
-        pg_sys::PG_exception_stack = buf as *const cee_scape::SigJmpBufFields as *mut pg_sys::sigjmp_buf;
-        f();
-        0
-    });
-    pg_sys::PG_exception_stack = prev_exception_stack;
-    pg_sys::error_context_stack = prev_error_context_stack;
-    if jumped == 0 {
-        return Ok(());
-    }
-    pg_sys::MemoryContextSwitchTo(cxt);
-    let edata = pg_sys::CopyErrorData();
-    pg_sys::FlushErrorState();
-    Err(edata)
-}
-
 /// How an attempt failed: an error raised while it ran, or its writes refused.
 enum Failure {
     Error(*mut pg_sys::ErrorData),
@@ -314,7 +306,8 @@ unsafe fn sync_is_next() -> bool {
 
 /// Whether the restartable statement that just ran (inside its subtransaction) is
 /// its whole transaction, so that its writes may be committed at once by the
-/// autocommit fast path: no transaction block (the caller checks, outside the
+/// autocommit fast path: not a statement of a DO block or procedure, no transaction
+/// block (the caller checks, outside the
 /// subtransaction, which is a block of its own), nothing written before it (no
 /// PostgreSQL transaction id either: no heap writes), no deferrable trigger on a
 /// table it writes, and nothing can run before the commit: a simple-protocol
@@ -324,7 +317,7 @@ unsafe fn sync_is_next() -> bool {
 /// before its Sync gets the storage transaction instead, so that a later failure
 /// still rolls this statement back.
 unsafe fn whole_transaction(ps: *mut pg_sys::PlannedStmt) -> bool {
-    if pg_sys::GetCurrentTransactionNestLevel() != 2 {
+    if pg_sys::GetCurrentTransactionNestLevel() != 2 || IN_STATEMENTS.with(|c| c.get()) > 0 {
         return false;
     }
     if pg_sys::GetTopTransactionIdIfAny() != pg_sys::InvalidTransactionId || pg_sys::GetCurrentTransactionIdIfAny() != pg_sys::InvalidTransactionId {
@@ -395,7 +388,7 @@ unsafe fn run_restarting(qd: *mut pg_sys::QueryDesc, direction: pg_sys::ScanDire
         COPY.with(|c| c.set(copy as usize));
         let mut processed: u64 = 0;
         let processed_ptr: *mut u64 = &mut processed;
-        let res = try_keep_error(outer, || {
+        let res = crate::pgtry::try_keep_error(outer, || {
             raw_executor_start(copy, eflags);
             raw_executor_run(copy, direction, 0, true);
             *processed_ptr = (*(*copy).estate).es_processed;
@@ -468,7 +461,7 @@ unsafe fn run_restarting(qd: *mut pg_sys::QueryDesc, direction: pg_sys::ScanDire
                 match failure {
                     // Straight to the next handler up, ErrorData intact (pgrx's
                     // boundary would keep only some fields).
-                    Failure::Error(edata) => raw_rethrow_error(edata),
+                    Failure::Error(edata) => crate::pgtry::rethrow(edata),
                     Failure::Flush(e) => crate::violation::raise(e),
                 }
             }

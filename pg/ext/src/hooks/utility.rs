@@ -217,10 +217,37 @@ unsafe extern "C-unwind" fn process_utility(
     // INDEX, ALTER TABLE): give back the index references held since earlier
     // statements, and hold none while the utility command runs.
     index::release_held();
-    let _mode = index::UtilityMode::enter();
-    let _nested = super::restart::Nested::enter();
-    match PREV.get().copied().flatten() {
+    let mode = index::UtilityMode::enter();
+    // Statements a utility command runs are not restarted (a cursor's FETCH, EXPLAIN
+    // ANALYZE, CREATE TABLE AS), except those of DO blocks and procedures: each of
+    // theirs is a statement of its own, with no outer statement reading meanwhile.
+    let runs_statements = is_tag(node, pg_sys::NodeTag::T_DoStmt) || is_tag(node, pg_sys::NodeTag::T_CallStmt);
+    let nested = if runs_statements { super::restart::Nested::enter_statements() } else { super::restart::Nested::enter() };
+    // The command's error, if any, goes on with its CONTEXT and position (pgrx's
+    // boundary would drop them) once the guards above are undone.
+    let cxt = pg_sys::CurrentMemoryContext;
+    let res = crate::pgtry::try_keep_error(cxt, || match PREV.get().copied().flatten() {
         Some(prev) => prev(pstmt, query_string, read_only_tree, context, params, query_env, dest, qc),
-        None => pg_sys::standard_ProcessUtility(pstmt, query_string, read_only_tree, context, params, query_env, dest, qc),
+        None => raw_standard_process_utility(pstmt, query_string, read_only_tree, context, params, query_env, dest, qc),
+    });
+    drop(nested);
+    drop(mode);
+    if let Err(edata) = res {
+        crate::pgtry::rethrow(edata);
     }
+}
+
+unsafe extern "C-unwind" {
+    #[link_name = "standard_ProcessUtility"]
+    #[allow(clippy::too_many_arguments)]
+    fn raw_standard_process_utility(
+        pstmt: *mut pg_sys::PlannedStmt,
+        query_string: *const std::ffi::c_char,
+        read_only_tree: bool,
+        context: pg_sys::ProcessUtilityContext::Type,
+        params: pg_sys::ParamListInfo,
+        query_env: *mut pg_sys::QueryEnvironment,
+        dest: *mut pg_sys::DestReceiver,
+        qc: *mut pg_sys::QueryCompletion,
+    );
 }

@@ -34,3 +34,16 @@ SELECT count(*), sum(bal) FROM acct WHERE bal = 0;
 INSERT INTO acct VALUES (9001, 1); INSERT INTO acct VALUES (9002, 2);
 SELECT id, bal FROM acct WHERE id > 9000 ORDER BY id;
 DROP TABLE acct;
+-- A DO block or procedure is one transaction: its first statement's write is not
+-- committed on its own when a later one fails (READ COMMITTED statement restarts
+-- must not send it early).
+CREATE TABLE do_atomic (id int PRIMARY KEY, v int);
+INSERT INTO do_atomic VALUES (1, 0);
+DO $$ BEGIN UPDATE do_atomic SET v = 1 WHERE id = 1; UPDATE do_atomic SET v = 1 / 0 WHERE id = 1; END $$;
+CREATE PROCEDURE do_atomic_p() LANGUAGE plpgsql AS $$ BEGIN UPDATE do_atomic SET v = 2 WHERE id = 1; UPDATE do_atomic SET v = 1 / 0 WHERE id = 1; END $$;
+CALL do_atomic_p();
+SELECT * FROM do_atomic;
+DO $$ BEGIN UPDATE do_atomic SET v = 3 WHERE id = 1; UPDATE do_atomic SET v = v + 1 WHERE id = 1; END $$;
+SELECT * FROM do_atomic;
+DROP PROCEDURE do_atomic_p;
+DROP TABLE do_atomic;
