@@ -253,29 +253,35 @@ unsafe fn insert_on_conflict(ps: *mut pg_sys::PlannedStmt) -> bool {
     (*(plan as *mut pg_sys::ModifyTable)).onConflictAction != pg_sys::OnConflictAction::ONCONFLICT_NONE
 }
 
-/// Whether a relation the statement writes or locks (locked at least ROW SHARE) is
-/// a Pinax table (`with_triggers`: one that has triggers).
-unsafe fn pinax_relation(ps: *mut pg_sys::PlannedStmt, with_triggers: bool) -> bool {
+/// Whether any relation of the statement locked at least `lockmode` (ROW SHARE:
+/// locked rows; ROW EXCLUSIVE: written) satisfies `test`.
+unsafe fn any_relation(ps: *mut pg_sys::PlannedStmt, lockmode: u32, test: impl Fn(pg_sys::Relation) -> bool) -> bool {
     let rtable = (*ps).rtable;
     if rtable.is_null() {
         return false;
     }
     for i in 0..(*rtable).length as usize {
         let rte = (*(*rtable).elements.add(i)).ptr_value as *mut pg_sys::RangeTblEntry;
-        if (*rte).rtekind != pg_sys::RTEKind::RTE_RELATION || (*rte).rellockmode < pg_sys::RowShareLock as i32 {
+        if (*rte).rtekind != pg_sys::RTEKind::RTE_RELATION || (*rte).rellockmode < lockmode as i32 {
             continue;
         }
         let rel = pg_sys::RelationIdGetRelation((*rte).relid);
         if rel.is_null() {
             continue;
         }
-        let found = meta::is_pinax_table(rel) && (!with_triggers || (*(*rel).rd_rel).relhastriggers);
+        let found = test(rel);
         pg_sys::RelationClose(rel);
         if found {
             return true;
         }
     }
     false
+}
+
+/// Whether a relation the statement writes or locks is a Pinax table
+/// (`with_triggers`: one that has triggers).
+unsafe fn pinax_relation(ps: *mut pg_sys::PlannedStmt, with_triggers: bool) -> bool {
+    any_relation(ps, pg_sys::RowShareLock, |rel| meta::is_pinax_table(rel) && (!with_triggers || (*(*rel).rd_rel).relhastriggers))
 }
 
 /// How an attempt failed: an error raised while it ran, or its writes refused.
@@ -335,27 +341,10 @@ unsafe fn whole_transaction(ps: *mut pg_sys::PlannedStmt) -> bool {
 /// Whether a table the statement writes has a deferrable trigger (a DEFERRABLE
 /// constraint's check may run at commit, after an early write).
 unsafe fn deferrable_triggers(ps: *mut pg_sys::PlannedStmt) -> bool {
-    let rtable = (*ps).rtable;
-    if rtable.is_null() {
-        return false;
-    }
-    for i in 0..(*rtable).length as usize {
-        let rte = (*(*rtable).elements.add(i)).ptr_value as *mut pg_sys::RangeTblEntry;
-        if (*rte).rtekind != pg_sys::RTEKind::RTE_RELATION || (*rte).rellockmode < pg_sys::RowExclusiveLock as i32 {
-            continue;
-        }
-        let rel = pg_sys::RelationIdGetRelation((*rte).relid);
-        if rel.is_null() {
-            continue;
-        }
+    any_relation(ps, pg_sys::RowExclusiveLock, |rel| {
         let td = (*rel).trigdesc;
-        let found = !td.is_null() && (0..(*td).numtriggers as usize).any(|t| (*(*td).triggers.add(t)).tgdeferrable);
-        pg_sys::RelationClose(rel);
-        if found {
-            return true;
-        }
-    }
-    false
+        !td.is_null() && (0..(*td).numtriggers as usize).any(|t| (*(*td).triggers.add(t)).tgdeferrable)
+    })
 }
 
 /// Run the statement of `qd` in a restartable copy (see the module header).
