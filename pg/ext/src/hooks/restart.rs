@@ -315,7 +315,7 @@ unsafe fn sync_is_next() -> bool {
 /// autocommit fast path: not a statement of a DO block or procedure, no transaction
 /// block (the caller checks, outside the
 /// subtransaction, which is a block of its own), nothing written before it (no
-/// PostgreSQL transaction id either: no heap writes), no deferrable trigger on a
+/// PostgreSQL WAL either: no heap writes), no deferrable trigger on a
 /// table it writes, and nothing can run before the commit: a simple-protocol
 /// query (one statement, committed when it ends; several make an implicit block),
 /// or an extended-protocol Execute whose Sync is already waiting in the input
@@ -326,7 +326,10 @@ unsafe fn whole_transaction(ps: *mut pg_sys::PlannedStmt) -> bool {
     if pg_sys::GetCurrentTransactionNestLevel() != 2 || IN_STATEMENTS.with(|c| c.get()) > 0 {
         return false;
     }
-    if pg_sys::GetTopTransactionIdIfAny() != pg_sys::InvalidTransactionId || pg_sys::GetCurrentTransactionIdIfAny() != pg_sys::InvalidTransactionId {
+    if pg_sys::XactLastRecEnd != 0 {
+        // It wrote PostgreSQL WAL (heap tables, through a trigger): let PostgreSQL's
+        // commit and the storage transaction's go together. (A transaction id alone
+        // is fine: INSERT ... ON CONFLICT takes one for its speculative insertion.)
         return false;
     }
     let p = pg_sys::ActivePortal;
