@@ -313,6 +313,22 @@ pub fn latest_version<S: Snapshot>(snap: &S, key: &[u8]) -> Result<(Option<Hybri
     Ok((Some(ht), live))
 }
 
+/// [`latest_version`], read with `it`, an unbounded iterator over the regular column
+/// family reused for many keys (seeking is cheaper than creating an iterator).
+pub fn latest_version_at<I: KvIterator>(it: &mut I, key: &[u8]) -> Result<(Option<HybridTime>, bool)> {
+    let esc = keys::escape(key);
+    it.seek(&esc);
+    if !it.valid()? {
+        return Ok((None, false));
+    }
+    let (k, ht) = keys::split_version_key(it.key())?;
+    if k != &esc[..] {
+        return Ok((None, false));
+    }
+    let live = matches!(keys::decode_value(it.value())?, StoredValue::Put(_));
+    Ok((Some(ht), live))
+}
+
 /// Every intent on `key`, of any transaction.
 pub fn intents_on_key<S: Snapshot>(snap: &S, key: &[u8]) -> Result<Vec<IntentRecord>> {
     let prefix = keys::intent_key_prefix(key);

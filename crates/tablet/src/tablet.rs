@@ -9,7 +9,7 @@ use pinax_codec::keys::{self, IntentKind};
 use pinax_common::{HybridClock, HybridTime, TabletId, TxnId};
 use pinax_engine::{Cf, IterOptions, KvEngine, KvIterator, Snapshot, WriteBatch, WriteOptions};
 use pinax_mvcc::gc::HistoryCutoff;
-use pinax_mvcc::read::{all_intents_iter, intents_at, intents_on_key, latest_version, IntentRecord};
+use pinax_mvcc::read::{all_intents_iter, intents_at, intents_on_key, latest_version_at, IntentRecord};
 use pinax_mvcc::{MvccReader, ReadContext, ScanResult, ScanSpec, TxnStatus, TxnStatusResolver};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -73,6 +73,14 @@ fn intent_strength(r: &IntentRecord) -> LockStrength {
 /// a large transaction leaves as many tombstones, which every later intents
 /// iterator over the range would otherwise step over one by one.
 const COMPACT_AFTER_RESOLVING: usize = 20_000;
+
+/// What a write batch's checks read with: the snapshot, one iterator over the
+/// regular column family, and whether the tablet holds intents at all.
+struct Probes<'s, S: Snapshot + 's> {
+    snap: &'s S,
+    regular: S::Iter<'s>,
+    intents: bool,
+}
 
 /// What the tablet knows about one key while deciding a write batch.
 #[derive(Clone, Copy)]
@@ -197,6 +205,12 @@ impl<E: KvEngine> Tablet<E> {
     /// intent of the same statement would replace it).
     fn check_ops<R: TxnStatusResolver + ?Sized>(&self, ops: &[WriteOp], me: Option<TxnId>, read_ht: Option<HybridTime>, resolver: &R, batch: &mut E::Batch, has_intents: bool) -> Result<Vec<bool>> {
         let snap = self.engine.snapshot();
+        // One regular-CF iterator for the whole batch, seeked per key: creating
+        // one per key costs more (RocksDB builds a child iterator per memtable and
+        // file), and a large batch has thousands of keys. Intents are read with an
+        // iterator bounded to the key: resolved intents leave tombstones until
+        // compaction, and an iterator without that bound steps over all of them.
+        let mut probes = Probes { snap: &snap, regular: snap.iter(Cf::Regular, IterOptions::default()), intents: has_intents };
         // Per key: its state after this batch's earlier ops, the strength other
         // transactions' intents were checked against, and whether this batch wrote it.
         let mut seen: HashMap<&[u8], (KeyState, LockStrength, bool)> = HashMap::new();
@@ -207,10 +221,10 @@ impl<E: KvEngine> Tablet<E> {
                 Some((s, checked, w)) if strength <= checked => (s, checked, w),
                 Some((s, _, w)) => {
                     // A stronger op on a key this batch touched: check the others again.
-                    self.resolve_key(&snap, &op.key, me, read_ht, op.kind, strength, resolver, batch, has_intents)?;
+                    self.resolve_key(&mut probes, &op.key, me, read_ht, op.kind, strength, resolver, batch)?;
                     (s, strength, w)
                 }
-                None => (self.resolve_key(&snap, &op.key, me, read_ht, op.kind, strength, resolver, batch, has_intents)?, strength, false),
+                None => (self.resolve_key(&mut probes, &op.key, me, read_ht, op.kind, strength, resolver, batch)?, strength, false),
             };
             if op.kind == WriteOpKind::Insert && state.live {
                 return Err(Error::DuplicateKey { tablet_id: self.id, key: op.key.clone() });
@@ -234,7 +248,7 @@ impl<E: KvEngine> Tablet<E> {
     #[allow(clippy::too_many_arguments)]
     fn resolve_key<S: Snapshot, R: TxnStatusResolver + ?Sized>(
         &self,
-        snap: &S,
+        probes: &mut Probes<'_, S>,
         key: &[u8],
         me: Option<TxnId>,
         read_ht: Option<HybridTime>,
@@ -242,9 +256,8 @@ impl<E: KvEngine> Tablet<E> {
         strength: LockStrength,
         resolver: &R,
         batch: &mut E::Batch,
-        has_intents: bool,
     ) -> Result<KeyState> {
-        let intents = if has_intents { intents_on_key(snap, key)? } else { Vec::new() };
+        let intents = if probes.intents { intents_on_key(probes.snap, key)? } else { Vec::new() };
         let mut own_newest: Option<&IntentRecord> = None;
         let mut inline_commit: Option<(HybridTime, bool)> = None;
         let mut others: Vec<TxnId> = Vec::new();
@@ -282,7 +295,7 @@ impl<E: KvEngine> Tablet<E> {
         // Latest committed state of the key.
         let (latest_ht, latest_live) = match inline_commit {
             Some((ht, live)) => (Some(ht), live),
-            None => latest_version(snap, key)?,
+            None => latest_version_at(&mut probes.regular, key)?,
         };
         if strength == LockStrength::Share && kind.is_lock() && key == &self.partition.start[..] {
             // A SERIALIZABLE range read's lock: a SERIALIZABLE writer here that
