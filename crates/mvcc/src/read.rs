@@ -296,25 +296,9 @@ fn collect_intent_group<I: KvIterator>(it: &mut I, esc: &[u8], reverse: bool) ->
     Ok(out)
 }
 
-/// (hybrid time, is-a-live-row) of the newest committed version of `key`.
-pub fn latest_version<S: Snapshot>(snap: &S, key: &[u8]) -> Result<(Option<HybridTime>, bool)> {
-    let esc = keys::escape(key);
-    let upper = keys::prefix_upper_bound(&esc);
-    let mut it = snap.iter(Cf::Regular, IterOptions { lower: Some(esc.clone()), upper, prefix_same_as_start: true });
-    it.seek_to_first();
-    if !it.valid()? {
-        return Ok((None, false));
-    }
-    let (k, ht) = keys::split_version_key(it.key())?;
-    if k != &esc[..] {
-        return Ok((None, false));
-    }
-    let live = matches!(keys::decode_value(it.value())?, StoredValue::Put(_));
-    Ok((Some(ht), live))
-}
-
-/// [`latest_version`], read with `it`, an unbounded iterator over the regular column
-/// family reused for many keys (seeking is cheaper than creating an iterator).
+/// (hybrid time, is-a-live-row) of the newest committed version of `key`, read
+/// with `it`, an iterator over the regular column family reused for many keys
+/// (seeking is cheaper than creating an iterator per key).
 pub fn latest_version_at<I: KvIterator>(it: &mut I, key: &[u8]) -> Result<(Option<HybridTime>, bool)> {
     let esc = keys::escape(key);
     it.seek(&esc);
