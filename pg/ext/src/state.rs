@@ -36,6 +36,8 @@ struct Chunk {
     seq: u32,
     table: String,
     ops: Vec<WriteOp>,
+    /// SERIALIZABLE read locks only (sent with `READ_LOCK_SEQ`).
+    read_locks: bool,
 }
 
 /// Sharding options taken out of `CREATE TABLE ... WITH (pinax.*)` by the utility hook,
@@ -132,7 +134,7 @@ impl Backend {
             let idx = info.tablet_index_for(&op.key);
             self.lock_range_key(seq, table, idx, &info.tablets[idx].partition.start, LockStrength::PredicateWrite)?;
         }
-        self.push_op(seq, table, op)
+        self.push_op(seq, table, op, false)
     }
 
     fn table_info(&mut self, table: &str) -> Result<std::sync::Arc<pinax_proto::TableInfo>, FlushError> {
@@ -147,7 +149,8 @@ impl Backend {
             return Ok(());
         }
         self.range_locks.push((table.to_string(), idx, strength, seq));
-        self.push_op(seq, table, WriteOp::row_lock(key.to_vec(), strength))
+        let read_lock = strength == LockStrength::Share;
+        self.push_op(seq, table, WriteOp::row_lock(key.to_vec(), strength), read_lock)
     }
 
     /// SERIALIZABLE (`serializable_locking`): a scan of storage table `table` reads
@@ -172,26 +175,28 @@ impl Backend {
     /// writer of it waits for this transaction, and one that committed after the
     /// read time makes the lock fail with 40001.
     pub fn lock_read_row(&mut self, table: &str, key: &[u8]) -> Result<(), FlushError> {
-        self.push_op(READ_LOCK_SEQ, table, WriteOp::row_lock(key.to_vec(), LockStrength::Share))
+        self.push_op(READ_LOCK_SEQ, table, WriteOp::row_lock(key.to_vec(), LockStrength::Share), true)
     }
 
-    fn push_op(&mut self, seq: u32, table: &str, op: WriteOp) -> Result<(), FlushError> {
+    /// Queue `op`; `read_lock`: a SERIALIZABLE read lock (sent with
+    /// `READ_LOCK_SEQ`, whatever command took it).
+    fn push_op(&mut self, seq: u32, table: &str, op: WriteOp, read_lock: bool) -> Result<(), FlushError> {
         self.writes += 1;
         self.buf_ops += 1;
         self.buf_bytes += op.key.len() + op.value.len() + 16;
-        if seq == READ_LOCK_SEQ {
+        if read_lock {
             // Read locks go to one chunk per table at the front of the buffer: they
             // do not change data, so sending them first changes nothing, and they
             // do not split the statements' chunks into more requests.
-            match self.buf.iter_mut().find(|c| c.seq == READ_LOCK_SEQ && c.table == table) {
+            match self.buf.iter_mut().find(|c| c.read_locks && c.table == table) {
                 Some(c) => c.ops.push(op),
-                None => self.buf.insert(0, Chunk { seq, table: table.to_string(), ops: vec![op] }),
+                None => self.buf.insert(0, Chunk { seq: READ_LOCK_SEQ, table: table.to_string(), ops: vec![op], read_locks: true }),
             }
         } else {
             self.max_seq = Some(self.max_seq.map_or(seq, |m| m.max(seq)));
             match self.buf.last_mut() {
-                Some(c) if c.seq == seq && c.table == table => c.ops.push(op),
-                _ => self.buf.push(Chunk { seq, table: table.to_string(), ops: vec![op] }),
+                Some(c) if c.seq == seq && c.table == table && !c.read_locks => c.ops.push(op),
+                _ => self.buf.push(Chunk { seq, table: table.to_string(), ops: vec![op], read_locks: false }),
             }
         }
         if self.buf_ops >= FLUSH_OPS || self.buf_bytes >= FLUSH_BYTES {
@@ -338,6 +343,16 @@ impl Backend {
     /// PRE_COMMIT: make every write durable, or fail (the transaction then aborts).
     pub fn pre_commit(&mut self) -> Result<(), FlushError> {
         self.send_pending_rollback()?;
+        if self.txn.is_none() && !self.buf.is_empty() && self.buf.iter().all(|c| c.read_locks) {
+            // Only SERIALIZABLE read locks, never sent (an autocommit SELECT): a
+            // transaction that wrote nothing read one snapshot, which is serializable
+            // as it is (as for READ ONLY ones); locks taken at commit would be let go
+            // at once.
+            self.buf.clear();
+            self.buf_ops = 0;
+            self.buf_bytes = 0;
+            return Ok(());
+        }
         if self.write_fast_path()? {
             return Ok(());
         }
