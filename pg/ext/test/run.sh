@@ -228,6 +228,25 @@ if [[ ${#@} == 0 ]]; then
   fi
 fi
 # (Isolation levels between sessions: isolation/specs, run above.)
+# An extended-protocol pipeline is one transaction: a READ COMMITTED UPDATE in it is
+# not committed early (hooks/restart.rs) when a later statement fails; alone before
+# its Sync it is.
+if [[ ${#@} == 0 ]]; then
+  pgbench=/usr/lib/postgresql/15/bin/pgbench
+  psql_ -d regress_pinax -c "CREATE TABLE pipe (id int PRIMARY KEY, v int); INSERT INTO pipe VALUES (1, 5)"
+  printf '\\startpipeline\nUPDATE pipe SET v = 777 WHERE id = 1;\nSELECT 1 / 0;\n\\endpipeline\n' > "$dir/pipe_fail.sql"
+  printf '\\startpipeline\nUPDATE pipe SET v = v + 1 WHERE id = 1;\n\\endpipeline\n' > "$dir/pipe_ok.sql"
+  "$pgbench" -n -M extended -t 1 -d regress_pinax -f "$dir/pipe_fail.sql" > "$dir/pipe.out" 2>&1 || true
+  after_fail=$(psql_ -d regress_pinax -tA -c "SELECT v FROM pipe")
+  "$pgbench" -n -M extended -t 1 -d regress_pinax -f "$dir/pipe_ok.sql" >> "$dir/pipe.out" 2>&1 || true
+  after_ok=$(psql_ -d regress_pinax -tA -c "SELECT v FROM pipe")
+  psql_ -d regress_pinax -c "DROP TABLE pipe"
+  if [[ "$after_fail" == 5 && "$after_ok" == 6 ]] && grep -q "division by zero" "$dir/pipe.out"; then
+    echo "pipelines are one transaction: ok"
+  else
+    echo "pipelines: v after a failed pipeline '$after_fail' (want 5), after a good one '$after_ok' (want 6):"; cat "$dir/pipe.out"; status=1
+  fi
+fi
 # A backend that stops heartbeating (SIGSTOP) holds its locks no longer than the
 # transaction timeout: its transaction expires, the waiter goes on, and the stopped
 # session's COMMIT fails once it runs again.
