@@ -47,6 +47,9 @@ static PREV_FINISH: OnceLock<pg_sys::ExecutorFinish_hook_type> = OnceLock::new()
 thread_local! {
     /// ExecutorRun nesting (statements run by functions and triggers are deeper).
     static RUN_DEPTH: Cell<u32> = const { Cell::new(0) };
+    /// RUN_DEPTH when each open subtransaction started: an error jumps over the
+    /// decrements of the runs it ends, so aborting a subtransaction restores it.
+    static SUBXACT_DEPTHS: RefCell<Vec<u32>> = const { RefCell::new(Vec::new()) };
     /// DO blocks and procedures running (their statements are never a whole
     /// transaction).
     static IN_STATEMENTS: Cell<u32> = const { Cell::new(0) };
@@ -109,12 +112,6 @@ pub fn end_of_xact() {
     set_depth(0);
 }
 
-thread_local! {
-    /// RUN_DEPTH when each open subtransaction started: an error jumps over the
-    /// decrements of the runs it ends, so aborting a subtransaction restores it.
-    static SUBXACT_DEPTHS: RefCell<Vec<u32>> = const { RefCell::new(Vec::new()) };
-}
-
 fn depth() -> u32 {
     RUN_DEPTH.with(|d| d.get())
 }
@@ -123,8 +120,10 @@ fn set_depth(v: u32) {
     RUN_DEPTH.with(|d| d.set(v));
 }
 
-/// Statements run while this lives (a utility command: FETCH from a cursor, EXPLAIN
-/// ANALYZE, CALL, DO, CREATE TABLE AS) are not top-level: they are never restarted.
+/// Held while a utility command runs. Statements it runs (FETCH from a cursor,
+/// EXPLAIN ANALYZE, CREATE TABLE AS) are not top-level, so never restarted
+/// ([`Nested::enter`]); those of DO blocks and procedures are
+/// ([`Nested::enter_statements`]).
 pub struct Nested(u32, bool);
 
 impl Nested {
@@ -405,10 +404,7 @@ unsafe fn run_restarting(qd: *mut pg_sys::QueryDesc, direction: pg_sys::ScanDire
                     Ok(Ok(())) => Ok(()),
                     Ok(Err(e)) => Err(Failure::Flush(e)),
                     Err(raised) => {
-                        pg_sys::RollbackAndReleaseCurrentSubTransaction();
-                        pg_sys::MemoryContextSwitchTo(outer);
-                        pg_sys::CurrentResourceOwner = owner;
-                        pg_sys::MemoryContextDelete(cxt);
+                        abort_attempt(outer, owner, cxt);
                         set_depth(0);
                         std::panic::resume_unwind(raised);
                     }
@@ -431,10 +427,7 @@ unsafe fn run_restarting(qd: *mut pg_sys::QueryDesc, direction: pg_sys::ScanDire
                 return;
             }
             Err(failure) => {
-                pg_sys::RollbackAndReleaseCurrentSubTransaction();
-                pg_sys::MemoryContextSwitchTo(outer);
-                pg_sys::CurrentResourceOwner = owner;
-                pg_sys::MemoryContextDelete(cxt);
+                abort_attempt(outer, owner, cxt);
                 let conflict = match &failure {
                     Failure::Error(edata) => (**edata).sqlerrcode == crate::error::sqlstate_code("40001") as i32 && crate::error::was_restartable(*edata),
                     Failure::Flush(e) => e.error.code() == pinax_common::ErrorCode::SerializationFailure,
@@ -459,6 +452,15 @@ unsafe fn run_restarting(qd: *mut pg_sys::QueryDesc, direction: pg_sys::ScanDire
             }
         }
     }
+}
+
+/// Roll an attempt's internal subtransaction back and free its memory context,
+/// back in the caller's memory context and resource owner.
+unsafe fn abort_attempt(outer: pg_sys::MemoryContext, owner: pg_sys::ResourceOwner, cxt: pg_sys::MemoryContext) {
+    pg_sys::RollbackAndReleaseCurrentSubTransaction();
+    pg_sys::MemoryContextSwitchTo(outer);
+    pg_sys::CurrentResourceOwner = owner;
+    pg_sys::MemoryContextDelete(cxt);
 }
 
 /// Send the collected output to the statement's real destination.
