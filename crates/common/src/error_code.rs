@@ -35,6 +35,9 @@ pub enum ErrorCode {
     Deadlock = 25,
     /// Node or tablet unavailable, try again (retryable; 57P03/08006 class).
     Unavailable = 30,
+    /// This replica of the tablet is not its Raft leader; the error names the leader
+    /// when known (retryable there).
+    NotLeader = 33,
     /// Write refused by backpressure (retryable, 53000 class).
     Busy = 31,
     /// The node is shutting down (retryable).
@@ -52,6 +55,7 @@ impl ErrorCode {
                 | ErrorCode::ReadRestart
                 | ErrorCode::Deadlock
                 | ErrorCode::Unavailable
+                | ErrorCode::NotLeader
                 | ErrorCode::Busy
                 | ErrorCode::ShuttingDown
         )
@@ -74,6 +78,7 @@ impl ErrorCode {
             ErrorCode::ReadRestart => "40001",
             ErrorCode::Deadlock => "40P01",
             ErrorCode::Unavailable => "57P03",
+            ErrorCode::NotLeader => "57P03",
             ErrorCode::Busy => "53000",
             ErrorCode::ShuttingDown => "57P01",
         }

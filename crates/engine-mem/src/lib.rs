@@ -47,7 +47,7 @@ type VersionKey = (Vec<u8>, Reverse<u64>);
 type Versions = BTreeMap<VersionKey, Option<Vec<u8>>>;
 
 struct State {
-    cfs: [Versions; 3],
+    cfs: [Versions; Cf::ALL.len()],
     /// Sequence number of the last applied batch (0 = nothing written yet).
     seq: u64,
 }

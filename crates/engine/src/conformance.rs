@@ -937,11 +937,11 @@ impl Rng {
         (0..len).map(|_| self.next_u64() as u8).collect()
     }
     fn cf(&mut self) -> Cf {
-        Cf::ALL[self.below(3) as usize]
+        Cf::ALL[self.below(Cf::ALL.len() as u64) as usize]
     }
 }
 
-type Model = [BTreeMap<Vec<u8>, Vec<u8>>; 3];
+type Model = [BTreeMap<Vec<u8>, Vec<u8>>; Cf::ALL.len()];
 
 fn model_range(m: &BTreeMap<Vec<u8>, Vec<u8>>, lo: &Option<Vec<u8>>, hi: &Option<Vec<u8>>) -> Vec<Kv> {
     m.iter()

@@ -15,6 +15,9 @@
 //! Start reading at [`KvEngine`], then the conformance suite.
 
 pub mod conformance;
+mod owned_batch;
+
+pub use owned_batch::{BatchOp, OwnedBatch};
 
 use std::fmt;
 
@@ -27,15 +30,19 @@ pub enum Cf {
     Intents,
     /// Tablet metadata (applied index, schema, ...); tiny.
     Meta,
+    /// The tablet's Raft log and vote (`pinax-raft`): the write-ahead log of the
+    /// other column families.
+    Log,
 }
 
 impl Cf {
-    pub const ALL: [Cf; 3] = [Cf::Regular, Cf::Intents, Cf::Meta];
+    pub const ALL: [Cf; 4] = [Cf::Regular, Cf::Intents, Cf::Meta, Cf::Log];
     pub fn name(self) -> &'static str {
         match self {
             Cf::Regular => "default",
             Cf::Intents => "intents",
             Cf::Meta => "meta",
+            Cf::Log => "raft",
         }
     }
     pub fn index(self) -> usize {
@@ -43,6 +50,7 @@ impl Cf {
             Cf::Regular => 0,
             Cf::Intents => 1,
             Cf::Meta => 2,
+            Cf::Log => 3,
         }
     }
 }

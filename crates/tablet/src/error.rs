@@ -20,6 +20,8 @@ pub enum Error {
     FormatVersion { tablet_id: TabletId, found: u32, expected: u32 },
     #[error("invalid request: {0}")]
     InvalidRequest(String),
+    #[error("this replica of tablet {tablet_id} is not its leader")]
+    NotLeader { tablet_id: TabletId, leader_hint: Option<u64> },
 }
 
 impl Error {
@@ -34,6 +36,7 @@ impl Error {
             Error::WrongTablet { .. } => ErrorCode::TabletNotFound,
             Error::FormatVersion { .. } => ErrorCode::Corruption,
             Error::InvalidRequest(_) => ErrorCode::InvalidRequest,
+            Error::NotLeader { .. } => ErrorCode::NotLeader,
         }
     }
     pub fn is_retryable(&self) -> bool {

@@ -1,4 +1,4 @@
-//! pinax-tablet: one tablet = one storage engine (+, later, one Raft group).
+//! pinax-tablet: one tablet = one storage engine + one Raft group (its [`Replicator`]).
 //!
 //! Key types:
 //! - [`Tablet`]: the data tablet. Fast-path writes (one round, no intents), intent
@@ -17,17 +17,21 @@
 //!   meets a committed intent applies it first, one that meets an aborted intent
 //!   removes it, one that meets a pending intent of another transaction fails with a
 //!   retryable serialization error;
-//! - a write acknowledged with `sync` is in the engine's durable log.
+//! - a write acknowledged with `sync` is in the engine's durable log;
+//! - only the leader decides writes; every replica applies the same batches in the
+//!   same order ([`replication`]).
 //!
 //! Depends on engine traits only (never on RocksDB). Start at `tablet.rs`.
 
 pub mod error;
 pub mod mvcc_manager;
 pub mod ops;
+pub mod replication;
 pub mod status_tablet;
 pub mod tablet;
 
 pub use error::{Error, Result};
 pub use ops::{WriteOp, WriteOpKind};
+pub use replication::{DirectWrite, Replicator};
 pub use status_tablet::StatusTablet;
 pub use tablet::{Partition, Tablet, TabletOptions};

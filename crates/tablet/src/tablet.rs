@@ -2,12 +2,13 @@
 
 use crate::error::{Error, Result};
 use crate::mvcc_manager::MvccManager;
+use crate::replication::{DirectWrite, Replicator};
 use crate::ops::{WriteOp, WriteOpKind};
 use pinax_proto::LockStrength;
 use parking_lot::Mutex;
 use pinax_codec::keys::{self, IntentKind};
 use pinax_common::{HybridClock, HybridTime, TabletId, TxnId};
-use pinax_engine::{Cf, IterOptions, KvEngine, KvIterator, Snapshot, WriteBatch, WriteOptions};
+use pinax_engine::{Cf, IterOptions, KvEngine, KvIterator, OwnedBatch, Snapshot, WriteBatch, WriteOptions};
 use pinax_mvcc::gc::HistoryCutoff;
 use pinax_mvcc::read::{all_intents_iter, intents_at, intents_on_key, latest_version_at, IntentRecord};
 use pinax_mvcc::{MvccReader, ReadContext, ScanResult, ScanSpec, TxnStatus, TxnStatusResolver};
@@ -33,10 +34,11 @@ impl Default for TabletOptions {
 
 pub struct Tablet<E: KvEngine> {
     id: TabletId,
-    engine: E,
+    engine: Arc<E>,
+    /// Where decided batches go (the Raft group, or the engine itself).
+    log: Arc<dyn Replicator>,
     clock: Arc<HybridClock>,
     partition: Partition,
-    opts: TabletOptions,
     mvcc: MvccManager,
     /// Serialises writers; guards what they know about the intents CF.
     write_lock: Mutex<WriteState>,
@@ -56,6 +58,9 @@ struct WriteState {
     /// change to the intents CF happens under the lock, so a snapshot taken under
     /// it with this set empty holds no intents at all.
     intent_txns: HashSet<TxnId>,
+    /// The leader term `intent_txns` was loaded in (0: not yet). Followers apply
+    /// batches without this lock, so a replica that becomes leader reloads it.
+    term: u64,
 }
 
 /// The strength another transaction's pending intent holds its row with: a put is
@@ -92,8 +97,17 @@ struct KeyState {
 }
 
 impl<E: KvEngine> Tablet<E> {
-    /// Open a tablet over `engine`, stamping or checking the format version.
+    /// Open an unreplicated tablet over `engine` (its writes go straight to it),
+    /// stamping or checking the format version.
     pub fn open(id: TabletId, engine: E, clock: Arc<HybridClock>, partition: Partition, opts: TabletOptions, cutoff: HistoryCutoff) -> Result<Self> {
+        let engine = Arc::new(engine);
+        let log = Arc::new(DirectWrite::new(engine.clone(), opts.sync));
+        Self::open_replicated(id, engine, log, clock, partition, cutoff)
+    }
+
+    /// Open a tablet over `engine` whose decided writes go to `log`, which applies
+    /// them to `engine` (a Raft group's state machine).
+    pub fn open_replicated(id: TabletId, engine: Arc<E>, log: Arc<dyn Replicator>, clock: Arc<HybridClock>, partition: Partition, cutoff: HistoryCutoff) -> Result<Self> {
         let expected = pinax_codec::FORMAT_VERSION;
         match engine.get(Cf::Meta, META_FORMAT_VERSION)? {
             Some(v) => {
@@ -109,7 +123,7 @@ impl<E: KvEngine> Tablet<E> {
             }
         }
         let opened = clock.now();
-        let t = Tablet { id, engine, clock, partition, opts, mvcc: MvccManager::default(), write_lock: Mutex::new(WriteState::default()), cutoff, predicate_write_ht: AtomicU64::new(opened.0) };
+        let t = Tablet { id, engine, log, clock, partition, mvcc: MvccManager::default(), write_lock: Mutex::new(WriteState::default()), cutoff, predicate_write_ht: AtomicU64::new(opened.0) };
         let txns = t.txns_with_intents()?;
         t.write_lock.lock().intent_txns.extend(txns);
         Ok(t)
@@ -140,8 +154,23 @@ impl<E: KvEngine> Tablet<E> {
         Ok(())
     }
 
-    fn write_opts(&self) -> WriteOptions {
-        WriteOptions { sync: self.opts.sync }
+    /// Whether this replica leads the tablet (background work runs on leaders only).
+    pub fn is_leader(&self) -> bool {
+        self.log.leader_term().is_ok()
+    }
+
+    /// Caller holds the write lock: fail unless this replica leads; on the first
+    /// write of a new term, reload what the lock's state knows about the engine
+    /// (batches applied as a follower bypassed it) and treat every SERIALIZABLE
+    /// write before now as possibly newer than any range read (as after a restart).
+    fn lead(&self, state: &mut WriteState) -> Result<()> {
+        let term = self.log.leader_term()?;
+        if state.term != term {
+            state.intent_txns = self.txns_with_intents()?.into_iter().collect();
+            self.predicate_write_ht.fetch_max(self.clock.now().0, Ordering::AcqRel);
+            state.term = term;
+        }
+        Ok(())
     }
 
     /// Single-tablet, non-transactional write: one batch, no intents, committed at a
@@ -149,8 +178,9 @@ impl<E: KvEngine> Tablet<E> {
     /// written key after `read_ht` is a conflict (read-modify-write safety).
     pub fn write_fast<R: TxnStatusResolver + ?Sized>(&self, ops: &[WriteOp], read_ht: Option<HybridTime>, resolver: &R) -> Result<HybridTime> {
         self.check_keys(ops)?;
-        let guard = self.write_lock.lock();
-        let mut batch = self.engine.new_batch();
+        let mut guard = self.write_lock.lock();
+        self.lead(&mut guard)?;
+        let mut batch = OwnedBatch::new();
         let _ = self.check_ops(ops, None, read_ht, resolver, &mut batch, !guard.intent_txns.is_empty())?;
         let ht = self.mvcc.register_write(&self.clock);
         let mut vbuf = Vec::new();
@@ -166,7 +196,7 @@ impl<E: KvEngine> Tablet<E> {
                 WriteOpKind::Lock | WriteOpKind::LockShared => {} // checked above; nothing to hold
             }
         }
-        let res = self.engine.write(batch, self.write_opts());
+        let res = self.log.replicate(ht, batch);
         self.mvcc.finish_write(ht);
         res?;
         Ok(ht)
@@ -177,7 +207,8 @@ impl<E: KvEngine> Tablet<E> {
     pub fn write_intents<R: TxnStatusResolver + ?Sized>(&self, txn: TxnId, seq: u32, read_ht: HybridTime, ops: &[WriteOp], resolver: &R) -> Result<()> {
         self.check_keys(ops)?;
         let mut guard = self.write_lock.lock();
-        let mut batch = self.engine.new_batch();
+        self.lead(&mut guard)?;
+        let mut batch = OwnedBatch::new();
         let write = self.check_ops(ops, Some(txn), Some(read_ht), resolver, &mut batch, !guard.intent_txns.is_empty())?;
         let mut vbuf = Vec::new();
         for (op, _) in ops.iter().zip(write).filter(|(_, w)| *w) {
@@ -193,7 +224,7 @@ impl<E: KvEngine> Tablet<E> {
             batch.put(Cf::Intents, &keys::reverse_key(txn, &op.key), &[]);
         }
         guard.intent_txns.insert(txn);
-        self.engine.write(batch, self.write_opts())?;
+        self.log.replicate(self.clock.now(), batch)?;
         Ok(())
     }
 
@@ -203,7 +234,7 @@ impl<E: KvEngine> Tablet<E> {
     /// Returns, per op, whether it needs writing (a lock on a key the transaction
     /// already wrote does not: its write intent excludes others already, and a lock
     /// intent of the same statement would replace it).
-    fn check_ops<R: TxnStatusResolver + ?Sized>(&self, ops: &[WriteOp], me: Option<TxnId>, read_ht: Option<HybridTime>, resolver: &R, batch: &mut E::Batch, has_intents: bool) -> Result<Vec<bool>> {
+    fn check_ops<R: TxnStatusResolver + ?Sized>(&self, ops: &[WriteOp], me: Option<TxnId>, read_ht: Option<HybridTime>, resolver: &R, batch: &mut OwnedBatch, has_intents: bool) -> Result<Vec<bool>> {
         let snap = self.engine.snapshot();
         // One regular-CF iterator for the whole batch, seeked per key: creating
         // one per key costs more (RocksDB builds a child iterator per memtable and
@@ -255,7 +286,7 @@ impl<E: KvEngine> Tablet<E> {
         kind: WriteOpKind,
         strength: LockStrength,
         resolver: &R,
-        batch: &mut E::Batch,
+        batch: &mut OwnedBatch,
     ) -> Result<KeyState> {
         let intents = if probes.intents { intents_on_key(probes.snap, key)? } else { Vec::new() };
         let mut own_newest: Option<&IntentRecord> = None;
@@ -283,12 +314,12 @@ impl<E: KvEngine> Tablet<E> {
                 TxnStatus::Committed { commit_ht } => {
                     self.clock.update(commit_ht);
                     self.note_predicate_writes(&recs, commit_ht);
-                    if let Some(live) = resolve_key_intents::<E>(batch, key, other, Some(commit_ht), &recs) {
+                    if let Some(live) = resolve_key_intents(batch, key, other, Some(commit_ht), &recs) {
                         inline_commit = Some((commit_ht, live));
                     }
                 }
                 TxnStatus::Aborted => {
-                    resolve_key_intents::<E>(batch, key, other, None, &recs);
+                    resolve_key_intents(batch, key, other, None, &recs);
                 }
             }
         }
@@ -325,8 +356,9 @@ impl<E: KvEngine> Tablet<E> {
 
     /// Point read.
     pub fn read<R: TxnStatusResolver + ?Sized>(&self, ctx: ReadContext, key: &[u8], resolver: &R) -> Result<Option<Vec<u8>>> {
+        let term = self.log.read_barrier()?;
         self.mvcc.wait_for_safe_time(&self.clock, ctx.read_ht);
-        let (snap, has_intents) = self.snapshot();
+        let (snap, has_intents) = self.snapshot(term);
         let reader = MvccReader::new(&snap, resolver, ctx);
         Ok(if has_intents { reader } else { reader.without_intents() }.get(key)?)
     }
@@ -342,16 +374,18 @@ impl<E: KvEngine> Tablet<E> {
                 spec.end = Some(pend.clone());
             }
         }
+        let term = self.log.read_barrier()?;
         self.mvcc.wait_for_safe_time(&self.clock, ctx.read_ht);
-        let (snap, has_intents) = self.snapshot();
+        let (snap, has_intents) = self.snapshot(term);
         let reader = MvccReader::new(&snap, resolver, ctx);
         Ok(if has_intents { reader } else { reader.without_intents() }.scan(&spec)?)
     }
 
-    /// A snapshot, and whether it may hold intents (decided atomically with it).
-    fn snapshot(&self) -> (E::Snapshot<'_>, bool) {
+    /// A snapshot, and whether it may hold intents (decided atomically with it;
+    /// until this replica's first write as leader of `term`, it assumes it may).
+    fn snapshot(&self, term: u64) -> (E::Snapshot<'_>, bool) {
         let guard = self.write_lock.lock();
-        (self.engine.snapshot(), !guard.intent_txns.is_empty())
+        (self.engine.snapshot(), guard.term != term || !guard.intent_txns.is_empty())
     }
 
     /// Turn the intents of committed `txn` into versions at `commit_ht`.
@@ -370,8 +404,9 @@ impl<E: KvEngine> Tablet<E> {
     /// intents (writes and locks) of statements numbered `from_seq` and above; its
     /// earlier intents stay. Returns the number of intents dropped. Idempotent.
     pub fn rollback_intents(&self, txn: TxnId, from_seq: u32) -> Result<usize> {
-        let _guard = self.write_lock.lock();
-        self.rewrite_txn_intents(txn, |batch, user_key, rkey, mine| {
+        let mut guard = self.write_lock.lock();
+        self.lead(&mut guard)?;
+        self.rewrite_txn_intents(txn, self.clock.now(), |batch, user_key, rkey, mine| {
             let mut dropped = 0;
             for r in mine.iter().filter(|r| r.seq >= from_seq) {
                 batch.delete(Cf::Intents, &keys::intent_key(user_key, txn, r.seq));
@@ -387,15 +422,16 @@ impl<E: KvEngine> Tablet<E> {
     /// Walk the keys `txn` has intents on (its reverse index in the intents CF),
     /// calling `f(batch, user key, reverse-index key, txn's intents on the key)`,
     /// which adds what to change to the batch and returns how many changes it made;
-    /// the batch is written if any. Caller holds the write lock.
-    fn rewrite_txn_intents(&self, txn: TxnId, mut f: impl FnMut(&mut E::Batch, &[u8], &[u8], Vec<IntentRecord>) -> usize) -> Result<usize> {
+    /// the batch is replicated (decided at `ht`) if any. Caller holds the write lock
+    /// and leads.
+    fn rewrite_txn_intents(&self, txn: TxnId, ht: HybridTime, mut f: impl FnMut(&mut OwnedBatch, &[u8], &[u8], Vec<IntentRecord>) -> usize) -> Result<usize> {
         let snap = self.engine.snapshot();
         let prefix = keys::reverse_prefix(txn);
         let upper = keys::prefix_upper_bound(&prefix);
         let mut it = snap.iter(Cf::Intents, IterOptions { lower: Some(prefix.clone()), upper, prefix_same_as_start: true });
         it.seek_to_first();
         let mut ints = all_intents_iter(&snap);
-        let mut batch = self.engine.new_batch();
+        let mut batch = OwnedBatch::new();
         let mut n = 0;
         while it.valid()? {
             let rkey = it.key().to_vec();
@@ -408,7 +444,7 @@ impl<E: KvEngine> Tablet<E> {
         drop(ints);
         drop(snap);
         if n > 0 {
-            self.engine.write(batch, self.write_opts())?;
+            self.log.replicate(ht, batch)?;
         }
         Ok(n)
     }
@@ -425,12 +461,13 @@ impl<E: KvEngine> Tablet<E> {
 
     fn resolve_txn_locked(&self, txn: TxnId, commit_ht: Option<HybridTime>) -> Result<usize> {
         let mut guard = self.write_lock.lock();
-        let n = self.rewrite_txn_intents(txn, |batch, user_key, _, mine| {
+        self.lead(&mut guard)?;
+        let n = self.rewrite_txn_intents(txn, commit_ht.unwrap_or_else(|| self.clock.now()), |batch, user_key, _, mine| {
             let recs: Vec<&IntentRecord> = mine.iter().collect();
             if let Some(ht) = commit_ht {
                 self.note_predicate_writes(&recs, ht);
             }
-            resolve_key_intents::<E>(batch, user_key, txn, commit_ht, &recs);
+            resolve_key_intents(batch, user_key, txn, commit_ht, &recs);
             1
         })?;
         guard.intent_txns.remove(&txn);
@@ -477,7 +514,7 @@ impl<E: KvEngine> Tablet<E> {
 /// the version its newest non-lock intent leaves at `commit_ht`; then delete its
 /// intents and reverse-index entry. Returns whether the applied version is a live
 /// row (`None` when nothing was applied: aborted, or only locks).
-fn resolve_key_intents<E: KvEngine>(batch: &mut E::Batch, key: &[u8], txn: TxnId, commit_ht: Option<HybridTime>, recs: &[&IntentRecord]) -> Option<bool> {
+fn resolve_key_intents(batch: &mut OwnedBatch, key: &[u8], txn: TxnId, commit_ht: Option<HybridTime>, recs: &[&IntentRecord]) -> Option<bool> {
     let live = commit_ht.and_then(|ht| {
         let newest = recs.iter().filter(|r| r.kind != IntentKind::Lock).max_by_key(|r| r.seq)?;
         let vk = keys::version_key(key, ht);
