@@ -1,0 +1,207 @@
+//! [`RaftGroup`]: one Raft group as the (synchronous) tablet code uses it.
+//!
+//! The tablet calls from its RPC threads; each call enters the node's tokio runtime
+//! with `block_on`. Leadership:
+//! - [`RaftGroup::leader_term`]: this replica leads; on the first call of a term it
+//!   first runs a read-index round (`ensure_linearizable`), which also waits until
+//!   every entry committed before the term is applied here.
+//! - [`RaftGroup::read_barrier`]: a read served now cannot miss an acknowledged
+//!   write. A successful read-index round started at `t` proves that a majority
+//!   acknowledged this leader after `t`; none of them votes for another candidate
+//!   for `election_timeout_max` after that, so the leader may serve reads until
+//!   `t + election_timeout_min / 2` (the lease) without another round. A group of one
+//!   voter needs no round at all.
+
+use crate::log_store::LogStore;
+use crate::network::{Network, Transport};
+use crate::state_machine::StateMachine;
+use crate::{config, Command, NodeId, Raft, RaftTiming};
+use openraft::error::{ClientWriteError, RaftError};
+use openraft::{BasicNode, ServerState};
+use parking_lot::Mutex;
+use pinax_common::HybridClock;
+use pinax_engine::KvEngine;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+#[derive(Debug, thiserror::Error)]
+pub enum GroupError {
+    #[error("this replica is not the leader")]
+    NotLeader { leader: Option<NodeId>, leader_addr: Option<String> },
+    #[error("raft group stopped: {0}")]
+    Fatal(String),
+    #[error("raft storage: {0}")]
+    Storage(String),
+}
+
+/// How long a write waits for an election when the group has no leader.
+const ELECTION_WAIT: Duration = Duration::from_secs(5);
+
+pub struct RaftGroup {
+    group: u64,
+    node_id: NodeId,
+    raft: Raft,
+    rt: tokio::runtime::Handle,
+    /// The term whose start this replica has applied through (0: none yet).
+    synced_term: AtomicU64,
+    /// Reads are served without a round until then (see the module docs).
+    lease_until: Mutex<Option<Instant>>,
+    lease: Duration,
+}
+
+fn fatal<E: std::fmt::Display>(e: E) -> GroupError {
+    GroupError::Fatal(e.to_string())
+}
+
+impl RaftGroup {
+    /// Start the group's Raft over the log and state kept in `engine` (replaying the
+    /// log past the applied id). A new group has no members until
+    /// [`RaftGroup::initialize`] (or a leader adding this replica).
+    #[allow(clippy::too_many_arguments)]
+    pub fn start<E: KvEngine>(rt: &tokio::runtime::Handle, group: u64, node_id: NodeId, engine: Arc<E>, clock: Arc<HybridClock>, transport: Arc<dyn Transport>, timing: RaftTiming) -> Result<Self, GroupError> {
+        let log = LogStore::open(engine.clone()).map_err(|e| GroupError::Storage(e.to_string()))?;
+        let sm = StateMachine::new(engine, clock);
+        let net = Network { transport, group };
+        let raft = rt.block_on(Raft::new(node_id, config(timing), net, log, sm)).map_err(fatal)?;
+        Ok(RaftGroup {
+            group,
+            node_id,
+            raft,
+            rt: rt.clone(),
+            synced_term: AtomicU64::new(0),
+            lease_until: Mutex::new(None),
+            lease: Duration::from_millis(timing.election_min_ms / 2),
+        })
+    }
+
+    pub fn raft(&self) -> &Raft {
+        &self.raft
+    }
+
+    pub fn group(&self) -> u64 {
+        self.group
+    }
+
+    /// Make `members` (node id → RPC address) the group's first configuration. A
+    /// group that already has one is left as it is.
+    pub fn initialize(&self, members: &BTreeMap<NodeId, String>) -> Result<(), GroupError> {
+        let nodes: BTreeMap<NodeId, BasicNode> = members.iter().map(|(id, a)| (*id, BasicNode::new(a))).collect();
+        match self.rt.block_on(self.raft.initialize(nodes)) {
+            Ok(()) => Ok(()),
+            Err(RaftError::APIError(openraft::error::InitializeError::NotAllowed(_))) => Ok(()),
+            Err(e) => Err(fatal(e)),
+        }
+    }
+
+    /// The leader as this replica knows it (id, address).
+    pub fn leader(&self) -> Option<(NodeId, String)> {
+        let m = self.raft.metrics().borrow().clone();
+        let id = m.current_leader?;
+        let addr = m.membership_config.membership().get_node(&id).map(|n| n.addr.clone()).unwrap_or_default();
+        Some((id, addr))
+    }
+
+    fn not_leader(&self) -> GroupError {
+        match self.leader() {
+            Some((id, addr)) if id != self.node_id => GroupError::NotLeader { leader: Some(id), leader_addr: Some(addr) },
+            _ => GroupError::NotLeader { leader: None, leader_addr: None },
+        }
+    }
+
+    /// Wait (up to `timeout`) until the group has a leader; its id.
+    pub fn wait_for_leader(&self, timeout: Duration) -> Option<NodeId> {
+        let mut rx = self.raft.metrics();
+        self.rt.block_on(async {
+            tokio::time::timeout(timeout, async {
+                loop {
+                    if let Some(l) = rx.borrow().current_leader {
+                        return Some(l);
+                    }
+                    if rx.changed().await.is_err() {
+                        return None;
+                    }
+                }
+            })
+            .await
+            .ok()
+            .flatten()
+        })
+    }
+
+    fn is_leader_now(&self) -> Option<u64> {
+        let m = self.raft.metrics();
+        let m = m.borrow();
+        (m.state == ServerState::Leader).then_some(m.current_term)
+    }
+
+    /// The current term if this replica leads and has applied every entry committed
+    /// before it (see the module docs).
+    pub fn leader_term(&self) -> Result<u64, GroupError> {
+        let term = match self.is_leader_now() {
+            Some(t) => t,
+            None => {
+                // No leader known yet (start-up, an election): wait for one.
+                if self.raft.metrics().borrow().current_leader.is_none() {
+                    self.wait_for_leader(ELECTION_WAIT);
+                }
+                self.is_leader_now().ok_or_else(|| self.not_leader())?
+            }
+        };
+        if self.synced_term.load(Ordering::Acquire) != term {
+            let started = Instant::now();
+            self.linearize()?;
+            self.synced_term.store(term, Ordering::Release);
+            *self.lease_until.lock() = Some(started + self.lease);
+        }
+        Ok(term)
+    }
+
+    fn linearize(&self) -> Result<(), GroupError> {
+        match self.rt.block_on(self.raft.ensure_linearizable()) {
+            Ok(_) => Ok(()),
+            Err(RaftError::APIError(_)) => Err(self.not_leader()),
+            Err(RaftError::Fatal(f)) => Err(fatal(f)),
+        }
+    }
+
+    /// The current term if a read served now cannot miss an acknowledged write.
+    pub fn read_barrier(&self) -> Result<u64, GroupError> {
+        let term = self.leader_term()?;
+        let single_voter = self.raft.metrics().borrow().membership_config.membership().voter_ids().count() <= 1;
+        if single_voter {
+            return Ok(term);
+        }
+        let now = Instant::now();
+        if self.lease_until.lock().is_some_and(|until| now < until) {
+            return Ok(term);
+        }
+        self.linearize()?;
+        let mut lease = self.lease_until.lock();
+        let until = now + self.lease;
+        if lease.is_none_or(|l| l < until) {
+            *lease = Some(until);
+        }
+        Ok(term)
+    }
+
+    /// Replicate `cmd` and return once it is committed and applied here.
+    pub fn replicate(&self, cmd: Command) -> Result<(), GroupError> {
+        match self.rt.block_on(self.raft.client_write(cmd)) {
+            Ok(_) => Ok(()),
+            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => {
+                Err(GroupError::NotLeader { leader: f.leader_id.filter(|l| *l != self.node_id), leader_addr: f.leader_node.map(|n| n.addr) })
+            }
+            Err(RaftError::APIError(e)) => Err(fatal(e)),
+            Err(RaftError::Fatal(f)) => Err(fatal(f)),
+        }
+    }
+
+    /// Stop the group's tasks (the node is closing the tablet).
+    pub fn shutdown(&self) {
+        if let Err(e) = self.rt.block_on(self.raft.shutdown()) {
+            tracing::warn!(group = self.group, error = %e, "raft shutdown");
+        }
+    }
+}

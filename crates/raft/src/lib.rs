@@ -1,0 +1,138 @@
+//! pinax-raft: the openraft glue. Every tablet is one Raft group whose log lives in
+//! the tablet's own engine ([`Cf::Log`](pinax_engine::Cf::Log)) and whose state
+//! machine is the rest of that engine.
+//!
+//! Key types:
+//! - [`TypeConfig`]: the openraft type configuration. A log entry's payload is a
+//!   [`Command`]: one write batch a tablet leader decided, as [`OwnedBatch`] bytes,
+//!   with the hybrid time it was decided at.
+//! - [`LogStore`]: the Raft log, vote and committed index in `Cf::Log` (synced).
+//! - [`StateMachine`]: applies committed commands to the engine, atomically with
+//!   the applied log id (`Cf::Meta`); snapshots are the engine's contents.
+//! - [`network`]: RPCs between replicas over a [`network::Transport`] the node
+//!   provides (the node's RPC connections), plus the receiving side.
+//! - [`RaftGroup`]: one group as the synchronous tablet code uses it: replicate a
+//!   command, who leads, read barriers.
+//!
+//! Invariants:
+//! - an entry is acknowledged to openraft (`LogFlushed`) only after an fsync;
+//! - the state machine applies each committed entry exactly once: the batch and the
+//!   new applied log id go to the engine in one atomic write, and a restart resumes
+//!   after the applied id;
+//! - every replica applies the same batches in log order (leaders decide, never
+//!   followers).
+//!
+//! Depends on the engine traits and openraft only (not on tablets).
+//!
+//! [`OwnedBatch`]: pinax_engine::OwnedBatch
+
+// openraft's StorageError (224 bytes) is the error type its storage traits demand;
+// the helpers around them return it too rather than boxing and unboxing.
+#![allow(clippy::result_large_err)]
+
+pub mod group;
+pub mod log_store;
+pub mod network;
+pub mod state_machine;
+
+use serde::{Deserialize, Serialize};
+use std::io::Cursor;
+use std::sync::Arc;
+
+pub use group::{GroupError, RaftGroup};
+pub use log_store::LogStore;
+pub use state_machine::StateMachine;
+
+/// A node's id (the same id the node has in the cluster catalog).
+pub type NodeId = u64;
+
+/// One replicated write: a batch of engine ops decided by a tablet leader.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Command {
+    /// Hybrid time the batch was decided at: followers move their clocks to it.
+    pub ht: u64,
+    /// [`pinax_engine::OwnedBatch`] bytes.
+    pub batch: Vec<u8>,
+}
+
+/// What applying a command answers (nothing: the leader decided everything).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Reply;
+
+openraft::declare_raft_types!(
+    /// Pinax's openraft types: nodes are addressed by their RPC address.
+    pub TypeConfig:
+        D = Command,
+        R = Reply,
+        NodeId = NodeId,
+        Node = openraft::BasicNode,
+        Entry = openraft::Entry<TypeConfig>,
+        SnapshotData = Cursor<Vec<u8>>,
+        AsyncRuntime = openraft::TokioRuntime,
+);
+
+pub type Raft = openraft::Raft<TypeConfig>;
+pub type Entry = openraft::Entry<TypeConfig>;
+pub type LogId = openraft::LogId<NodeId>;
+pub type Vote = openraft::Vote<NodeId>;
+pub type StorageError = openraft::StorageError<NodeId>;
+pub type Membership = openraft::StoredMembership<NodeId, openraft::BasicNode>;
+
+/// Timing of every group. Elections take 0.8–1.6 s of silence: long enough that a
+/// busy 2-core machine does not depose healthy leaders, short enough that a failover
+/// completes within a few seconds.
+#[derive(Clone, Copy, Debug)]
+pub struct RaftTiming {
+    pub heartbeat_ms: u64,
+    pub election_min_ms: u64,
+    pub election_max_ms: u64,
+}
+
+impl Default for RaftTiming {
+    fn default() -> Self {
+        RaftTiming { heartbeat_ms: 100, election_min_ms: 800, election_max_ms: 1600 }
+    }
+}
+
+/// The openraft configuration of a group.
+pub fn config(timing: RaftTiming) -> Arc<openraft::Config> {
+    let c = openraft::Config {
+        cluster_name: "pinax".into(),
+        heartbeat_interval: timing.heartbeat_ms,
+        election_timeout_min: timing.election_min_ms,
+        election_timeout_max: timing.election_max_ms,
+        install_snapshot_timeout: 5_000,
+        max_payload_entries: 256,
+        // A snapshot is the engine itself (see `state_machine`): building one records
+        // the applied id and lets the log be purged behind it.
+        snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(20_000),
+        max_in_snapshot_log_to_keep: 2_000,
+        purge_batch_size: 512,
+        ..Default::default()
+    };
+    match c.validate() {
+        Ok(c) => Arc::new(c),
+        Err(e) => panic!("invariant: the built-in Raft configuration is valid: {e}"),
+    }
+}
+
+fn codec() -> bincode::config::Configuration {
+    bincode::config::standard()
+}
+
+/// Encode a value for the log, the engine or the wire.
+pub(crate) fn encode<T: Serialize>(v: &T) -> Vec<u8> {
+    match bincode::serde::encode_to_vec(v, codec()) {
+        Ok(b) => b,
+        Err(e) => panic!("invariant: Raft types always encode: {e}"),
+    }
+}
+
+/// Decode bytes from disk or the wire (never trusted).
+pub(crate) fn decode<T: serde::de::DeserializeOwned>(b: &[u8]) -> Result<T, String> {
+    match bincode::serde::decode_from_slice(b, codec()) {
+        Ok((v, n)) if n == b.len() => Ok(v),
+        Ok((_, n)) => Err(format!("{} trailing bytes after a {}-byte value", b.len() - n, n)),
+        Err(e) => Err(e.to_string()),
+    }
+}

@@ -1,0 +1,209 @@
+//! The Raft log of one group, in its tablet engine's `Cf::Log`.
+//!
+//! Layout (all in `Cf::Log`):
+//! ```text
+//! "e" + index:u64be  → entry (bincode of openraft's Entry)
+//! "v"                → vote
+//! "c"                → committed log id (not synced: an optimisation of restarts)
+//! "p"                → last purged log id
+//! ```
+//! Appends and votes are written with `sync`, so an entry is acknowledged
+//! (`LogFlushed`) only once it survives a crash. Entries live in the same engine as
+//! the data they describe: the engine's own log then orders them, and one fsync
+//! makes an entry and every apply before it durable.
+
+use crate::{decode, encode, Entry, LogId, StorageError, TypeConfig, Vote};
+use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
+use openraft::{ErrorSubject, ErrorVerb, OptionalSend, RaftLogReader, StorageIOError};
+use parking_lot::Mutex;
+use pinax_engine::{Cf, IterOptions, KvEngine, KvIterator, Snapshot, WriteBatch, WriteOptions};
+use std::fmt::Debug;
+use std::ops::{Bound, RangeBounds};
+use std::sync::Arc;
+
+const ENTRY_PREFIX: u8 = b'e';
+const VOTE_KEY: &[u8] = b"v";
+const COMMITTED_KEY: &[u8] = b"c";
+const PURGED_KEY: &[u8] = b"p";
+
+fn entry_key(index: u64) -> [u8; 9] {
+    let mut k = [0u8; 9];
+    k[0] = ENTRY_PREFIX;
+    k[1..].copy_from_slice(&index.to_be_bytes());
+    k
+}
+
+fn io_err(subject: ErrorSubject<u64>, verb: ErrorVerb, e: impl std::fmt::Display) -> StorageError {
+    StorageIOError::new(subject, verb, openraft::AnyError::error(e.to_string())).into()
+}
+
+#[derive(Default)]
+struct Cached {
+    last_purged: Option<LogId>,
+    last_log: Option<LogId>,
+}
+
+/// The log store (cheap to clone; a clone is also its reader).
+pub struct LogStore<E: KvEngine> {
+    engine: Arc<E>,
+    cached: Arc<Mutex<Cached>>,
+}
+
+impl<E: KvEngine> Clone for LogStore<E> {
+    fn clone(&self) -> Self {
+        LogStore { engine: self.engine.clone(), cached: self.cached.clone() }
+    }
+}
+
+impl<E: KvEngine> LogStore<E> {
+    /// Open the log kept in `engine` (empty for a new group).
+    pub fn open(engine: Arc<E>) -> Result<Self, StorageError> {
+        let last_purged: Option<LogId> = match engine.get(Cf::Log, PURGED_KEY).map_err(|e| io_err(ErrorSubject::Logs, ErrorVerb::Read, e))? {
+            Some(b) => Some(decode(&b).map_err(|e| io_err(ErrorSubject::Logs, ErrorVerb::Read, e))?),
+            None => None,
+        };
+        let store = LogStore { engine, cached: Arc::default() };
+        let last_log = store.last_entry()?.or(last_purged);
+        *store.cached.lock() = Cached { last_purged, last_log };
+        Ok(store)
+    }
+
+    fn last_entry(&self) -> Result<Option<LogId>, StorageError> {
+        let snap = self.engine.snapshot();
+        let mut it = snap.iter(Cf::Log, IterOptions::bounded(vec![ENTRY_PREFIX], vec![ENTRY_PREFIX + 1]));
+        it.seek_to_last();
+        if !it.valid().map_err(|e| io_err(ErrorSubject::Logs, ErrorVerb::Read, e))? {
+            return Ok(None);
+        }
+        let e: Entry = decode(it.value()).map_err(|e| io_err(ErrorSubject::Logs, ErrorVerb::Read, e))?;
+        Ok(Some(e.log_id))
+    }
+
+    fn get_id(&self, key: &[u8], subject: ErrorSubject<u64>) -> Result<Option<LogId>, StorageError> {
+        match self.engine.get(Cf::Log, key).map_err(|e| io_err(subject.clone(), ErrorVerb::Read, e))? {
+            Some(b) => Ok(Some(decode(&b).map_err(|e| io_err(subject, ErrorVerb::Read, e))?)),
+            None => Ok(None),
+        }
+    }
+
+    fn write(&self, b: E::Batch, sync: bool, subject: ErrorSubject<u64>) -> Result<(), StorageError> {
+        self.engine.write(b, WriteOptions { sync }).map_err(|e| io_err(subject, ErrorVerb::Write, e))
+    }
+
+    /// Delete entries with index in `[from, to)`.
+    fn delete_entries(&self, from: u64, to: u64, b: &mut E::Batch) {
+        b.delete_range(Cf::Log, &entry_key(from), &entry_key(to));
+        if to == u64::MAX {
+            b.delete(Cf::Log, &entry_key(u64::MAX));
+        }
+    }
+}
+
+impl<E: KvEngine> RaftLogReader<TypeConfig> for LogStore<E> {
+    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(&mut self, range: RB) -> Result<Vec<Entry>, StorageError> {
+        let start = match range.start_bound() {
+            Bound::Included(&i) => i,
+            Bound::Excluded(&i) => i.saturating_add(1),
+            Bound::Unbounded => 0,
+        };
+        let upper = match range.end_bound() {
+            Bound::Included(&i) => entry_key(i).to_vec().into_iter().chain([0]).collect(),
+            Bound::Excluded(&i) => entry_key(i).to_vec(),
+            Bound::Unbounded => vec![ENTRY_PREFIX + 1],
+        };
+        let snap = self.engine.snapshot();
+        let mut it = snap.iter(Cf::Log, IterOptions::bounded(entry_key(start).to_vec(), upper));
+        it.seek_to_first();
+        let mut out = Vec::new();
+        while it.valid().map_err(|e| io_err(ErrorSubject::Logs, ErrorVerb::Read, e))? {
+            out.push(decode(it.value()).map_err(|e| io_err(ErrorSubject::Logs, ErrorVerb::Read, e))?);
+            it.next();
+        }
+        Ok(out)
+    }
+}
+
+impl<E: KvEngine> RaftLogStorage<TypeConfig> for LogStore<E> {
+    type LogReader = Self;
+
+    async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, StorageError> {
+        let c = self.cached.lock();
+        Ok(LogState { last_purged_log_id: c.last_purged, last_log_id: c.last_log })
+    }
+
+    async fn get_log_reader(&mut self) -> Self {
+        self.clone()
+    }
+
+    async fn save_vote(&mut self, vote: &Vote) -> Result<(), StorageError> {
+        let mut b = self.engine.new_batch();
+        b.put(Cf::Log, VOTE_KEY, &encode(vote));
+        self.write(b, true, ErrorSubject::Vote)
+    }
+
+    async fn read_vote(&mut self) -> Result<Option<Vote>, StorageError> {
+        match self.engine.get(Cf::Log, VOTE_KEY).map_err(|e| io_err(ErrorSubject::Vote, ErrorVerb::Read, e))? {
+            Some(b) => Ok(Some(decode(&b).map_err(|e| io_err(ErrorSubject::Vote, ErrorVerb::Read, e))?)),
+            None => Ok(None),
+        }
+    }
+
+    async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), StorageError> {
+        let mut b = self.engine.new_batch();
+        match committed {
+            Some(c) => b.put(Cf::Log, COMMITTED_KEY, &encode(&c)),
+            None => b.delete(Cf::Log, COMMITTED_KEY),
+        }
+        self.write(b, false, ErrorSubject::Store)
+    }
+
+    async fn read_committed(&mut self) -> Result<Option<LogId>, StorageError> {
+        self.get_id(COMMITTED_KEY, ErrorSubject::Store)
+    }
+
+    async fn append<I>(&mut self, entries: I, callback: LogFlushed<TypeConfig>) -> Result<(), StorageError>
+    where
+        I: IntoIterator<Item = Entry> + OptionalSend,
+        I::IntoIter: OptionalSend,
+    {
+        let mut b = self.engine.new_batch();
+        let mut last = None;
+        for e in entries {
+            b.put(Cf::Log, &entry_key(e.log_id.index), &encode(&e));
+            last = Some(e.log_id);
+        }
+        if last.is_some() {
+            if let Err(e) = self.engine.write(b, WriteOptions { sync: true }) {
+                let msg = e.to_string();
+                callback.log_io_completed(Err(std::io::Error::other(msg.clone())));
+                return Err(io_err(ErrorSubject::Logs, ErrorVerb::Write, msg));
+            }
+            self.cached.lock().last_log = last;
+        }
+        callback.log_io_completed(Ok(()));
+        Ok(())
+    }
+
+    async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError> {
+        let mut b = self.engine.new_batch();
+        self.delete_entries(log_id.index, u64::MAX, &mut b);
+        self.write(b, true, ErrorSubject::Logs)?;
+        let prev = if log_id.index == 0 { None } else { self.last_entry()? };
+        let mut c = self.cached.lock();
+        c.last_log = prev.or(c.last_purged);
+        Ok(())
+    }
+
+    async fn purge(&mut self, log_id: LogId) -> Result<(), StorageError> {
+        let mut b = self.engine.new_batch();
+        b.put(Cf::Log, PURGED_KEY, &encode(&log_id));
+        self.delete_entries(0, log_id.index.saturating_add(1), &mut b);
+        self.write(b, false, ErrorSubject::Logs)?;
+        let mut c = self.cached.lock();
+        c.last_purged = Some(log_id);
+        if c.last_log < Some(log_id) {
+            c.last_log = Some(log_id);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,133 @@
+//! Raft RPCs between the replicas of a group.
+//!
+//! The node provides a [`Transport`]: a blocking call that carries one message
+//! (`group`, [`MsgKind`], bincode body) to another node and returns the reply
+//! bytes; Pinax's nodes carry them in their ordinary RPC frames (checksummed). The
+//! receiving node hands the message to [`serve`] with the group's [`Raft`]; the
+//! reply is the bincode of `Result<response, RaftError>`, so a remote Raft error
+//! (a higher vote, say) reaches the sender's openraft as such.
+
+use crate::{decode, encode, NodeId, Raft, TypeConfig};
+use openraft::error::{InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable};
+use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
+use openraft::raft::{AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse, VoteRequest, VoteResponse};
+use openraft::BasicNode;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use std::sync::Arc;
+
+/// Which Raft RPC a message is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum MsgKind {
+    AppendEntries = 1,
+    Vote = 2,
+    InstallSnapshot = 3,
+}
+
+impl MsgKind {
+    pub fn from_u8(b: u8) -> Option<MsgKind> {
+        match b {
+            1 => Some(MsgKind::AppendEntries),
+            2 => Some(MsgKind::Vote),
+            3 => Some(MsgKind::InstallSnapshot),
+            _ => None,
+        }
+    }
+}
+
+/// Why a message did not get a reply.
+#[derive(Debug, thiserror::Error)]
+pub enum TransportError {
+    /// The node could not be reached (connection refused or reset): openraft backs off.
+    #[error("node unreachable: {0}")]
+    Unreachable(String),
+    /// Anything else (a timeout, an error reply from the node).
+    #[error("raft transport: {0}")]
+    Other(String),
+}
+
+/// Carries Raft messages to other nodes (blocking; called on tokio's blocking pool).
+pub trait Transport: Send + Sync + 'static {
+    fn call(&self, target: NodeId, addr: &str, group: u64, kind: MsgKind, body: Vec<u8>) -> Result<Vec<u8>, TransportError>;
+}
+
+/// The network factory of one group.
+#[derive(Clone)]
+pub struct Network {
+    pub transport: Arc<dyn Transport>,
+    pub group: u64,
+}
+
+impl RaftNetworkFactory<TypeConfig> for Network {
+    type Network = Peer;
+    async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> Peer {
+        Peer { transport: self.transport.clone(), group: self.group, target, addr: node.addr.clone() }
+    }
+}
+
+/// The connection of one group to one peer.
+pub struct Peer {
+    transport: Arc<dyn Transport>,
+    group: u64,
+    target: NodeId,
+    addr: String,
+}
+
+impl Peer {
+    async fn call<Req: Serialize, Resp: DeserializeOwned, E: std::error::Error + DeserializeOwned>(
+        &self,
+        kind: MsgKind,
+        req: &Req,
+        option: &RPCOption,
+    ) -> Result<Resp, RPCError<NodeId, BasicNode, RaftError<NodeId, E>>> {
+        let body = encode(req);
+        let (transport, addr, group, target) = (self.transport.clone(), self.addr.clone(), self.group, self.target);
+        let call = tokio::task::spawn_blocking(move || transport.call(target, &addr, group, kind, body));
+        let reply = match tokio::time::timeout(option.hard_ttl(), call).await {
+            Err(_) => return Err(RPCError::Network(NetworkError::new(&std::io::Error::new(std::io::ErrorKind::TimedOut, "raft rpc timed out")))),
+            Ok(Err(join)) => return Err(RPCError::Network(NetworkError::new(&std::io::Error::other(join.to_string())))),
+            Ok(Ok(Err(TransportError::Unreachable(m)))) => return Err(RPCError::Unreachable(Unreachable::new(&std::io::Error::new(std::io::ErrorKind::ConnectionRefused, m)))),
+            Ok(Ok(Err(TransportError::Other(m)))) => return Err(RPCError::Network(NetworkError::new(&std::io::Error::other(m)))),
+            Ok(Ok(Ok(bytes))) => bytes,
+        };
+        let res: Result<Resp, RaftError<NodeId, E>> = decode(&reply).map_err(|m| RPCError::Network(NetworkError::new(&std::io::Error::new(std::io::ErrorKind::InvalidData, m))))?;
+        res.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
+    }
+}
+
+impl RaftNetwork<TypeConfig> for Peer {
+    async fn append_entries(&mut self, rpc: AppendEntriesRequest<TypeConfig>, option: RPCOption) -> Result<AppendEntriesResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
+        self.call(MsgKind::AppendEntries, &rpc, &option).await
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        rpc: InstallSnapshotRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<InstallSnapshotResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId, InstallSnapshotError>>> {
+        self.call(MsgKind::InstallSnapshot, &rpc, &option).await
+    }
+
+    async fn vote(&mut self, rpc: VoteRequest<NodeId>, option: RPCOption) -> Result<VoteResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
+        self.call(MsgKind::Vote, &rpc, &option).await
+    }
+}
+
+/// Handle one received message with the group's `raft`; the reply bytes.
+pub async fn serve(raft: &Raft, kind: MsgKind, body: &[u8]) -> Result<Vec<u8>, String> {
+    Ok(match kind {
+        MsgKind::AppendEntries => {
+            let req: AppendEntriesRequest<TypeConfig> = decode(body)?;
+            encode(&raft.append_entries(req).await)
+        }
+        MsgKind::Vote => {
+            let req: VoteRequest<NodeId> = decode(body)?;
+            encode(&raft.vote(req).await)
+        }
+        MsgKind::InstallSnapshot => {
+            let req: InstallSnapshotRequest<TypeConfig> = decode(body)?;
+            encode(&raft.install_snapshot(req).await)
+        }
+    })
+}

@@ -1,0 +1,184 @@
+//! The state machine of one group: the tablet engine's data column families.
+//!
+//! Applying a batch of committed entries is one engine write: every command's ops,
+//! plus the last applied log id and the membership (in `Cf::Meta`). It is not
+//! synced: the entries it applies were synced to the log in the same engine, and a
+//! crash loses at most applies the restart redoes from the log.
+//!
+//! Snapshots: the engine is the snapshot. `build_snapshot` records the applied id
+//! (so openraft may purge the log behind it) without copying anything; a peer that
+//! needs a snapshot gets `get_current_snapshot`, a dump of the engine's data column
+//! families at one engine snapshot, with the applied id and membership read from that
+//! same snapshot. Installing one replaces those column families. (A dump is held in
+//! memory: fine for the tablet sizes we run today; streaming RocksDB checkpoints is
+//! the next step.)
+
+use crate::{decode, encode, Entry, LogId, Membership, Reply, StorageError, TypeConfig};
+use openraft::storage::{RaftStateMachine, Snapshot};
+use openraft::{EntryPayload, ErrorSubject, ErrorVerb, OptionalSend, RaftSnapshotBuilder, SnapshotMeta, StorageIOError};
+use parking_lot::Mutex;
+use pinax_common::{HybridClock, HybridTime};
+use pinax_engine::{Cf, IterOptions, KvEngine, KvIterator, OwnedBatch, Snapshot as _, WriteBatch, WriteOptions};
+use std::io::Cursor;
+use std::sync::Arc;
+
+/// `Cf::Meta` keys of the applied state. Other `Cf::Meta` keys are the tablet's.
+const APPLIED_KEY: &[u8] = b"raft.applied";
+const MEMBERSHIP_KEY: &[u8] = b"raft.membership";
+
+/// The column families a snapshot carries (everything but the log).
+const DATA_CFS: [Cf; 3] = [Cf::Regular, Cf::Intents, Cf::Meta];
+
+fn sm_err(verb: ErrorVerb, e: impl std::fmt::Display) -> StorageError {
+    StorageIOError::new(ErrorSubject::StateMachine, verb, openraft::AnyError::error(e.to_string())).into()
+}
+
+/// The state machine (cheap to clone; a clone is also its snapshot builder).
+pub struct StateMachine<E: KvEngine> {
+    engine: Arc<E>,
+    clock: Arc<HybridClock>,
+    /// The last snapshot built (its meta only: the data is the engine).
+    built: Arc<Mutex<Option<SnapshotMeta<u64, openraft::BasicNode>>>>,
+}
+
+impl<E: KvEngine> Clone for StateMachine<E> {
+    fn clone(&self) -> Self {
+        StateMachine { engine: self.engine.clone(), clock: self.clock.clone(), built: self.built.clone() }
+    }
+}
+
+fn snapshot_id(applied: &Option<LogId>) -> String {
+    match applied {
+        Some(l) => format!("{}-{}-{}", l.leader_id.term, l.leader_id.node_id, l.index),
+        None => "empty".into(),
+    }
+}
+
+impl<E: KvEngine> StateMachine<E> {
+    pub fn new(engine: Arc<E>, clock: Arc<HybridClock>) -> Self {
+        StateMachine { engine, clock, built: Arc::default() }
+    }
+
+    fn read_state<S: pinax_engine::Snapshot>(snap: &S) -> Result<(Option<LogId>, Membership), StorageError> {
+        let applied = match snap.get(Cf::Meta, APPLIED_KEY).map_err(|e| sm_err(ErrorVerb::Read, e))? {
+            Some(b) => Some(decode(&b).map_err(|e| sm_err(ErrorVerb::Read, e))?),
+            None => None,
+        };
+        let membership = match snap.get(Cf::Meta, MEMBERSHIP_KEY).map_err(|e| sm_err(ErrorVerb::Read, e))? {
+            Some(b) => decode(&b).map_err(|e| sm_err(ErrorVerb::Read, e))?,
+            None => Membership::default(),
+        };
+        Ok((applied, membership))
+    }
+
+    /// The applied log id (for tests and status pages).
+    pub fn applied(&self) -> Result<Option<LogId>, StorageError> {
+        Ok(Self::read_state(&self.engine.snapshot())?.0)
+    }
+}
+
+impl<E: KvEngine> RaftSnapshotBuilder<TypeConfig> for StateMachine<E> {
+    async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError> {
+        let (applied, membership) = Self::read_state(&self.engine.snapshot())?;
+        let meta = SnapshotMeta { last_log_id: applied, last_membership: membership, snapshot_id: snapshot_id(&applied) };
+        *self.built.lock() = Some(meta.clone());
+        // Only the meta of a built snapshot is used (to purge the log behind it).
+        Ok(Snapshot { meta, snapshot: Box::new(Cursor::new(Vec::new())) })
+    }
+}
+
+impl<E: KvEngine> RaftStateMachine<TypeConfig> for StateMachine<E> {
+    type SnapshotBuilder = Self;
+
+    async fn applied_state(&mut self) -> Result<(Option<LogId>, Membership), StorageError> {
+        Self::read_state(&self.engine.snapshot())
+    }
+
+    async fn apply<I>(&mut self, entries: I) -> Result<Vec<Reply>, StorageError>
+    where
+        I: IntoIterator<Item = Entry> + OptionalSend,
+        I::IntoIter: OptionalSend,
+    {
+        let mut b = self.engine.new_batch();
+        let mut replies = Vec::new();
+        let mut last = None;
+        let mut newest_ht = HybridTime(0);
+        for e in entries {
+            match e.payload {
+                EntryPayload::Blank => {}
+                EntryPayload::Normal(cmd) => {
+                    let ops = OwnedBatch::from_bytes(cmd.batch).map_err(|err| StorageIOError::apply(e.log_id, openraft::AnyError::error(err.to_string())))?;
+                    ops.replay(&mut b);
+                    newest_ht = newest_ht.max(HybridTime(cmd.ht));
+                }
+                EntryPayload::Membership(m) => {
+                    b.put(Cf::Meta, MEMBERSHIP_KEY, &encode(&Membership::new(Some(e.log_id), m)));
+                }
+            }
+            last = Some(e.log_id);
+            replies.push(Reply);
+        }
+        if let Some(last) = last {
+            b.put(Cf::Meta, APPLIED_KEY, &encode(&last));
+            if newest_ht.0 != 0 {
+                self.clock.update(newest_ht);
+            }
+            self.engine.write(b, WriteOptions { sync: false }).map_err(|e| sm_err(ErrorVerb::Write, e))?;
+        }
+        Ok(replies)
+    }
+
+    async fn get_snapshot_builder(&mut self) -> Self {
+        self.clone()
+    }
+
+    async fn begin_receiving_snapshot(&mut self) -> Result<Box<Cursor<Vec<u8>>>, StorageError> {
+        Ok(Box::new(Cursor::new(Vec::new())))
+    }
+
+    async fn install_snapshot(&mut self, meta: &SnapshotMeta<u64, openraft::BasicNode>, snapshot: Box<Cursor<Vec<u8>>>) -> Result<(), StorageError> {
+        let data = OwnedBatch::from_bytes(snapshot.into_inner()).map_err(|e| StorageIOError::read_snapshot(Some(meta.signature()), openraft::AnyError::error(e.to_string())))?;
+        let mut b = self.engine.new_batch();
+        {
+            let snap = self.engine.snapshot();
+            for cf in DATA_CFS {
+                let mut it = snap.iter(cf, IterOptions::default());
+                it.seek_to_first();
+                while it.valid().map_err(|e| sm_err(ErrorVerb::Read, e))? {
+                    b.delete(cf, it.key());
+                    it.next();
+                }
+            }
+        }
+        data.replay(&mut b);
+        match meta.last_log_id {
+            Some(l) => b.put(Cf::Meta, APPLIED_KEY, &encode(&l)),
+            None => b.delete(Cf::Meta, APPLIED_KEY),
+        }
+        b.put(Cf::Meta, MEMBERSHIP_KEY, &encode(&meta.last_membership));
+        self.engine.write(b, WriteOptions { sync: true }).map_err(|e| sm_err(ErrorVerb::Write, e))?;
+        *self.built.lock() = Some(meta.clone());
+        Ok(())
+    }
+
+    async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<TypeConfig>>, StorageError> {
+        if self.built.lock().is_none() {
+            return Ok(None);
+        }
+        let snap = self.engine.snapshot();
+        let (applied, membership) = Self::read_state(&snap)?;
+        let mut data = OwnedBatch::new();
+        for cf in DATA_CFS {
+            let mut it = snap.iter(cf, IterOptions::default());
+            it.seek_to_first();
+            while it.valid().map_err(|e| sm_err(ErrorVerb::Read, e))? {
+                if cf != Cf::Meta || (it.key() != APPLIED_KEY && it.key() != MEMBERSHIP_KEY) {
+                    data.put(cf, it.key(), it.value());
+                }
+                it.next();
+            }
+        }
+        let meta = SnapshotMeta { last_log_id: applied, last_membership: membership, snapshot_id: snapshot_id(&applied) };
+        Ok(Some(Snapshot { meta, snapshot: Box::new(Cursor::new(data.into_bytes())) }))
+    }
+}

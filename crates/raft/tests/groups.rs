@@ -1,0 +1,113 @@
+//! Three replicas of one group in one process, talking through an in-process
+//! transport: election, replication to every engine, NotLeader answers on
+//! followers, failover after the leader stops, and a replica catching up.
+
+use parking_lot::Mutex;
+use pinax_common::HybridClock;
+use pinax_engine::{Cf, KvEngine, OwnedBatch, WriteBatch};
+use pinax_engine_mem::MemEngine;
+use pinax_raft::network::{serve, MsgKind, Transport, TransportError};
+use pinax_raft::{Command, GroupError, NodeId, Raft, RaftGroup, RaftTiming};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+#[derive(Default)]
+struct Router {
+    rafts: Mutex<HashMap<NodeId, Raft>>,
+    rt: Mutex<Option<tokio::runtime::Handle>>,
+}
+
+impl Transport for Router {
+    fn call(&self, target: NodeId, _addr: &str, _group: u64, kind: MsgKind, body: Vec<u8>) -> Result<Vec<u8>, TransportError> {
+        let raft = self.rafts.lock().get(&target).cloned().ok_or_else(|| TransportError::Unreachable(format!("node {target} is down")))?;
+        let rt = self.rt.lock().clone().expect("runtime");
+        rt.block_on(serve(&raft, kind, &body)).map_err(TransportError::Other)
+    }
+}
+
+const TIMING: RaftTiming = RaftTiming { heartbeat_ms: 50, election_min_ms: 300, election_max_ms: 600 };
+
+struct Replica {
+    engine: Arc<MemEngine>,
+    group: RaftGroup,
+}
+
+fn start(rt: &tokio::runtime::Runtime, router: &Arc<Router>, id: NodeId, engine: Arc<MemEngine>) -> Replica {
+    let group = RaftGroup::start(rt.handle(), 7, id, engine.clone(), Arc::new(HybridClock::system()), router.clone(), TIMING).unwrap();
+    router.rafts.lock().insert(id, group.raft().clone());
+    Replica { engine, group }
+}
+
+fn put(key: &str) -> Command {
+    let mut b = OwnedBatch::new();
+    b.put(Cf::Regular, key.as_bytes(), b"v");
+    Command { ht: 1, batch: b.into_bytes() }
+}
+
+fn has(e: &MemEngine, key: &str) -> bool {
+    e.get(Cf::Regular, key.as_bytes()).unwrap().is_some()
+}
+
+fn eventually(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn replicate_fail_over_and_catch_up() {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let router = Arc::new(Router::default());
+    *router.rt.lock() = Some(rt.handle().clone());
+    let mut replicas: BTreeMap<NodeId, Replica> = (1..=3).map(|id| (id, start(&rt, &router, id, Arc::new(MemEngine::new())))).collect();
+    let members: BTreeMap<NodeId, String> = (1..=3).map(|id| (id, format!("node-{id}"))).collect();
+    replicas[&1].group.initialize(&members).unwrap();
+
+    let leader = replicas[&1].group.wait_for_leader(Duration::from_secs(10)).expect("a leader");
+    replicas[&leader].group.leader_term().unwrap();
+    replicas[&leader].group.replicate(put("a")).unwrap();
+    for r in replicas.values() {
+        eventually("'a' on every replica", || has(&r.engine, "a"));
+    }
+
+    // A follower refuses writes and names the leader.
+    let follower = *replicas.keys().find(|id| **id != leader).unwrap();
+    match replicas[&follower].group.replicate(put("x")) {
+        Err(GroupError::NotLeader { leader: Some(l), .. }) => assert_eq!(l, leader),
+        other => panic!("expected NotLeader naming {leader}, got {other:?}"),
+    }
+    assert!(matches!(replicas[&follower].group.read_barrier(), Err(GroupError::NotLeader { .. })));
+
+    // The leader stops: the other two elect one of themselves and go on.
+    let old = replicas.remove(&leader).unwrap();
+    router.rafts.lock().remove(&leader);
+    old.group.shutdown();
+    let t0 = Instant::now();
+    let new_leader = loop {
+        let l = replicas.values().find_map(|r| r.group.leader_term().ok().map(|_| r.group.raft().metrics().borrow().id));
+        if let Some(l) = l {
+            break l;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(10), "no new leader");
+    };
+    assert_ne!(new_leader, leader);
+    replicas[&new_leader].group.replicate(put("b")).unwrap();
+    replicas[&new_leader].group.read_barrier().unwrap();
+    for r in replicas.values() {
+        eventually("'b' on the survivors", || has(&r.engine, "b"));
+    }
+
+    // The old leader comes back over its own engine: it replays its log, learns
+    // the new term and catches up.
+    let back = start(&rt, &router, leader, old.engine.clone());
+    eventually("the old leader catching up", || has(&back.engine, "b"));
+    assert!(has(&back.engine, "a"));
+    assert!(matches!(back.group.replicate(put("y")), Err(GroupError::NotLeader { .. })));
+    for r in replicas.values() {
+        r.group.shutdown();
+    }
+    back.group.shutdown();
+}
