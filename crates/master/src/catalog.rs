@@ -1,7 +1,8 @@
 //! The persisted catalog.
 //!
 //! Layout in the master's engine (regular CF, not MVCC):
-//! - `"t/" ++ name` → blob(kind `'C'`, v1, bincode(`TableInfo`))
+//! - `"t/" ++ name` → blob(kind `'C'`, v2, bincode(`TableInfo`)); v1 entries (before
+//!   tablets had replica lists) decode with the leader as the only replica
 //! - `"next_id"`    → u64 BE: next id for tables and tablets (one sequence)
 
 use parking_lot::Mutex;
@@ -14,7 +15,7 @@ use std::collections::BTreeMap;
 const TABLE_PREFIX: &[u8] = b"t/";
 const NEXT_ID: &[u8] = b"next_id";
 const BLOB_KIND: u8 = b'C';
-const BLOB_VERSION: u8 = 1;
+const BLOB_VERSION: u8 = 2;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CatalogError {
@@ -54,11 +55,36 @@ pub fn encode_table(t: &TableInfo) -> Vec<u8> {
 
 pub fn decode_table(b: &[u8]) -> Result<TableInfo, CatalogError> {
     let (version, payload) = decode_blob(BLOB_KIND, b).map_err(|e| CatalogError::Corrupt(e.to_string()))?;
+    if version == 1 {
+        let (t, _): (TableInfoV1, _) = bincode::serde::decode_from_slice(payload, bincode_cfg()).map_err(|e| CatalogError::Corrupt(e.to_string()))?;
+        return Ok(TableInfo {
+            id: t.id,
+            name: t.name,
+            sharding: t.sharding,
+            tablets: t.tablets.into_iter().map(|ti| TabletInfo { id: ti.id, partition: ti.partition, replicas: vec![ti.leader.clone()], leader: ti.leader }).collect(),
+        });
+    }
     if version != BLOB_VERSION {
         return Err(CatalogError::Corrupt(format!("unknown catalog entry version {version}")));
     }
     let (t, _) = bincode::serde::decode_from_slice(payload, bincode_cfg()).map_err(|e| CatalogError::Corrupt(e.to_string()))?;
     Ok(t)
+}
+
+/// Catalog entries of version 1.
+#[derive(serde::Deserialize)]
+struct TableInfoV1 {
+    id: TableId,
+    name: String,
+    sharding: Sharding,
+    tablets: Vec<TabletInfoV1>,
+}
+
+#[derive(serde::Deserialize)]
+struct TabletInfoV1 {
+    id: TabletId,
+    partition: pinax_proto::Partition,
+    leader: String,
 }
 
 struct State {
@@ -110,7 +136,7 @@ impl<E: KvEngine> Catalog<E> {
         let tablets = parts
             .into_iter()
             .enumerate()
-            .map(|(i, partition)| TabletInfo { id: TabletId(first + 1 + i as u64), partition, leader: leader.to_string() })
+            .map(|(i, partition)| TabletInfo { id: TabletId(first + 1 + i as u64), partition, leader: leader.to_string(), replicas: vec![leader.to_string()] })
             .collect();
         Ok(TableInfo { id: TableId(first), name: name.to_string(), sharding, tablets })
     }
@@ -164,23 +190,37 @@ mod tests {
             id: TableId(1),
             name: "t".into(),
             sharding: Sharding::Hash { tablets: 1 },
-            tablets: vec![TabletInfo { id: TabletId(2), partition: Partition { start: vec![], end: None }, leader: "a".into() }],
+            tablets: vec![TabletInfo { id: TabletId(2), partition: Partition { start: vec![], end: None }, leader: "a".into(), replicas: vec!["a".into(), "b".into()] }],
         };
         let b = encode_table(&t);
         let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
         assert_eq!(
             &hex[..hex.len() - 8],
-            // kind 'C', v1 | id | name "t" | Hash (variant 0) tablets=1 | 1 tablet: id 2,
-            // start "", end None, leader "a"
-            "4301\
+            // kind 'C', v2 | id | name "t" | Hash (variant 0) tablets=1 | 1 tablet: id 2,
+            // start "", end None, leader "a", replicas ["a", "b"]
+            "4302\
              0000000000000001\
              000000000000000174\
              0000000000000001\
              0000000000000001\
              0000000000000002\
              000000000000000000\
-             000000000000000161"
+             000000000000000161\
+             0000000000000002\
+             000000000000000161\
+             000000000000000162"
         );
         assert_eq!(decode_table(&b).unwrap(), t);
+    }
+
+    #[test]
+    fn version_1_entries_still_decode() {
+        // A v1 entry as written before replica lists: tablet 2 led by "a".
+        let hex = "0000000000000001000000000000000174000000000000000100000000000000010000000000000002000000000000000000000000000000000161";
+        let payload: Vec<u8> = (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap()).collect();
+        let t = decode_table(&encode_blob(BLOB_KIND, 1, &payload)).unwrap();
+        assert_eq!(t.tablets[0].leader, "a");
+        assert_eq!(t.tablets[0].replicas, vec!["a".to_string()]);
+        assert_eq!(t.tablets[0].id, TabletId(2));
     }
 }

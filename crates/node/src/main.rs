@@ -234,6 +234,7 @@ fn run(a: NodeArgs) -> Result<()> {
     server.stop();
     let _ = applier.join();
     node.flush_all();
+    node.close();
     let _ = std::fs::remove_file(pid_file(&dir));
     tracing::info!("stopped");
     Ok(())

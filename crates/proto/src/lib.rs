@@ -36,8 +36,11 @@ pub enum Sharding {
 pub struct TabletInfo {
     pub id: TabletId,
     pub partition: Partition,
-    /// RPC address of the node serving it (`host:port`).
+    /// RPC address of the node expected to lead it (`host:port`): the leader at
+    /// creation. Clients follow NotLeader answers from there and cache what they learn.
     pub leader: String,
+    /// RPC addresses of every replica (the leader's included).
+    pub replicas: Vec<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -103,6 +106,9 @@ pub enum Request {
     /// `waiter`: the transaction that waits, for deadlock detection (a wait that
     /// would close a cycle of waiters fails with `Deadlock`).
     WaitTxn { txn: TxnId, waiter: Option<TxnId>, timeout_ms: u32 },
+    /// A Raft message (`pinax_raft::network`) for this node's replica of group
+    /// (tablet) `group`: `kind` says which RPC, `body` is its bincode.
+    Raft { group: u64, kind: u8, body: Vec<u8> },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -122,6 +128,8 @@ pub enum Response {
     /// Answer to `WaitTxn`: whether the transaction has ended, and if so whether it
     /// committed.
     Waited { ended: bool, committed: bool },
+    /// Answer to `Raft`: the receiving replica's reply, as bincode.
+    Raft(Vec<u8>),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]

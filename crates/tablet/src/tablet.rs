@@ -17,6 +17,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 const META_FORMAT_VERSION: &[u8] = b"format_version";
+/// Newest commit time of a SERIALIZABLE writer applied here (8 bytes, big-endian),
+/// written with the batch that applies its intents, so every replica knows it.
+const META_PREDICATE_WRITE_HT: &[u8] = b"predicate_write_ht";
 
 pub use pinax_proto::Partition;
 
@@ -44,9 +47,10 @@ pub struct Tablet<E: KvEngine> {
     write_lock: Mutex<WriteState>,
     cutoff: HistoryCutoff,
     /// Newest commit time of a SERIALIZABLE transaction that wrote here (applied
-    /// `PredicateWrite` intents; since opening, the opening time: intents applied
-    /// before a restart are not known). A SERIALIZABLE range read at an older read
-    /// time may have missed rows such a transaction wrote: its range lock conflicts.
+    /// `PredicateWrite` intents; kept in `Cf::Meta` too, and reloaded from there at
+    /// opening and when this replica becomes leader). A SERIALIZABLE range read at
+    /// an older read time may have missed rows such a transaction wrote: its range
+    /// lock conflicts.
     predicate_write_ht: AtomicU64,
 }
 
@@ -122,8 +126,8 @@ impl<E: KvEngine> Tablet<E> {
                 engine.write(b, WriteOptions { sync: true })?;
             }
         }
-        let opened = clock.now();
-        let t = Tablet { id, engine, log, clock, partition, mvcc: MvccManager::default(), write_lock: Mutex::new(WriteState::default()), cutoff, predicate_write_ht: AtomicU64::new(opened.0) };
+        let t = Tablet { id, engine, log, clock, partition, mvcc: MvccManager::default(), write_lock: Mutex::new(WriteState::default()), cutoff, predicate_write_ht: AtomicU64::new(0) };
+        t.load_predicate_write_ht()?;
         let txns = t.txns_with_intents()?;
         t.write_lock.lock().intent_txns.extend(txns);
         Ok(t)
@@ -161,14 +165,21 @@ impl<E: KvEngine> Tablet<E> {
 
     /// Caller holds the write lock: fail unless this replica leads; on the first
     /// write of a new term, reload what the lock's state knows about the engine
-    /// (batches applied as a follower bypassed it) and treat every SERIALIZABLE
-    /// write before now as possibly newer than any range read (as after a restart).
+    /// (batches applied as a follower bypassed it).
     fn lead(&self, state: &mut WriteState) -> Result<()> {
         let term = self.log.leader_term()?;
         if state.term != term {
             state.intent_txns = self.txns_with_intents()?.into_iter().collect();
-            self.predicate_write_ht.fetch_max(self.clock.now().0, Ordering::AcqRel);
+            self.load_predicate_write_ht()?;
             state.term = term;
+        }
+        Ok(())
+    }
+
+    fn load_predicate_write_ht(&self) -> Result<()> {
+        if let Some(v) = self.engine.get(Cf::Meta, META_PREDICATE_WRITE_HT)? {
+            let ht = <[u8; 8]>::try_from(&v[..]).map(u64::from_be_bytes).map_err(|_| keys::KeyError::Truncated)?;
+            self.predicate_write_ht.fetch_max(ht, Ordering::AcqRel);
         }
         Ok(())
     }
@@ -313,7 +324,7 @@ impl<E: KvEngine> Tablet<E> {
                 }
                 TxnStatus::Committed { commit_ht } => {
                     self.clock.update(commit_ht);
-                    self.note_predicate_writes(&recs, commit_ht);
+                    self.note_predicate_writes(&recs, commit_ht, batch);
                     if let Some(live) = resolve_key_intents(batch, key, other, Some(commit_ht), &recs) {
                         inline_commit = Some((commit_ht, live));
                     }
@@ -465,7 +476,7 @@ impl<E: KvEngine> Tablet<E> {
         let n = self.rewrite_txn_intents(txn, commit_ht.unwrap_or_else(|| self.clock.now()), |batch, user_key, _, mine| {
             let recs: Vec<&IntentRecord> = mine.iter().collect();
             if let Some(ht) = commit_ht {
-                self.note_predicate_writes(&recs, ht);
+                self.note_predicate_writes(&recs, ht, batch);
             }
             resolve_key_intents(batch, user_key, txn, commit_ht, &recs);
             1
@@ -476,10 +487,14 @@ impl<E: KvEngine> Tablet<E> {
 
     /// A transaction that committed at `commit_ht` with intents `recs` on a key: if it
     /// held a `PredicateWrite` (it was SERIALIZABLE and wrote here), later range
-    /// locks with older read times conflict.
-    fn note_predicate_writes(&self, recs: &[&IntentRecord], commit_ht: HybridTime) {
+    /// locks with older read times conflict. The batch applying the intents records
+    /// the time in `Cf::Meta` for every replica.
+    fn note_predicate_writes(&self, recs: &[&IntentRecord], commit_ht: HybridTime, batch: &mut OwnedBatch) {
         if recs.iter().any(|r| r.kind == IntentKind::Lock && intent_strength(r) == LockStrength::PredicateWrite) {
-            self.predicate_write_ht.fetch_max(commit_ht.0, Ordering::AcqRel);
+            let before = self.predicate_write_ht.fetch_max(commit_ht.0, Ordering::AcqRel);
+            if commit_ht.0 > before {
+                batch.put(Cf::Meta, META_PREDICATE_WRITE_HT, &commit_ht.0.to_be_bytes());
+            }
         }
     }
 

@@ -21,6 +21,7 @@
 
 pub mod factory;
 pub mod node;
+pub mod replica;
 pub mod server;
 
 pub use factory::{EngineFactory, MemFactory, RocksFactory};

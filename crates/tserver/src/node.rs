@@ -1,6 +1,7 @@
 //! A node: tablets, status tablet, catalog, and the request handler.
 
 use crate::factory::EngineFactory;
+use crate::replica::{RaftReplicator, RpcTransport};
 use parking_lot::{Condvar, Mutex, RwLock};
 use pinax_common::{ErrorCode, HybridClock, HybridTime, TabletId, TxnId};
 use pinax_engine::CompactionFilterFactory;
@@ -8,8 +9,9 @@ use pinax_master::{Catalog, CatalogError};
 use pinax_mvcc::gc::{HistoryCutoff, HistoryGcFilterFactory};
 use pinax_mvcc::{ReadContext, TxnStatus};
 use pinax_proto::{NodeStatus, ReadPoint, Request, Response, RpcError, Sharding, TableInfo};
-use pinax_tablet::{StatusTablet, Tablet, TabletOptions};
-use std::collections::HashMap;
+use pinax_raft::{RaftGroup, RaftTiming};
+use pinax_tablet::{StatusTablet, Tablet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
@@ -30,6 +32,8 @@ pub struct NodeConfig {
     pub status_retention: Duration,
     /// How much MVCC history is kept for reads in the past.
     pub history_retention: Duration,
+    /// Heartbeat and election timeouts of the tablets' Raft groups.
+    pub raft_timing: RaftTiming,
 }
 
 impl Default for NodeConfig {
@@ -43,6 +47,7 @@ impl Default for NodeConfig {
             txn_heartbeat_timeout: Duration::from_secs(5),
             status_retention: Duration::from_secs(60),
             history_retention: Duration::from_secs(900),
+            raft_timing: RaftTiming::default(),
         }
     }
 }
@@ -82,6 +87,11 @@ pub struct Node<F: EngineFactory> {
     clock: Arc<HybridClock>,
     catalog: Catalog<F::Engine>,
     tablets: RwLock<HashMap<TabletId, Arc<Tablet<F::Engine>>>>,
+    /// The Raft group of every tablet replica on this node.
+    groups: RwLock<HashMap<TabletId, Arc<RaftReplicator>>>,
+    /// Runs the Raft groups' tasks.
+    rt: tokio::runtime::Runtime,
+    transport: Arc<RpcTransport>,
     status: StatusTablet<F::Engine>,
     cutoff: HistoryCutoff,
     gc_factory: Arc<dyn CompactionFilterFactory>,
@@ -121,12 +131,22 @@ impl<F: EngineFactory> Node<F> {
         let cutoff = HistoryCutoff::default();
         let gc_factory: Arc<dyn CompactionFilterFactory> = Arc::new(HistoryGcFilterFactory { cutoff: cutoff.clone() });
         let (tx, rx) = mpsc::channel();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("raft")
+            .enable_all()
+            .build()
+            .map_err(|e| err(ErrorCode::Internal, format!("starting the raft runtime: {e}")))?;
+        let transport = Arc::new(RpcTransport::new(clock.clone()));
         let node = Node {
             cfg,
             factory,
             clock,
             catalog,
             tablets: RwLock::new(HashMap::new()),
+            groups: RwLock::new(HashMap::new()),
+            rt,
+            transport,
             status,
             cutoff,
             gc_factory,
@@ -156,11 +176,34 @@ impl<F: EngineFactory> Node<F> {
         Ok(Arc::new(node))
     }
 
+    /// Open this node's replica of tablet `id`: its engine, its Raft group (replaying
+    /// the log past the applied id) and the tablet over them. One replica per tablet
+    /// for now (replication factor 1): the group's only voter is this node.
     fn open_tablet(&self, id: TabletId, partition: pinax_proto::Partition) -> Result<(), RpcError> {
-        let engine = self.factory.open(&tablet_engine_name(id), Some(self.gc_factory.clone())).map_err(|e| err(ErrorCode::Io, e.to_string()))?;
-        let t = Tablet::open(id, engine, self.clock.clone(), partition, TabletOptions { sync: self.cfg.sync }, self.cutoff.clone()).map_err(tablet_err)?;
+        let engine = Arc::new(self.factory.open(&tablet_engine_name(id), Some(self.gc_factory.clone())).map_err(|e| err(ErrorCode::Io, e.to_string()))?);
+        let raft_err = |e: pinax_raft::GroupError| err(ErrorCode::Io, format!("tablet {}: {e}", id.0));
+        let group = RaftGroup::start(self.rt.handle(), id.0, self.cfg.node_id, engine.clone(), self.clock.clone(), self.transport.clone(), self.cfg.raft_timing).map_err(raft_err)?;
+        group.initialize(&BTreeMap::from([(self.cfg.node_id, self.cfg.rpc_addr.clone())])).map_err(raft_err)?;
+        let repl = Arc::new(RaftReplicator { tablet_id: id, group });
+        let t = Tablet::open_replicated(id, engine, repl.clone(), self.clock.clone(), partition, self.cutoff.clone()).map_err(tablet_err)?;
+        self.groups.write().insert(id, repl);
         self.tablets.write().insert(id, Arc::new(t));
         Ok(())
+    }
+
+    fn close_group(&self, id: TabletId) {
+        let g = self.groups.write().remove(&id);
+        if let Some(g) = g {
+            g.group.shutdown();
+        }
+    }
+
+    /// Stop every Raft group (clean shutdown, after `flush_all`).
+    pub fn close(&self) {
+        let ids: Vec<TabletId> = self.groups.read().keys().copied().collect();
+        for id in ids {
+            self.close_group(id);
+        }
     }
 
     pub fn config(&self) -> &NodeConfig {
@@ -268,6 +311,12 @@ impl<F: EngineFactory> Node<F> {
                 t.rollback_intents(txn, from_seq).map(|_| Response::Done).map_err(tablet_err)
             }
             Request::TxnStatus { txn, read_ht } => Ok(Response::TxnStatus(self.status.status(txn, read_ht))),
+            Request::Raft { group, kind, body } => {
+                let kind = pinax_raft::network::MsgKind::from_u8(kind).ok_or_else(|| err(ErrorCode::InvalidRequest, format!("unknown raft message kind {kind}")))?;
+                let g = self.groups.read().get(&TabletId(group)).cloned();
+                let g = g.ok_or_else(|| err(ErrorCode::TabletNotFound, format!("tablet {group} has no replica on this node")))?;
+                self.rt.block_on(pinax_raft::network::serve(g.group.raft(), kind, &body)).map(Response::Raft).map_err(|m| err(ErrorCode::InvalidRequest, format!("bad raft message: {m}")))
+            }
         }
     }
 
@@ -295,6 +344,7 @@ impl<F: EngineFactory> Node<F> {
         for ti in &t.tablets {
             let removed = self.tablets.write().remove(&ti.id);
             drop(removed);
+            self.close_group(ti.id);
             if let Err(e) = self.factory.destroy(&tablet_engine_name(ti.id)) {
                 tracing::warn!(tablet_id = ti.id.0, error = %e, "could not remove tablet data");
             }
@@ -375,6 +425,10 @@ impl<F: EngineFactory> Node<F> {
             let Some(t) = self.tablet(*p) else {
                 continue; // dropped table: nothing left to resolve
             };
+            if !t.is_leader() {
+                all = false; // its leader resolves it
+                continue;
+            }
             let res = match commit_ht {
                 Some(ht) => t.apply_intents(txn, ht),
                 None => t.remove_intents(txn),
@@ -462,6 +516,9 @@ impl<F: EngineFactory> Node<F> {
         let tablets: Vec<_> = self.tablets.read().values().cloned().collect();
         let busy = self.applier_busy();
         for t in tablets {
+            if !t.is_leader() {
+                continue;
+            }
             let txns = t.txns_maybe_with_intents();
             for txn in txns {
                 if busy.contains(&txn) {

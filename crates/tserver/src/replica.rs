@@ -1,0 +1,112 @@
+//! A tablet's Raft group on this node: the [`Replicator`] the tablet writes
+//! through, and the [`Transport`] carrying Raft messages to other nodes over the
+//! ordinary RPC frames (a `Request::Raft` per message; the envelope also carries the
+//! sender's hybrid time).
+
+use parking_lot::Mutex;
+use pinax_common::{HybridClock, HybridTime, TabletId};
+use pinax_engine::OwnedBatch;
+use pinax_proto::frame::{self, FrameError};
+use pinax_proto::{Request, RequestEnvelope, Response, ResponseEnvelope};
+use pinax_raft::network::{MsgKind, Transport, TransportError};
+use pinax_raft::{Command, GroupError, NodeId, RaftGroup};
+use pinax_tablet::{Error as TabletError, Replicator};
+use std::collections::HashMap;
+use std::io::{BufReader, BufWriter, Write};
+use std::net::TcpStream;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A tablet replica's Raft group, as the tablet sees it.
+pub struct RaftReplicator {
+    pub tablet_id: TabletId,
+    pub group: RaftGroup,
+}
+
+fn group_err(tablet_id: TabletId, e: GroupError) -> TabletError {
+    match e {
+        GroupError::NotLeader { leader, .. } => TabletError::NotLeader { tablet_id, leader_hint: leader },
+        other => TabletError::Engine(pinax_engine::Error::Other(format!("tablet {}: {other}", tablet_id.0))),
+    }
+}
+
+impl Replicator for RaftReplicator {
+    fn replicate(&self, ht: HybridTime, batch: OwnedBatch) -> pinax_tablet::Result<()> {
+        self.group.replicate(Command { ht: ht.0, batch: batch.into_bytes() }).map_err(|e| group_err(self.tablet_id, e))
+    }
+    fn leader_term(&self) -> pinax_tablet::Result<u64> {
+        self.group.leader_term().map_err(|e| group_err(self.tablet_id, e))
+    }
+    fn read_barrier(&self) -> pinax_tablet::Result<u64> {
+        self.group.read_barrier().map_err(|e| group_err(self.tablet_id, e))
+    }
+}
+
+struct PeerConn {
+    reader: BufReader<TcpStream>,
+    writer: BufWriter<TcpStream>,
+    rbuf: Vec<u8>,
+    wbuf: Vec<u8>,
+}
+
+impl PeerConn {
+    fn connect(addr: &str) -> std::io::Result<PeerConn> {
+        let sockaddr = std::net::ToSocketAddrs::to_socket_addrs(addr)?.next().ok_or_else(|| std::io::Error::other("address did not resolve"))?;
+        let s = TcpStream::connect_timeout(&sockaddr, Duration::from_secs(1))?;
+        s.set_nodelay(true)?;
+        s.set_read_timeout(Some(Duration::from_secs(10)))?;
+        let w = s.try_clone()?;
+        Ok(PeerConn { reader: BufReader::with_capacity(64 << 10, s), writer: BufWriter::with_capacity(64 << 10, w), rbuf: Vec::new(), wbuf: Vec::new() })
+    }
+
+    fn call(&mut self, env: &RequestEnvelope) -> Result<ResponseEnvelope, FrameError> {
+        frame::write_frame(&mut self.writer, env, &mut self.wbuf)?;
+        self.writer.flush().map_err(FrameError::Io)?;
+        frame::read_frame::<ResponseEnvelope, _>(&mut self.reader, &mut self.rbuf)?.ok_or_else(|| FrameError::Io(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "connection closed")))
+    }
+}
+
+/// Raft messages over RPC connections, pooled per peer address.
+pub struct RpcTransport {
+    clock: Arc<HybridClock>,
+    pools: Mutex<HashMap<String, Vec<PeerConn>>>,
+}
+
+impl RpcTransport {
+    pub fn new(clock: Arc<HybridClock>) -> Self {
+        RpcTransport { clock, pools: Mutex::new(HashMap::new()) }
+    }
+}
+
+/// Idle connections kept per peer.
+const POOL_PER_PEER: usize = 8;
+
+impl Transport for RpcTransport {
+    fn call(&self, _target: NodeId, addr: &str, group: u64, kind: MsgKind, body: Vec<u8>) -> Result<Vec<u8>, TransportError> {
+        let pooled = self.pools.lock().get_mut(addr).and_then(|p| p.pop());
+        let mut conn = match pooled {
+            Some(c) => c,
+            None => PeerConn::connect(addr).map_err(|e| TransportError::Unreachable(format!("{addr}: {e}")))?,
+        };
+        let env = RequestEnvelope { ht: self.clock.now(), request: Request::Raft { group, kind: kind as u8, body } };
+        let resp = match conn.call(&env) {
+            Ok(r) => r,
+            // A pooled connection may have been closed by a restarted peer: the
+            // message is lost, and openraft sends it again.
+            Err(FrameError::Io(e)) => return Err(TransportError::Unreachable(format!("{addr}: {e}"))),
+            Err(e) => return Err(TransportError::Other(format!("{addr}: {e}"))),
+        };
+        self.clock.update(resp.ht);
+        let mut pools = self.pools.lock();
+        let pool = pools.entry(addr.to_string()).or_default();
+        if pool.len() < POOL_PER_PEER {
+            pool.push(conn);
+        }
+        drop(pools);
+        match resp.result {
+            Ok(Response::Raft(bytes)) => Ok(bytes),
+            Ok(other) => Err(TransportError::Other(format!("{addr}: unexpected answer to a raft message: {other:?}"))),
+            Err(e) => Err(TransportError::Other(format!("{addr}: {e}"))),
+        }
+    }
+}
