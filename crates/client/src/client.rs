@@ -5,11 +5,12 @@ use crate::error::{ClientError, Result};
 use crate::txn::Txn;
 use parking_lot::Mutex;
 use pinax_common::{ErrorCode, HybridClock, HybridTime, TxnId};
-use pinax_proto::{NodeStatus, ReadPoint, Request, RequestEnvelope, Response, Row, ScanResult, ScanSpec, Sharding, TableInfo, WriteOp};
+use pinax_common::TabletId;
+use pinax_proto::{NodeStatus, ReadPoint, Request, RequestEnvelope, Response, Row, ScanResult, ScanSpec, Sharding, TableInfo, TabletInfo, WriteOp};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 #[derive(Clone, Debug)]
 pub struct ClientOptions {
@@ -19,11 +20,15 @@ pub struct ClientOptions {
     /// How often open transactions are heartbeated (must be well under the node's
     /// transaction timeout).
     pub heartbeat_interval: Duration,
+    /// How long a request to a tablet keeps looking for its leader (through
+    /// NotLeader answers and, for replicated tablets, unreachable replicas): covers
+    /// an election after a leader failed.
+    pub leader_wait: Duration,
 }
 
 impl Default for ClientOptions {
     fn default() -> Self {
-        ClientOptions { connect_timeout: Duration::from_secs(5), max_location_retries: 3, heartbeat_interval: Duration::from_secs(1) }
+        ClientOptions { connect_timeout: Duration::from_secs(5), max_location_retries: 3, heartbeat_interval: Duration::from_secs(1), leader_wait: Duration::from_secs(15) }
     }
 }
 
@@ -33,6 +38,8 @@ pub(crate) struct Inner {
     pool: Mutex<HashMap<String, Vec<Conn>>>,
     clock: HybridClock,
     tables: Mutex<HashMap<String, Arc<TableInfo>>>,
+    /// Tablet leaders learnt from NotLeader answers (over the catalog's `leader`).
+    leaders: Mutex<HashMap<TabletId, String>>,
     /// Open transactions with a status record: heartbeated in the background.
     pub(crate) active_txns: Mutex<HashMap<TxnId, String>>,
     heartbeat_started: AtomicBool,
@@ -62,6 +69,7 @@ impl Client {
                 pool: Mutex::new(HashMap::new()),
                 clock: HybridClock::system(),
                 tables: Mutex::new(HashMap::new()),
+                leaders: Mutex::new(HashMap::new()),
                 active_txns: Mutex::new(HashMap::new()),
                 heartbeat_started: AtomicBool::new(false),
             }),
@@ -117,6 +125,57 @@ impl Client {
         self.inner.pool.lock().entry(addr.to_string()).or_default().push(conn);
         self.inner.clock.update(resp.ht);
         (resp.result.map_err(ClientError::from), env.request)
+    }
+
+    /// The address this client sends tablet `ti`'s requests to.
+    pub fn leader_of(&self, ti: &TabletInfo) -> String {
+        self.inner.leaders.lock().get(&ti.id).cloned().unwrap_or_else(|| ti.leader.clone())
+    }
+
+    /// Send `req` to tablet `ti`'s leader.
+    pub fn call_tablet(&self, ti: &TabletInfo, req: Request) -> Result<Response> {
+        self.call_tablet_returning(ti, req).0
+    }
+
+    /// [`Client::call_tablet`], handing the request back. A `NotLeader` answer sends
+    /// it to the leader it names at once; one naming none (an election is on), or an
+    /// unreachable replica of a replicated tablet, tries the next replica after a
+    /// short backoff; for up to `leader_wait`. (A request whose connection broke
+    /// after it was sent may have been applied; retrying it is safe for reads and
+    /// intents, and for plain writes of whole rows.)
+    pub fn call_tablet_returning(&self, ti: &TabletInfo, mut req: Request) -> (Result<Response>, Request) {
+        let deadline = Instant::now() + self.inner.opts.leader_wait;
+        let mut addr = self.leader_of(ti);
+        let mut backoff = Duration::from_millis(20);
+        let mut moved = false;
+        loop {
+            let (res, back) = self.call_at_returning(&addr, req);
+            req = back;
+            let hint = match &res {
+                Err(ClientError::Rpc(e)) if e.code == ErrorCode::NotLeader => e.leader.clone().filter(|l| *l != addr),
+                Err(ClientError::Unavailable { .. }) if ti.replicas.len() > 1 => None,
+                Ok(_) => {
+                    if moved {
+                        self.inner.leaders.lock().insert(ti.id, addr);
+                    }
+                    return (res, req);
+                }
+                _ => return (res, req),
+            };
+            if Instant::now() >= deadline {
+                return (res, req);
+            }
+            moved = true;
+            addr = match hint {
+                Some(l) => l,
+                None => {
+                    std::thread::sleep(backoff);
+                    backoff = (backoff * 2).min(Duration::from_millis(500));
+                    let at = ti.replicas.iter().position(|r| *r == addr).map_or(0, |i| i + 1);
+                    ti.replicas.get(at % ti.replicas.len().max(1)).cloned().unwrap_or(addr)
+                }
+            };
+        }
     }
 
     pub fn status(&self) -> Result<NodeStatus> {
@@ -209,7 +268,7 @@ impl Client {
             return self.with_locations(table, |t| {
                 let idx = t.tablet_index_for(&ops[0].key);
                 let ti = &t.tablets[idx];
-                match self.call_at(&ti.leader, Request::Write { tablet: ti.id, ops: ops.to_vec(), read_ht, txn: None })? {
+                match self.call_tablet(ti, Request::Write { tablet: ti.id, ops: ops.to_vec(), read_ht, txn: None })? {
                     Response::Written { ht } => Ok(ht),
                     r => Err(unexpected(r)),
                 }
@@ -233,7 +292,7 @@ impl Client {
     pub fn read_at(&self, table: &str, key: &[u8], at: ReadPoint) -> Result<(Option<Vec<u8>>, HybridTime)> {
         self.with_locations(table, |t| {
             let ti = &t.tablets[t.tablet_index_for(key)];
-            match self.call_at(&ti.leader, Request::Read { tablet: ti.id, key: key.to_vec(), at })? {
+            match self.call_tablet(ti, Request::Read { tablet: ti.id, key: key.to_vec(), at })? {
                 Response::Value { value, read_ht } => Ok((value, read_ht)),
                 r => Err(unexpected(r)),
             }
@@ -290,7 +349,7 @@ impl Client {
                 if spec.limit > 0 {
                     s.limit = spec.limit - found;
                 }
-                let (result, read_ht) = match self.call_at(&ti.leader, Request::Scan { tablet: ti.id, spec: s.clone(), at })? {
+                let (result, read_ht) = match self.call_tablet(ti, Request::Scan { tablet: ti.id, spec: s.clone(), at })? {
                     Response::Rows { result, read_ht } => (result, read_ht),
                     r => return Err(unexpected(r)),
                 };

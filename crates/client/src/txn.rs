@@ -22,9 +22,9 @@ pub struct Txn {
     /// Statement number: writes are tagged with it; reads see writes of lower numbers.
     seq: u32,
     participants: Vec<TabletId>,
-    /// Per participant: its leader's address and the highest statement number
+    /// Per participant: its location and the highest statement number
     /// written there (for rollbacks to a savepoint).
-    participant_writes: Vec<(String, u32)>,
+    participant_writes: Vec<(pinax_proto::TabletInfo, u32)>,
     status_addr: String,
     created: bool,
     state: State,
@@ -112,12 +112,12 @@ impl Txn {
                 Some(i) => self.participant_writes[i].1 = self.participant_writes[i].1.max(self.seq),
                 None => {
                     self.participants.push(ti.id);
-                    self.participant_writes.push((ti.leader.clone(), self.seq));
+                    self.participant_writes.push((ti.clone(), self.seq));
                 }
             }
             let mut req = write;
             loop {
-                let (res, back) = self.client.call_at_returning(&ti.leader, req);
+                let (res, back) = self.client.call_tablet_returning(ti, req);
                 match res {
                     Ok(Response::Written { .. }) => break,
                     Ok(r) => return Err(ClientError::Protocol(format!("unexpected response {r:?}"))),
@@ -138,11 +138,11 @@ impl Txn {
     /// between the two (the caller must not commit it without retrying this).
     pub fn rollback_to(&mut self, from_seq: u32) -> Result<()> {
         self.check_open()?;
-        for (tablet, (addr, max_seq)) in self.participants.iter().zip(self.participant_writes.iter_mut()) {
+        for (tablet, (ti, max_seq)) in self.participants.iter().zip(self.participant_writes.iter_mut()) {
             if *max_seq < from_seq {
                 continue; // nothing written there since
             }
-            match self.client.call_at(addr, Request::RollbackTxn { tablet: *tablet, txn: self.id, from_seq }) {
+            match self.client.call_tablet(ti, Request::RollbackTxn { tablet: *tablet, txn: self.id, from_seq }) {
                 Ok(Response::Done) => {}
                 // A dropped table's tablet: nothing left to roll back.
                 Err(ClientError::Rpc(e)) if e.code == pinax_common::ErrorCode::TabletNotFound => {}

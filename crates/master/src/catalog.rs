@@ -4,6 +4,9 @@
 //! - `"t/" ++ name` → blob(kind `'C'`, v2, bincode(`TableInfo`)); v1 entries (before
 //!   tablets had replica lists) decode with the leader as the only replica
 //! - `"next_id"`    → u64 BE: next id for tables and tablets (one sequence)
+//! - `"next_node_id"` → u64 BE: next id for a joining node (node 1 is the master)
+//! - `"r/" ++ tablet id (u64 BE)` → blob(kind `'R'`, v1, bincode(`ReplicaRecord`)):
+//!   a replica this node serves (every node keeps its own, master or not)
 
 use parking_lot::Mutex;
 use pinax_codec::blob::{decode_blob, encode_blob};
@@ -14,6 +17,26 @@ use std::collections::BTreeMap;
 
 const TABLE_PREFIX: &[u8] = b"t/";
 const NEXT_ID: &[u8] = b"next_id";
+const NEXT_NODE_ID: &[u8] = b"next_node_id";
+const REPLICA_PREFIX: &[u8] = b"r/";
+const REPLICA_KIND: u8 = b'R';
+const REPLICA_VERSION: u8 = 1;
+
+/// A tablet replica served by this node: what it needs to reopen it.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ReplicaRecord {
+    pub tablet: TabletInfo,
+    /// The group's members at creation (node id, RPC address).
+    pub members: Vec<(u64, String)>,
+    /// This replica made the members the group's first configuration.
+    pub bootstrap: bool,
+}
+
+fn replica_key(id: TabletId) -> Vec<u8> {
+    let mut k = REPLICA_PREFIX.to_vec();
+    k.extend_from_slice(&id.0.to_be_bytes());
+    k
+}
 const BLOB_KIND: u8 = b'C';
 const BLOB_VERSION: u8 = 2;
 
@@ -162,6 +185,53 @@ impl<E: KvEngine> Catalog<E> {
         self.engine.write(b, WriteOptions { sync: true })?;
         st.tables.remove(name);
         Ok(t)
+    }
+
+    /// A new node id (ids start at 2: the first node, the master, is 1).
+    pub fn allocate_node_id(&self) -> Result<u64, CatalogError> {
+        let _st = self.state.lock();
+        let next = match self.engine.get(Cf::Regular, NEXT_NODE_ID)? {
+            Some(v) => u64::from_be_bytes(v.as_slice().try_into().map_err(|_| CatalogError::Corrupt("next_node_id".into()))?),
+            None => 2,
+        };
+        let mut b = self.engine.new_batch();
+        b.put(Cf::Regular, NEXT_NODE_ID, &(next + 1).to_be_bytes());
+        self.engine.write(b, WriteOptions { sync: true })?;
+        Ok(next)
+    }
+
+    /// Remember a replica this node serves (synced).
+    pub fn put_replica(&self, r: &ReplicaRecord) -> Result<(), CatalogError> {
+        let payload = bincode::serde::encode_to_vec(r, bincode_cfg()).unwrap_or_default();
+        let mut b = self.engine.new_batch();
+        b.put(Cf::Regular, &replica_key(r.tablet.id), &encode_blob(REPLICA_KIND, REPLICA_VERSION, &payload));
+        self.engine.write(b, WriteOptions { sync: true })?;
+        Ok(())
+    }
+
+    pub fn delete_replica(&self, id: TabletId) -> Result<(), CatalogError> {
+        let mut b = self.engine.new_batch();
+        b.delete(Cf::Regular, &replica_key(id));
+        self.engine.write(b, WriteOptions { sync: true })?;
+        Ok(())
+    }
+
+    /// Every replica this node serves.
+    pub fn replicas(&self) -> Result<Vec<ReplicaRecord>, CatalogError> {
+        let snap = self.engine.snapshot();
+        let mut it = snap.iter(Cf::Regular, IterOptions { lower: Some(REPLICA_PREFIX.to_vec()), upper: Some(b"r0".to_vec()), prefix_same_as_start: false });
+        it.seek_to_first();
+        let mut out = Vec::new();
+        while it.valid()? {
+            let (version, payload) = decode_blob(REPLICA_KIND, it.value()).map_err(|e| CatalogError::Corrupt(e.to_string()))?;
+            if version != REPLICA_VERSION {
+                return Err(CatalogError::Corrupt(format!("unknown replica record version {version}")));
+            }
+            let (r, _) = bincode::serde::decode_from_slice(payload, bincode_cfg()).map_err(|e| CatalogError::Corrupt(e.to_string()))?;
+            out.push(r);
+            it.next();
+        }
+        Ok(out)
     }
 
     pub fn get(&self, name: &str) -> Result<TableInfo, CatalogError> {

@@ -1,17 +1,20 @@
 //! pinax-master: the catalog of tables and tablets, and where each tablet lives.
 //!
-//! For now the master is a single role inside every daemon with one persisted
-//! [`Catalog`] (its own engine); the replicated multi-master comes with Raft.
+//! The master is a role of the first node of a cluster (the one started without
+//! `--join`): its persisted [`Catalog`] (its own engine) holds the tables, and it
+//! places every new tablet's replicas on the live nodes. Every node also keeps, in
+//! its own catalog engine, the [`ReplicaRecord`]s of the replicas it serves. A
+//! replicated master (a Raft group of masters) is the next step.
 //!
 //! Key types: [`Catalog`] (persisted tables, id allocation), [`plan_partitions`] (how a
 //! table is cut into tablets).
 //! Invariants: table names are unique; tablet ids are never reused; a table's
 //! tablets are sorted by partition start and cover the whole key space without gaps
 //! or overlaps.
-//! Depends on engine traits, never on RocksDB. Start at [`Catalog::create_table`].
+//! Depends on engine traits, never on RocksDB. Start at [`Catalog::plan_table`].
 
 pub mod catalog;
 pub mod partitions;
 
-pub use catalog::{Catalog, CatalogError};
+pub use catalog::{Catalog, CatalogError, ReplicaRecord};
 pub use partitions::plan_partitions;

@@ -69,6 +69,13 @@ struct NodeArgs {
     /// Start only the node daemon, no PostgreSQL (`start` only).
     #[arg(long)]
     no_postgres: bool,
+    /// Join the cluster whose master (first node) serves at HOST:PORT. Without it,
+    /// this node is a cluster's first node and its master.
+    #[arg(long)]
+    join: Option<String>,
+    /// Replicas per tablet of new tables (master only; capped by the live nodes).
+    #[arg(long, default_value_t = 3)]
+    replication_factor: u32,
 }
 
 #[derive(Args)]
@@ -178,6 +185,10 @@ fn start(a: NodeArgs) -> Result<()> {
     if a.no_sync {
         cmd.arg("--no-sync");
     }
+    if let Some(j) = &a.join {
+        cmd.arg("--join").arg(j);
+    }
+    cmd.arg("--replication-factor").arg(a.replication_factor.to_string());
     cmd.stdin(std::process::Stdio::null()).stdout(log.try_clone()?).stderr(log);
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     let child = cmd.spawn().context("starting the node")?;
@@ -196,12 +207,43 @@ fn start_postgres(a: &NodeArgs, dir: &Path, addr: &str) -> Result<()> {
     Ok(())
 }
 
+/// The id of a node joining the cluster of `master`: kept in the data directory,
+/// assigned by the master on the first start.
+fn joined_node_id(dir: &Path, master: &str, addr: &str) -> Result<u64> {
+    let f = dir.join("node_id");
+    if let Ok(s) = std::fs::read_to_string(&f) {
+        return s.trim().parse().with_context(|| format!("reading {}", f.display()));
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let id = loop {
+        let res = Client::connect(master).and_then(|c| c.call(pinax_proto::Request::RegisterNode { node_id: 0, addr: addr.to_string() }));
+        match res {
+            Ok(pinax_proto::Response::Registered { node_id }) => break node_id,
+            Ok(other) => bail!("unexpected answer from the master at {master}: {other:?}"),
+            Err(e) if Instant::now() < deadline => {
+                tracing::info!(%master, error = %e, "waiting for the master");
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            Err(e) => bail!("could not register with the master at {master}: {e}"),
+        }
+    };
+    std::fs::write(&f, id.to_string()).with_context(|| format!("writing {}", f.display()))?;
+    Ok(id)
+}
+
 fn run(a: NodeArgs) -> Result<()> {
     let dir = default_data_dir(a.data_dir.clone());
     std::fs::create_dir_all(dir.join("data")).with_context(|| format!("creating {}", dir.display()))?;
     tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into())).with_ansi(false).init();
     let addr = format!("127.0.0.1:{}", a.port);
+    let node_id = match &a.join {
+        None => 1,
+        Some(master) => joined_node_id(&dir, master, &addr)?,
+    };
     let cfg = NodeConfig {
+        node_id,
+        join: a.join.clone(),
+        replication_factor: a.replication_factor,
         rpc_addr: addr.clone(),
         data_dir: dir.display().to_string(),
         tablets_per_node: a.tablets_per_node,

@@ -109,6 +109,15 @@ pub enum Request {
     /// A Raft message (`pinax_raft::network`) for this node's replica of group
     /// (tablet) `group`: `kind` says which RPC, `body` is its bincode.
     Raft { group: u64, kind: u8, body: Vec<u8> },
+    /// To the master: node `node_id` (0: a new node, which gets an id) serves at
+    /// `addr`. Nodes send it every second; it is how the master knows who is alive.
+    RegisterNode { node_id: u64, addr: String },
+    /// Create this node's replica of `tablet` in a group of `members` (node id, RPC
+    /// address). The `bootstrap` replica makes the members the group's first
+    /// configuration. Idempotent.
+    CreateReplica { tablet: TabletInfo, members: Vec<(u64, String)>, bootstrap: bool },
+    /// Delete this node's replica of `tablet` (its table was dropped). Idempotent.
+    DropReplica { tablet: TabletId },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -130,6 +139,8 @@ pub enum Response {
     Waited { ended: bool, committed: bool },
     /// Answer to `Raft`: the receiving replica's reply, as bincode.
     Raft(Vec<u8>),
+    /// Answer to `RegisterNode`: the node's id.
+    Registered { node_id: u64 },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
@@ -143,11 +154,17 @@ pub struct RpcError {
     /// The transaction whose pending intent caused a write conflict, which the
     /// caller may wait for (`WaitTxn`) and then retry.
     pub blocker: Option<TxnId>,
+    /// `NotLeader`: the RPC address of the tablet's leader, when the replica knows it.
+    pub leader: Option<String>,
 }
 
 impl RpcError {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        RpcError { code, message: message.into(), key: None, blocker: None }
+        RpcError { code, message: message.into(), key: None, blocker: None, leader: None }
+    }
+    pub fn with_leader(mut self, leader: Option<String>) -> Self {
+        self.leader = leader;
+        self
     }
     pub fn with_blocker(mut self, txn: TxnId) -> Self {
         self.blocker = Some(txn);

@@ -21,7 +21,7 @@ pub enum Error {
     #[error("invalid request: {0}")]
     InvalidRequest(String),
     #[error("this replica of tablet {tablet_id} is not its leader")]
-    NotLeader { tablet_id: TabletId, leader_hint: Option<u64> },
+    NotLeader { tablet_id: TabletId, leader_hint: Option<String> },
 }
 
 impl Error {

@@ -67,6 +67,6 @@ impl<E: KvEngine> Replicator for DirectWrite<E> {
 }
 
 /// The error a replicator returns when it does not lead `tablet_id`.
-pub fn not_leader(tablet_id: TabletId, leader_hint: Option<u64>) -> Error {
+pub fn not_leader(tablet_id: TabletId, leader_hint: Option<String>) -> Error {
     Error::NotLeader { tablet_id, leader_hint }
 }

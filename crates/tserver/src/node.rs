@@ -5,10 +5,10 @@ use crate::replica::{RaftReplicator, RpcTransport};
 use parking_lot::{Condvar, Mutex, RwLock};
 use pinax_common::{ErrorCode, HybridClock, HybridTime, TabletId, TxnId};
 use pinax_engine::CompactionFilterFactory;
-use pinax_master::{Catalog, CatalogError};
+use pinax_master::{Catalog, CatalogError, ReplicaRecord};
 use pinax_mvcc::gc::{HistoryCutoff, HistoryGcFilterFactory};
 use pinax_mvcc::{ReadContext, TxnStatus};
-use pinax_proto::{NodeStatus, ReadPoint, Request, Response, RpcError, Sharding, TableInfo};
+use pinax_proto::{NodeStatus, ReadPoint, Request, Response, RpcError, Sharding, TableInfo, TabletInfo};
 use pinax_raft::{RaftGroup, RaftTiming};
 use pinax_tablet::{StatusTablet, Tablet};
 use std::collections::{BTreeMap, HashMap};
@@ -34,6 +34,11 @@ pub struct NodeConfig {
     pub history_retention: Duration,
     /// Heartbeat and election timeouts of the tablets' Raft groups.
     pub raft_timing: RaftTiming,
+    /// The master's RPC address; `None`: this node is the master (the cluster's
+    /// first node).
+    pub join: Option<String>,
+    /// Replicas per tablet of new tables (fewer when fewer nodes are alive).
+    pub replication_factor: u32,
 }
 
 impl Default for NodeConfig {
@@ -48,6 +53,8 @@ impl Default for NodeConfig {
             status_retention: Duration::from_secs(60),
             history_retention: Duration::from_secs(900),
             raft_timing: RaftTiming::default(),
+            join: None,
+            replication_factor: 3,
         }
     }
 }
@@ -69,6 +76,7 @@ fn tablet_err(e: pinax_tablet::Error) -> RpcError {
     match e {
         pinax_tablet::Error::DuplicateKey { key, .. } => err.with_key(key),
         pinax_tablet::Error::WriteConflict { other_txn: Some(t), .. } => err.with_blocker(t),
+        pinax_tablet::Error::NotLeader { leader_hint, .. } => err.with_leader(leader_hint),
         _ => err,
     }
 }
@@ -107,7 +115,14 @@ pub struct Node<F: EngineFactory> {
     /// Committed transactions handed to the applier, and when: the periodic sweep
     /// leaves them to it for a while instead of applying the same intents at once.
     applying: Mutex<HashMap<TxnId, Instant>>,
+    /// Master only: the nodes that registered (id → address, last heard from).
+    nodes: Mutex<BTreeMap<u64, (String, Instant)>>,
+    /// When this node last registered with the master.
+    last_register: Mutex<Option<Instant>>,
 }
+
+/// A node not heard from for this long gets no new replicas.
+const NODE_LIVENESS: Duration = Duration::from_secs(5);
 
 /// How long the sweep leaves a committed transaction to the applier.
 const APPLIER_GRACE: Duration = Duration::from_secs(10);
@@ -158,15 +173,30 @@ impl<F: EngineFactory> Node<F> {
             waits_for: Mutex::new(HashMap::new()),
             applying: Mutex::new(HashMap::new()),
             requests: AtomicU64::new(0),
+            nodes: Mutex::new(BTreeMap::new()),
+            last_register: Mutex::new(None),
         };
-        // Open every tablet of every table in the catalog; drop engines of tablets that
-        // are not in it (left by a crash between creating tablets and committing).
-        let mut wanted = std::collections::HashSet::new();
-        for t in node.catalog.tables() {
-            for ti in &t.tablets {
-                wanted.insert(tablet_engine_name(ti.id));
-                node.open_tablet(ti.id, ti.partition.clone())?;
+        if node.is_master() {
+            node.nodes.lock().insert(node.cfg.node_id, (node.cfg.rpc_addr.clone(), Instant::now()));
+        }
+        // Open every replica this node serves; drop engines of tablets it does not
+        // (left by a crash between creating tablets and committing their table).
+        let mut records = node.catalog.replicas().map_err(catalog_err)?;
+        if records.is_empty() && node.is_master() {
+            // A data directory from before replica records: every tablet is local.
+            let me = vec![(node.cfg.node_id, node.cfg.rpc_addr.clone())];
+            for t in node.catalog.tables() {
+                for ti in t.tablets {
+                    let r = ReplicaRecord { tablet: ti, members: me.clone(), bootstrap: true };
+                    node.catalog.put_replica(&r).map_err(catalog_err)?;
+                    records.push(r);
+                }
             }
+        }
+        let mut wanted = std::collections::HashSet::new();
+        for r in &records {
+            wanted.insert(tablet_engine_name(r.tablet.id));
+            node.open_tablet(r)?;
         }
         for name in node.factory.list().map_err(io)? {
             if name.starts_with("tablet-") && !wanted.contains(&name) {
@@ -176,19 +206,101 @@ impl<F: EngineFactory> Node<F> {
         Ok(Arc::new(node))
     }
 
-    /// Open this node's replica of tablet `id`: its engine, its Raft group (replaying
-    /// the log past the applied id) and the tablet over them. One replica per tablet
-    /// for now (replication factor 1): the group's only voter is this node.
-    fn open_tablet(&self, id: TabletId, partition: pinax_proto::Partition) -> Result<(), RpcError> {
+    pub fn is_master(&self) -> bool {
+        self.cfg.join.is_none()
+    }
+
+    /// Open this node's replica of a tablet: its engine, its Raft group (replaying
+    /// the log past the applied id) and the tablet over them. The bootstrap replica
+    /// makes the members the group's first configuration (again after a restart: a
+    /// no-op once the group has one). Idempotent.
+    fn open_tablet(&self, r: &ReplicaRecord) -> Result<(), RpcError> {
+        let id = r.tablet.id;
+        if self.tablets.read().contains_key(&id) {
+            return Ok(());
+        }
         let engine = Arc::new(self.factory.open(&tablet_engine_name(id), Some(self.gc_factory.clone())).map_err(|e| err(ErrorCode::Io, e.to_string()))?);
         let raft_err = |e: pinax_raft::GroupError| err(ErrorCode::Io, format!("tablet {}: {e}", id.0));
         let group = RaftGroup::start(self.rt.handle(), id.0, self.cfg.node_id, engine.clone(), self.clock.clone(), self.transport.clone(), self.cfg.raft_timing).map_err(raft_err)?;
-        group.initialize(&BTreeMap::from([(self.cfg.node_id, self.cfg.rpc_addr.clone())])).map_err(raft_err)?;
+        if r.bootstrap {
+            group.initialize(&r.members.iter().cloned().collect()).map_err(raft_err)?;
+        }
         let repl = Arc::new(RaftReplicator { tablet_id: id, group });
-        let t = Tablet::open_replicated(id, engine, repl.clone(), self.clock.clone(), partition, self.cutoff.clone()).map_err(tablet_err)?;
+        let t = Tablet::open_replicated(id, engine, repl.clone(), self.clock.clone(), r.tablet.partition.clone(), self.cutoff.clone()).map_err(tablet_err)?;
         self.groups.write().insert(id, repl);
         self.tablets.write().insert(id, Arc::new(t));
         Ok(())
+    }
+
+    /// `CreateReplica`: remember the replica, then open it.
+    fn create_replica(&self, r: ReplicaRecord) -> Result<Response, RpcError> {
+        if !self.tablets.read().contains_key(&r.tablet.id) {
+            self.catalog.put_replica(&r).map_err(catalog_err)?;
+            self.open_tablet(&r)?;
+        }
+        Ok(Response::Done)
+    }
+
+    /// `DropReplica`: close the replica and delete its data.
+    fn drop_replica(&self, id: TabletId) -> Result<Response, RpcError> {
+        let removed = self.tablets.write().remove(&id);
+        drop(removed);
+        self.close_group(id);
+        self.catalog.delete_replica(id).map_err(catalog_err)?;
+        if let Err(e) = self.factory.destroy(&tablet_engine_name(id)) {
+            tracing::warn!(tablet_id = id.0, error = %e, "could not remove tablet data");
+        }
+        Ok(Response::Done)
+    }
+
+    /// Send `req` to the node at `addr` (this node: handle it here).
+    fn call_node(&self, addr: &str, req: Request) -> Result<Response, RpcError> {
+        if addr == self.cfg.rpc_addr {
+            return self.handle(req);
+        }
+        self.transport.request(addr, req)
+    }
+
+    /// Send a catalog request to the master.
+    fn call_master(&self, req: Request) -> Result<Response, RpcError> {
+        match &self.cfg.join {
+            Some(master) => self.transport.request(master, req),
+            None => self.handle(req),
+        }
+    }
+
+    /// Master: `RegisterNode`.
+    fn register_node(&self, node_id: u64, addr: String) -> Result<Response, RpcError> {
+        let node_id = if node_id == 0 { self.catalog.allocate_node_id().map_err(catalog_err)? } else { node_id };
+        let mut nodes = self.nodes.lock();
+        // A node that moved to another address is one node, at its new address.
+        nodes.retain(|id, (a, _)| *id == node_id || *a != addr);
+        nodes.insert(node_id, (addr, Instant::now()));
+        Ok(Response::Registered { node_id })
+    }
+
+    /// Master: nodes heard from recently (id, address), by id.
+    fn live_nodes(&self) -> Vec<(u64, String)> {
+        let mut nodes = self.nodes.lock();
+        nodes.insert(self.cfg.node_id, (self.cfg.rpc_addr.clone(), Instant::now()));
+        nodes.iter().filter(|(_, (_, seen))| seen.elapsed() < NODE_LIVENESS).map(|(id, (a, _))| (*id, a.clone())).collect()
+    }
+
+    /// Non-master: tell the master this node is alive (about once a second).
+    fn heartbeat_master(&self) {
+        let Some(master) = &self.cfg.join else {
+            return;
+        };
+        {
+            let mut last = self.last_register.lock();
+            if last.is_some_and(|t| t.elapsed() < Duration::from_secs(1)) {
+                return;
+            }
+            *last = Some(Instant::now());
+        }
+        if let Err(e) = self.transport.request(master, Request::RegisterNode { node_id: self.cfg.node_id, addr: self.cfg.rpc_addr.clone() }) {
+            tracing::debug!(error = %e, "registering with the master");
+        }
     }
 
     fn close_group(&self, id: TabletId) {
@@ -258,9 +370,13 @@ impl<F: EngineFactory> Node<F> {
                 status_tablet_records: self.status.len() as u64,
                 hybrid_time: self.clock.now(),
             })),
+            req @ (Request::CreateTable { .. } | Request::DropTable { .. } | Request::GetTable { .. } | Request::RegisterNode { .. }) if !self.is_master() => self.call_master(req),
             Request::CreateTable { name, sharding, if_not_exists } => self.create_table(&name, sharding, if_not_exists).map(Response::Table),
             Request::DropTable { name, if_exists } => self.drop_table(&name, if_exists),
             Request::GetTable { name } => self.catalog.get(&name).map(Response::Table).map_err(catalog_err),
+            Request::RegisterNode { node_id, addr } => self.register_node(node_id, addr),
+            Request::CreateReplica { tablet, members, bootstrap } => self.create_replica(ReplicaRecord { tablet, members, bootstrap }),
+            Request::DropReplica { tablet } => self.drop_replica(tablet),
             Request::Write { tablet, ops, read_ht, txn } => {
                 let t = self.get_tablet(tablet)?;
                 let r = self.resolver();
@@ -320,35 +436,67 @@ impl<F: EngineFactory> Node<F> {
         }
     }
 
+    /// Master: create a table. Each tablet gets `replication_factor` replicas (at
+    /// most one per live node) on consecutive nodes starting at a different node for
+    /// each tablet, so replicas and first leaders spread evenly; the first member
+    /// bootstraps the group and is its expected leader.
     fn create_table(&self, name: &str, sharding: Sharding, if_not_exists: bool) -> Result<TableInfo, RpcError> {
+        let live = self.live_nodes();
+        let rf = (self.cfg.replication_factor.max(1) as usize).min(live.len());
         let sharding = match sharding {
-            Sharding::Hash { tablets: 0 } => Sharding::Hash { tablets: self.cfg.tablets_per_node },
+            Sharding::Hash { tablets: 0 } => Sharding::Hash { tablets: self.cfg.tablets_per_node * (live.len() / rf).max(1) as u32 },
             s => s,
         };
-        let plan = match self.catalog.plan_table(name, sharding, &self.cfg.rpc_addr) {
+        let mut plan = match self.catalog.plan_table(name, sharding, &self.cfg.rpc_addr) {
             Ok(p) => p,
             Err(CatalogError::AlreadyExists(_)) if if_not_exists => return self.catalog.get(name).map_err(catalog_err),
             Err(e) => return Err(catalog_err(e)),
         };
-        for ti in &plan.tablets {
-            self.open_tablet(ti.id, ti.partition.clone())?;
+        let mut placed: Vec<(TabletInfo, Vec<(u64, String)>)> = Vec::new();
+        let first = (plan.id.0 as usize) % live.len();
+        for (i, ti) in plan.tablets.iter_mut().enumerate() {
+            let members: Vec<(u64, String)> = (0..rf).map(|k| live[(first + i + k) % live.len()].clone()).collect();
+            ti.leader = members[0].1.clone();
+            ti.replicas = members.iter().map(|(_, a)| a.clone()).collect();
+            placed.push((ti.clone(), members));
+        }
+        // Followers first, so the bootstrap replica's first messages find them.
+        let mut done: Vec<(String, TabletId)> = Vec::new();
+        for bootstrap in [false, true] {
+            for (ti, members) in &placed {
+                for (k, (_, addr)) in members.iter().enumerate() {
+                    if (k == 0) != bootstrap {
+                        continue;
+                    }
+                    let req = Request::CreateReplica { tablet: ti.clone(), members: members.clone(), bootstrap };
+                    if let Err(e) = self.call_node(addr, req) {
+                        self.drop_replicas(&done);
+                        return Err(err(e.code, format!("creating a replica of tablet {} on {addr}: {}", ti.id.0, e.message)));
+                    }
+                    done.push((addr.clone(), ti.id));
+                }
+            }
         }
         if let Err(e) = self.catalog.commit_table(&plan) {
-            self.destroy_tablets(&plan);
+            self.drop_replicas(&done);
             return Err(catalog_err(e));
         }
         Ok(plan)
     }
 
-    fn destroy_tablets(&self, t: &TableInfo) {
-        for ti in &t.tablets {
-            let removed = self.tablets.write().remove(&ti.id);
-            drop(removed);
-            self.close_group(ti.id);
-            if let Err(e) = self.factory.destroy(&tablet_engine_name(ti.id)) {
-                tracing::warn!(tablet_id = ti.id.0, error = %e, "could not remove tablet data");
+    /// Best effort: drop replicas (a node that is down keeps its replica until it
+    /// learns otherwise).
+    fn drop_replicas(&self, replicas: &[(String, TabletId)]) {
+        for (addr, id) in replicas {
+            if let Err(e) = self.call_node(addr, Request::DropReplica { tablet: *id }) {
+                tracing::warn!(tablet_id = id.0, %addr, error = %e, "could not drop a replica");
             }
         }
+    }
+
+    fn destroy_tablets(&self, t: &TableInfo) {
+        let all: Vec<(String, TabletId)> = t.tablets.iter().flat_map(|ti| ti.replicas.iter().map(|a| (a.clone(), ti.id))).collect();
+        self.drop_replicas(&all);
     }
 
     fn drop_table(&self, name: &str, if_exists: bool) -> Result<Response, RpcError> {
@@ -464,6 +612,7 @@ impl<F: EngineFactory> Node<F> {
 
     /// Periodic background work; call every few hundred milliseconds.
     pub fn tick(&self) {
+        self.heartbeat_master();
         // 1. Abort transactions whose client went silent.
         match self.status.expire() {
             Ok(expired) => {

@@ -25,7 +25,7 @@ pub struct RaftReplicator {
 
 fn group_err(tablet_id: TabletId, e: GroupError) -> TabletError {
     match e {
-        GroupError::NotLeader { leader, .. } => TabletError::NotLeader { tablet_id, leader_hint: leader },
+        GroupError::NotLeader { leader_addr, .. } => TabletError::NotLeader { tablet_id, leader_hint: leader_addr },
         other => TabletError::Engine(pinax_engine::Error::Other(format!("tablet {}: {other}", tablet_id.0))),
     }
 }
@@ -75,6 +75,28 @@ pub struct RpcTransport {
 impl RpcTransport {
     pub fn new(clock: Arc<HybridClock>) -> Self {
         RpcTransport { clock, pools: Mutex::new(HashMap::new()) }
+    }
+}
+
+impl RpcTransport {
+    /// Send one request to the node at `addr` and wait for its answer.
+    pub fn request(&self, addr: &str, request: Request) -> Result<Response, pinax_proto::RpcError> {
+        use pinax_common::ErrorCode;
+        let pooled = self.pools.lock().get_mut(addr).and_then(|p| p.pop());
+        let mut conn = match pooled {
+            Some(c) => c,
+            None => PeerConn::connect(addr).map_err(|e| pinax_proto::RpcError::new(ErrorCode::Unavailable, format!("node {addr} is unavailable: {e}")))?,
+        };
+        let env = RequestEnvelope { ht: self.clock.now(), request };
+        let resp = conn.call(&env).map_err(|e| pinax_proto::RpcError::new(ErrorCode::Unavailable, format!("node {addr} is unavailable: {e}")))?;
+        self.clock.update(resp.ht);
+        let mut pools = self.pools.lock();
+        let pool = pools.entry(addr.to_string()).or_default();
+        if pool.len() < POOL_PER_PEER {
+            pool.push(conn);
+        }
+        drop(pools);
+        resp.result
     }
 }
 
