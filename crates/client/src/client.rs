@@ -43,6 +43,8 @@ pub(crate) struct Inner {
     /// Open transactions with a status record: heartbeated in the background.
     pub(crate) active_txns: Mutex<HashMap<TxnId, String>>,
     heartbeat_started: AtomicBool,
+    /// The seed node's id: transaction ids start with it (see `Txn::new`).
+    pub(crate) seed_node_id: std::sync::atomic::AtomicU64,
 }
 
 /// A handle to a cluster. Cheap to clone; clones share connections and caches.
@@ -72,10 +74,14 @@ impl Client {
                 leaders: Mutex::new(HashMap::new()),
                 active_txns: Mutex::new(HashMap::new()),
                 heartbeat_started: AtomicBool::new(false),
+                seed_node_id: std::sync::atomic::AtomicU64::new(0),
             }),
         };
         match c.call(Request::Ping)? {
-            Response::Pong => Ok(c),
+            Response::Pong { node_id } => {
+                c.inner.seed_node_id.store(node_id, Ordering::Relaxed);
+                Ok(c)
+            }
             r => Err(unexpected(r)),
         }
     }

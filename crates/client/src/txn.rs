@@ -32,7 +32,10 @@ pub struct Txn {
 
 impl Txn {
     pub(crate) fn new(client: Client) -> Txn {
-        let id = TxnId(rand::random());
+        // The first 8 bytes name the node keeping the status record (the seed), so
+        // any node meeting an intent of this transaction knows whom to ask.
+        let mut id = TxnId(rand::random());
+        id.0[..8].copy_from_slice(&client.inner.seed_node_id.load(std::sync::atomic::Ordering::Relaxed).to_be_bytes());
         let read_ht = client.now();
         let status_addr = client.inner.seed.clone();
         Txn { client, id, read_ht, seq: 1, participants: Vec::new(), participant_writes: Vec::new(), status_addr, created: false, state: State::Open }

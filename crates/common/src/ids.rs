@@ -15,11 +15,21 @@ pub struct TabletId(pub u64);
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
 pub struct NodeId(pub u64);
 
-/// A distributed transaction: 16 random bytes, like a UUID.
+/// A distributed transaction: 16 bytes, the first 8 the id of the node keeping its
+/// status record (big-endian; 0 in ids made before nodes had ids: "this node"),
+/// the other 8 random.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct TxnId(pub [u8; 16]);
 
 impl TxnId {
+    /// The node keeping this transaction's status record (0: unknown, take the
+    /// local node).
+    pub fn status_node(&self) -> u64 {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(&self.0[..8]);
+        u64::from_be_bytes(b)
+    }
+
     pub const LEN: usize = 16;
     pub fn from_slice(b: &[u8]) -> Option<TxnId> {
         let arr: [u8; 16] = b.try_into().ok()?;

@@ -134,8 +134,31 @@ fn three_replicas_survive_a_node_kill_and_restart() {
     let c3 = wait_client(&cluster.addr(2));
     assert_eq!(c3.get("rf3", &key(7)).unwrap(), Some(b"v7".to_vec()));
 
+    // Transactions of a client of node 3 (status records on node 3) across tablets
+    // led by all three nodes: committed ones are visible everywhere, aborted ones
+    // nowhere, and a pending one holds its keys against writers on other nodes.
+    let mut txn = c3.begin();
+    txn.write("rf3", (300..320).map(|i| WriteOp::put(key(i), format!("v{i}").into_bytes())).collect()).unwrap();
+    txn.commit().unwrap();
+    acked.extend(300..320);
+    let mut aborted = c3.begin();
+    aborted.write("rf3", (5000..5020).map(|i| WriteOp::put(key(i), b"no".to_vec())).collect()).unwrap();
+    aborted.abort().unwrap();
+    // (a key whose tablet another node leads: that node must ask node 3)
+    let k = (10_000..).find(|i| table.tablets[table.tablet_index_for(&key(*i))].leader != cluster.addr(2)).unwrap();
+    let mut pending = c3.begin();
+    pending.write("rf3", vec![WriteOp::put(key(k), format!("v{k}").into_bytes())]).unwrap();
+    let e = c.write("rf3", vec![WriteOp::put(key(k), b"other".to_vec())]).unwrap_err();
+    assert_eq!(e.code(), pinax_common::ErrorCode::SerializationFailure, "a pending intent of another node's transaction must conflict: {e}");
+    pending.commit().unwrap();
+    acked.push(k);
+    check_all(&c, &acked);
+    for i in 5000..5020 {
+        assert_eq!(c.get("rf3", &key(i)).unwrap(), None, "aborted write visible");
+    }
+
     cluster.kill(1);
-    let stall = write_all(&c, 300..600, &mut acked);
+    let stall = write_all(&c, 321..600, &mut acked);
     eprintln!("failover: longest write stall after killing a leader node: {stall:?}");
     assert!(stall < Duration::from_secs(10), "writes stalled {stall:?} after a leader died");
     check_all(&c, &acked);
@@ -147,5 +170,9 @@ fn three_replicas_survive_a_node_kill_and_restart() {
     std::thread::sleep(Duration::from_secs(2));
     cluster.kill(2);
     write_all(&c, 700..800, &mut acked);
+    let mut txn = c.begin();
+    txn.write("rf3", (800..830).map(|i| WriteOp::put(key(i), format!("v{i}").into_bytes())).collect()).unwrap();
+    txn.commit().unwrap();
+    acked.extend(800..830);
     check_all(&c, &acked);
 }

@@ -118,11 +118,18 @@ pub enum Request {
     CreateReplica { tablet: TabletInfo, members: Vec<(u64, String)>, bootstrap: bool },
     /// Delete this node's replica of `tablet` (its table was dropped). Idempotent.
     DropReplica { tablet: TabletId },
+    /// To the master: where tablet `tablet` is.
+    LocateTablet { tablet: TabletId },
+    /// To a tablet's leader: apply (`commit_ht` set) or remove the intents of a
+    /// decided transaction (sent by its status tablet's node). Idempotent.
+    ResolveTxn { tablet: TabletId, txn: TxnId, commit_ht: Option<HybridTime> },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Response {
-    Pong,
+    /// Answer to `Ping`: the node's id (a client's transactions keep their status
+    /// records on the node it is connected to; their ids carry that node's id).
+    Pong { node_id: u64 },
     Now(HybridTime),
     Status(NodeStatus),
     Table(TableInfo),
@@ -139,8 +146,11 @@ pub enum Response {
     Waited { ended: bool, committed: bool },
     /// Answer to `Raft`: the receiving replica's reply, as bincode.
     Raft(Vec<u8>),
-    /// Answer to `RegisterNode`: the node's id.
-    Registered { node_id: u64 },
+    /// Answer to `RegisterNode`: the node's id, and every node the master knows
+    /// (id, RPC address).
+    Registered { node_id: u64, nodes: Vec<(u64, String)> },
+    /// Answer to `LocateTablet`.
+    Tablet(TabletInfo),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]

@@ -119,7 +119,17 @@ pub struct Node<F: EngineFactory> {
     nodes: Mutex<BTreeMap<u64, (String, Instant)>>,
     /// When this node last registered with the master.
     last_register: Mutex<Option<Instant>>,
+    /// Every node's RPC address by id (the master's registrations; other nodes
+    /// learn them when they register).
+    directory: RwLock<BTreeMap<u64, String>>,
+    /// Decided outcomes of other nodes' transactions (they never change).
+    remote_outcomes: Mutex<HashMap<TxnId, TxnStatus>>,
+    /// Where other tablets are (from the master), for resolving intents there.
+    locations: Mutex<HashMap<TabletId, TabletInfo>>,
 }
+
+/// Decided remote outcomes kept at most (the cache is cleared when full).
+const REMOTE_OUTCOMES_MAX: usize = 100_000;
 
 /// A node not heard from for this long gets no new replicas.
 const NODE_LIVENESS: Duration = Duration::from_secs(5);
@@ -175,7 +185,11 @@ impl<F: EngineFactory> Node<F> {
             requests: AtomicU64::new(0),
             nodes: Mutex::new(BTreeMap::new()),
             last_register: Mutex::new(None),
+            directory: RwLock::new(BTreeMap::new()),
+            remote_outcomes: Mutex::new(HashMap::new()),
+            locations: Mutex::new(HashMap::new()),
         };
+        node.directory.write().insert(node.cfg.node_id, node.cfg.rpc_addr.clone());
         if node.is_master() {
             node.nodes.lock().insert(node.cfg.node_id, (node.cfg.rpc_addr.clone(), Instant::now()));
         }
@@ -275,8 +289,11 @@ impl<F: EngineFactory> Node<F> {
         let mut nodes = self.nodes.lock();
         // A node that moved to another address is one node, at its new address.
         nodes.retain(|id, (a, _)| *id == node_id || *a != addr);
-        nodes.insert(node_id, (addr, Instant::now()));
-        Ok(Response::Registered { node_id })
+        nodes.insert(node_id, (addr.clone(), Instant::now()));
+        drop(nodes);
+        let mut dir = self.directory.write();
+        dir.insert(node_id, addr);
+        Ok(Response::Registered { node_id, nodes: dir.iter().map(|(id, a)| (*id, a.clone())).collect() })
     }
 
     /// Master: nodes heard from recently (id, address), by id.
@@ -298,9 +315,120 @@ impl<F: EngineFactory> Node<F> {
             }
             *last = Some(Instant::now());
         }
-        if let Err(e) = self.transport.request(master, Request::RegisterNode { node_id: self.cfg.node_id, addr: self.cfg.rpc_addr.clone() }) {
-            tracing::debug!(error = %e, "registering with the master");
+        match self.transport.request(master, Request::RegisterNode { node_id: self.cfg.node_id, addr: self.cfg.rpc_addr.clone() }) {
+            Ok(Response::Registered { nodes, .. }) => self.directory.write().extend(nodes),
+            Ok(other) => tracing::warn!(?other, "unexpected answer to RegisterNode"),
+            Err(e) => tracing::debug!(error = %e, "registering with the master"),
         }
+    }
+
+    /// Whether `txn`'s status record lives on this node.
+    fn owns_txn(&self, txn: TxnId) -> bool {
+        let n = txn.status_node();
+        n == 0 || n == self.cfg.node_id
+    }
+
+    /// The address of node `id`, asking the master (by registering) if unknown.
+    fn node_addr(&self, id: u64) -> Result<String, RpcError> {
+        if let Some(a) = self.directory.read().get(&id) {
+            return Ok(a.clone());
+        }
+        *self.last_register.lock() = None;
+        self.heartbeat_master();
+        self.directory.read().get(&id).cloned().ok_or_else(|| err(ErrorCode::Unavailable, format!("node {id} is unknown to this node")))
+    }
+
+    /// The status of any transaction: from the local status tablet, or from the
+    /// node keeping its record (decided outcomes are cached). An unreachable record
+    /// is an error, never "aborted".
+    fn txn_status(&self, txn: TxnId, read_ht: HybridTime) -> Result<TxnStatus, RpcError> {
+        if self.owns_txn(txn) {
+            return Ok(self.status.status(txn, read_ht));
+        }
+        if let Some(s) = self.remote_outcomes.lock().get(&txn) {
+            return Ok(*s);
+        }
+        let addr = self.node_addr(txn.status_node())?;
+        match self.transport.request(&addr, Request::TxnStatus { txn, read_ht })? {
+            Response::TxnStatus(s) => {
+                if !matches!(s, TxnStatus::Pending) {
+                    let mut cache = self.remote_outcomes.lock();
+                    if cache.len() >= REMOTE_OUTCOMES_MAX {
+                        cache.clear();
+                    }
+                    cache.insert(txn, s);
+                }
+                Ok(s)
+            }
+            other => Err(err(ErrorCode::Internal, format!("unexpected answer to TxnStatus: {other:?}"))),
+        }
+    }
+
+    /// Where tablet `id` is (cached; from the master).
+    fn locate(&self, id: TabletId) -> Result<TabletInfo, RpcError> {
+        if let Some(ti) = self.locations.lock().get(&id) {
+            return Ok(ti.clone());
+        }
+        match self.call_master(Request::LocateTablet { tablet: id })? {
+            Response::Tablet(ti) => {
+                self.locations.lock().insert(id, ti.clone());
+                Ok(ti)
+            }
+            other => Err(err(ErrorCode::Internal, format!("unexpected answer to LocateTablet: {other:?}"))),
+        }
+    }
+
+    /// Master: `LocateTablet`.
+    fn locate_tablet(&self, id: TabletId) -> Result<Response, RpcError> {
+        for t in self.catalog.tables() {
+            if let Some(ti) = t.tablets.into_iter().find(|ti| ti.id == id) {
+                return Ok(Response::Tablet(ti));
+            }
+        }
+        Err(err(ErrorCode::TabletNotFound, format!("tablet {} does not exist", id.0)))
+    }
+
+    /// Resolve `txn`'s intents on tablet `id` held by another node: ask its leader,
+    /// following NotLeader answers (a few hops).
+    fn resolve_remote(&self, id: TabletId, txn: TxnId, commit_ht: Option<HybridTime>) -> Result<(), RpcError> {
+        let ti = match self.locate(id) {
+            Ok(ti) => ti,
+            Err(e) if e.code == ErrorCode::TabletNotFound => return Ok(()), // dropped table
+            Err(e) => return Err(e),
+        };
+        let mut addr = ti.leader.clone();
+        let mut last = None;
+        for attempt in 0..(ti.replicas.len() + 3) {
+            match self.call_node(&addr, Request::ResolveTxn { tablet: id, txn, commit_ht }) {
+                Ok(_) => return Ok(()),
+                Err(e) if e.code == ErrorCode::TabletNotFound && self.catalog_lookup_fails(id) => return Ok(()), // dropped table
+                Err(e) => {
+                    addr = match &e.leader {
+                        Some(l) if e.code == ErrorCode::NotLeader => l.clone(),
+                        _ => ti.replicas.get((attempt + 1) % ti.replicas.len().max(1)).cloned().unwrap_or(addr),
+                    };
+                    last = Some(e);
+                }
+            }
+        }
+        Err(last.unwrap_or_else(|| err(ErrorCode::Unavailable, "no replica answered")))
+    }
+
+    /// Whether the master no longer knows tablet `id` (its table was dropped).
+    fn catalog_lookup_fails(&self, id: TabletId) -> bool {
+        self.locations.lock().remove(&id);
+        matches!(self.call_master(Request::LocateTablet { tablet: id }), Err(e) if e.code == ErrorCode::TabletNotFound)
+    }
+
+    /// `ResolveTxn`: this node's leader replica of `tablet` applies or removes.
+    fn resolve_txn_here(&self, tablet: TabletId, txn: TxnId, commit_ht: Option<HybridTime>) -> Result<Response, RpcError> {
+        let t = self.get_tablet(tablet)?;
+        match commit_ht {
+            Some(ht) => t.apply_intents(txn, ht),
+            None => t.remove_intents(txn),
+        }
+        .map(|_| Response::Done)
+        .map_err(tablet_err)
     }
 
     fn close_group(&self, id: TabletId) {
@@ -342,7 +470,7 @@ impl<F: EngineFactory> Node<F> {
     }
 
     fn resolver(&self) -> impl Fn(TxnId, HybridTime) -> pinax_mvcc::Result<TxnStatus> + '_ {
-        move |txn, read_ht| Ok(self.status.status(txn, read_ht))
+        move |txn, read_ht| self.txn_status(txn, read_ht).map_err(|e| pinax_mvcc::Error::StatusUnavailable { code: e.code, message: e.message })
     }
 
     fn read_ctx(&self, at: ReadPoint) -> ReadContext {
@@ -360,7 +488,7 @@ impl<F: EngineFactory> Node<F> {
             return Err(err(ErrorCode::ShuttingDown, "the node is shutting down"));
         }
         match req {
-            Request::Ping => Ok(Response::Pong),
+            Request::Ping => Ok(Response::Pong { node_id: self.cfg.node_id }),
             Request::Now => Ok(Response::Now(self.clock.now())),
             Request::Status => Ok(Response::Status(NodeStatus {
                 node_id: self.cfg.node_id,
@@ -426,7 +554,10 @@ impl<F: EngineFactory> Node<F> {
                 let t = self.get_tablet(tablet)?;
                 t.rollback_intents(txn, from_seq).map(|_| Response::Done).map_err(tablet_err)
             }
-            Request::TxnStatus { txn, read_ht } => Ok(Response::TxnStatus(self.status.status(txn, read_ht))),
+            Request::TxnStatus { txn, read_ht } => self.txn_status(txn, read_ht).map(Response::TxnStatus),
+            Request::LocateTablet { tablet } if self.is_master() => self.locate_tablet(tablet),
+            req @ Request::LocateTablet { .. } => self.call_master(req),
+            Request::ResolveTxn { tablet, txn, commit_ht } => self.resolve_txn_here(tablet, txn, commit_ht),
             Request::Raft { group, kind, body } => {
                 let kind = pinax_raft::network::MsgKind::from_u8(kind).ok_or_else(|| err(ErrorCode::InvalidRequest, format!("unknown raft message kind {kind}")))?;
                 let g = self.groups.read().get(&TabletId(group)).cloned();
@@ -530,6 +661,12 @@ impl<F: EngineFactory> Node<F> {
     /// close a cycle (it waits, transitively, for a transaction waiting for it) is the
     /// deadlock's victim.
     fn wait_txn(&self, txn: TxnId, waiter: Option<TxnId>, timeout: Duration) -> Result<Response, RpcError> {
+        if !self.owns_txn(txn) {
+            // Its record is elsewhere: wait there (deadlock detection covers waits
+            // for transactions of one status node).
+            let addr = self.node_addr(txn.status_node())?;
+            return self.transport.request(&addr, Request::WaitTxn { txn, waiter, timeout_ms: timeout.as_millis() as u32 });
+        }
         if let Some(w) = waiter {
             let mut waits = self.waits_for.lock();
             let mut at = txn;
@@ -570,13 +707,15 @@ impl<F: EngineFactory> Node<F> {
     fn resolve_local(&self, txn: TxnId, commit_ht: Option<HybridTime>, participants: &[TabletId]) -> bool {
         let mut all = true;
         for p in participants {
-            let Some(t) = self.tablet(*p) else {
-                continue; // dropped table: nothing left to resolve
-            };
-            if !t.is_leader() {
-                all = false; // its leader resolves it
+            let local = self.tablet(*p).filter(|t| t.is_leader());
+            let Some(t) = local else {
+                // Another node leads it (or its table was dropped).
+                if let Err(e) = self.resolve_remote(*p, txn, commit_ht) {
+                    tracing::debug!(tablet_id = p.0, %txn, error = %e, "could not resolve intents on another node");
+                    all = false;
+                }
                 continue;
-            }
+            };
             let res = match commit_ht {
                 Some(ht) => t.apply_intents(txn, ht),
                 None => t.remove_intents(txn),
@@ -673,10 +812,14 @@ impl<F: EngineFactory> Node<F> {
                 if busy.contains(&txn) {
                     continue; // the applier has it
                 }
-                let res = match self.status.status(txn, self.clock.now()) {
-                    TxnStatus::Committed { commit_ht } => t.apply_intents(txn, commit_ht),
-                    TxnStatus::Aborted => t.remove_intents(txn),
-                    TxnStatus::Pending => continue,
+                let res = match self.txn_status(txn, self.clock.now()) {
+                    Ok(TxnStatus::Committed { commit_ht }) => t.apply_intents(txn, commit_ht),
+                    Ok(TxnStatus::Aborted) => t.remove_intents(txn),
+                    Ok(TxnStatus::Pending) => continue,
+                    Err(e) => {
+                        tracing::debug!(%txn, error = %e, "status of a transaction with intents here is unknown");
+                        continue;
+                    }
                 };
                 if let Err(e) = res {
                     tracing::warn!(tablet_id = t.id().0, %txn, error = %e, "could not resolve intents");

@@ -198,7 +198,7 @@ fn bad_frames_get_errors_and_the_node_survives() {
     let e = c.call(Request::CommitTxn { txn: pinax_common::TxnId([1; 16]), participants: vec![] }).unwrap_err();
     assert_eq!(e.code(), ErrorCode::TxnNotFound);
     // still serving
-    assert!(matches!(c.call(Request::Ping).unwrap(), pinax_proto::Response::Pong));
+    assert!(matches!(c.call(Request::Ping).unwrap(), pinax_proto::Response::Pong { .. }));
 }
 
 #[test]
