@@ -65,6 +65,7 @@ test: build ext
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 	cd pg/ext && CARGO_TARGET_DIR=$(EXT_TARGET_DIR) $(CARGO) clippy --locked -- -D warnings
 	PINAX_BIN=$(PINAX_BIN) pg/ext/test/run.sh
+	PINAX_BIN=$(PINAX_BIN) pg/ext/test/cluster.sh
 
 ## The bank test, long version (8 clients, 60 s per isolation level, 1000 accounts).
 bank: build ext

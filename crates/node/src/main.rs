@@ -6,6 +6,8 @@
 //! - `pinax run`    — run the node in the foreground (what `start` launches).
 //! - `pinax stop`   — stop PostgreSQL, then the node of a data directory, cleanly.
 //! - `pinax status` — show the node, its tables and tablets.
+//! - `pinax cluster start|stop|kill|restart` — a local multi-node cluster
+//!   (`cluster.rs`).
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
@@ -13,6 +15,7 @@ use pinax_client::Client;
 use pinax_common::HybridClock;
 use pinax_engine_rocks::SharedResources;
 use pinax_tserver::{Node, NodeConfig, RocksFactory, RpcServer};
+mod cluster;
 mod postgres;
 
 use std::path::{Path, PathBuf};
@@ -37,6 +40,9 @@ enum Cmd {
     Stop(DirArgs),
     /// Show a node's status, tables and tablets.
     Status(StatusArgs),
+    /// A local multi-node cluster on loopback.
+    #[command(subcommand)]
+    Cluster(cluster::ClusterCmd),
 }
 
 #[derive(Args, Clone)]
@@ -139,6 +145,7 @@ fn main() {
         Cmd::Run(a) => run(a),
         Cmd::Stop(a) => stop(a),
         Cmd::Status(a) => status(a),
+        Cmd::Cluster(c) => cluster::run(c),
     };
     if let Err(e) = res {
         eprintln!("pinax: {e:#}");
@@ -314,14 +321,15 @@ fn status(a: StatusArgs) -> Result<()> {
     let client = Client::connect(&addr).with_context(|| format!("no pinax node answers at {addr}"))?;
     let s = client.status()?;
     println!("node {} at {} (data dir {}), hybrid time {}", s.node_id, s.rpc_addr, s.data_dir, s.hybrid_time);
-    println!("nodes: 1 live");
+    let nodes: Vec<String> = s.nodes.iter().map(|(id, a)| format!("{id}@{a}")).collect();
+    println!("nodes: {} live: {}", s.nodes.len(), nodes.join(" "));
     println!("status tablet 0: {} transaction records", s.status_tablet_records);
     println!("tables: {}", s.tables.len());
     for t in &s.tables {
         println!("  {} (id {}, {:?}): {} tablets", t.name, t.id.0, t.sharding, t.tablets.len());
         for ti in &t.tablets {
             let end = ti.partition.end.as_ref().map(|e| hex(e)).unwrap_or_else(|| "∞".into());
-            println!("    tablet {:>5} [{}, {}) leader {}", ti.id.0, hex(&ti.partition.start), end, ti.leader);
+            println!("    tablet {:>5} [{}, {}) leader {} replicas {}", ti.id.0, hex(&ti.partition.start), end, ti.leader, ti.replicas.join(","));
         }
     }
     Ok(())

@@ -77,6 +77,8 @@ pub struct NodeStatus {
     pub tables: Vec<TableInfo>,
     pub status_tablet_records: u64,
     pub hybrid_time: HybridTime,
+    /// The cluster's live nodes (id, RPC address) as the master sees them.
+    pub nodes: Vec<(u64, String)>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

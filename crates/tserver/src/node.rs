@@ -490,14 +490,26 @@ impl<F: EngineFactory> Node<F> {
         match req {
             Request::Ping => Ok(Response::Pong { node_id: self.cfg.node_id }),
             Request::Now => Ok(Response::Now(self.clock.now())),
-            Request::Status => Ok(Response::Status(NodeStatus {
-                node_id: self.cfg.node_id,
-                rpc_addr: self.cfg.rpc_addr.clone(),
-                data_dir: self.cfg.data_dir.clone(),
-                tables: self.catalog.tables(),
-                status_tablet_records: self.status.len() as u64,
-                hybrid_time: self.clock.now(),
-            })),
+            Request::Status => {
+                // Tables and live nodes are the master's.
+                let (tables, nodes) = if self.is_master() {
+                    (self.catalog.tables(), self.live_nodes())
+                } else {
+                    match self.call_master(Request::Status)? {
+                        Response::Status(m) => (m.tables, m.nodes),
+                        other => return Err(err(ErrorCode::Internal, format!("unexpected answer to Status: {other:?}"))),
+                    }
+                };
+                Ok(Response::Status(NodeStatus {
+                    node_id: self.cfg.node_id,
+                    rpc_addr: self.cfg.rpc_addr.clone(),
+                    data_dir: self.cfg.data_dir.clone(),
+                    tables,
+                    status_tablet_records: self.status.len() as u64,
+                    hybrid_time: self.clock.now(),
+                    nodes,
+                }))
+            }
             req @ (Request::CreateTable { .. } | Request::DropTable { .. } | Request::GetTable { .. } | Request::RegisterNode { .. }) if !self.is_master() => self.call_master(req),
             Request::CreateTable { name, sharding, if_not_exists } => self.create_table(&name, sharding, if_not_exists).map(Response::Table),
             Request::DropTable { name, if_exists } => self.drop_table(&name, if_exists),

@@ -1,0 +1,208 @@
+//! `pinax cluster`: a local multi-node cluster on loopback, for tests and demos.
+//!
+//! `pinax cluster start --nodes N` starts N nodes with data directories
+//! `<dir>/node-1` … `<dir>/node-N` on RPC ports `base`, `base+1`, …: node 1 is the
+//! master and runs PostgreSQL (on `--pg-port`); the others join it. New tables get
+//! `--replication-factor` replicas (default 3). The layout is kept in
+//! `<dir>/cluster.conf`, so `stop`, `kill NODE` (SIGKILL) and `restart NODE` need only
+//! the directory. (PostgreSQL runs on node 1 only: other nodes' PostgreSQL would not
+//! see tables created through node 1 until DDL propagates.)
+
+use crate::{alive, default_data_dir, read_pid, start, stop, DirArgs, NodeArgs};
+use anyhow::{bail, Context, Result};
+use clap::{Args, Subcommand};
+use pinax_client::Client;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+#[derive(Subcommand)]
+pub enum ClusterCmd {
+    /// Start (or restart) a local cluster of N nodes and wait until all have joined.
+    Start(StartArgs),
+    /// Stop every node of the cluster cleanly.
+    Stop(ClusterDir),
+    /// Kill node NODE (1-based) with SIGKILL.
+    Kill(NodeSel),
+    /// Start node NODE again (killing it first if it runs).
+    Restart(NodeSel),
+}
+
+#[derive(Args)]
+pub struct StartArgs {
+    #[arg(long, default_value_t = 3)]
+    nodes: u32,
+    /// Parent of the nodes' data directories (default: the single-node default).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// RPC port of node 1; node i listens on base + i - 1.
+    #[arg(long, default_value_t = 7100)]
+    base_port: u16,
+    /// PostgreSQL port (node 1).
+    #[arg(long, default_value_t = 5433)]
+    pg_port: u16,
+    #[arg(long, default_value_t = 3)]
+    replication_factor: u32,
+    /// Tablets a new hash-sharded table gets per node.
+    #[arg(long, default_value_t = 8)]
+    tablets_per_node: u32,
+    /// Do not start PostgreSQL.
+    #[arg(long)]
+    no_postgres: bool,
+}
+
+#[derive(Args)]
+pub struct ClusterDir {
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+}
+
+#[derive(Args)]
+pub struct NodeSel {
+    /// Node number (1-based).
+    node: u32,
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+}
+
+/// What `cluster.conf` keeps.
+struct Layout {
+    nodes: u32,
+    base_port: u16,
+    pg_port: u16,
+    replication_factor: u32,
+    tablets_per_node: u32,
+    no_postgres: bool,
+}
+
+fn conf(dir: &Path) -> PathBuf {
+    dir.join("cluster.conf")
+}
+
+fn save(dir: &Path, l: &Layout) -> Result<()> {
+    let text = format!(
+        "nodes={}\nbase_port={}\npg_port={}\nreplication_factor={}\ntablets_per_node={}\nno_postgres={}\n",
+        l.nodes, l.base_port, l.pg_port, l.replication_factor, l.tablets_per_node, l.no_postgres
+    );
+    std::fs::write(conf(dir), text).with_context(|| format!("writing {}", conf(dir).display()))
+}
+
+fn load(dir: &Path) -> Result<Layout> {
+    let text = std::fs::read_to_string(conf(dir)).with_context(|| format!("no cluster in {} (reading cluster.conf)", dir.display()))?;
+    let get = |k: &str| -> Result<String> {
+        text.lines().find_map(|l| l.strip_prefix(&format!("{k}="))).map(str::to_string).with_context(|| format!("cluster.conf has no {k}"))
+    };
+    Ok(Layout {
+        nodes: get("nodes")?.parse()?,
+        base_port: get("base_port")?.parse()?,
+        pg_port: get("pg_port")?.parse()?,
+        replication_factor: get("replication_factor")?.parse()?,
+        tablets_per_node: get("tablets_per_node")?.parse()?,
+        no_postgres: get("no_postgres")?.parse()?,
+    })
+}
+
+fn node_dir(dir: &Path, i: u32) -> PathBuf {
+    dir.join(format!("node-{i}"))
+}
+
+fn node_args(dir: &Path, l: &Layout, i: u32) -> NodeArgs {
+    NodeArgs {
+        data_dir: Some(node_dir(dir, i)),
+        port: l.base_port + (i - 1) as u16,
+        tablets_per_node: l.tablets_per_node,
+        no_sync: false,
+        txn_timeout_secs: 5,
+        block_cache_mb: 128,
+        memtable_mb: 128,
+        pg_port: l.pg_port,
+        no_postgres: l.no_postgres || i != 1,
+        join: (i != 1).then(|| format!("127.0.0.1:{}", l.base_port)),
+        replication_factor: l.replication_factor,
+    }
+}
+
+pub fn run(cmd: ClusterCmd) -> Result<()> {
+    match cmd {
+        ClusterCmd::Start(a) => {
+            let dir = default_data_dir(a.data_dir);
+            if a.nodes == 0 {
+                bail!("a cluster needs at least one node");
+            }
+            std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+            let l = Layout { nodes: a.nodes, base_port: a.base_port, pg_port: a.pg_port, replication_factor: a.replication_factor, tablets_per_node: a.tablets_per_node, no_postgres: a.no_postgres };
+            save(&dir, &l)?;
+            // Node 1 first (the master), without PostgreSQL until every node joined:
+            // tables created before that would get fewer replicas.
+            let mut first = node_args(&dir, &l, 1);
+            first.no_postgres = true;
+            start(first)?;
+            for i in 2..=l.nodes {
+                start(node_args(&dir, &l, i))?;
+            }
+            wait_joined(&format!("127.0.0.1:{}", l.base_port), l.nodes as usize)?;
+            start(node_args(&dir, &l, 1))?;
+            println!("pinax cluster of {} nodes started (replication factor {}), data in {}", l.nodes, l.replication_factor.min(l.nodes), dir.display());
+            Ok(())
+        }
+        ClusterCmd::Stop(a) => {
+            let dir = default_data_dir(a.data_dir);
+            let l = load(&dir)?;
+            for i in (1..=l.nodes).rev() {
+                stop(DirArgs { data_dir: Some(node_dir(&dir, i)) })?;
+            }
+            Ok(())
+        }
+        ClusterCmd::Kill(a) => {
+            let dir = default_data_dir(a.data_dir);
+            let l = load(&dir)?;
+            check_node(&l, a.node)?;
+            kill(&node_dir(&dir, a.node))
+        }
+        ClusterCmd::Restart(a) => {
+            let dir = default_data_dir(a.data_dir);
+            let l = load(&dir)?;
+            check_node(&l, a.node)?;
+            kill(&node_dir(&dir, a.node))?;
+            start(node_args(&dir, &l, a.node))
+        }
+    }
+}
+
+fn check_node(l: &Layout, n: u32) -> Result<()> {
+    if n == 0 || n > l.nodes {
+        bail!("node {n} is not in this cluster of {} nodes", l.nodes);
+    }
+    Ok(())
+}
+
+fn kill(dir: &Path) -> Result<()> {
+    let Some(pid) = read_pid(dir) else {
+        println!("node of {} is not running", dir.display());
+        return Ok(());
+    };
+    if alive(pid) {
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL).context("killing the node")?;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while alive(pid) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        println!("killed node of {} (pid {pid})", dir.display());
+    }
+    Ok(())
+}
+
+/// Wait until the master at `master` reports `n` live nodes.
+fn wait_joined(master: &str, n: usize) -> Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Ok(s) = Client::connect(master).and_then(|c| c.status()) {
+            if s.nodes.len() >= n {
+                return Ok(());
+            }
+        }
+        if Instant::now() > deadline {
+            bail!("the master at {master} did not see {n} nodes within 60 s");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
