@@ -84,6 +84,7 @@ bench: build ext
 	PINAX_BIN=$(PINAX_BIN) bash bench/seed.sh
 	PINAX_BIN=$(PINAX_BIN) bash bench/ycsb.sh
 	PINAX_BIN=$(PINAX_BIN) bash bench/inserts.sh
+	bash bench/failover.sh
 
 clean-cache:
 	rm -rf $(CARGO_TARGET_DIR)

@@ -108,9 +108,11 @@ pub enum Request {
     /// `waiter`: the transaction that waits, for deadlock detection (a wait that
     /// would close a cycle of waiters fails with `Deadlock`).
     WaitTxn { txn: TxnId, waiter: Option<TxnId>, timeout_ms: u32 },
-    /// A Raft message (`pinax_raft::network`) for this node's replica of group
-    /// (tablet) `group`: `kind` says which RPC, `body` is its bincode.
-    Raft { group: u64, kind: u8, body: Vec<u8> },
+    /// A Raft message (`pinax_raft::network`) for node `target`'s replica of group
+    /// (tablet) `group`: `kind` says which RPC, `body` is its bincode. A node whose
+    /// id is not `target` refuses it (a node restarted with a new id at an old
+    /// address must not answer for the old one).
+    Raft { group: u64, target: u64, kind: u8, body: Vec<u8> },
     /// To the master: node `node_id` (0: a new node, which gets an id) serves at
     /// `addr`. Nodes send it every second; it is how the master knows who is alive.
     RegisterNode { node_id: u64, addr: String },

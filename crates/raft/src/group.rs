@@ -11,6 +11,12 @@
 //!   for `election_timeout_max` after that, so the leader may serve reads until
 //!   `t + election_timeout_min / 2` (the lease) without another round. A group of one
 //!   voter needs no round at all.
+//!
+//! A write that is not committed within [`REPLICATE_TIMEOUT`] (the leader lost its
+//! quorum) fails with [`GroupError::Timeout`]; its entry may still commit later. Until
+//! that is settled (applied here, or the term changed), the leader decides nothing
+//! else: a later write checked without the earlier one's effects could conflict
+//! with it.
 
 use crate::log_store::LogStore;
 use crate::network::{Network, Transport};
@@ -34,7 +40,12 @@ pub enum GroupError {
     Fatal(String),
     #[error("raft storage: {0}")]
     Storage(String),
+    #[error("the write was not committed in time (no quorum?); it may still commit")]
+    Timeout,
 }
+
+/// How long a write waits to be committed.
+pub const REPLICATE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How long a write waits for an election when the group has no leader.
 const ELECTION_WAIT: Duration = Duration::from_secs(5);
@@ -49,6 +60,9 @@ pub struct RaftGroup {
     /// Reads are served without a round until then (see the module docs).
     lease_until: Mutex<Option<Instant>>,
     lease: Duration,
+    /// A write that timed out: its (term, last log index at the time). Settled when
+    /// applied here or when the term has changed.
+    unsettled: Mutex<Option<(u64, u64)>>,
 }
 
 fn fatal<E: std::fmt::Display>(e: E) -> GroupError {
@@ -73,6 +87,7 @@ impl RaftGroup {
             synced_term: AtomicU64::new(0),
             lease_until: Mutex::new(None),
             lease: Duration::from_millis(timing.election_min_ms / 2),
+            unsettled: Mutex::new(None),
         })
     }
 
@@ -152,10 +167,42 @@ impl RaftGroup {
         if self.synced_term.load(Ordering::Acquire) != term {
             let started = Instant::now();
             self.linearize()?;
+            self.settle(term)?;
             self.synced_term.store(term, Ordering::Release);
             *self.lease_until.lock() = Some(started + self.lease);
         }
         Ok(term)
+    }
+
+    /// After a write timed out in term `term`: wait (briefly) until its entry is
+    /// applied here; an entry of an earlier term was settled by `linearize` (the
+    /// new term's first entry commits or a new leader discarded it).
+    fn settle(&self, term: u64) -> Result<(), GroupError> {
+        let Some((t, index)) = *self.unsettled.lock() else {
+            return Ok(());
+        };
+        if t == term {
+            let mut rx = self.raft.metrics();
+            let applied = self.rt.block_on(async {
+                tokio::time::timeout(Duration::from_secs(1), async {
+                    loop {
+                        if rx.borrow().last_applied.is_some_and(|l| l.index >= index) {
+                            return true;
+                        }
+                        if rx.changed().await.is_err() {
+                            return false;
+                        }
+                    }
+                })
+                .await
+                .unwrap_or(false)
+            });
+            if !applied {
+                return Err(GroupError::Timeout);
+            }
+        }
+        *self.unsettled.lock() = None;
+        Ok(())
     }
 
     fn linearize(&self) -> Result<(), GroupError> {
@@ -188,7 +235,14 @@ impl RaftGroup {
 
     /// Replicate `cmd` and return once it is committed and applied here.
     pub fn replicate(&self, cmd: Command) -> Result<(), GroupError> {
-        match self.rt.block_on(self.raft.client_write(cmd)) {
+        let res = self.rt.block_on(async { tokio::time::timeout(REPLICATE_TIMEOUT, self.raft.client_write(cmd)).await });
+        let Ok(res) = res else {
+            let m = self.raft.metrics().borrow().clone();
+            *self.unsettled.lock() = Some((m.current_term, m.last_log_index.unwrap_or(0)));
+            self.synced_term.store(0, Ordering::Release);
+            return Err(GroupError::Timeout);
+        };
+        match res {
             Ok(_) => Ok(()),
             Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => {
                 Err(GroupError::NotLeader { leader: f.leader_id.filter(|l| *l != self.node_id), leader_addr: f.leader_node.map(|n| n.addr) })

@@ -22,6 +22,8 @@ pub enum Error {
     InvalidRequest(String),
     #[error("this replica of tablet {tablet_id} is not its leader")]
     NotLeader { tablet_id: TabletId, leader_hint: Option<String> },
+    #[error("tablet {tablet_id} is unavailable: {message}")]
+    Unavailable { tablet_id: TabletId, message: String },
 }
 
 impl Error {
@@ -37,6 +39,7 @@ impl Error {
             Error::FormatVersion { .. } => ErrorCode::Corruption,
             Error::InvalidRequest(_) => ErrorCode::InvalidRequest,
             Error::NotLeader { .. } => ErrorCode::NotLeader,
+            Error::Unavailable { .. } => ErrorCode::Unavailable,
         }
     }
     pub fn is_retryable(&self) -> bool {

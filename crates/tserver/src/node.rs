@@ -131,6 +131,13 @@ pub struct Node<F: EngineFactory> {
 /// Decided remote outcomes kept at most (the cache is cleared when full).
 const REMOTE_OUTCOMES_MAX: usize = 100_000;
 
+/// Why creating a table failed: because of one node (place it again without that
+/// node), or otherwise.
+enum CreateFailed {
+    Node(u64, RpcError),
+    Other(RpcError),
+}
+
 /// A node not heard from for this long gets no new replicas.
 const NODE_LIVENESS: Duration = Duration::from_secs(5);
 
@@ -570,7 +577,8 @@ impl<F: EngineFactory> Node<F> {
             Request::LocateTablet { tablet } if self.is_master() => self.locate_tablet(tablet),
             req @ Request::LocateTablet { .. } => self.call_master(req),
             Request::ResolveTxn { tablet, txn, commit_ht } => self.resolve_txn_here(tablet, txn, commit_ht),
-            Request::Raft { group, kind, body } => {
+            Request::Raft { target, .. } if target != self.cfg.node_id => Err(err(ErrorCode::Unavailable, format!("node {target} is not at {}", self.cfg.rpc_addr))),
+            Request::Raft { group, kind, body, .. } => {
                 let kind = pinax_raft::network::MsgKind::from_u8(kind).ok_or_else(|| err(ErrorCode::InvalidRequest, format!("unknown raft message kind {kind}")))?;
                 let g = self.groups.read().get(&TabletId(group)).cloned();
                 let g = g.ok_or_else(|| err(ErrorCode::TabletNotFound, format!("tablet {group} has no replica on this node")))?;
@@ -584,7 +592,28 @@ impl<F: EngineFactory> Node<F> {
     /// each tablet, so replicas and first leaders spread evenly; the first member
     /// bootstraps the group and is its expected leader.
     fn create_table(&self, name: &str, sharding: Sharding, if_not_exists: bool) -> Result<TableInfo, RpcError> {
-        let live = self.live_nodes();
+        // A node that fails to create its replica is left out and the table placed
+        // again on the others (it may have died since it last registered).
+        let mut down: Vec<u64> = Vec::new();
+        loop {
+            match self.try_create_table(name, sharding.clone(), if_not_exists, &down) {
+                Err(CreateFailed::Node(id, e)) => {
+                    tracing::warn!(node_id = id, error = %e, "a node could not create its replicas; placing the table without it");
+                    self.nodes.lock().remove(&id);
+                    down.push(id);
+                    if down.len() >= 3 {
+                        return Err(e);
+                    }
+                }
+                Err(CreateFailed::Other(e)) => return Err(e),
+                Ok(t) => return Ok(t),
+            }
+        }
+    }
+
+    fn try_create_table(&self, name: &str, sharding: Sharding, if_not_exists: bool, down: &[u64]) -> Result<TableInfo, CreateFailed> {
+        let mut live = self.live_nodes();
+        live.retain(|(id, _)| !down.contains(id) || *id == self.cfg.node_id);
         let rf = (self.cfg.replication_factor.max(1) as usize).min(live.len());
         let sharding = match sharding {
             Sharding::Hash { tablets: 0 } => Sharding::Hash { tablets: self.cfg.tablets_per_node * (live.len() / rf).max(1) as u32 },
@@ -592,8 +621,8 @@ impl<F: EngineFactory> Node<F> {
         };
         let mut plan = match self.catalog.plan_table(name, sharding, &self.cfg.rpc_addr) {
             Ok(p) => p,
-            Err(CatalogError::AlreadyExists(_)) if if_not_exists => return self.catalog.get(name).map_err(catalog_err),
-            Err(e) => return Err(catalog_err(e)),
+            Err(CatalogError::AlreadyExists(_)) if if_not_exists => return self.catalog.get(name).map_err(|e| CreateFailed::Other(catalog_err(e))),
+            Err(e) => return Err(CreateFailed::Other(catalog_err(e))),
         };
         let mut placed: Vec<(TabletInfo, Vec<(u64, String)>)> = Vec::new();
         let first = (plan.id.0 as usize) % live.len();
@@ -607,14 +636,15 @@ impl<F: EngineFactory> Node<F> {
         let mut done: Vec<(String, TabletId)> = Vec::new();
         for bootstrap in [false, true] {
             for (ti, members) in &placed {
-                for (k, (_, addr)) in members.iter().enumerate() {
+                for (k, (node_id, addr)) in members.iter().enumerate() {
                     if (k == 0) != bootstrap {
                         continue;
                     }
                     let req = Request::CreateReplica { tablet: ti.clone(), members: members.clone(), bootstrap };
                     if let Err(e) = self.call_node(addr, req) {
                         self.drop_replicas(&done);
-                        return Err(err(e.code, format!("creating a replica of tablet {} on {addr}: {}", ti.id.0, e.message)));
+                        let e = err(e.code, format!("creating a replica of tablet {} on {addr}: {}", ti.id.0, e.message));
+                        return Err(if *node_id == self.cfg.node_id { CreateFailed::Other(e) } else { CreateFailed::Node(*node_id, e) });
                     }
                     done.push((addr.clone(), ti.id));
                 }
@@ -622,7 +652,7 @@ impl<F: EngineFactory> Node<F> {
         }
         if let Err(e) = self.catalog.commit_table(&plan) {
             self.drop_replicas(&done);
-            return Err(catalog_err(e));
+            return Err(CreateFailed::Other(catalog_err(e)));
         }
         Ok(plan)
     }

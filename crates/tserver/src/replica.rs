@@ -26,6 +26,7 @@ pub struct RaftReplicator {
 fn group_err(tablet_id: TabletId, e: GroupError) -> TabletError {
     match e {
         GroupError::NotLeader { leader_addr, .. } => TabletError::NotLeader { tablet_id, leader_hint: leader_addr },
+        GroupError::Timeout => TabletError::Unavailable { tablet_id, message: GroupError::Timeout.to_string() },
         other => TabletError::Engine(pinax_engine::Error::Other(format!("tablet {}: {other}", tablet_id.0))),
     }
 }
@@ -82,13 +83,28 @@ impl RpcTransport {
     /// Send one request to the node at `addr` and wait for its answer.
     pub fn request(&self, addr: &str, request: Request) -> Result<Response, pinax_proto::RpcError> {
         use pinax_common::ErrorCode;
+        let unavailable = |e: &dyn std::fmt::Display| pinax_proto::RpcError::new(ErrorCode::Unavailable, format!("node {addr} is unavailable: {e}"));
         let pooled = self.pools.lock().get_mut(addr).and_then(|p| p.pop());
-        let mut conn = match pooled {
-            Some(c) => c,
-            None => PeerConn::connect(addr).map_err(|e| pinax_proto::RpcError::new(ErrorCode::Unavailable, format!("node {addr} is unavailable: {e}")))?,
-        };
         let env = RequestEnvelope { ht: self.clock.now(), request };
-        let resp = conn.call(&env).map_err(|e| pinax_proto::RpcError::new(ErrorCode::Unavailable, format!("node {addr} is unavailable: {e}")))?;
+        let (conn, resp) = match pooled {
+            Some(mut c) => match c.call(&env) {
+                Ok(r) => (c, r),
+                // A pooled connection the node closed (it restarted): its other
+                // pooled connections are as stale; send once more on a new one.
+                Err(FrameError::Io(_)) => {
+                    self.pools.lock().remove(addr);
+                    let mut c = PeerConn::connect(addr).map_err(|e| unavailable(&e))?;
+                    let r = c.call(&env).map_err(|e| unavailable(&e))?;
+                    (c, r)
+                }
+                Err(e) => return Err(unavailable(&e)),
+            },
+            None => {
+                let mut c = PeerConn::connect(addr).map_err(|e| unavailable(&e))?;
+                let r = c.call(&env).map_err(|e| unavailable(&e))?;
+                (c, r)
+            }
+        };
         self.clock.update(resp.ht);
         let mut pools = self.pools.lock();
         let pool = pools.entry(addr.to_string()).or_default();
@@ -104,30 +120,12 @@ impl RpcTransport {
 const POOL_PER_PEER: usize = 8;
 
 impl Transport for RpcTransport {
-    fn call(&self, _target: NodeId, addr: &str, group: u64, kind: MsgKind, body: Vec<u8>) -> Result<Vec<u8>, TransportError> {
-        let pooled = self.pools.lock().get_mut(addr).and_then(|p| p.pop());
-        let mut conn = match pooled {
-            Some(c) => c,
-            None => PeerConn::connect(addr).map_err(|e| TransportError::Unreachable(format!("{addr}: {e}")))?,
-        };
-        let env = RequestEnvelope { ht: self.clock.now(), request: Request::Raft { group, kind: kind as u8, body } };
-        let resp = match conn.call(&env) {
-            Ok(r) => r,
-            // A pooled connection may have been closed by a restarted peer: the
-            // message is lost, and openraft sends it again.
-            Err(FrameError::Io(e)) => return Err(TransportError::Unreachable(format!("{addr}: {e}"))),
-            Err(e) => return Err(TransportError::Other(format!("{addr}: {e}"))),
-        };
-        self.clock.update(resp.ht);
-        let mut pools = self.pools.lock();
-        let pool = pools.entry(addr.to_string()).or_default();
-        if pool.len() < POOL_PER_PEER {
-            pool.push(conn);
-        }
-        drop(pools);
-        match resp.result {
+    fn call(&self, target: NodeId, addr: &str, group: u64, kind: MsgKind, body: Vec<u8>) -> Result<Vec<u8>, TransportError> {
+        match self.request(addr, Request::Raft { group, target, kind: kind as u8, body }) {
             Ok(Response::Raft(bytes)) => Ok(bytes),
             Ok(other) => Err(TransportError::Other(format!("{addr}: unexpected answer to a raft message: {other:?}"))),
+            // Not reached (down, restarting) or not node `target` any more.
+            Err(e) if e.code == pinax_common::ErrorCode::Unavailable => Err(TransportError::Unreachable(format!("{addr}: {e}"))),
             Err(e) => Err(TransportError::Other(format!("{addr}: {e}"))),
         }
     }
