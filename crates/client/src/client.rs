@@ -53,6 +53,11 @@ pub struct Client {
     pub(crate) inner: Arc<Inner>,
 }
 
+/// A fresh write request id (never 0).
+pub(crate) fn new_request_id() -> u128 {
+    rand::random::<u128>() | 1
+}
+
 fn unexpected(r: Response) -> ClientError {
     ClientError::Protocol(format!("unexpected response {r:?}"))
 }
@@ -271,10 +276,13 @@ impl Client {
         let info = self.table(table)?;
         let first = info.tablet_index_for(&ops[0].key);
         if ops.iter().all(|op| info.tablet_index_for(&op.key) == first) {
+            // One id for every send of this write: a replica that applied it
+            // answers a resend without applying it again.
+            let request = new_request_id();
             return self.with_locations(table, |t| {
                 let idx = t.tablet_index_for(&ops[0].key);
                 let ti = &t.tablets[idx];
-                match self.call_tablet(ti, Request::Write { tablet: ti.id, ops: ops.to_vec(), read_ht, txn: None })? {
+                match self.call_tablet(ti, Request::Write { tablet: ti.id, ops: ops.to_vec(), read_ht, txn: None, request })? {
                     Response::Written { ht } => Ok(ht),
                     r => Err(unexpected(r)),
                 }

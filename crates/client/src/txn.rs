@@ -101,7 +101,7 @@ impl Txn {
         let groups = Client::group_by_tablet(&info, ops);
         for (idx, ops) in groups {
             let ti = &info.tablets[idx];
-            let write = Request::Write { tablet: ti.id, ops, read_ht: Some(self.read_ht), txn: Some((self.id, self.seq)) };
+            let write = Request::Write { tablet: ti.id, ops, read_ht: Some(self.read_ht), txn: Some((self.id, self.seq)), request: crate::client::new_request_id() };
             if !self.created {
                 // The status record must exist before the first intent.
                 match self.client.call_at(&self.status_addr, Request::CreateTxn { txn: self.id })? {

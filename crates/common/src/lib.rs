@@ -17,7 +17,9 @@
 pub mod error_code;
 pub mod hybrid_time;
 pub mod ids;
+pub mod recent;
 
 pub use error_code::ErrorCode;
 pub use hybrid_time::{Clock, HybridClock, HybridTime, ManualClock, SkewedClock, SystemClock};
 pub use ids::{NodeId, TableId, TabletId, TxnId};
+pub use recent::RecentRequests;

@@ -177,6 +177,32 @@ impl<E: KvEngine> Catalog<E> {
         Ok(())
     }
 
+    /// Replace replica `old` of tablet `tablet` of table `name` by `new` (its
+    /// replica moved off a dead node; the leader becomes `new` if it was `old`), or
+    /// without `old` add `new` (an under-replicated tablet got a replica).
+    pub fn move_replica(&self, name: &str, tablet: TabletId, old: Option<&str>, new: &str) -> Result<TableInfo, CatalogError> {
+        let mut st = self.state.lock();
+        let mut t = st.tables.get(name).cloned().ok_or_else(|| CatalogError::NotFound(name.to_string()))?;
+        let ti = t.tablets.iter_mut().find(|ti| ti.id == tablet).ok_or_else(|| CatalogError::Invalid(format!("table {name} has no tablet {}", tablet.0)))?;
+        match old {
+            Some(old) => {
+                for r in ti.replicas.iter_mut().filter(|r| *r == old) {
+                    *r = new.to_string();
+                }
+                if ti.leader == old {
+                    ti.leader = new.to_string();
+                }
+            }
+            None if !ti.replicas.iter().any(|r| r == new) => ti.replicas.push(new.to_string()),
+            None => {}
+        }
+        let mut b = self.engine.new_batch();
+        b.put(Cf::Regular, &table_key(name), &encode_table(&t));
+        self.engine.write(b, WriteOptions { sync: true })?;
+        st.tables.insert(name.to_string(), t.clone());
+        Ok(t)
+    }
+
     pub fn drop_table(&self, name: &str) -> Result<TableInfo, CatalogError> {
         let mut st = self.state.lock();
         let t = st.tables.get(name).cloned().ok_or_else(|| CatalogError::NotFound(name.to_string()))?;

@@ -118,6 +118,7 @@ fn node_args(dir: &Path, l: &Layout, i: u32) -> NodeArgs {
         no_postgres: l.no_postgres || i != 1,
         join: (i != 1).then(|| format!("127.0.0.1:{}", l.base_port)),
         replication_factor: l.replication_factor,
+        node_timeout_secs: 60,
     }
 }
 

@@ -82,6 +82,10 @@ struct NodeArgs {
     /// Replicas per tablet of new tables (master only; capped by the live nodes).
     #[arg(long, default_value_t = 3)]
     replication_factor: u32,
+    /// Seconds without news from a node after which the master re-creates its
+    /// replicas on other nodes.
+    #[arg(long, default_value_t = 60)]
+    node_timeout_secs: u64,
 }
 
 #[derive(Args)]
@@ -196,6 +200,7 @@ fn start(a: NodeArgs) -> Result<()> {
         cmd.arg("--join").arg(j);
     }
     cmd.arg("--replication-factor").arg(a.replication_factor.to_string());
+    cmd.arg("--node-timeout-secs").arg(a.node_timeout_secs.to_string());
     cmd.stdin(std::process::Stdio::null()).stdout(log.try_clone()?).stderr(log);
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     let child = cmd.spawn().context("starting the node")?;
@@ -251,6 +256,7 @@ fn run(a: NodeArgs) -> Result<()> {
         node_id,
         join: a.join.clone(),
         replication_factor: a.replication_factor,
+        node_timeout: Duration::from_secs(a.node_timeout_secs),
         rpc_addr: addr.clone(),
         data_dir: dir.display().to_string(),
         tablets_per_node: a.tablets_per_node,
@@ -320,16 +326,20 @@ fn status(a: StatusArgs) -> Result<()> {
     let addr = a.addr.or_else(|| std::fs::read_to_string(addr_file(&dir)).ok().map(|s| s.trim().to_string())).unwrap_or_else(|| "127.0.0.1:7100".into());
     let client = Client::connect(&addr).with_context(|| format!("no pinax node answers at {addr}"))?;
     let s = client.status()?;
-    println!("node {} at {} (data dir {}), hybrid time {}", s.node_id, s.rpc_addr, s.data_dir, s.hybrid_time);
+    // Written with `writeln!`, not `println!`: a reader that stops early (`| head`)
+    // must not make this panic on a broken pipe.
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "node {} at {} (data dir {}), hybrid time {}", s.node_id, s.rpc_addr, s.data_dir, s.hybrid_time);
     let nodes: Vec<String> = s.nodes.iter().map(|(id, a)| format!("{id}@{a}")).collect();
-    println!("nodes: {} live: {}", s.nodes.len(), nodes.join(" "));
-    println!("status tablet 0: {} transaction records", s.status_tablet_records);
-    println!("tables: {}", s.tables.len());
+    let _ = writeln!(out, "nodes: {} live: {}", s.nodes.len(), nodes.join(" "));
+    let _ = writeln!(out, "status tablet 0: {} transaction records", s.status_tablet_records);
+    let _ = writeln!(out, "tables: {}", s.tables.len());
     for t in &s.tables {
-        println!("  {} (id {}, {:?}): {} tablets", t.name, t.id.0, t.sharding, t.tablets.len());
+        let _ = writeln!(out, "  {} (id {}, {:?}): {} tablets", t.name, t.id.0, t.sharding, t.tablets.len());
         for ti in &t.tablets {
             let end = ti.partition.end.as_ref().map(|e| hex(e)).unwrap_or_else(|| "∞".into());
-            println!("    tablet {:>5} [{}, {}) leader {} replicas {}", ti.id.0, hex(&ti.partition.start), end, ti.leader, ti.replicas.join(","));
+            let _ = writeln!(out, "    tablet {:>5} [{}, {}) leader {} replicas {}", ti.id.0, hex(&ti.partition.start), end, ti.leader, ti.replicas.join(","));
         }
     }
     Ok(())

@@ -21,7 +21,7 @@ fn free_port() -> u16 {
 
 fn spawn(dir: &Path, port: u16, join: Option<u16>) -> Child {
     let mut cmd = Command::new(bin());
-    cmd.args(["run", "--data-dir"]).arg(dir).args(["--port", &port.to_string(), "--block-cache-mb", "16", "--memtable-mb", "32"]);
+    cmd.args(["run", "--data-dir"]).arg(dir).args(["--port", &port.to_string(), "--block-cache-mb", "16", "--memtable-mb", "32", "--node-timeout-secs", "3"]);
     if let Some(m) = join {
         cmd.args(["--join", &format!("127.0.0.1:{m}")]);
     }
@@ -187,6 +187,39 @@ fn three_replicas_survive_a_node_kill_and_restart() {
     cluster.restart(1);
     cluster.restart(2);
     write_all(&c, 900..950, &mut acked);
+    check_all(&c, &acked);
+}
+
+#[test]
+fn a_dead_nodes_replicas_move_to_live_nodes() {
+    let mut cluster = Cluster::start(4);
+    let c = wait_client(&cluster.addr(0));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while c.status().unwrap().nodes.len() < 4 {
+        assert!(Instant::now() < deadline, "the master never saw four nodes");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let table = c.create_table("rf3", Sharding::Hash { tablets: 4 }).unwrap();
+    let gone = cluster.addr(1);
+    assert!(table.tablets.iter().any(|ti| ti.replicas.contains(&gone)));
+    let mut acked = Vec::new();
+    write_all(&c, 0..200, &mut acked);
+    cluster.kill(1);
+    write_all(&c, 200..300, &mut acked);
+    // After the node timeout (3 s here) the master moves node 2's replicas.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let t = c.refresh_table("rf3").unwrap();
+        if t.tablets.iter().all(|ti| !ti.replicas.contains(&gone) && ti.replicas.len() == 3) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "replicas of the dead node were not moved: {t:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // Every tablet now has three replicas on nodes 1, 3 and 4: losing node 3 too
+    // leaves a majority of each.
+    cluster.kill(2);
+    write_all(&c, 300..400, &mut acked);
     check_all(&c, &acked);
 }
 

@@ -115,7 +115,7 @@ mod tests {
     fn sample() -> RequestEnvelope {
         RequestEnvelope {
             ht: HybridTime(42),
-            request: Request::Write { tablet: TabletId(7), ops: vec![WriteOp::put(b"k".to_vec(), b"v".to_vec())], read_ht: None, txn: None },
+            request: Request::Write { tablet: TabletId(7), ops: vec![WriteOp::put(b"k".to_vec(), b"v".to_vec())], read_ht: None, txn: None, request: 0 },
         }
     }
 

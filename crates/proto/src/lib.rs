@@ -93,7 +93,9 @@ pub enum Request {
     /// Write to one tablet. Without `txn`: the single-tablet fast path (committed at
     /// once; `read_ht`, if set, makes commits after it a conflict). With `txn`:
     /// provisional records of that transaction's statement `seq`, at its read time.
-    Write { tablet: TabletId, ops: Vec<WriteOp>, read_ht: Option<HybridTime>, txn: Option<(TxnId, u32)> },
+    /// `request`: the client's id of this write (random, the same when the client
+    /// sends it again; 0: none): a replica that applied it answers without writing.
+    Write { tablet: TabletId, ops: Vec<WriteOp>, read_ht: Option<HybridTime>, txn: Option<(TxnId, u32)>, request: u128 },
     Read { tablet: TabletId, key: Vec<u8>, at: ReadPoint },
     Scan { tablet: TabletId, spec: ScanSpec, at: ReadPoint },
     CreateTxn { txn: TxnId },
@@ -124,6 +126,10 @@ pub enum Request {
     DropReplica { tablet: TabletId },
     /// To the master: where tablet `tablet` is.
     LocateTablet { tablet: TabletId },
+    /// To a tablet's leader: make node `add` (id, RPC address; its replica already
+    /// created) a voter, in place of node `remove` if set. Returns when the new
+    /// membership is committed.
+    ChangeReplicas { tablet: TabletId, add: (u64, String), remove: Option<u64> },
     /// To a tablet's leader: apply (`commit_ht` set) or remove the intents of a
     /// decided transaction (sent by its status tablet's node). Idempotent.
     ResolveTxn { tablet: TabletId, txn: TxnId, commit_ht: Option<HybridTime> },

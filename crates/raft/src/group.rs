@@ -25,7 +25,7 @@ use crate::{config, Command, NodeId, Raft, RaftTiming};
 use openraft::error::{ClientWriteError, RaftError};
 use openraft::{BasicNode, ServerState};
 use parking_lot::Mutex;
-use pinax_common::HybridClock;
+use pinax_common::{HybridClock, HybridTime, RecentRequests};
 use pinax_engine::KvEngine;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -63,6 +63,8 @@ pub struct RaftGroup {
     /// A write that timed out: its (term, last log index at the time). Settled when
     /// applied here or when the term has changed.
     unsettled: Mutex<Option<(u64, u64)>>,
+    /// Request ids the state machine applied lately.
+    recent: Arc<Mutex<RecentRequests>>,
 }
 
 fn fatal<E: std::fmt::Display>(e: E) -> GroupError {
@@ -77,6 +79,7 @@ impl RaftGroup {
     pub fn start<E: KvEngine>(rt: &tokio::runtime::Handle, group: u64, node_id: NodeId, engine: Arc<E>, clock: Arc<HybridClock>, transport: Arc<dyn Transport>, timing: RaftTiming) -> Result<Self, GroupError> {
         let log = LogStore::open(engine.clone()).map_err(|e| GroupError::Storage(e.to_string()))?;
         let sm = StateMachine::new(engine, clock);
+        let recent = sm.recent_requests();
         let net = Network { transport, group };
         let raft = rt.block_on(Raft::new(node_id, config(timing), net, log, sm)).map_err(fatal)?;
         Ok(RaftGroup {
@@ -88,6 +91,7 @@ impl RaftGroup {
             lease_until: Mutex::new(None),
             lease: Duration::from_millis(timing.election_min_ms / 2),
             unsettled: Mutex::new(None),
+            recent,
         })
     }
 
@@ -233,6 +237,12 @@ impl RaftGroup {
         Ok(term)
     }
 
+    /// When write request `id` was applied here, if it was lately. Meaningful to a
+    /// leader after [`RaftGroup::leader_term`] (everything committed is applied).
+    pub fn applied_request(&self, id: u128) -> Option<HybridTime> {
+        self.recent.lock().get(id)
+    }
+
     /// Replicate `cmd` and return once it is committed and applied here.
     pub fn replicate(&self, cmd: Command) -> Result<(), GroupError> {
         let res = self.rt.block_on(async { tokio::time::timeout(REPLICATE_TIMEOUT, self.raft.client_write(cmd)).await });
@@ -250,6 +260,44 @@ impl RaftGroup {
             Err(RaftError::APIError(e)) => Err(fatal(e)),
             Err(RaftError::Fatal(f)) => Err(fatal(f)),
         }
+    }
+
+    /// Leader: make `add` (node id, address) a voter, in place of `remove` if set:
+    /// it first joins as a learner and catches up (from the log, or a snapshot),
+    /// then one membership change makes the new voter set.
+    pub fn replace_voter(&self, add: (NodeId, String), remove: Option<NodeId>, timeout: Duration) -> Result<(), GroupError> {
+        let m = self.raft.metrics().borrow().clone();
+        if m.state != ServerState::Leader {
+            return Err(self.not_leader());
+        }
+        let mut voters: std::collections::BTreeSet<NodeId> = m.membership_config.membership().voter_ids().collect();
+        if voters.contains(&add.0) && remove.is_none_or(|r| !voters.contains(&r)) {
+            return Ok(()); // done before
+        }
+        let res = self.rt.block_on(async {
+            tokio::time::timeout(timeout, async {
+                if !voters.contains(&add.0) {
+                    self.raft.add_learner(add.0, BasicNode::new(&add.1), true).await?;
+                }
+                if let Some(r) = remove {
+                    voters.remove(&r);
+                }
+                voters.insert(add.0);
+                self.raft.change_membership(voters, false).await
+            })
+            .await
+        });
+        match res {
+            Err(_) => Err(GroupError::Timeout),
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_)))) => Err(self.not_leader()),
+            Ok(Err(e)) => Err(fatal(e)),
+        }
+    }
+
+    /// The group's voters (this replica's view).
+    pub fn voters(&self) -> Vec<NodeId> {
+        self.raft.metrics().borrow().membership_config.membership().voter_ids().collect()
     }
 
     /// Stop the group's tasks (the node is closing the tablet).

@@ -53,6 +53,9 @@ pub struct Command {
     pub ht: u64,
     /// [`pinax_engine::OwnedBatch`] bytes.
     pub batch: Vec<u8>,
+    /// The client's id of the write request (0: none): replicas remember it, so a
+    /// request sent again is not applied twice ([`pinax_common::RecentRequests`]).
+    pub request: u128,
 }
 
 /// What applying a command answers (nothing: the leader decided everything).

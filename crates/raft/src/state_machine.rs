@@ -17,7 +17,7 @@ use crate::{decode, encode, Entry, LogId, Membership, Reply, StorageError, TypeC
 use openraft::storage::{RaftStateMachine, Snapshot};
 use openraft::{EntryPayload, ErrorSubject, ErrorVerb, OptionalSend, RaftSnapshotBuilder, SnapshotMeta, StorageIOError};
 use parking_lot::Mutex;
-use pinax_common::{HybridClock, HybridTime};
+use pinax_common::{HybridClock, HybridTime, RecentRequests};
 use pinax_engine::{Cf, IterOptions, KvEngine, KvIterator, OwnedBatch, Snapshot as _, WriteBatch, WriteOptions};
 use std::io::Cursor;
 use std::sync::Arc;
@@ -39,11 +39,13 @@ pub struct StateMachine<E: KvEngine> {
     clock: Arc<HybridClock>,
     /// The last snapshot built (its meta only: the data is the engine).
     built: Arc<Mutex<Option<SnapshotMeta<u64, openraft::BasicNode>>>>,
+    /// Request ids of the commands applied lately.
+    recent: Arc<Mutex<RecentRequests>>,
 }
 
 impl<E: KvEngine> Clone for StateMachine<E> {
     fn clone(&self) -> Self {
-        StateMachine { engine: self.engine.clone(), clock: self.clock.clone(), built: self.built.clone() }
+        StateMachine { engine: self.engine.clone(), clock: self.clock.clone(), built: self.built.clone(), recent: self.recent.clone() }
     }
 }
 
@@ -56,7 +58,12 @@ fn snapshot_id(applied: &Option<LogId>) -> String {
 
 impl<E: KvEngine> StateMachine<E> {
     pub fn new(engine: Arc<E>, clock: Arc<HybridClock>) -> Self {
-        StateMachine { engine, clock, built: Arc::default() }
+        StateMachine { engine, clock, built: Arc::default(), recent: Arc::default() }
+    }
+
+    /// The request ids this state machine records as it applies commands.
+    pub fn recent_requests(&self) -> Arc<Mutex<RecentRequests>> {
+        self.recent.clone()
     }
 
     fn read_state<S: pinax_engine::Snapshot>(snap: &S) -> Result<(Option<LogId>, Membership), StorageError> {
@@ -103,6 +110,7 @@ impl<E: KvEngine> RaftStateMachine<TypeConfig> for StateMachine<E> {
         let mut replies = Vec::new();
         let mut last = None;
         let mut newest_ht = HybridTime(0);
+        let mut requests = Vec::new();
         for e in entries {
             match e.payload {
                 EntryPayload::Blank => {}
@@ -110,6 +118,9 @@ impl<E: KvEngine> RaftStateMachine<TypeConfig> for StateMachine<E> {
                     let ops = OwnedBatch::from_bytes(cmd.batch).map_err(|err| StorageIOError::apply(e.log_id, openraft::AnyError::error(err.to_string())))?;
                     ops.replay(&mut b);
                     newest_ht = newest_ht.max(HybridTime(cmd.ht));
+                    if cmd.request != 0 {
+                        requests.push((cmd.request, HybridTime(cmd.ht)));
+                    }
                 }
                 EntryPayload::Membership(m) => {
                     b.put(Cf::Meta, MEMBERSHIP_KEY, &encode(&Membership::new(Some(e.log_id), m)));
@@ -124,6 +135,10 @@ impl<E: KvEngine> RaftStateMachine<TypeConfig> for StateMachine<E> {
                 self.clock.update(newest_ht);
             }
             self.engine.write(b, WriteOptions { sync: false }).map_err(|e| sm_err(ErrorVerb::Write, e))?;
+            let mut recent = self.recent.lock();
+            for (id, ht) in requests {
+                recent.insert(id, ht);
+            }
         }
         Ok(replies)
     }

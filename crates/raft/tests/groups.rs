@@ -42,7 +42,7 @@ fn start(rt: &tokio::runtime::Runtime, router: &Arc<Router>, id: NodeId, engine:
 fn put(key: &str) -> Command {
     let mut b = OwnedBatch::new();
     b.put(Cf::Regular, key.as_bytes(), b"v");
-    Command { ht: 1, batch: b.into_bytes() }
+    Command { ht: 1, batch: b.into_bytes(), request: 0 }
 }
 
 fn has(e: &MemEngine, key: &str) -> bool {

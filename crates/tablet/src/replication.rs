@@ -15,7 +15,8 @@
 //! memory about the engine: which transactions hold intents).
 
 use crate::error::{Error, Result};
-use pinax_common::{HybridTime, TabletId};
+use pinax_common::{HybridTime, RecentRequests, TabletId};
+use parking_lot::Mutex;
 use pinax_engine::{KvEngine, OwnedBatch, WriteOptions};
 use std::sync::Arc;
 
@@ -26,11 +27,17 @@ pub trait Replicator: Send + Sync + 'static {
     /// Fails with [`Error::NotLeader`] when this replica is not (or no longer) the
     /// leader: the batch may or may not be applied then, and the caller's request
     /// is answered with a retryable error.
-    fn replicate(&self, ht: HybridTime, batch: OwnedBatch) -> Result<()>;
+    fn replicate(&self, ht: HybridTime, batch: OwnedBatch, request: u128) -> Result<()>;
+
+    /// When write request `request` (the client's id; 0: none) was applied, if it
+    /// was lately: a request sent again after its answer was lost is answered, not
+    /// applied twice. Meaningful after [`Replicator::leader_term`].
 
     /// The current leader term when this replica leads and has applied every entry
     /// committed before that term; [`Error::NotLeader`] otherwise. Called before
     /// every write decision.
+    fn applied_request(&self, request: u128) -> Option<HybridTime>;
+
     fn leader_term(&self) -> Result<u64>;
 
     /// The current leader term, or [`Error::NotLeader`] unless a read served now by
@@ -43,20 +50,25 @@ pub trait Replicator: Send + Sync + 'static {
 pub struct DirectWrite<E: KvEngine> {
     engine: Arc<E>,
     sync: bool,
+    recent: Mutex<RecentRequests>,
 }
 
 impl<E: KvEngine> DirectWrite<E> {
     pub fn new(engine: Arc<E>, sync: bool) -> Self {
-        DirectWrite { engine, sync }
+        DirectWrite { engine, sync, recent: Mutex::default() }
     }
 }
 
 impl<E: KvEngine> Replicator for DirectWrite<E> {
-    fn replicate(&self, _ht: HybridTime, batch: OwnedBatch) -> Result<()> {
+    fn replicate(&self, ht: HybridTime, batch: OwnedBatch, request: u128) -> Result<()> {
         let mut b = self.engine.new_batch();
         batch.replay(&mut b);
         self.engine.write(b, WriteOptions { sync: self.sync })?;
+        self.recent.lock().insert(request, ht);
         Ok(())
+    }
+    fn applied_request(&self, request: u128) -> Option<HybridTime> {
+        self.recent.lock().get(request)
     }
     fn leader_term(&self) -> Result<u64> {
         Ok(1)

@@ -187,10 +187,15 @@ impl<E: KvEngine> Tablet<E> {
     /// Single-tablet, non-transactional write: one batch, no intents, committed at a
     /// fresh hybrid time that is returned. With `read_ht`, any committed change to a
     /// written key after `read_ht` is a conflict (read-modify-write safety).
-    pub fn write_fast<R: TxnStatusResolver + ?Sized>(&self, ops: &[WriteOp], read_ht: Option<HybridTime>, resolver: &R) -> Result<HybridTime> {
+    /// `request`: the client's id of this write (0: none); the same request sent
+    /// again after it was applied returns its time without writing anything.
+    pub fn write_fast<R: TxnStatusResolver + ?Sized>(&self, request: u128, ops: &[WriteOp], read_ht: Option<HybridTime>, resolver: &R) -> Result<HybridTime> {
         self.check_keys(ops)?;
         let mut guard = self.write_lock.lock();
         self.lead(&mut guard)?;
+        if let Some(ht) = self.log.applied_request(request) {
+            return Ok(ht);
+        }
         let mut batch = OwnedBatch::new();
         let _ = self.check_ops(ops, None, read_ht, resolver, &mut batch, !guard.intent_txns.is_empty())?;
         let ht = self.mvcc.register_write(&self.clock);
@@ -207,7 +212,7 @@ impl<E: KvEngine> Tablet<E> {
                 WriteOpKind::Lock | WriteOpKind::LockShared => {} // checked above; nothing to hold
             }
         }
-        let res = self.log.replicate(ht, batch);
+        let res = self.log.replicate(ht, batch, request);
         self.mvcc.finish_write(ht);
         res?;
         Ok(ht)
@@ -215,10 +220,14 @@ impl<E: KvEngine> Tablet<E> {
 
     /// Write provisional records for transaction `txn`, statement `seq`. Conflicts
     /// with other transactions' intents, or with commits after `read_ht`, fail.
-    pub fn write_intents<R: TxnStatusResolver + ?Sized>(&self, txn: TxnId, seq: u32, read_ht: HybridTime, ops: &[WriteOp], resolver: &R) -> Result<()> {
+    /// `request` as for [`Tablet::write_fast`].
+    pub fn write_intents<R: TxnStatusResolver + ?Sized>(&self, request: u128, txn: TxnId, seq: u32, read_ht: HybridTime, ops: &[WriteOp], resolver: &R) -> Result<()> {
         self.check_keys(ops)?;
         let mut guard = self.write_lock.lock();
         self.lead(&mut guard)?;
+        if self.log.applied_request(request).is_some() {
+            return Ok(());
+        }
         let mut batch = OwnedBatch::new();
         let write = self.check_ops(ops, Some(txn), Some(read_ht), resolver, &mut batch, !guard.intent_txns.is_empty())?;
         let mut vbuf = Vec::new();
@@ -235,7 +244,7 @@ impl<E: KvEngine> Tablet<E> {
             batch.put(Cf::Intents, &keys::reverse_key(txn, &op.key), &[]);
         }
         guard.intent_txns.insert(txn);
-        self.log.replicate(self.clock.now(), batch)?;
+        self.log.replicate(self.clock.now(), batch, request)?;
         Ok(())
     }
 
@@ -455,7 +464,7 @@ impl<E: KvEngine> Tablet<E> {
         drop(ints);
         drop(snap);
         if n > 0 {
-            self.log.replicate(ht, batch)?;
+            self.log.replicate(ht, batch, 0)?;
         }
         Ok(n)
     }

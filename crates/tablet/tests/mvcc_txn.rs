@@ -55,7 +55,7 @@ impl World {
     }
 
     fn put(&self, key: &str, val: &str) -> HybridTime {
-        self.tablet_for(key.as_bytes()).write_fast(&[WriteOp::put(key, val)], None, &self.resolver()).unwrap()
+        self.tablet_for(key.as_bytes()).write_fast(0, &[WriteOp::put(key, val)], None, &self.resolver()).unwrap()
     }
 
     fn get_at(&self, key: &str, ht: HybridTime) -> Option<String> {
@@ -74,7 +74,7 @@ impl World {
         for t in &self.tablets {
             let mine: Vec<WriteOp> = ops.iter().filter(|o| t.partition().contains(&o.key)).cloned().collect();
             if !mine.is_empty() {
-                t.write_intents(txn, seq, read_ht, &mine, &self.resolver())?;
+                t.write_intents(0, txn, seq, read_ht, &mine, &self.resolver())?;
             }
         }
         Ok(())
@@ -100,7 +100,7 @@ fn versions_visible_by_read_time() {
     assert_eq!(w.get_at("a", t1).as_deref(), Some("1"));
     assert_eq!(w.get_at("a", t2.decremented()).as_deref(), Some("1"));
     assert_eq!(w.get_at("a", t2).as_deref(), Some("2"));
-    let t3 = w.tablets[0].write_fast(&[WriteOp::delete("a")], None, &w.resolver()).unwrap();
+    let t3 = w.tablets[0].write_fast(0, &[WriteOp::delete("a")], None, &w.resolver()).unwrap();
     assert_eq!(w.get_at("a", t3), None);
     assert_eq!(w.get_at("a", t2).as_deref(), Some("2"));
 }
@@ -184,7 +184,7 @@ fn write_write_conflict_is_retryable() {
     assert_eq!(e.code(), ErrorCode::SerializationFailure);
     assert!(e.is_retryable());
     // a fast-path write meets it too
-    let e = w.tablets[0].write_fast(&[WriteOp::put("a", "x")], None, &w.resolver()).unwrap_err();
+    let e = w.tablets[0].write_fast(0, &[WriteOp::put("a", "x")], None, &w.resolver()).unwrap_err();
     assert_eq!(e.code(), ErrorCode::SerializationFailure);
     let commit = w.status.commit(t1, all_ids(&w)).unwrap();
     // t2 read before t1 committed: snapshot-isolation conflict
@@ -198,9 +198,9 @@ fn write_write_conflict_is_retryable() {
     w.txn_write(t3, 1, r3, vec![WriteOp::put("a", "t3")]).unwrap();
     assert_eq!(w.get_at("a", commit).as_deref(), Some("t1"));
     // fast path with a stale read time conflicts with a newer commit
-    let e = w.tablets[0].write_fast(&[WriteOp::put("b", "x")], Some(HybridTime(1)), &w.resolver());
+    let e = w.tablets[0].write_fast(0, &[WriteOp::put("b", "x")], Some(HybridTime(1)), &w.resolver());
     assert!(e.is_ok(), "no version of b exists");
-    let e = w.tablets[0].write_fast(&[WriteOp::put("b", "y")], Some(HybridTime(1)), &w.resolver()).unwrap_err();
+    let e = w.tablets[0].write_fast(0, &[WriteOp::put("b", "y")], Some(HybridTime(1)), &w.resolver()).unwrap_err();
     assert_eq!(e.code(), ErrorCode::SerializationFailure);
 }
 
@@ -456,14 +456,14 @@ fn expired_transaction_is_aborted() {
 #[test]
 fn insert_if_absent() {
     let w = World::new();
-    let ins = |k: &str| w.tablet_for(k.as_bytes()).write_fast(&[WriteOp::insert(k, "v")], None, &w.resolver());
+    let ins = |k: &str| w.tablet_for(k.as_bytes()).write_fast(0, &[WriteOp::insert(k, "v")], None, &w.resolver());
     ins("k").unwrap();
     let e = ins("k").unwrap_err();
     assert_eq!(e.code(), ErrorCode::DuplicateKey);
-    w.tablets[0].write_fast(&[WriteOp::delete("k")], None, &w.resolver()).unwrap();
+    w.tablets[0].write_fast(0, &[WriteOp::delete("k")], None, &w.resolver()).unwrap();
     ins("k").unwrap();
     // duplicate inside one batch
-    let e = w.tablets[0].write_fast(&[WriteOp::insert("d", "1"), WriteOp::insert("d", "2")], None, &w.resolver()).unwrap_err();
+    let e = w.tablets[0].write_fast(0, &[WriteOp::insert("d", "1"), WriteOp::insert("d", "2")], None, &w.resolver()).unwrap_err();
     assert_eq!(e.code(), ErrorCode::DuplicateKey);
     assert_eq!(w.get_at("d", w.now()), None, "failed batch wrote nothing");
     // inside a transaction: own insert then insert again is a duplicate
@@ -526,7 +526,7 @@ fn scans_merge_versions_and_intents_in_order() {
 #[test]
 fn keys_outside_partition_are_refused() {
     let w = World::new();
-    let e = w.tablets[0].write_fast(&[WriteOp::put("zz", "v")], None, &w.resolver()).unwrap_err();
+    let e = w.tablets[0].write_fast(0, &[WriteOp::put("zz", "v")], None, &w.resolver()).unwrap_err();
     assert_eq!(e.code(), ErrorCode::TabletNotFound);
 }
 
@@ -541,7 +541,7 @@ fn history_gc_keeps_what_reads_after_cutoff_need() {
     let mut hts = Vec::new();
     for i in 0..5 {
         manual.advance(100);
-        hts.push(t.write_fast(&[WriteOp::put("k", format!("v{i}"))], None, &none).unwrap());
+        hts.push(t.write_fast(0, &[WriteOp::put("k", format!("v{i}"))], None, &none).unwrap());
     }
     let before = engine.version_count(Cf::Regular);
     cutoff.advance_to(hts[2]);
@@ -603,7 +603,7 @@ fn row_locks_exclude_writers_and_lockers_not_readers() {
         let e = w.txn_write(t2, 1, w.now(), vec![op]).unwrap_err();
         assert_eq!(e.code(), ErrorCode::SerializationFailure);
     }
-    let e = w.tablets[0].write_fast(&[WriteOp::put("a", "x")], None, &w.resolver()).unwrap_err();
+    let e = w.tablets[0].write_fast(0, &[WriteOp::put("a", "x")], None, &w.resolver()).unwrap_err();
     assert_eq!(e.code(), ErrorCode::SerializationFailure);
     // the holder writes the row it locked; a later lock does not undo its write,
     // nor does a lock in the same statement (batch) as the write
@@ -644,7 +644,7 @@ fn shared_locks_are_compatible_with_each_other_only() {
         let e = w.txn_write(t3, 1, w.now(), vec![op]).unwrap_err();
         assert_eq!(e.code(), ErrorCode::SerializationFailure);
     }
-    let e = w.tablets[1].write_fast(&[WriteOp::delete("p")], None, &w.resolver()).unwrap_err();
+    let e = w.tablets[1].write_fast(0, &[WriteOp::delete("p")], None, &w.resolver()).unwrap_err();
     assert_eq!(e.code(), ErrorCode::SerializationFailure);
     // a shared locker meets an exclusive lock or a pending write: conflict
     w.txn_write(t3, 1, w.now(), vec![WriteOp::put("q", "x")]).unwrap();
@@ -658,6 +658,28 @@ fn shared_locks_are_compatible_with_each_other_only() {
         w.tablets[1].apply_intents(t, c).unwrap();
     }
     w.manual.advance(10);
-    w.tablets[1].write_fast(&[WriteOp::delete("p")], None, &w.resolver()).unwrap();
+    w.tablets[1].write_fast(0, &[WriteOp::delete("p")], None, &w.resolver()).unwrap();
     assert_eq!(w.get_at("p", w.now()), None);
+}
+
+#[test]
+fn a_write_sent_again_is_not_applied_twice() {
+    // Regression: a client that lost the answer to an applied write (its leader
+    // died after replicating it) sent it again; an insert then failed with a
+    // duplicate key (found by the 3-node bank test), an update could apply twice.
+    let w = World::new();
+    let t = w.tablet_for(b"k");
+    let first = t.write_fast(41, &[WriteOp::insert("k", "v")], None, &w.resolver()).unwrap();
+    let again = t.write_fast(41, &[WriteOp::insert("k", "v")], None, &w.resolver()).unwrap();
+    assert_eq!(first, again);
+    // A different request is a different write: the insert now finds the row.
+    let e = t.write_fast(42, &[WriteOp::insert("k", "v")], None, &w.resolver()).unwrap_err();
+    assert!(matches!(e, Error::DuplicateKey { .. }), "{e:?}");
+    let txn = tid(40);
+    w.status.create(txn).unwrap();
+    let t = w.tablet_for(b"m");
+    t.write_intents(43, txn, 1, w.now(), &[WriteOp::insert("m", "1")], &w.resolver()).unwrap();
+    t.write_intents(43, txn, 1, w.now(), &[WriteOp::insert("m", "1")], &w.resolver()).unwrap();
+    let e = t.write_intents(44, txn, 1, w.now(), &[WriteOp::insert("m", "1")], &w.resolver()).unwrap_err();
+    assert!(matches!(e, Error::DuplicateKey { .. }), "{e:?}");
 }

@@ -1,5 +1,7 @@
-//! pinax-tserver: the tablet server — a node's tablets, its status tablet, the
-//! (single, for now) master catalog, the RPC service and background work.
+//! pinax-tserver: the tablet server — a node's tablet replicas (each a Raft group,
+//! [`replica`]), its status tablet, the master role (catalog, replica placement,
+//! moving replicas off dead nodes) on the cluster's first node, the RPC service and
+//! background work.
 //!
 //! Key types:
 //! - [`Node`]: owns everything a node serves; [`Node::handle`] executes one

@@ -39,6 +39,9 @@ pub struct NodeConfig {
     pub join: Option<String>,
     /// Replicas per tablet of new tables (fewer when fewer nodes are alive).
     pub replication_factor: u32,
+    /// Master: a node not heard from for this long is gone; its replicas are
+    /// re-created on other nodes.
+    pub node_timeout: Duration,
 }
 
 impl Default for NodeConfig {
@@ -55,6 +58,7 @@ impl Default for NodeConfig {
             raft_timing: RaftTiming::default(),
             join: None,
             replication_factor: 3,
+            node_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -119,6 +123,8 @@ pub struct Node<F: EngineFactory> {
     nodes: Mutex<BTreeMap<u64, (String, Instant)>>,
     /// When this node last registered with the master.
     last_register: Mutex<Option<Instant>>,
+    /// Master: when replica placement was last checked.
+    last_placement_check: Mutex<Instant>,
     /// Every node's RPC address by id (the master's registrations; other nodes
     /// learn them when they register).
     directory: RwLock<BTreeMap<u64, String>>,
@@ -192,6 +198,7 @@ impl<F: EngineFactory> Node<F> {
             requests: AtomicU64::new(0),
             nodes: Mutex::new(BTreeMap::new()),
             last_register: Mutex::new(None),
+            last_placement_check: Mutex::new(Instant::now()),
             directory: RwLock::new(BTreeMap::new()),
             remote_outcomes: Mutex::new(HashMap::new()),
             locations: Mutex::new(HashMap::new()),
@@ -524,14 +531,14 @@ impl<F: EngineFactory> Node<F> {
             Request::RegisterNode { node_id, addr } => self.register_node(node_id, addr),
             Request::CreateReplica { tablet, members, bootstrap } => self.create_replica(ReplicaRecord { tablet, members, bootstrap }),
             Request::DropReplica { tablet } => self.drop_replica(tablet),
-            Request::Write { tablet, ops, read_ht, txn } => {
+            Request::Write { tablet, ops, read_ht, txn, request } => {
                 let t = self.get_tablet(tablet)?;
                 let r = self.resolver();
                 match txn {
-                    None => t.write_fast(&ops, read_ht, &r).map(|ht| Response::Written { ht }).map_err(tablet_err),
+                    None => t.write_fast(request, &ops, read_ht, &r).map(|ht| Response::Written { ht }).map_err(tablet_err),
                     Some((txn, seq)) => {
                         let read_ht = read_ht.ok_or_else(|| err(ErrorCode::InvalidRequest, "a transactional write needs a read time"))?;
-                        t.write_intents(txn, seq, read_ht, &ops, &r).map(|_| Response::Written { ht: read_ht }).map_err(tablet_err)
+                        t.write_intents(request, txn, seq, read_ht, &ops, &r).map(|_| Response::Written { ht: read_ht }).map_err(tablet_err)
                     }
                 }
             }
@@ -577,6 +584,11 @@ impl<F: EngineFactory> Node<F> {
             Request::LocateTablet { tablet } if self.is_master() => self.locate_tablet(tablet),
             req @ Request::LocateTablet { .. } => self.call_master(req),
             Request::ResolveTxn { tablet, txn, commit_ht } => self.resolve_txn_here(tablet, txn, commit_ht),
+            Request::ChangeReplicas { tablet, add, remove } => {
+                let g = self.groups.read().get(&tablet).cloned();
+                let g = g.ok_or_else(|| err(ErrorCode::TabletNotFound, format!("tablet {} has no replica on this node", tablet.0)))?;
+                g.group.replace_voter(add, remove, Duration::from_secs(60)).map(|_| Response::Done).map_err(|e| tablet_err(crate::replica::group_err(tablet, e)))
+            }
             Request::Raft { target, .. } if target != self.cfg.node_id => Err(err(ErrorCode::Unavailable, format!("node {target} is not at {}", self.cfg.rpc_addr))),
             Request::Raft { group, kind, body, .. } => {
                 let kind = pinax_raft::network::MsgKind::from_u8(kind).ok_or_else(|| err(ErrorCode::InvalidRequest, format!("unknown raft message kind {kind}")))?;
@@ -655,6 +667,93 @@ impl<F: EngineFactory> Node<F> {
             return Err(CreateFailed::Other(catalog_err(e)));
         }
         Ok(plan)
+    }
+
+    /// Master: keep every tablet at its replication factor. A replica held by a
+    /// node gone for longer than `node_timeout` moves to a live node holding no
+    /// replica of that tablet (the one with the fewest replicas); a tablet with
+    /// fewer replicas than the replication factor (created while a node was down)
+    /// gets one more on such a node. A move creates the replica there, has the
+    /// tablet's leader change the voters, and records it in the catalog. At most
+    /// one change per tablet per pass.
+    fn re_replicate(&self) {
+        let (dead, live): (Vec<(u64, String)>, Vec<(u64, String)>) = {
+            let mut nodes = self.nodes.lock();
+            nodes.insert(self.cfg.node_id, (self.cfg.rpc_addr.clone(), Instant::now()));
+            let dead = nodes.iter().filter(|(_, (_, seen))| seen.elapsed() >= self.cfg.node_timeout).map(|(id, (a, _))| (*id, a.clone())).collect();
+            let live = nodes.iter().filter(|(_, (_, seen))| seen.elapsed() < NODE_LIVENESS).map(|(id, (a, _))| (*id, a.clone())).collect();
+            (dead, live)
+        };
+        let rf = (self.cfg.replication_factor.max(1) as usize).min(live.len());
+        let tables = self.catalog.tables();
+        let mut load: HashMap<String, usize> = live.iter().map(|(_, a)| (a.clone(), 0)).collect();
+        for ti in tables.iter().flat_map(|t| &t.tablets) {
+            for r in &ti.replicas {
+                if let Some(n) = load.get_mut(r) {
+                    *n += 1;
+                }
+            }
+        }
+        for t in &tables {
+            for ti in &t.tablets {
+                let gone = dead.iter().find(|(_, a)| ti.replicas.contains(a));
+                if gone.is_none() && ti.replicas.len() >= rf {
+                    continue;
+                }
+                let Some((new_id, new_addr)) = live.iter().filter(|(_, a)| !ti.replicas.contains(a)).min_by_key(|(_, a)| load.get(a).copied().unwrap_or(0)).cloned() else {
+                    continue; // no node to put it on
+                };
+                let from = gone.map(|(id, a)| (*id, a.as_str()));
+                match self.move_replica(&t.name, ti, from, (new_id, &new_addr)) {
+                    Ok(()) => {
+                        *load.entry(new_addr.clone()).or_default() += 1;
+                        tracing::info!(tablet_id = ti.id.0, from = ?from.map(|f| f.0), to = new_id, "tablet replica placed");
+                    }
+                    Err(e) => tracing::warn!(tablet_id = ti.id.0, from = ?from.map(|f| f.0), to = new_id, error = %e, "could not place a tablet replica"),
+                }
+            }
+        }
+    }
+
+    /// Put a replica of tablet `ti` on node `new`, in place of dead node `dead` if set.
+    fn move_replica(&self, table: &str, ti: &TabletInfo, dead: Option<(u64, &str)>, new: (u64, &str)) -> Result<(), RpcError> {
+        let dead_addr = dead.map(|d| d.1);
+        let mut members: Vec<(u64, String)> = Vec::new();
+        for r in ti.replicas.iter().filter(|r| Some(r.as_str()) != dead_addr) {
+            let id = self.directory.read().iter().find(|(_, a)| *a == r).map(|(id, _)| *id).unwrap_or(0);
+            members.push((id, r.clone()));
+        }
+        members.push((new.0, new.1.to_string()));
+        let mut moved = ti.clone();
+        moved.replicas = members.iter().map(|(_, a)| a.clone()).collect();
+        if Some(moved.leader.as_str()) == dead_addr {
+            moved.leader = moved.replicas[0].clone();
+        }
+        self.call_node(new.1, Request::CreateReplica { tablet: moved, members, bootstrap: false })?;
+        // The tablet's leader: wherever the catalog's replicas say NotLeader points.
+        let mut addr = ti.leader.clone();
+        let mut last = None;
+        for attempt in 0..(ti.replicas.len() + 3) {
+            if Some(addr.as_str()) == dead_addr {
+                addr = ti.replicas[(attempt + 1) % ti.replicas.len()].clone();
+                continue;
+            }
+            match self.call_node(&addr, Request::ChangeReplicas { tablet: ti.id, add: (new.0, new.1.to_string()), remove: dead.map(|d| d.0) }) {
+                Ok(_) => {
+                    self.catalog.move_replica(table, ti.id, dead_addr, new.1).map_err(catalog_err)?;
+                    self.locations.lock().remove(&ti.id);
+                    return Ok(());
+                }
+                Err(e) => {
+                    addr = match &e.leader {
+                        Some(l) if e.code == ErrorCode::NotLeader => l.clone(),
+                        _ => ti.replicas[(attempt + 1) % ti.replicas.len()].clone(),
+                    };
+                    last = Some(e);
+                }
+            }
+        }
+        Err(last.unwrap_or_else(|| err(ErrorCode::Unavailable, "no leader found")))
     }
 
     /// Best effort: drop replicas (a node that is down keeps its replica until it
@@ -794,6 +893,19 @@ impl<F: EngineFactory> Node<F> {
     /// Periodic background work; call every few hundred milliseconds.
     pub fn tick(&self) {
         self.heartbeat_master();
+        if self.is_master() {
+            let due = {
+                let mut last = self.last_placement_check.lock();
+                let due = last.elapsed() >= Duration::from_secs(1);
+                if due {
+                    *last = Instant::now();
+                }
+                due
+            };
+            if due {
+                self.re_replicate();
+            }
+        }
         // 1. Abort transactions whose client went silent.
         match self.status.expire() {
             Ok(expired) => {

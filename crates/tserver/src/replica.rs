@@ -23,7 +23,7 @@ pub struct RaftReplicator {
     pub group: RaftGroup,
 }
 
-fn group_err(tablet_id: TabletId, e: GroupError) -> TabletError {
+pub(crate) fn group_err(tablet_id: TabletId, e: GroupError) -> TabletError {
     match e {
         GroupError::NotLeader { leader_addr, .. } => TabletError::NotLeader { tablet_id, leader_hint: leader_addr },
         GroupError::Timeout => TabletError::Unavailable { tablet_id, message: GroupError::Timeout.to_string() },
@@ -32,8 +32,11 @@ fn group_err(tablet_id: TabletId, e: GroupError) -> TabletError {
 }
 
 impl Replicator for RaftReplicator {
-    fn replicate(&self, ht: HybridTime, batch: OwnedBatch) -> pinax_tablet::Result<()> {
-        self.group.replicate(Command { ht: ht.0, batch: batch.into_bytes() }).map_err(|e| group_err(self.tablet_id, e))
+    fn replicate(&self, ht: HybridTime, batch: OwnedBatch, request: u128) -> pinax_tablet::Result<()> {
+        self.group.replicate(Command { ht: ht.0, batch: batch.into_bytes(), request }).map_err(|e| group_err(self.tablet_id, e))
+    }
+    fn applied_request(&self, request: u128) -> Option<HybridTime> {
+        self.group.applied_request(request)
     }
     fn leader_term(&self) -> pinax_tablet::Result<u64> {
         self.group.leader_term().map_err(|e| group_err(self.tablet_id, e))

@@ -191,7 +191,7 @@ fn bad_frames_get_errors_and_the_node_survives() {
     let _ = s.read_to_end(&mut rest);
     // 4. requests naming things that do not exist
     let c = Client::connect(&n.addr).unwrap();
-    let e = c.call(Request::Write { tablet: pinax_common::TabletId(999), ops: vec![], read_ht: None, txn: None }).unwrap_err();
+    let e = c.call(Request::Write { tablet: pinax_common::TabletId(999), ops: vec![], read_ht: None, txn: None, request: 0 }).unwrap_err();
     assert_eq!(e.code(), ErrorCode::TabletNotFound);
     let e = c.create_table("bad", Sharding::Hash { tablets: 100_000 }).unwrap_err();
     assert_eq!(e.code(), ErrorCode::InvalidRequest);

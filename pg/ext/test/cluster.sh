@@ -40,9 +40,11 @@ trap cleanup EXIT
 export PGHOST=127.0.0.1 PGPORT=$pg PGUSER=$superuser
 psql_() { psql -X -q -v ON_ERROR_STOP=1 "$@"; }
 psql_ -d postgres -c "CREATE DATABASE bank_cluster"
-"$bin" status --addr "127.0.0.1:$rpc" | grep -q "nodes: 3 live" || { echo "cluster: the master does not see 3 nodes" >&2; exit 1; }
+st=$("$bin" status --addr "127.0.0.1:$rpc")
+grep -q "nodes: 3 live" <<<"$st" || { echo "cluster: the master does not see 3 nodes" >&2; exit 1; }
 psql_ -d bank_cluster -c "CREATE TABLE probe (id int PRIMARY KEY, v text)" -c "INSERT INTO probe SELECT g, 'x' FROM generate_series(1, 100) g"
-replicas=$("$bin" status --addr "127.0.0.1:$rpc" | awk '/^    tablet/ { n = split($NF, r, ","); print n }' | sort -u)
+st=$("$bin" status --addr "127.0.0.1:$rpc")
+replicas=$(awk '/^    tablet/ { n = split($NF, r, ","); print n }' <<<"$st" | sort -u)
 [[ "$replicas" == 3 ]] || { echo "cluster: tablets of a new table have '$replicas' replicas, not 3" >&2; exit 1; }
 
 # Kill node 2 or 3 (alternately) every few seconds, restarting the previous one.

@@ -23,7 +23,7 @@ for iso in "read committed" "repeatable read" "serializable"; do
     -c "INSERT INTO bank_accounts SELECT g, 1000 FROM generate_series(1, $accounts) g"
   out=$(PGOPTIONS="-c default_transaction_isolation=${iso// /\\ }" "$pgbench" -n -M prepared -d "$db" \
           -c "$clients" -j "$clients" -T "$secs" --max-tries=1000 -D accounts="$accounts" \
-          -f "$here/transfer.sql@8" -f "$here/audit.sql@1" -f "$here/counter.sql@1" 2>&1) || { echo "$out" | tail -20; status=1; }
+          -f "$here/transfer.sql@8" -f "$here/audit.sql@1" -f "$here/counter.sql@1" 2>&1) || { grep -iE "error|fatal" <<<"$out" | head -5; echo "$out" | tail -3; status=1; }
   # " - 1476 transactions (89.8% of total, ...)" under each script's heading.
   script_txns() { awk -v s="SQL script $1:" 'index($0, s) == 1 { on = 1 } on && / transactions \(/ { print $2; exit }' <<<"$out"; }
   transfers=$(script_txns 1)
