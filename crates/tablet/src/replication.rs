@@ -32,12 +32,11 @@ pub trait Replicator: Send + Sync + 'static {
     /// When write request `request` (the client's id; 0: none) was applied, if it
     /// was lately: a request sent again after its answer was lost is answered, not
     /// applied twice. Meaningful after [`Replicator::leader_term`].
+    fn applied_request(&self, request: u128) -> Option<HybridTime>;
 
     /// The current leader term when this replica leads and has applied every entry
     /// committed before that term; [`Error::NotLeader`] otherwise. Called before
     /// every write decision.
-    fn applied_request(&self, request: u128) -> Option<HybridTime>;
-
     fn leader_term(&self) -> Result<u64>;
 
     /// The current leader term, or [`Error::NotLeader`] unless a read served now by
