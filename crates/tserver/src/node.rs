@@ -137,6 +137,9 @@ pub struct Node<F: EngineFactory> {
 /// Decided remote outcomes kept at most (the cache is cleared when full).
 const REMOTE_OUTCOMES_MAX: usize = 100_000;
 
+/// A node: id and RPC address.
+type NodeEntry = (u64, String);
+
 /// Why creating a table failed: because of one node (place it again without that
 /// node), or otherwise.
 enum CreateFailed {
@@ -677,7 +680,7 @@ impl<F: EngineFactory> Node<F> {
     /// tablet's leader change the voters, and records it in the catalog. At most
     /// one change per tablet per pass.
     fn re_replicate(&self) {
-        let (dead, live): (Vec<(u64, String)>, Vec<(u64, String)>) = {
+        let (dead, live): (Vec<NodeEntry>, Vec<NodeEntry>) = {
             let mut nodes = self.nodes.lock();
             nodes.insert(self.cfg.node_id, (self.cfg.rpc_addr.clone(), Instant::now()));
             let dead = nodes.iter().filter(|(_, (_, seen))| seen.elapsed() >= self.cfg.node_timeout).map(|(id, (a, _))| (*id, a.clone())).collect();
