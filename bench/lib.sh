@@ -5,6 +5,9 @@
 # After sourcing: $dir, $user, port_of SYS, cpu_of SYS (ticks; SYS = pinax|stock),
 # $tck (ticks per second), psql_on SYS ARGS..., and cleanup on exit.
 # PINAX_START_ARGS: extra arguments for `pinax start`.
+# PINAX_NODES=N (default 1): run Pinax as a local N-node cluster (`pinax cluster
+# start`, replication factor min(N, 3)); its CPU is that of every node's daemon plus
+# node 1's PostgreSQL.
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bin="${PINAX_BIN:-${CARGO_TARGET_DIR:-$HOME/.cache/pinax/target}/debug/pinax}"
 pgbin=/usr/lib/postgresql/15/bin
@@ -15,25 +18,36 @@ pick_port() {
   local p
   for _ in $(seq 1 200); do
     p=$(( 20000 + RANDOM % 20000 ))
-    if port_free "$p" && port_free "$((p + 1))" && port_free "$((p + 2))"; then echo "$p"; return; fi
+    ok=1
+    for i in $(seq 0 $((nodes + 1))); do port_free "$((p + i))" || ok=0; done
+    if [[ $ok == 1 ]]; then echo "$p"; return; fi
   done
   exit 1
 }
+nodes="${PINAX_NODES:-1}"
 base=$(pick_port)
-rpc=$base; pinax_pg=$((base + 1)); stock_pg=$((base + 2))
+rpc=$base; pinax_pg=$((base + nodes)); stock_pg=$((base + nodes + 1))
 dir="$(mktemp -d /tmp/pinax-bench.XXXXXX)"
 chmod 755 "$dir"
 user=postgres; run_pg=(runuser -u postgres --)
 if [[ "$(id -u)" != 0 ]]; then user="$(id -un)"; run_pg=(); fi
+# The data directory of the node running PostgreSQL, and of every node.
+if [[ $nodes == 1 ]]; then pinax_home="$dir/pinax"; node_dirs=("$dir/pinax"); else
+  pinax_home="$dir/pinax/node-1"; node_dirs=(); for i in $(seq 1 "$nodes"); do node_dirs+=("$dir/pinax/node-$i"); done; fi
 cleanup() {
-  "$bin" stop --data-dir "$dir/pinax" >/dev/null 2>&1 || true
+  if [[ $nodes == 1 ]]; then "$bin" stop --data-dir "$dir/pinax" >/dev/null 2>&1 || true
+  else "$bin" cluster stop --data-dir "$dir/pinax" >/dev/null 2>&1 || true; fi
   "${run_pg[@]}" "$pgbin/pg_ctl" -D "$dir/stock" -m fast -w stop >/dev/null 2>&1 || true
   rm -rf "$dir"
 }
 trap cleanup EXIT
 
-# shellcheck disable=SC2086
-"$bin" start --data-dir "$dir/pinax" --port "$rpc" --pg-port "$pinax_pg" ${PINAX_START_ARGS:-} >/dev/null
+if [[ $nodes == 1 ]]; then
+  # shellcheck disable=SC2086
+  "$bin" start --data-dir "$dir/pinax" --port "$rpc" --pg-port "$pinax_pg" ${PINAX_START_ARGS:-} >/dev/null
+else
+  "$bin" cluster start --nodes "$nodes" --data-dir "$dir/pinax" --base-port "$rpc" --pg-port "$pinax_pg" >/dev/null
+fi
 mkdir -p "$dir/stock"
 [[ "$(id -u)" == 0 ]] && chown postgres "$dir/stock"
 "${run_pg[@]}" "$pgbin/initdb" -D "$dir/stock" --auth=trust --encoding=UTF8 --locale=C.UTF-8 -U "$user" >/dev/null
@@ -52,10 +66,14 @@ pg_cpu() {
   done
   echo "$total"
 }
-daemon_cpu() { awk '{print $14+$15}' "/proc/$(cat "$dir/pinax/pinax.pid")/stat"; }
+daemon_cpu() {
+  local t=0 d
+  for d in "${node_dirs[@]}"; do t=$((t + $(awk '{print $14+$15}' "/proc/$(cat "$d/pinax.pid")/stat"))); done
+  echo "$t"
+}
 cpu_of() {
   if [[ $1 == pinax ]]; then
-    echo $(( $(pg_cpu "$(postmaster_pid "$dir/pinax/pg")") + $(daemon_cpu) ))
+    echo $(( $(pg_cpu "$(postmaster_pid "$pinax_home/pg")") + $(daemon_cpu) ))
   else
     pg_cpu "$(postmaster_pid "$dir/stock")"
   fi
