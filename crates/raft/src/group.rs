@@ -210,10 +210,12 @@ impl RaftGroup {
     }
 
     fn linearize(&self) -> Result<(), GroupError> {
-        match self.rt.block_on(self.raft.ensure_linearizable()) {
-            Ok(_) => Ok(()),
-            Err(RaftError::APIError(_)) => Err(self.not_leader()),
-            Err(RaftError::Fatal(f)) => Err(fatal(f)),
+        // Bounded like a write: without a quorum the round may never end.
+        match self.rt.block_on(async { tokio::time::timeout(REPLICATE_TIMEOUT, self.raft.ensure_linearizable()).await }) {
+            Err(_) => Err(GroupError::Timeout),
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(RaftError::APIError(_))) => Err(self.not_leader()),
+            Ok(Err(RaftError::Fatal(f))) => Err(fatal(f)),
         }
     }
 

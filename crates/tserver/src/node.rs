@@ -172,8 +172,10 @@ impl<F: EngineFactory> Node<F> {
         let cutoff = HistoryCutoff::default();
         let gc_factory: Arc<dyn CompactionFilterFactory> = Arc::new(HistoryGcFilterFactory { cutoff: cutoff.clone() });
         let (tx, rx) = mpsc::channel();
+        // Log appends and applies block a worker for an fsync or a RocksDB write:
+        // more workers than cores keep heartbeats going meanwhile.
         let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
+            .worker_threads(4)
             .thread_name("raft")
             .enable_all()
             .build()
