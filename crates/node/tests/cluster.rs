@@ -5,19 +5,14 @@
 //! failover time), no acknowledged write is lost, a restarted node catches up (the
 //! cluster keeps every row once a different node dies).
 
+mod common;
+use common::{bin, free_port, key, wait_client};
+
 use pinax_client::{Client, ClientOptions};
 use pinax_proto::{ScanSpec, Sharding, WriteOp};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_pinax")
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
 
 fn spawn(dir: &Path, port: u16, join: Option<u16>) -> Child {
     let mut cmd = Command::new(bin());
@@ -27,24 +22,6 @@ fn spawn(dir: &Path, port: u16, join: Option<u16>) -> Child {
     }
     let log = std::fs::File::create(dir.join("test.log")).unwrap();
     cmd.stdout(Stdio::null()).stderr(log).spawn().unwrap()
-}
-
-fn wait_client(addr: &str) -> Client {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Ok(c) = Client::connect(addr) {
-            return c;
-        }
-        assert!(Instant::now() < deadline, "node at {addr} did not come up");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-fn key(i: u32) -> Vec<u8> {
-    let h = (i.wrapping_mul(2654435761) >> 16) as u16;
-    let mut k = h.to_be_bytes().to_vec();
-    k.extend_from_slice(&i.to_be_bytes());
-    k
 }
 
 struct Cluster {
@@ -101,6 +78,22 @@ fn write_all(c: &Client, range: std::ops::Range<u32>, acked: &mut Vec<u32>) -> D
     longest
 }
 
+/// Create table "rf3" with `tablets` tablets of three replicas each. The master
+/// places replicas on nodes it has heard from: until all three registered, drop and
+/// create again.
+fn create_rf3(c: &Client, tablets: u32) -> std::sync::Arc<pinax_proto::TableInfo> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let t = c.create_table("rf3", Sharding::Hash { tablets }).unwrap();
+        if t.tablets.iter().all(|ti| ti.replicas.len() == 3) {
+            return t;
+        }
+        c.drop_table("rf3", false).unwrap();
+        assert!(Instant::now() < deadline, "the master never saw three nodes");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
 fn check_all(c: &Client, acked: &[u32]) {
     for i in acked {
         assert_eq!(c.get("rf3", &key(*i)).unwrap(), Some(format!("v{i}").into_bytes()), "acknowledged write {i} lost");
@@ -112,17 +105,7 @@ fn check_all(c: &Client, acked: &[u32]) {
 fn three_replicas_survive_a_node_kill_and_restart() {
     let mut cluster = Cluster::start(3);
     let c = wait_client(&cluster.addr(0));
-    // The master places replicas on nodes it has heard from: wait for all three.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let table = loop {
-        let t = c.create_table("rf3", Sharding::Hash { tablets: 6 }).unwrap();
-        if t.tablets.iter().all(|ti| ti.replicas.len() == 3) {
-            break t;
-        }
-        c.drop_table("rf3", false).unwrap();
-        assert!(Instant::now() < deadline, "the master never saw three nodes");
-        std::thread::sleep(Duration::from_millis(300));
-    };
+    let table = create_rf3(&c, 6);
     let victim = cluster.addr(1);
     let led_by_victim = table.tablets.iter().filter(|ti| ti.leader == victim).count();
     assert!(led_by_victim > 0, "placement gave node 2 no leaders: {table:?}");
@@ -232,16 +215,7 @@ fn a_dead_nodes_replicas_move_to_live_nodes() {
 fn failover_times() {
     let mut cluster = Cluster::start(3);
     let c = wait_client(&cluster.addr(0));
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let table = loop {
-        let t = c.create_table("rf3", Sharding::Hash { tablets: 3 }).unwrap();
-        if t.tablets.iter().all(|ti| ti.replicas.len() == 3) {
-            break t;
-        }
-        c.drop_table("rf3", false).unwrap();
-        assert!(Instant::now() < deadline, "the master never saw three nodes");
-        std::thread::sleep(Duration::from_millis(300));
-    };
+    let table = create_rf3(&c, 3);
     let mut acked = Vec::new();
     write_all(&c, 0..100, &mut acked);
     let mut times = Vec::new();

@@ -1,18 +1,13 @@
 //! Process-level tests of the `pinax` binary: CLI start/status/stop, and durability
 //! of acknowledged writes across `kill -9`.
 
+mod common;
+use common::{bin, free_port, key, wait_client};
+
 use pinax_client::Client;
 use pinax_proto::{ScanSpec, Sharding, WriteOp};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_pinax")
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
 
 fn spawn_run(dir: &std::path::Path, port: u16) -> Child {
     Command::new(bin())
@@ -23,24 +18,6 @@ fn spawn_run(dir: &std::path::Path, port: u16) -> Child {
         .stderr(Stdio::null())
         .spawn()
         .unwrap()
-}
-
-fn wait_client(addr: &str) -> Client {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Ok(c) = Client::connect(addr) {
-            return c;
-        }
-        assert!(Instant::now() < deadline, "node at {addr} did not come up");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-fn key(i: u32) -> Vec<u8> {
-    let h = (i.wrapping_mul(2654435761) >> 16) as u16;
-    let mut k = h.to_be_bytes().to_vec();
-    k.extend_from_slice(&i.to_be_bytes());
-    k
 }
 
 #[test]

@@ -1,0 +1,33 @@
+//! Helpers shared by the process-level tests (each test file uses some of them).
+#![allow(dead_code)]
+
+use pinax_client::Client;
+use std::time::{Duration, Instant};
+
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_pinax")
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// A client of the node at `addr`, once it answers (within 60 s).
+pub fn wait_client(addr: &str) -> Client {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Ok(c) = Client::connect(addr) {
+            return c;
+        }
+        assert!(Instant::now() < deadline, "node at {addr} did not come up");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Key `i`: a 16-bit hash prefix (spreading keys over hash tablets), then `i`.
+pub fn key(i: u32) -> Vec<u8> {
+    let h = (i.wrapping_mul(2654435761) >> 16) as u16;
+    let mut k = h.to_be_bytes().to_vec();
+    k.extend_from_slice(&i.to_be_bytes());
+    k
+}
