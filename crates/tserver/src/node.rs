@@ -415,16 +415,36 @@ impl<F: EngineFactory> Node<F> {
             Err(e) if e.code == ErrorCode::TabletNotFound => return Ok(()), // dropped table
             Err(e) => return Err(e),
         };
+        let dropped = std::cell::Cell::new(false);
+        let gone = |e: &RpcError| {
+            dropped.set(e.code == ErrorCode::TabletNotFound && self.catalog_lookup_fails(id));
+            dropped.get()
+        };
+        match self.call_leader(&ti, None, || Request::ResolveTxn { tablet: id, txn, commit_ht }, gone) {
+            Err(_) if dropped.get() => Ok(()), // dropped table: nothing left to resolve
+            res => res.map(|_| ()),
+        }
+    }
+
+    /// Send `req()` to tablet `ti`'s leader: start at the catalog's leader, follow
+    /// NotLeader answers, else try the next replica, never calling `skip` (a dead
+    /// node); a few hops at most. An error for which `give_up` holds ends it.
+    fn call_leader(&self, ti: &TabletInfo, skip: Option<&str>, req: impl Fn() -> Request, give_up: impl Fn(&RpcError) -> bool) -> Result<Response, RpcError> {
+        let next = |attempt: usize, addr: String| ti.replicas.get((attempt + 1) % ti.replicas.len().max(1)).cloned().unwrap_or(addr);
         let mut addr = ti.leader.clone();
         let mut last = None;
         for attempt in 0..(ti.replicas.len() + 3) {
-            match self.call_node(&addr, Request::ResolveTxn { tablet: id, txn, commit_ht }) {
-                Ok(_) => return Ok(()),
-                Err(e) if e.code == ErrorCode::TabletNotFound && self.catalog_lookup_fails(id) => return Ok(()), // dropped table
+            if Some(addr.as_str()) == skip {
+                addr = next(attempt, addr);
+                continue;
+            }
+            match self.call_node(&addr, req()) {
+                Ok(r) => return Ok(r),
+                Err(e) if give_up(&e) => return Err(e),
                 Err(e) => {
                     addr = match &e.leader {
                         Some(l) if e.code == ErrorCode::NotLeader => l.clone(),
-                        _ => ti.replicas.get((attempt + 1) % ti.replicas.len().max(1)).cloned().unwrap_or(addr),
+                        _ => next(attempt, addr),
                     };
                     last = Some(e);
                 }
@@ -735,30 +755,11 @@ impl<F: EngineFactory> Node<F> {
             moved.leader = moved.replicas[0].clone();
         }
         self.call_node(new.1, Request::CreateReplica { tablet: moved, members, bootstrap: false })?;
-        // The tablet's leader: wherever the catalog's replicas say NotLeader points.
-        let mut addr = ti.leader.clone();
-        let mut last = None;
-        for attempt in 0..(ti.replicas.len() + 3) {
-            if Some(addr.as_str()) == dead_addr {
-                addr = ti.replicas[(attempt + 1) % ti.replicas.len()].clone();
-                continue;
-            }
-            match self.call_node(&addr, Request::ChangeReplicas { tablet: ti.id, add: (new.0, new.1.to_string()), remove: dead.map(|d| d.0) }) {
-                Ok(_) => {
-                    self.catalog.move_replica(table, ti.id, dead_addr, new.1).map_err(catalog_err)?;
-                    self.locations.lock().remove(&ti.id);
-                    return Ok(());
-                }
-                Err(e) => {
-                    addr = match &e.leader {
-                        Some(l) if e.code == ErrorCode::NotLeader => l.clone(),
-                        _ => ti.replicas[(attempt + 1) % ti.replicas.len()].clone(),
-                    };
-                    last = Some(e);
-                }
-            }
-        }
-        Err(last.unwrap_or_else(|| err(ErrorCode::Unavailable, "no leader found")))
+        let req = || Request::ChangeReplicas { tablet: ti.id, add: (new.0, new.1.to_string()), remove: dead.map(|d| d.0) };
+        self.call_leader(ti, dead_addr, req, |_| false)?;
+        self.catalog.move_replica(table, ti.id, dead_addr, new.1).map_err(catalog_err)?;
+        self.locations.lock().remove(&ti.id);
+        Ok(())
     }
 
     /// Best effort: drop replicas (a node that is down keeps its replica until it
