@@ -65,6 +65,25 @@ pub struct RaftGroup {
     unsettled: Mutex<Option<(u64, u64)>>,
     /// Request ids the state machine applied lately.
     recent: Arc<Mutex<RecentRequests>>,
+    /// Dropping it stops the heartbeat task ([`heartbeats`]).
+    _heartbeats: tokio::sync::oneshot::Sender<()>,
+}
+
+/// While this replica leads, send a heartbeat every `every` (openraft's own timer
+/// is off; see [`RaftTiming`]). Ends when `stop` is dropped or the group shuts down.
+async fn heartbeats(raft: Raft, every: Duration, mut stop: tokio::sync::oneshot::Receiver<()>) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = &mut stop => return,
+            _ = tick.tick() => {}
+        }
+        let leads = raft.metrics().borrow().state == ServerState::Leader;
+        if leads && raft.trigger().heartbeat().await.is_err() {
+            return;
+        }
+    }
 }
 
 fn fatal<E: std::fmt::Display>(e: E) -> GroupError {
@@ -82,6 +101,8 @@ impl RaftGroup {
         let recent = sm.recent_requests();
         let net = Network { transport, group };
         let raft = rt.block_on(Raft::new(node_id, config(timing), net, log, sm)).map_err(fatal)?;
+        let (stop, stopped) = tokio::sync::oneshot::channel();
+        rt.spawn(heartbeats(raft.clone(), Duration::from_millis(timing.heartbeat_ms), stopped));
         Ok(RaftGroup {
             group,
             node_id,
@@ -92,6 +113,7 @@ impl RaftGroup {
             lease: Duration::from_millis(timing.election_min_ms / 2),
             unsettled: Mutex::new(None),
             recent,
+            _heartbeats: stop,
         })
     }
 

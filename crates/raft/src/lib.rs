@@ -51,7 +51,9 @@ pub type NodeId = u64;
 pub struct Command {
     /// Hybrid time the batch was decided at: followers move their clocks to it.
     pub ht: u64,
-    /// [`pinax_engine::OwnedBatch`] bytes.
+    /// [`pinax_engine::OwnedBatch`] bytes (as one byte string: bincode would
+    /// otherwise encode and decode megabytes a byte at a time; the encoding is the same).
+    #[serde(with = "serde_bytes")]
     pub batch: Vec<u8>,
     /// The client's id of the write request (0: none): replicas remember it, so a
     /// request sent again is not applied twice ([`pinax_common::RecentRequests`]).
@@ -81,24 +83,31 @@ pub type Vote = openraft::Vote<NodeId>;
 pub type StorageError = openraft::StorageError<NodeId>;
 pub type Membership = openraft::StoredMembership<NodeId, openraft::BasicNode>;
 
-/// Timing of every group. Heartbeats every 100 ms (openraft 0.9 also gives each
-/// AppendEntries, follower fsync included, that long). Elections take 0.5–1 s of
-/// silence: long enough that a
-/// busy 2-core machine does not depose healthy leaders, short enough that a failover
-/// completes in about two seconds. (A failover costs more than one timeout: a
-/// follower refuses votes for `election_max_ms` after its leader's last heartbeat —
-/// the leader's lease — so the first candidate is often refused. With 0.8–1.6 s,
-/// failovers took 2.6–3.2 s.)
+/// Timing of every group.
+///
+/// - Leaders send heartbeats every `heartbeat_ms` (100 ms), from a task of the
+///   group ([`RaftGroup`]), not openraft's own timer: openraft 0.9 gives every
+///   AppendEntries its `heartbeat_interval` to complete, follower fsync included.
+///   At 100 ms, appends of megabytes under load timed out again and again (each
+///   retry sending them once more), and nothing committed. `rpc_timeout_ms` (400 ms)
+///   is what openraft is told instead.
+/// - Elections take 0.5–1 s of silence: long enough that a busy 2-core machine does
+///   not depose healthy leaders, short enough that a failover completes in about two
+///   seconds. (A failover costs more than one timeout: a follower refuses votes for
+///   `election_max_ms` after its leader's last heartbeat — the leader's lease — so the
+///   first candidate is often refused. With 0.8–1.6 s, failovers took 2.6–3.2 s.)
 #[derive(Clone, Copy, Debug)]
 pub struct RaftTiming {
     pub heartbeat_ms: u64,
+    /// How long an AppendEntries may take (must be below `election_min_ms`).
+    pub rpc_timeout_ms: u64,
     pub election_min_ms: u64,
     pub election_max_ms: u64,
 }
 
 impl Default for RaftTiming {
     fn default() -> Self {
-        RaftTiming { heartbeat_ms: 100, election_min_ms: 500, election_max_ms: 1000 }
+        RaftTiming { heartbeat_ms: 100, rpc_timeout_ms: 400, election_min_ms: 500, election_max_ms: 1000 }
     }
 }
 
@@ -106,7 +115,10 @@ impl Default for RaftTiming {
 pub fn config(timing: RaftTiming) -> Arc<openraft::Config> {
     let c = openraft::Config {
         cluster_name: "pinax".into(),
-        heartbeat_interval: timing.heartbeat_ms,
+        // openraft's heartbeat interval is also its AppendEntries timeout; the
+        // group's own task sends heartbeats every `heartbeat_ms`.
+        heartbeat_interval: timing.rpc_timeout_ms,
+        enable_heartbeat: false,
         election_timeout_min: timing.election_min_ms,
         election_timeout_max: timing.election_max_ms,
         install_snapshot_timeout: 5_000,

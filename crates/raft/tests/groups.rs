@@ -16,17 +16,24 @@ use std::time::{Duration, Instant};
 struct Router {
     rafts: Mutex<HashMap<NodeId, Raft>>,
     rt: Mutex<Option<tokio::runtime::Handle>>,
+    /// Added to every AppendEntries carrying entries (a slow follower disk).
+    append_delay: Mutex<Duration>,
 }
 
 impl Transport for Router {
     fn call(&self, target: NodeId, _addr: &str, _group: u64, kind: MsgKind, body: Vec<u8>) -> Result<Vec<u8>, TransportError> {
         let raft = self.rafts.lock().get(&target).cloned().ok_or_else(|| TransportError::Unreachable(format!("node {target} is down")))?;
         let rt = self.rt.lock().clone().expect("runtime");
+        // Heartbeats are a few dozen bytes; a body this long carries entries.
+        if kind == MsgKind::AppendEntries && body.len() > 200 {
+            let delay = *self.append_delay.lock();
+            std::thread::sleep(delay);
+        }
         rt.block_on(serve(&raft, kind, &body)).map_err(TransportError::Other)
     }
 }
 
-const TIMING: RaftTiming = RaftTiming { heartbeat_ms: 50, election_min_ms: 300, election_max_ms: 600 };
+const TIMING: RaftTiming = RaftTiming { heartbeat_ms: 50, rpc_timeout_ms: 250, election_min_ms: 300, election_max_ms: 600 };
 
 struct Replica {
     engine: Arc<MemEngine>,
@@ -40,8 +47,12 @@ fn start(rt: &tokio::runtime::Runtime, router: &Arc<Router>, id: NodeId, engine:
 }
 
 fn put(key: &str) -> Command {
+    put_sized(key, 1)
+}
+
+fn put_sized(key: &str, value_len: usize) -> Command {
     let mut b = OwnedBatch::new();
-    b.put(Cf::Regular, key.as_bytes(), b"v");
+    b.put(Cf::Regular, key.as_bytes(), &vec![b'v'; value_len]);
     Command { ht: 1, batch: b.into_bytes(), request: 0 }
 }
 
@@ -110,4 +121,34 @@ fn replicate_fail_over_and_catch_up() {
         r.group.shutdown();
     }
     back.group.shutdown();
+}
+
+/// Appends slower than the heartbeat interval still commit, and heartbeats keep
+/// the leader in place. (openraft 0.9 gives each AppendEntries its heartbeat
+/// interval; when that was the 100 ms heartbeat, megabyte appends at RF 3 timed
+/// out, were sent again and timed out again, and a 200k-row INSERT never committed.)
+#[test]
+fn appends_slower_than_a_heartbeat_commit() {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let router = Arc::new(Router::default());
+    *router.rt.lock() = Some(rt.handle().clone());
+    let replicas: BTreeMap<NodeId, Replica> = (1..=3).map(|id| (id, start(&rt, &router, id, Arc::new(MemEngine::new())))).collect();
+    let members: BTreeMap<NodeId, String> = (1..=3).map(|id| (id, format!("node-{id}"))).collect();
+    replicas[&1].group.initialize(&members).unwrap();
+    let leader = replicas[&1].group.wait_for_leader(Duration::from_secs(10)).expect("a leader");
+    let term = replicas[&leader].group.leader_term().unwrap();
+
+    *router.append_delay.lock() = Duration::from_millis(3 * TIMING.heartbeat_ms);
+    for i in 0..5 {
+        replicas[&leader].group.replicate(put_sized(&format!("k{i}"), 64 << 10)).unwrap();
+    }
+    for r in replicas.values() {
+        eventually("every write on every replica", || (0..5).all(|i| has(&r.engine, &format!("k{i}"))));
+    }
+    // Idle for several election timeouts: the leader's heartbeats hold its term.
+    std::thread::sleep(Duration::from_millis(3 * TIMING.election_max_ms));
+    assert_eq!(replicas[&leader].group.leader_term().unwrap(), term, "the leader was deposed");
+    for r in replicas.values() {
+        r.group.shutdown();
+    }
 }

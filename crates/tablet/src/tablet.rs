@@ -83,6 +83,10 @@ fn intent_strength(r: &IntentRecord) -> LockStrength {
 /// iterator over the range would otherwise step over one by one.
 const COMPACT_AFTER_RESOLVING: usize = 20_000;
 
+/// Rewriting a transaction's intents (commit, abort, rollback to a savepoint)
+/// replicates a log entry whenever the batch reaches this size.
+const REWRITE_CHUNK_BYTES: usize = 256 << 10;
+
 /// What a write batch's checks read with: the snapshot, one iterator over the
 /// regular column family, and whether the tablet holds intents at all.
 struct Probes<'s, S: Snapshot + 's> {
@@ -453,18 +457,28 @@ impl<E: KvEngine> Tablet<E> {
         let mut ints = all_intents_iter(&snap);
         let mut batch = OwnedBatch::new();
         let mut n = 0;
+        let mut in_batch = 0;
         while it.valid()? {
             let rkey = it.key().to_vec();
             let (user_key, _) = keys::unescape_prefix(&rkey[prefix.len()..])?;
             let mine: Vec<IntentRecord> = intents_at(&mut ints, &user_key)?.into_iter().filter(|r| r.txn == txn).collect();
-            n += f(&mut batch, &user_key, &rkey, mine);
+            in_batch += f(&mut batch, &user_key, &rkey, mine);
+            // A transaction's intents on a tablet can be megabytes: they are
+            // rewritten in several log entries (each key's changes in one). A
+            // reader between two finds the rest still intents of the same
+            // transaction, whose status decides them the same way.
+            if batch.as_bytes().len() >= REWRITE_CHUNK_BYTES {
+                self.log.replicate(ht, std::mem::take(&mut batch), 0)?;
+                n += std::mem::take(&mut in_batch);
+            }
             it.next();
         }
         drop(it);
         drop(ints);
         drop(snap);
-        if n > 0 {
+        if in_batch > 0 {
             self.log.replicate(ht, batch, 0)?;
+            n += in_batch;
         }
         Ok(n)
     }

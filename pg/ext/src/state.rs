@@ -29,8 +29,10 @@ use std::cell::RefCell;
 
 /// Flush the buffer once it holds this many operations...
 const FLUSH_OPS: usize = 4096;
-/// ...or this many bytes.
-const FLUSH_BYTES: usize = 4 << 20;
+/// ...or this many bytes (a tablet's share becomes one Raft log entry, about twice
+/// as large with its intent records; followers must store it within the
+/// AppendEntries timeout, see `pinax_raft::RaftTiming`).
+const FLUSH_BYTES: usize = 1 << 20;
 
 struct Chunk {
     seq: u32,
