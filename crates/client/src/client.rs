@@ -150,8 +150,8 @@ impl Client {
 
     /// [`Client::call_tablet`], handing the request back. A `NotLeader` answer sends
     /// it to the leader it names at once; one naming none (an election is on), or an
-    /// unreachable replica of a replicated tablet, tries the next replica after a
-    /// short backoff; for up to `leader_wait`. (A request whose connection broke
+    /// unreachable or unavailable (no quorum) replica of a replicated tablet, tries
+    /// the next replica after a short backoff; for up to `leader_wait`. (A request whose connection broke
     /// after it was sent may have been applied; retrying it is safe for reads and
     /// intents, and for plain writes of whole rows.)
     pub fn call_tablet_returning(&self, ti: &TabletInfo, mut req: Request) -> (Result<Response>, Request) {
@@ -168,6 +168,11 @@ impl Client {
             let hint = match &res {
                 Err(ClientError::Rpc(e)) if e.code == ErrorCode::NotLeader => e.leader.clone().filter(|l| *l != addr),
                 Err(ClientError::Unavailable { .. }) if ti.replicas.len() > 1 => None,
+                // A leader that could not reach a quorum in time (cut off from
+                // the others, which may have elected a new leader). Sending the
+                // request again is safe: a write carries its request id, which a
+                // leader checks once its predecessors' entries are settled.
+                Err(ClientError::Rpc(e)) if e.code == ErrorCode::Unavailable && ti.replicas.len() > 1 => None,
                 Ok(_) => {
                     if moved {
                         self.inner.leaders.lock().insert(ti.id, addr);

@@ -119,6 +119,7 @@ fn node_args(dir: &Path, l: &Layout, i: u32) -> NodeArgs {
         join: (i != 1).then(|| format!("127.0.0.1:{}", l.base_port)),
         replication_factor: l.replication_factor,
         node_timeout_secs: 60,
+        fault_injection: false,
     }
 }
 

@@ -86,6 +86,9 @@ struct NodeArgs {
     /// replicas on other nodes.
     #[arg(long, default_value_t = 60)]
     node_timeout_secs: u64,
+    /// Accept `InjectFaults` requests (partition tests).
+    #[arg(long, hide = true)]
+    fault_injection: bool,
 }
 
 #[derive(Args)]
@@ -201,6 +204,9 @@ fn start(a: NodeArgs) -> Result<()> {
     }
     cmd.arg("--replication-factor").arg(a.replication_factor.to_string());
     cmd.arg("--node-timeout-secs").arg(a.node_timeout_secs.to_string());
+    if a.fault_injection {
+        cmd.arg("--fault-injection");
+    }
     cmd.stdin(std::process::Stdio::null()).stdout(log.try_clone()?).stderr(log);
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     let child = cmd.spawn().context("starting the node")?;
@@ -257,6 +263,7 @@ fn run(a: NodeArgs) -> Result<()> {
         join: a.join.clone(),
         replication_factor: a.replication_factor,
         node_timeout: Duration::from_secs(a.node_timeout_secs),
+        fault_injection: a.fault_injection,
         rpc_addr: addr.clone(),
         data_dir: dir.display().to_string(),
         tablets_per_node: a.tablets_per_node,

@@ -9,14 +9,15 @@ mod common;
 use common::{bin, free_port, key, wait_client};
 
 use pinax_client::{Client, ClientOptions};
-use pinax_proto::{ScanSpec, Sharding, WriteOp};
+use pinax_common::HybridTime;
+use pinax_proto::{ReadPoint, Request, Response, ScanSpec, Sharding, WriteOp};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn spawn(dir: &Path, port: u16, join: Option<u16>) -> Child {
     let mut cmd = Command::new(bin());
-    cmd.args(["run", "--data-dir"]).arg(dir).args(["--port", &port.to_string(), "--block-cache-mb", "16", "--memtable-mb", "32", "--node-timeout-secs", "3"]);
+    cmd.args(["run", "--data-dir"]).arg(dir).args(["--port", &port.to_string(), "--block-cache-mb", "16", "--memtable-mb", "32", "--node-timeout-secs", "3", "--fault-injection"]);
     if let Some(m) = join {
         cmd.args(["--join", &format!("127.0.0.1:{m}")]);
     }
@@ -242,6 +243,106 @@ fn a_node_whose_data_dir_was_wiped_gets_its_replicas_rebuilt() {
     cluster.kill(1);
     write_all(&c, 300..350, &mut acked);
     check_all(&c, &acked);
+}
+
+/// The node index leading `tablet` (the one whose replica answers a read).
+fn leader_index(cluster: &Cluster, c: &Client, tablet: pinax_common::TabletId, k: &[u8]) -> Option<usize> {
+    (0..cluster.ports.len()).find(|i| matches!(c.call_at(&cluster.addr(*i), read_req(tablet, k)), Ok(Response::Value { .. })))
+}
+
+fn read_req(tablet: pinax_common::TabletId, key: &[u8]) -> Request {
+    Request::Read { tablet, key: key.to_vec(), at: ReadPoint { read_ht: HybridTime::INVALID, txn: None } }
+}
+
+fn partition(c: &Client, cluster: &Cluster, from: usize, others: &[usize]) {
+    let unreachable = |ids: &[usize]| Request::InjectFaults { unreachable: ids.iter().map(|i| cluster.addr(*i)).collect() };
+    c.call_at(&cluster.addr(from), unreachable(others)).unwrap();
+    for o in others {
+        c.call_at(&cluster.addr(*o), unreachable(&[from])).unwrap();
+    }
+}
+
+#[test]
+fn a_partitioned_leader_serves_no_stale_reads_and_takes_no_writes() {
+    let cluster = Cluster::start(3);
+    let c = wait_client(&cluster.addr(0));
+    let table = create_rf3(&c, 3);
+    // A key whose tablet a node other than the master leads (the master stays with
+    // the majority, so the cluster's catalog stays reachable).
+    let (k, tablet, minority) = (0..1000u32)
+        .find_map(|i| {
+            let k = key(i);
+            let ti = &table.tablets[table.tablet_index_for(&k)];
+            c.write("rf3", vec![WriteOp::put(k.clone(), b"v1".to_vec())]).unwrap();
+            leader_index(&cluster, &c, ti.id, &k).filter(|l| *l != 0).map(|l| (k, ti.id, l))
+        })
+        .expect("a tablet led by node 2 or 3");
+    let majority: Vec<usize> = (0..3).filter(|i| *i != minority).collect();
+    partition(&c, &cluster, minority, &majority);
+
+    // Reads at the old leader, all along: none may return v1 once v2 is acknowledged.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reader = {
+        let (c, addr, k, stop) = (c.clone(), cluster.addr(minority), k.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut reads = Vec::new();
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                let sent = Instant::now();
+                let r = c.call_at(&addr, read_req(tablet, &k));
+                reads.push((sent, r));
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            reads
+        })
+    };
+    // The majority elects a leader and takes the write (the client, which still
+    // reaches every node, finds it).
+    c.write("rf3", vec![WriteOp::put(k.clone(), b"v2".to_vec())]).unwrap();
+    let acked = Instant::now();
+    assert_eq!(c.get("rf3", &k).unwrap().as_deref(), Some(&b"v2"[..]));
+    std::thread::sleep(Duration::from_secs(1));
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let reads = reader.join().unwrap();
+    let served_before = reads.iter().filter(|(sent, r)| *sent < acked && r.is_ok()).count();
+    assert!(served_before > 0, "the old leader served no read before its lease ran out");
+    for (sent, r) in &reads {
+        match r {
+            Ok(Response::Value { value, .. }) if *sent > acked => assert_eq!(value.as_deref(), Some(&b"v2"[..]), "stale read at the cut-off leader"),
+            Ok(Response::Value { .. }) => {}
+            Ok(other) => panic!("{other:?}"),
+            Err(e) => assert!(matches!(e.code(), pinax_common::ErrorCode::NotLeader | pinax_common::ErrorCode::Unavailable), "{e:?}"),
+        }
+    }
+    // The old leader, cut off, neither serves a read nor takes a write.
+    match c.call_at(&cluster.addr(minority), read_req(tablet, &k)) {
+        Ok(r) => panic!("the minority served a read: {r:?}"),
+        Err(e) => assert!(matches!(e.code(), pinax_common::ErrorCode::NotLeader | pinax_common::ErrorCode::Unavailable), "{e:?}"),
+    }
+    let w = Request::Write { tablet, ops: vec![WriteOp::put(k.clone(), b"v3".to_vec())], read_ht: None, txn: None, request: 77 };
+    match c.call_at(&cluster.addr(minority), w) {
+        Ok(r) => panic!("the minority acknowledged a write: {r:?}"),
+        Err(e) => assert!(matches!(e.code(), pinax_common::ErrorCode::NotLeader | pinax_common::ErrorCode::Unavailable), "{e:?}"),
+    }
+
+    // Healed: the old leader follows the new one; the refused write never appears.
+    for i in 0..3 {
+        c.call_at(&cluster.addr(i), Request::InjectFaults { unreachable: vec![] }).unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        // Any replica that answers, the old leader included, answers v2.
+        let answers: Vec<_> = (0..3).filter_map(|i| match c.call_at(&cluster.addr(i), read_req(tablet, &k)) {
+            Ok(Response::Value { value, .. }) => Some(value),
+            _ => None,
+        }).collect();
+        assert!(answers.iter().all(|v| v.as_deref() == Some(&b"v2"[..])), "{answers:?}");
+        if answers.len() == 1 && c.write("rf3", vec![WriteOp::put(key(5000), b"x".to_vec())]).is_ok() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the cluster did not recover after the partition healed");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(c.get("rf3", &k).unwrap().as_deref(), Some(&b"v2"[..]));
 }
 
 /// Failover times: kill -9 the leader of one tablet (any node, the master too: the

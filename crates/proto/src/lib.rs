@@ -133,6 +133,10 @@ pub enum Request {
     /// To a tablet's leader: apply (`commit_ht` set) or remove the intents of a
     /// decided transaction (sent by its status tablet's node). Idempotent.
     ResolveTxn { tablet: TabletId, txn: TxnId, commit_ht: Option<HybridTime> },
+    /// Tests only (a node started with `--fault-injection`): from now on, requests
+    /// from this node to these RPC addresses fail as if they were unreachable (Raft
+    /// messages included), emulating a network partition. Empty: heal.
+    InjectFaults { unreachable: Vec<String> },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -42,6 +42,8 @@ pub struct NodeConfig {
     /// Master: a node not heard from for this long is gone; its replicas are
     /// re-created on other nodes.
     pub node_timeout: Duration,
+    /// Accept `InjectFaults` (tests).
+    pub fault_injection: bool,
 }
 
 impl Default for NodeConfig {
@@ -59,6 +61,7 @@ impl Default for NodeConfig {
             join: None,
             replication_factor: 3,
             node_timeout: Duration::from_secs(60),
+            fault_injection: false,
         }
     }
 }
@@ -609,6 +612,12 @@ impl<F: EngineFactory> Node<F> {
             Request::LocateTablet { tablet } if self.is_master() => self.locate_tablet(tablet),
             req @ Request::LocateTablet { .. } => self.call_master(req),
             Request::ResolveTxn { tablet, txn, commit_ht } => self.resolve_txn_here(tablet, txn, commit_ht),
+            Request::InjectFaults { .. } if !self.cfg.fault_injection => Err(err(ErrorCode::InvalidRequest, "fault injection is off (start the node with --fault-injection)")),
+            Request::InjectFaults { unreachable } => {
+                tracing::warn!(?unreachable, "fault injection: these nodes are unreachable from here");
+                self.transport.set_unreachable(unreachable);
+                Ok(Response::Done)
+            }
             Request::ChangeReplicas { tablet, add, remove } => {
                 let g = self.groups.read().get(&tablet).cloned();
                 let g = g.ok_or_else(|| err(ErrorCode::TabletNotFound, format!("tablet {} has no replica on this node", tablet.0)))?;

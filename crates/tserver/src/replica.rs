@@ -74,11 +74,18 @@ impl PeerConn {
 pub struct RpcTransport {
     clock: Arc<HybridClock>,
     pools: Mutex<HashMap<String, Vec<PeerConn>>>,
+    /// Addresses requests fail to reach (fault injection, `Request::InjectFaults`).
+    unreachable: parking_lot::RwLock<Vec<String>>,
 }
 
 impl RpcTransport {
     pub fn new(clock: Arc<HybridClock>) -> Self {
-        RpcTransport { clock, pools: Mutex::new(HashMap::new()) }
+        RpcTransport { clock, pools: Mutex::new(HashMap::new()), unreachable: Default::default() }
+    }
+
+    /// Fault injection: requests to `addrs` fail as unreachable until changed.
+    pub fn set_unreachable(&self, addrs: Vec<String>) {
+        *self.unreachable.write() = addrs;
     }
 }
 
@@ -87,6 +94,9 @@ impl RpcTransport {
     pub fn request(&self, addr: &str, request: Request) -> Result<Response, pinax_proto::RpcError> {
         use pinax_common::ErrorCode;
         let unavailable = |e: &dyn std::fmt::Display| pinax_proto::RpcError::new(ErrorCode::Unavailable, format!("node {addr} is unavailable: {e}"));
+        if self.unreachable.read().iter().any(|a| a == addr) {
+            return Err(unavailable(&"partitioned away (fault injection)"));
+        }
         let pooled = self.pools.lock().get_mut(addr).and_then(|p| p.pop());
         let env = RequestEnvelope { ht: self.clock.now(), request };
         let (conn, resp) = match pooled {
