@@ -34,7 +34,7 @@
 use parking_lot::{Mutex, RwLock};
 use pinax_engine::{
     Cf, CompactionFilterFactory, EngineStats, IterOptions, KvEngine, KvIterator, Result, Snapshot, WriteBatch,
-    WriteOptions,
+    WriteOptions, WritePressure,
 };
 use std::cmp::Reverse;
 use std::collections::BTreeMap;
@@ -58,6 +58,9 @@ struct Shared {
     /// the state read lock is held, so a compaction (write lock) never misses one.
     snapshots: Mutex<BTreeMap<u64, usize>>,
     compaction_filter: Option<Arc<dyn CompactionFilterFactory>>,
+    /// What `write_pressure` answers (an in-memory store has no background work;
+    /// tests of backpressure set it).
+    pressure: Mutex<WritePressure>,
 }
 
 /// The in-memory engine. Cheap to clone; clones share the same data.
@@ -96,8 +99,14 @@ impl MemEngine {
                 state: RwLock::new(State { cfs: Default::default(), seq: 0 }),
                 snapshots: Mutex::new(BTreeMap::new()),
                 compaction_filter,
+                pressure: Mutex::new(WritePressure::None),
             }),
         }
+    }
+
+    /// Make `write_pressure` answer `p` (tests of backpressure).
+    pub fn set_write_pressure(&self, p: WritePressure) {
+        *self.shared.pressure.lock() = p;
     }
 
     /// Number of stored versions (live values, old versions, deletion markers) in `cf`;
@@ -470,6 +479,10 @@ impl KvEngine for MemEngine {
             }
         }
         Ok(())
+    }
+
+    fn write_pressure(&self) -> WritePressure {
+        self.shared.pressure.lock().clone()
     }
 
     fn stats(&self) -> EngineStats {

@@ -37,7 +37,7 @@
 
 use pinax_engine::{
     Cf, CompactionFilterFactory, EngineStats, Error, IterOptions, KvEngine, KvIterator, Result, Snapshot,
-    WriteBatch,
+    WriteBatch, WritePressure,
 };
 use rocksdb::compaction_filter::{CompactionFilter as RocksCompactionFilter, Decision};
 use rocksdb::compaction_filter_factory::{
@@ -295,10 +295,37 @@ impl RocksEngine {
 
     /// An integer RocksDB property summed over all column families (absent = 0).
     pub fn property_sum(&self, name: &str) -> u64 {
-        Cf::ALL
-            .iter()
-            .map(|&cf| self.db.property_int_value_cf(self.cf(cf), name).ok().flatten().unwrap_or(0))
-            .sum()
+        Cf::ALL.iter().map(|&cf| self.property(cf, name)).sum()
+    }
+
+    fn property(&self, cf: Cf, name: &str) -> u64 {
+        self.db.property_int_value_cf(self.cf(cf), name).ok().flatten().unwrap_or(0)
+    }
+}
+
+/// Level-0 files of one column family from which writes are delayed (RocksDB's own
+/// slowdown starts at 20, with its default options)...
+const L0_SLOW: u64 = 12;
+/// ...and from which they are refused: RocksDB stops all writes at 36, and a stopped
+/// write would wait inside RocksDB holding its tablet's write lock.
+const L0_FULL: u64 = 30;
+/// Compaction debt from which writes are refused (RocksDB slows at 64 GiB).
+const PENDING_FULL: u64 = 48 << 30;
+
+/// Backpressure from a column family's level-0 file count, compaction debt, and
+/// whether RocksDB has stopped writes. Between `L0_SLOW` and `L0_FULL` the delay
+/// grows by 2 ms per file.
+pub fn pressure_from(l0_files: u64, pending_compaction_bytes: u64, stopped: bool) -> WritePressure {
+    if stopped {
+        WritePressure::Full("RocksDB stopped writes".into())
+    } else if l0_files >= L0_FULL {
+        WritePressure::Full(format!("{l0_files} files at level 0 wait for compaction"))
+    } else if pending_compaction_bytes >= PENDING_FULL {
+        WritePressure::Full(format!("{} GiB wait for compaction", pending_compaction_bytes >> 30))
+    } else if l0_files >= L0_SLOW {
+        WritePressure::Slow(std::time::Duration::from_millis(2 * (l0_files - L0_SLOW + 1)))
+    } else {
+        WritePressure::None
     }
 }
 
@@ -345,6 +372,17 @@ impl KvEngine for RocksEngine {
     fn compact_range(&self, cf: Cf, start: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
         self.db.compact_range_cf(self.cf(cf), start, end);
         Ok(())
+    }
+
+    /// The worst column family decides (RocksDB's triggers are per column family).
+    fn write_pressure(&self) -> WritePressure {
+        let (mut l0, mut pending, mut stopped) = (0, 0, false);
+        for cf in Cf::ALL {
+            l0 = l0.max(self.property(cf, "rocksdb.num-files-at-level0"));
+            pending = pending.max(self.property(cf, "rocksdb.estimate-pending-compaction-bytes"));
+            stopped |= self.property(cf, "rocksdb.is-write-stopped") != 0;
+        }
+        pressure_from(l0, pending, stopped)
     }
 
     fn stats(&self) -> EngineStats {

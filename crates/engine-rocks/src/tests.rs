@@ -330,3 +330,18 @@ fn snapshot_and_iterator_cross_threads() {
         });
     });
 }
+
+#[test]
+fn write_pressure_follows_level0_files_and_compaction_debt() {
+    use pinax_engine::WritePressure;
+    use std::time::Duration;
+    let dir = tempfile::tempdir().unwrap();
+    let e = RocksEngine::open(dir.path(), &small_config()).unwrap();
+    assert_eq!(e.write_pressure(), WritePressure::None, "a fresh engine");
+    assert_eq!(pressure_from(11, 0, false), WritePressure::None);
+    assert_eq!(pressure_from(12, 0, false), WritePressure::Slow(Duration::from_millis(2)));
+    assert_eq!(pressure_from(29, 0, false), WritePressure::Slow(Duration::from_millis(36)));
+    assert!(matches!(pressure_from(30, 0, false), WritePressure::Full(_)));
+    assert!(matches!(pressure_from(0, 48 << 30, false), WritePressure::Full(_)));
+    assert!(matches!(pressure_from(0, 0, true), WritePressure::Full(_)));
+}

@@ -141,6 +141,19 @@ pub struct EngineStats {
     pub pending_compaction_bytes: u64,
 }
 
+/// How far a store's background work (flushes, compactions) is behind its writes:
+/// what write backpressure acts on.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum WritePressure {
+    /// Keep writing.
+    #[default]
+    None,
+    /// Behind: delay each write by this much, so background work catches up.
+    Slow(std::time::Duration),
+    /// Too far behind: refuse writes (a retryable error) until it has caught up; why.
+    Full(String),
+}
+
 /// One ordered, multi-column-family key-value store (one per tablet).
 pub trait KvEngine: Send + Sync + 'static {
     type Snapshot<'a>: Snapshot
@@ -158,6 +171,10 @@ pub trait KvEngine: Send + Sync + 'static {
     /// Compact `[start, end)` (None = unbounded) of column family `cf`.
     fn compact_range(&self, cf: Cf, start: Option<&[u8]>, end: Option<&[u8]>) -> Result<()>;
     fn stats(&self) -> EngineStats;
+    /// Backpressure for writers (cheap: called every few milliseconds).
+    fn write_pressure(&self) -> WritePressure {
+        WritePressure::None
+    }
 }
 
 impl fmt::Display for Cf {

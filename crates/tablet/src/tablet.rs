@@ -8,13 +8,14 @@ use pinax_proto::LockStrength;
 use parking_lot::Mutex;
 use pinax_codec::keys::{self, IntentKind};
 use pinax_common::{HybridClock, HybridTime, TabletId, TxnId};
-use pinax_engine::{Cf, IterOptions, KvEngine, KvIterator, OwnedBatch, Snapshot, WriteBatch, WriteOptions};
+use pinax_engine::{Cf, IterOptions, KvEngine, KvIterator, OwnedBatch, Snapshot, WriteBatch, WriteOptions, WritePressure};
 use pinax_mvcc::gc::HistoryCutoff;
 use pinax_mvcc::read::{all_intents_iter, intents_at, intents_on_key, latest_version_at, IntentRecord};
 use pinax_mvcc::{MvccReader, ReadContext, ScanResult, ScanSpec, TxnStatus, TxnStatusResolver};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 const META_FORMAT_VERSION: &[u8] = b"format_version";
 /// Newest commit time of a SERIALIZABLE writer applied here (8 bytes, big-endian),
@@ -52,7 +53,13 @@ pub struct Tablet<E: KvEngine> {
     /// an older read time may have missed rows such a transaction wrote: its range
     /// lock conflicts.
     predicate_write_ht: AtomicU64,
+    /// The engine's write pressure and when it was read (refreshed every
+    /// `PRESSURE_REFRESH`): writes are delayed or refused while storage is behind.
+    pressure: Mutex<(Option<Instant>, WritePressure)>,
 }
+
+/// How long a reading of the engine's write pressure is used.
+const PRESSURE_REFRESH: Duration = Duration::from_millis(50);
 
 /// State kept under the tablet's write lock.
 #[derive(Default)]
@@ -130,7 +137,7 @@ impl<E: KvEngine> Tablet<E> {
                 engine.write(b, WriteOptions { sync: true })?;
             }
         }
-        let t = Tablet { id, engine, log, clock, partition, mvcc: MvccManager::default(), write_lock: Mutex::new(WriteState::default()), cutoff, predicate_write_ht: AtomicU64::new(0) };
+        let t = Tablet { id, engine, log, clock, partition, mvcc: MvccManager::default(), write_lock: Mutex::new(WriteState::default()), cutoff, predicate_write_ht: AtomicU64::new(0), pressure: Mutex::new((None, WritePressure::None)) };
         t.load_predicate_write_ht()?;
         let txns = t.txns_with_intents()?;
         t.write_lock.lock().intent_txns.extend(txns);
@@ -195,6 +202,7 @@ impl<E: KvEngine> Tablet<E> {
     /// again after it was applied returns its time without writing anything.
     pub fn write_fast<R: TxnStatusResolver + ?Sized>(&self, request: u128, ops: &[WriteOp], read_ht: Option<HybridTime>, resolver: &R) -> Result<HybridTime> {
         self.check_keys(ops)?;
+        self.admit_write()?;
         let mut guard = self.write_lock.lock();
         self.lead(&mut guard)?;
         if let Some(ht) = self.log.applied_request(request) {
@@ -222,11 +230,35 @@ impl<E: KvEngine> Tablet<E> {
         Ok(ht)
     }
 
+    /// Write backpressure, before a client's write takes the write lock: while the
+    /// engine's background work is behind, each write waits a little (so the
+    /// writers slow down to what storage absorbs), and when it is far behind,
+    /// writes are refused with a retryable error rather than queued. (Applying and
+    /// removing intents, which reduce the work, are never held back.)
+    fn admit_write(&self) -> Result<()> {
+        let pressure = {
+            let mut p = self.pressure.lock();
+            if p.0.is_none_or(|at| at.elapsed() >= PRESSURE_REFRESH) {
+                *p = (Some(Instant::now()), self.engine.write_pressure());
+            }
+            p.1.clone()
+        };
+        match pressure {
+            WritePressure::None => Ok(()),
+            WritePressure::Slow(d) => {
+                std::thread::sleep(d);
+                Ok(())
+            }
+            WritePressure::Full(why) => Err(Error::Unavailable { tablet_id: self.id, message: format!("storage is behind ({why}); writes are refused until it catches up") }),
+        }
+    }
+
     /// Write provisional records for transaction `txn`, statement `seq`. Conflicts
     /// with other transactions' intents, or with commits after `read_ht`, fail.
     /// `request` as for [`Tablet::write_fast`].
     pub fn write_intents<R: TxnStatusResolver + ?Sized>(&self, request: u128, txn: TxnId, seq: u32, read_ht: HybridTime, ops: &[WriteOp], resolver: &R) -> Result<()> {
         self.check_keys(ops)?;
+        self.admit_write()?;
         let mut guard = self.write_lock.lock();
         self.lead(&mut guard)?;
         if self.log.applied_request(request).is_some() {

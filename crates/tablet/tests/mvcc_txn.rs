@@ -734,3 +734,39 @@ fn a_large_transactions_intents_are_applied_in_bounded_entries() {
     let scan = t.scan(ReadContext::at(commit), &ScanSpec::default(), &w.resolver()).unwrap();
     assert_eq!(scan.rows.len(), rows);
 }
+
+#[test]
+fn writes_slow_down_then_are_refused_while_storage_is_behind() {
+    use pinax_engine::WritePressure;
+    use std::time::{Duration, Instant};
+    let w = World::new();
+    let t = &w.tablets[0];
+    let engine = &w.engines[0];
+    let refresh = Duration::from_millis(60);
+
+    engine.set_write_pressure(WritePressure::Slow(Duration::from_millis(40)));
+    std::thread::sleep(refresh);
+    let t0 = Instant::now();
+    t.write_fast(0, &[WriteOp::put("a", "1")], None, &w.resolver()).unwrap();
+    assert!(t0.elapsed() >= Duration::from_millis(40), "not delayed: {:?}", t0.elapsed());
+
+    // An intent written now, applied while writes are refused (applying reduces work).
+    let txn = tid(50);
+    w.status.create(txn).unwrap();
+    t.write_intents(0, txn, 1, w.now(), &[WriteOp::put("b", "2")], &w.resolver()).unwrap();
+    engine.set_write_pressure(WritePressure::Full("test".into()));
+    std::thread::sleep(refresh);
+    let e = t.write_fast(0, &[WriteOp::put("a", "3")], None, &w.resolver()).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::Unavailable, "{e:?}");
+    assert!(e.code().is_retryable());
+    let e = t.write_intents(0, tid(51), 1, w.now(), &[WriteOp::put("c", "4")], &w.resolver()).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::Unavailable, "{e:?}");
+    let commit = w.status.commit(txn, vec![t.id()]).unwrap();
+    assert_eq!(t.apply_intents(txn, commit).unwrap(), 1);
+
+    engine.set_write_pressure(WritePressure::None);
+    std::thread::sleep(refresh);
+    t.write_fast(0, &[WriteOp::put("a", "5")], None, &w.resolver()).unwrap();
+    assert_eq!(w.get_at("a", w.now()).as_deref(), Some("5"));
+    assert_eq!(w.get_at("b", w.now()).as_deref(), Some("2"));
+}
