@@ -8,7 +8,7 @@ PINAX_DATA_DIR ?= $(if $(filter 0,$(shell id -u)),/var/lib/pinax,$(HOME)/.pinax)
 APT_PACKAGES := build-essential ccache clang libclang-dev pkg-config postgresql-15 postgresql-server-dev-15 postgresql-contrib
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: start stop status test deps build check bench clean-cache ext pgrx sqltest bank
+.PHONY: start stop status test deps build check bench clean-cache ext pgrx sqltest bank soak
 
 ## Install what is missing (Debian 12): apt packages and a Rust toolchain check.
 deps:
@@ -70,6 +70,11 @@ test: build ext
 ## The bank test, long version (8 clients, 60 s per isolation level, 1000 accounts).
 bank: build ext
 	PINAX_BANK_ONLY=1 PINAX_BANK="60 8 1000" PINAX_BIN=$(PINAX_BIN) pg/ext/test/run.sh
+
+## Soak: the bank test on a 3-node cluster (RF 3) for 5 minutes per isolation level,
+## a node killed and restarted every 3 s.
+soak: build ext
+	PINAX_BIN=$(PINAX_BIN) pg/ext/test/cluster.sh 300
 
 ## Only the SQL regression tests (after `make ext`).
 sqltest: build ext
