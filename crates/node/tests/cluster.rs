@@ -200,6 +200,33 @@ fn a_dead_nodes_replicas_move_to_live_nodes() {
         assert!(Instant::now() < deadline, "replicas of the dead node were not moved: {t:?}");
         std::thread::sleep(Duration::from_millis(200));
     }
+    // Node 2 comes back: the replicas moved away while it was down are dropped
+    // (they hear from no leader, and the catalog places them elsewhere).
+    let tablets = |dir: &Path| -> Vec<String> {
+        let mut found = Vec::new();
+        let mut stack = vec![dir.to_path_buf()];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if name.starts_with("tablet-") {
+                    found.push(name);
+                } else if e.path().is_dir() {
+                    stack.push(e.path());
+                }
+            }
+        }
+        found
+    };
+    let moved: Vec<String> = table.tablets.iter().filter(|ti| ti.replicas.contains(&gone)).map(|ti| format!("tablet-{}", ti.id.0)).collect();
+    assert!(moved.iter().all(|t| tablets(cluster.dirs[1].path()).contains(t)));
+    cluster.restart(1);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while moved.iter().any(|t| tablets(cluster.dirs[1].path()).contains(t)) {
+        assert!(Instant::now() < deadline, "node 2 kept replicas moved away: {:?}", tablets(cluster.dirs[1].path()));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    write_all(&c, 1000..1010, &mut acked);
+
     // Every tablet now has three replicas on nodes 1, 3 and 4: losing node 3 too
     // leaves a majority of each.
     cluster.kill(2);

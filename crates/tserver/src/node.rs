@@ -126,8 +126,10 @@ pub struct Node<F: EngineFactory> {
     nodes: Mutex<BTreeMap<u64, (String, Instant)>>,
     /// When this node last registered with the master.
     last_register: Mutex<Option<Instant>>,
-    /// Master: when replica placement was last checked.
+    /// When replica placement (master) and orphaned replicas were last checked.
     last_placement_check: Mutex<Instant>,
+    /// Since when each local replica has known no leader (`drop_orphan_replicas`).
+    leaderless_since: Mutex<HashMap<TabletId, Instant>>,
     /// Every node's RPC address by id (the master's registrations; other nodes
     /// learn them when they register).
     directory: RwLock<BTreeMap<u64, String>>,
@@ -207,6 +209,7 @@ impl<F: EngineFactory> Node<F> {
             nodes: Mutex::new(BTreeMap::new()),
             last_register: Mutex::new(None),
             last_placement_check: Mutex::new(Instant::now()),
+            leaderless_since: Mutex::new(HashMap::new()),
             directory: RwLock::new(BTreeMap::new()),
             remote_outcomes: Mutex::new(HashMap::new()),
             locations: Mutex::new(HashMap::new()),
@@ -749,6 +752,45 @@ impl<F: EngineFactory> Node<F> {
         }
     }
 
+    /// Drop this node's replicas that were moved away or whose table was dropped
+    /// while it was down (nobody could tell it then). Such a replica hears from no
+    /// leader (it is no longer a member); one that has heard from none for the node
+    /// timeout is looked up in the catalog, and dropped if the catalog does not
+    /// place it here. (A replica being added hears from its leader as soon as it is
+    /// a learner; one whose whole group lost its quorum is still in the catalog.)
+    fn drop_orphan_replicas(&self) {
+        let groups: Vec<(TabletId, bool)> = self.groups.read().iter().map(|(id, g)| (*id, g.group.leader().is_some())).collect();
+        let mut check = Vec::new();
+        {
+            let mut since = self.leaderless_since.lock();
+            since.retain(|id, _| groups.iter().any(|(g, _)| g == id));
+            for (id, has_leader) in groups {
+                if has_leader {
+                    since.remove(&id);
+                    continue;
+                }
+                let t = since.entry(id).or_insert_with(Instant::now);
+                if t.elapsed() >= self.cfg.node_timeout {
+                    check.push(id);
+                    *t = Instant::now();
+                }
+            }
+        }
+        for id in check {
+            let placed_here = match self.call_master(Request::LocateTablet { tablet: id }) {
+                Ok(Response::Tablet(ti)) => ti.replicas.contains(&self.cfg.rpc_addr),
+                Err(e) if e.code == ErrorCode::TabletNotFound => false,
+                _ => continue, // the master cannot say now: decide nothing
+            };
+            if !placed_here {
+                tracing::info!(tablet_id = id.0, "dropping a replica the catalog no longer places here");
+                if let Err(e) = self.drop_replica(id) {
+                    tracing::warn!(tablet_id = id.0, error = %e, "could not drop an orphaned replica");
+                }
+            }
+        }
+    }
+
     /// Put a replica of tablet `ti` on node `new`, in place of dead node `dead` if set.
     fn move_replica(&self, table: &str, ti: &TabletInfo, dead: Option<(u64, &str)>, new: (u64, &str)) -> Result<(), RpcError> {
         let dead_addr = dead.map(|d| d.1);
@@ -908,18 +950,19 @@ impl<F: EngineFactory> Node<F> {
     /// Periodic background work; call every few hundred milliseconds.
     pub fn tick(&self) {
         self.heartbeat_master();
-        if self.is_master() {
-            let due = {
-                let mut last = self.last_placement_check.lock();
-                let due = last.elapsed() >= Duration::from_secs(1);
-                if due {
-                    *last = Instant::now();
-                }
-                due
-            };
+        let due = {
+            let mut last = self.last_placement_check.lock();
+            let due = last.elapsed() >= Duration::from_secs(1);
             if due {
+                *last = Instant::now();
+            }
+            due
+        };
+        if due {
+            if self.is_master() {
                 self.re_replicate();
             }
+            self.drop_orphan_replicas();
         }
         // 1. Abort transactions whose client went silent.
         match self.status.expire() {
