@@ -112,24 +112,32 @@ impl<'a, S: Snapshot, R: TxnStatusResolver + ?Sized> MvccReader<'a, S, R> {
         }
         let mut out = ScanResult::default();
         let mut bytes = 0usize;
+        // The escaped key of the current row (one buffer for the whole scan: no
+        // allocation per row on the way to a count).
+        let mut esc: Vec<u8> = Vec::new();
         loop {
-            let a = if reg.valid()? { Some(keys::split_version_key(reg.key())?.0.to_vec()) } else { None };
-            let b = match int.as_ref() {
-                Some(i) if i.valid()? => Some(keys::split_intent_key(i.key())?.0.to_vec()),
-                _ => None,
-            };
-            let esc = match (&a, &b) {
-                (None, None) => break,
-                (Some(x), None) | (None, Some(x)) => x.clone(),
-                (Some(x), Some(y)) => {
-                    if spec.reverse {
-                        x.max(y).clone()
-                    } else {
-                        x.min(y).clone()
+            let (in_regular, in_intents) = {
+                let a = if reg.valid()? { Some(keys::split_version_key(reg.key())?.0) } else { None };
+                let b = match int.as_ref() {
+                    Some(i) if i.valid()? => Some(keys::split_intent_key(i.key())?.0),
+                    _ => None,
+                };
+                let next = match (a, b) {
+                    (None, None) => break,
+                    (Some(x), None) | (None, Some(x)) => x,
+                    (Some(x), Some(y)) => {
+                        if spec.reverse {
+                            x.max(y)
+                        } else {
+                            x.min(y)
+                        }
                     }
-                }
+                };
+                esc.clear();
+                esc.extend_from_slice(next);
+                (a == Some(next), b == Some(next))
             };
-            let from_intents = if b.as_deref() == Some(&esc[..]) {
+            let from_intents = if in_intents {
                 let recs = match int.as_mut() {
                     Some(i) => collect_intent_group(i, &esc, spec.reverse)?,
                     None => Vec::new(),
@@ -138,8 +146,8 @@ impl<'a, S: Snapshot, R: TxnStatusResolver + ?Sized> MvccReader<'a, S, R> {
             } else {
                 Found::Nothing
             };
-            let from_regular = if a.as_deref() == Some(&esc[..]) {
-                read_version_group(&mut reg, &esc, self.ctx.read_ht, spec.reverse)?
+            let from_regular = if in_regular {
+                read_version_group(&mut reg, &esc, self.ctx.read_ht, spec.reverse, !spec.count_only)?
             } else {
                 Found::Nothing
             };
@@ -233,8 +241,9 @@ fn intent_found(r: &IntentRecord) -> Found {
 const SEQUENTIAL_SKIPS: usize = 8;
 
 /// Consume the versions of escaped key `esc` (iterator positioned on its first entry
-/// in scan direction) and return the newest one at or before `read_ht`.
-fn read_version_group<I: KvIterator>(it: &mut I, esc: &[u8], read_ht: HybridTime, reverse: bool) -> Result<Found> {
+/// in scan direction) and return the newest one at or before `read_ht` (its value
+/// copied only if `want_value`: a count needs none).
+fn read_version_group<I: KvIterator>(it: &mut I, esc: &[u8], read_ht: HybridTime, reverse: bool, want_value: bool) -> Result<Found> {
     let mut found = Found::Nothing;
     let mut decided = false;
     let mut skipped = 0;
@@ -259,7 +268,8 @@ fn read_version_group<I: KvIterator>(it: &mut I, esc: &[u8], read_ht: HybridTime
         }
         if ht <= read_ht && !decided {
             found = match keys::decode_value(it.value())? {
-                StoredValue::Put(v) => Found::Value(v.to_vec()),
+                StoredValue::Put(v) if want_value => Found::Value(v.to_vec()),
+                StoredValue::Put(_) => Found::Value(Vec::new()),
                 StoredValue::Tombstone => Found::Deleted,
             };
             // Forward: newest first, so the first match is the answer. Reverse:
