@@ -22,7 +22,7 @@ for iso in "read committed" "repeatable read" "serializable"; do
     -c "CREATE TABLE bank_transfers (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), src int, dst int, amount bigint)" \
     -c "INSERT INTO bank_accounts SELECT g, 1000 FROM generate_series(1, $accounts) g"
   out=$(PGOPTIONS="-c default_transaction_isolation=${iso// /\\ }" "$pgbench" -n -M prepared -d "$db" \
-          -c "$clients" -j "$clients" -T "$secs" --max-tries=1000 -D accounts="$accounts" \
+          -c "$clients" -j "$clients" -T "$secs" --max-tries=1000 --verbose-errors -D accounts="$accounts" \
           -f "$here/transfer.sql@8" -f "$here/audit.sql@1" -f "$here/counter.sql@1" 2>&1) || { grep -iE "error|fatal" <<<"$out" | head -5; echo "$out" | tail -3; status=1; }
   # " - 1476 transactions (89.8% of total, ...)" under each script's heading.
   script_txns() { awk -v s="SQL script $1:" 'index($0, s) == 1 { on = 1 } on && / transactions \(/ { print $2; exit }' <<<"$out"; }
@@ -41,6 +41,10 @@ for iso in "read committed" "repeatable read" "serializable"; do
     echo "$line: ok"
   else
     echo "$line: FAILED"; echo "$out" | tail -25; status=1
+    # Tell a miscount (count(*) is pushed down to the tablets) from a transfer
+    # committed twice, and show the errors the clients retried after.
+    psql_ -tA -F' ' -c "SELECT 'history: count(*) ' || (SELECT count(*) FROM bank_transfers) || ', count(DISTINCT id) ' || count(DISTINCT id) || ', rows scanned ' || (SELECT count(*) FROM (SELECT id FROM bank_transfers OFFSET 0) s) FROM bank_transfers"
+    grep -iE "error|repeats" <<<"$out" | head -20
   fi
   psql_ -c "DROP TABLE bank_accounts, bank_transfers, bank_counters"
 done
