@@ -17,7 +17,9 @@ port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 pick_port() {
   local p
   for _ in $(seq 1 200); do
-    p=$(( 20000 + RANDOM % 20000 ))
+    # Below Linux's ephemeral range (32768+): an outgoing connection's local port
+    # there is free to connect() but can make the node's bind fail.
+    p=$(( 20000 + RANDOM % 12000 ))
     ok=1
     for i in $(seq 0 $((nodes + 1))); do port_free "$((p + i))" || ok=0; done
     if [[ $ok == 1 ]]; then echo "$p"; return; fi

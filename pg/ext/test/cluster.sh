@@ -16,7 +16,9 @@ port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 pick_ports() {
   local p i ok
   for _ in $(seq 1 200); do
-    p=$(( 20000 + RANDOM % 20000 )); ok=1
+    # Below Linux's ephemeral range (32768+): an outgoing connection's local port
+    # there is free to connect() but can make the node's bind fail.
+    p=$(( 20000 + RANDOM % 12000 )); ok=1
     for i in 0 1 2 3; do port_free "$((p + i))" || ok=0; done
     if [[ $ok == 1 ]]; then echo "$p"; return; fi
   done
@@ -36,7 +38,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$bin" cluster start --nodes 3 --data-dir "$dir" --base-port "$rpc" --pg-port "$pg" --tablets-per-node 2 >/dev/null
+if ! "$bin" cluster start --nodes 3 --data-dir "$dir" --base-port "$rpc" --pg-port "$pg" --tablets-per-node 2 >/dev/null; then
+  for l in "$dir"/node-*/pinax.log; do echo "--- $l"; tail -20 "$l"; done >&2
+  exit 1
+fi
 export PGHOST=127.0.0.1 PGPORT=$pg PGUSER=$superuser
 psql_() { psql -X -q -v ON_ERROR_STOP=1 "$@"; }
 psql_ -d postgres -c "CREATE DATABASE bank_cluster"

@@ -19,7 +19,9 @@ port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 pick_port() {
   local p
   for _ in $(seq 1 200); do
-    p=$(( 20000 + RANDOM % 20000 ))
+    # Below Linux's ephemeral range (32768+): an outgoing connection's local port
+    # there is free to connect() but can make the node's bind fail.
+    p=$(( 20000 + RANDOM % 12000 ))
     if port_free "$p" && port_free "$((p + 1))"; then echo "$p"; return; fi
   done
   echo "no free port" >&2; exit 1
