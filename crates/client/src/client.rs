@@ -151,9 +151,9 @@ impl Client {
     /// [`Client::call_tablet`], handing the request back. A `NotLeader` answer sends
     /// it to the leader it names at once; one naming none (an election is on), or an
     /// unreachable or unavailable (no quorum) replica of a replicated tablet, tries
-    /// the next replica after a short backoff; for up to `leader_wait`. (A request whose connection broke
-    /// after it was sent may have been applied; retrying it is safe for reads and
-    /// intents, and for plain writes of whole rows.)
+    /// the next replica after a short backoff; for up to `leader_wait`. (A request
+    /// whose connection broke after it was sent may have been applied; retrying it
+    /// is safe for reads and intents, and for plain writes of whole rows.)
     pub fn call_tablet_returning(&self, ti: &TabletInfo, mut req: Request) -> (Result<Response>, Request) {
         let deadline = Instant::now() + self.inner.opts.leader_wait;
         let mut addr = self.leader_of(ti);

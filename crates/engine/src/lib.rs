@@ -132,7 +132,7 @@ pub trait WriteBatch: Send {
     fn clear(&mut self);
 }
 
-/// Statistics used by backpressure and status pages.
+/// Statistics for status pages and tests (backpressure asks `write_pressure`).
 #[derive(Clone, Debug, Default)]
 pub struct EngineStats {
     pub approximate_bytes: u64,

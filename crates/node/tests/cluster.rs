@@ -95,6 +95,20 @@ fn create_rf3(c: &Client, tablets: u32) -> std::sync::Arc<pinax_proto::TableInfo
     }
 }
 
+/// Wait (up to 60 s) until every tablet of "rf3", as the catalog places it,
+/// satisfies `placed`; else fail with `what` and the last placement.
+fn wait_for_placement(c: &Client, what: &str, placed: impl Fn(&pinax_proto::TabletInfo) -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let t = c.refresh_table("rf3").unwrap();
+        if t.tablets.iter().all(&placed) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{what}: {t:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 fn check_all(c: &Client, acked: &[u32]) {
     for i in acked {
         assert_eq!(c.get("rf3", &key(*i)).unwrap(), Some(format!("v{i}").into_bytes()), "acknowledged write {i} lost");
@@ -191,15 +205,7 @@ fn a_dead_nodes_replicas_move_to_live_nodes() {
     cluster.kill(1);
     write_all(&c, 200..300, &mut acked);
     // After the node timeout (3 s here) the master moves node 2's replicas.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let t = c.refresh_table("rf3").unwrap();
-        if t.tablets.iter().all(|ti| !ti.replicas.contains(&gone) && ti.replicas.len() == 3) {
-            break;
-        }
-        assert!(Instant::now() < deadline, "replicas of the dead node were not moved: {t:?}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    wait_for_placement(&c, "replicas of the dead node were not moved", |ti| !ti.replicas.contains(&gone) && ti.replicas.len() == 3);
     // Node 2 comes back: the replicas moved away while it was down are dropped
     // (they hear from no leader, and the catalog places them elsewhere).
     let tablets = |dir: &Path| -> Vec<String> {
@@ -255,15 +261,8 @@ fn a_node_whose_data_dir_was_wiped_gets_its_replicas_rebuilt() {
     cluster.ports[2] = free_port();
     cluster.restart(2);
     write_all(&c, 200..300, &mut acked);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let t = c.refresh_table("rf3").unwrap();
-        if t.tablets.iter().all(|ti| !ti.replicas.contains(&gone) && ti.replicas.contains(&cluster.addr(2)) && ti.replicas.len() == 3) {
-            break;
-        }
-        assert!(Instant::now() < deadline, "the wiped node's replicas were not rebuilt: {t:?}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    let rebuilt_on = cluster.addr(2);
+    wait_for_placement(&c, "the wiped node's replicas were not rebuilt", |ti| !ti.replicas.contains(&gone) && ti.replicas.contains(&rebuilt_on) && ti.replicas.len() == 3);
     assert_eq!(table.tablets.len(), 4);
     // The rebuilt replicas hold the data: with node 2 down, nodes 1 and the new
     // one are each tablet's majority.
