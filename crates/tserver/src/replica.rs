@@ -99,6 +99,11 @@ impl RpcTransport {
         }
         let pooled = self.pools.lock().get_mut(addr).and_then(|p| p.pop());
         let env = RequestEnvelope { ht: self.clock.now(), request };
+        let fresh = || -> Result<(PeerConn, ResponseEnvelope), pinax_proto::RpcError> {
+            let mut c = PeerConn::connect(addr).map_err(|e| unavailable(&e))?;
+            let r = c.call(&env).map_err(|e| unavailable(&e))?;
+            Ok((c, r))
+        };
         let (conn, resp) = match pooled {
             Some(mut c) => match c.call(&env) {
                 Ok(r) => (c, r),
@@ -106,17 +111,11 @@ impl RpcTransport {
                 // pooled connections are as stale; send once more on a new one.
                 Err(FrameError::Io(_)) => {
                     self.pools.lock().remove(addr);
-                    let mut c = PeerConn::connect(addr).map_err(|e| unavailable(&e))?;
-                    let r = c.call(&env).map_err(|e| unavailable(&e))?;
-                    (c, r)
+                    fresh()?
                 }
                 Err(e) => return Err(unavailable(&e)),
             },
-            None => {
-                let mut c = PeerConn::connect(addr).map_err(|e| unavailable(&e))?;
-                let r = c.call(&env).map_err(|e| unavailable(&e))?;
-                (c, r)
-            }
+            None => fresh()?,
         };
         self.clock.update(resp.ht);
         let mut pools = self.pools.lock();
