@@ -91,6 +91,11 @@ impl Client {
         }
     }
 
+    /// Id of the node the client connected to (its seed).
+    pub fn node_id(&self) -> u64 {
+        self.inner.seed_node_id.load(Ordering::Relaxed)
+    }
+
     /// The client's hybrid clock (advanced by every response).
     pub fn now(&self) -> HybridTime {
         self.inner.clock.now()

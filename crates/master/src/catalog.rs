@@ -7,12 +7,14 @@
 //! - `"next_node_id"` → u64 BE: next id for a joining node (node 1 is the master)
 //! - `"r/" ++ tablet id (u64 BE)` → blob(kind `'R'`, v1, bincode(`ReplicaRecord`)):
 //!   a replica this node serves (every node keeps its own, master or not)
+//! - `"a/" ++ name` → the table name it is another name of (`AddTableName`)
+//! - `"d/" ++ seq (u64 BE)` → blob(kind `'D'`, v1, bincode(`DdlEntry`)): the DDL log
 
 use parking_lot::Mutex;
 use pinax_codec::blob::{decode_blob, encode_blob};
 use pinax_common::{ErrorCode, TableId, TabletId};
 use pinax_engine::{Cf, IterOptions, KvEngine, KvIterator, Snapshot, WriteBatch, WriteOptions};
-use pinax_proto::{Sharding, TableInfo, TabletInfo};
+use pinax_proto::{DdlEntry, Sharding, TableInfo, TabletInfo};
 use std::collections::BTreeMap;
 
 const TABLE_PREFIX: &[u8] = b"t/";
@@ -21,6 +23,10 @@ const NEXT_NODE_ID: &[u8] = b"next_node_id";
 const REPLICA_PREFIX: &[u8] = b"r/";
 const REPLICA_KIND: u8 = b'R';
 const REPLICA_VERSION: u8 = 1;
+const ALIAS_PREFIX: &[u8] = b"a/";
+const DDL_PREFIX: &[u8] = b"d/";
+const DDL_KIND: u8 = b'D';
+const DDL_VERSION: u8 = 1;
 
 /// A tablet replica served by this node: what it needs to reopen it.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -112,7 +118,20 @@ struct TabletInfoV1 {
 
 struct State {
     tables: BTreeMap<String, TableInfo>,
+    /// Other names of tables: name → the table's own name.
+    aliases: BTreeMap<String, String>,
     next_id: u64,
+    /// Sequence number of the DDL log's last entry (0: empty).
+    last_ddl: u64,
+}
+
+/// What [`Catalog::drop_table`] dropped.
+#[derive(Debug)]
+pub enum Dropped {
+    /// A table (with every other name it had): its tablets are to be destroyed.
+    Table(TableInfo),
+    /// Only another name of a table.
+    Name,
 }
 
 pub struct Catalog<E: KvEngine> {
@@ -137,7 +156,24 @@ impl<E: KvEngine> Catalog<E> {
                 it.next();
             }
         }
-        Ok(Catalog { engine, state: Mutex::new(State { tables, next_id }) })
+        let mut aliases = BTreeMap::new();
+        let mut last_ddl = 0;
+        {
+            let snap = engine.snapshot();
+            let mut it = snap.iter(Cf::Regular, IterOptions { lower: Some(ALIAS_PREFIX.to_vec()), upper: Some(b"a0".to_vec()), prefix_same_as_start: false });
+            it.seek_to_first();
+            while it.valid()? {
+                let name = String::from_utf8_lossy(&it.key()[ALIAS_PREFIX.len()..]).into_owned();
+                aliases.insert(name, String::from_utf8_lossy(it.value()).into_owned());
+                it.next();
+            }
+            let mut it = snap.iter(Cf::Regular, IterOptions { lower: Some(DDL_PREFIX.to_vec()), upper: Some(b"d0".to_vec()), prefix_same_as_start: false });
+            it.seek_to_last();
+            if it.valid()? {
+                last_ddl = u64::from_be_bytes(it.key()[DDL_PREFIX.len()..].try_into().map_err(|_| CatalogError::Corrupt("DDL log key".into()))?);
+            }
+        }
+        Ok(Catalog { engine, state: Mutex::new(State { tables, aliases, next_id, last_ddl }) })
     }
 
     /// Allocate ids and partitions for a new table (not yet persisted: the caller
@@ -203,14 +239,83 @@ impl<E: KvEngine> Catalog<E> {
         Ok(t)
     }
 
-    pub fn drop_table(&self, name: &str) -> Result<TableInfo, CatalogError> {
+    /// Drop name `name`: another name of a table goes alone; a table's own name
+    /// takes the table and all its other names with it.
+    pub fn drop_table(&self, name: &str) -> Result<Dropped, CatalogError> {
         let mut st = self.state.lock();
+        if st.aliases.contains_key(name) {
+            let mut b = self.engine.new_batch();
+            b.delete(Cf::Regular, &prefixed(ALIAS_PREFIX, name));
+            self.engine.write(b, WriteOptions { sync: true })?;
+            st.aliases.remove(name);
+            return Ok(Dropped::Name);
+        }
         let t = st.tables.get(name).cloned().ok_or_else(|| CatalogError::NotFound(name.to_string()))?;
+        let others: Vec<String> = st.aliases.iter().filter(|(_, target)| *target == name).map(|(a, _)| a.clone()).collect();
         let mut b = self.engine.new_batch();
         b.delete(Cf::Regular, &table_key(name));
+        for a in &others {
+            b.delete(Cf::Regular, &prefixed(ALIAS_PREFIX, a));
+        }
         self.engine.write(b, WriteOptions { sync: true })?;
         st.tables.remove(name);
+        for a in &others {
+            st.aliases.remove(a);
+        }
+        Ok(Dropped::Table(t))
+    }
+
+    /// Make `name` another name of table `existing` (itself maybe another name).
+    /// Idempotent; fails if `name` is taken by another table.
+    pub fn add_name(&self, name: &str, existing: &str) -> Result<TableInfo, CatalogError> {
+        if name.is_empty() {
+            return Err(CatalogError::Invalid("empty table name".into()));
+        }
+        let mut st = self.state.lock();
+        let target = st.aliases.get(existing).cloned().unwrap_or_else(|| existing.to_string());
+        let t = st.tables.get(&target).cloned().ok_or_else(|| CatalogError::NotFound(existing.to_string()))?;
+        if name == target || st.aliases.get(name) == Some(&target) {
+            return Ok(t);
+        }
+        if st.tables.contains_key(name) || st.aliases.contains_key(name) {
+            return Err(CatalogError::AlreadyExists(name.to_string()));
+        }
+        let mut b = self.engine.new_batch();
+        b.put(Cf::Regular, &prefixed(ALIAS_PREFIX, name), target.as_bytes());
+        self.engine.write(b, WriteOptions { sync: true })?;
+        st.aliases.insert(name.to_string(), target);
         Ok(t)
+    }
+
+    /// Append `entry` to the DDL log (synced); returns its sequence number.
+    pub fn append_ddl(&self, mut entry: DdlEntry) -> Result<u64, CatalogError> {
+        let mut st = self.state.lock();
+        entry.seq = st.last_ddl + 1;
+        let payload = bincode::serde::encode_to_vec(&entry, bincode_cfg()).unwrap_or_default();
+        let mut b = self.engine.new_batch();
+        b.put(Cf::Regular, &prefixed(DDL_PREFIX, entry.seq.to_be_bytes()), &encode_blob(DDL_KIND, DDL_VERSION, &payload));
+        self.engine.write(b, WriteOptions { sync: true })?;
+        st.last_ddl = entry.seq;
+        Ok(entry.seq)
+    }
+
+    /// Up to `max` DDL log entries after sequence number `after`, in order.
+    pub fn read_ddl(&self, after: u64, max: usize) -> Result<Vec<DdlEntry>, CatalogError> {
+        let snap = self.engine.snapshot();
+        let lower = prefixed(DDL_PREFIX, (after + 1).to_be_bytes());
+        let mut it = snap.iter(Cf::Regular, IterOptions { lower: Some(lower), upper: Some(b"d0".to_vec()), prefix_same_as_start: false });
+        it.seek_to_first();
+        let mut out = Vec::new();
+        while out.len() < max && it.valid()? {
+            let (version, payload) = decode_blob(DDL_KIND, it.value()).map_err(|e| CatalogError::Corrupt(e.to_string()))?;
+            if version != DDL_VERSION {
+                return Err(CatalogError::Corrupt(format!("unknown DDL log entry version {version}")));
+            }
+            let (e, _) = bincode::serde::decode_from_slice(payload, bincode_cfg()).map_err(|e| CatalogError::Corrupt(e.to_string()))?;
+            out.push(e);
+            it.next();
+        }
+        Ok(out)
     }
 
     /// A new node id (ids start at 2: the first node, the master, is 1).
@@ -260,13 +365,22 @@ impl<E: KvEngine> Catalog<E> {
         Ok(out)
     }
 
+    /// The table named `name` (its own name or another).
     pub fn get(&self, name: &str) -> Result<TableInfo, CatalogError> {
-        self.state.lock().tables.get(name).cloned().ok_or_else(|| CatalogError::NotFound(name.to_string()))
+        let st = self.state.lock();
+        let own = st.aliases.get(name).map(String::as_str).unwrap_or(name);
+        st.tables.get(own).cloned().ok_or_else(|| CatalogError::NotFound(name.to_string()))
     }
 
     pub fn tables(&self) -> Vec<TableInfo> {
         self.state.lock().tables.values().cloned().collect()
     }
+}
+
+fn prefixed(prefix: &[u8], rest: impl AsRef<[u8]>) -> Vec<u8> {
+    let mut k = prefix.to_vec();
+    k.extend_from_slice(rest.as_ref());
+    k
 }
 
 fn table_key(name: &str) -> Vec<u8> {
@@ -318,5 +432,63 @@ mod tests {
         assert_eq!(t.tablets[0].leader, "a");
         assert_eq!(t.tablets[0].replicas, vec!["a".to_string()]);
         assert_eq!(t.tablets[0].id, TabletId(2));
+    }
+
+    fn table(c: &Catalog<pinax_engine_mem::MemEngine>, name: &str) -> TableInfo {
+        let t = c.plan_table(name, Sharding::Hash { tablets: 2 }, "a").unwrap();
+        c.commit_table(&t).unwrap();
+        t
+    }
+
+    #[test]
+    fn other_names_resolve_and_drop_alone_or_with_their_table() {
+        let engine = pinax_engine_mem::MemEngine::new();
+        let c = Catalog::open(engine.clone()).unwrap();
+        let t = table(&c, "t1");
+        assert_eq!(c.add_name("n2_t1", "t1").unwrap().id, t.id);
+        // Idempotent, also through another name; a taken name is refused.
+        assert_eq!(c.add_name("n2_t1", "t1").unwrap().id, t.id);
+        assert_eq!(c.add_name("n3_t1", "n2_t1").unwrap().id, t.id);
+        table(&c, "t2");
+        assert!(matches!(c.add_name("t2", "t1"), Err(CatalogError::AlreadyExists(_))));
+        assert!(matches!(c.add_name("x", "missing"), Err(CatalogError::NotFound(_))));
+        assert_eq!(c.get("n3_t1").unwrap().id, t.id);
+        // Names survive a restart.
+        let c = Catalog::open(engine.clone()).unwrap();
+        assert_eq!(c.get("n2_t1").unwrap().id, t.id);
+        // Dropping another name leaves the table.
+        assert!(matches!(c.drop_table("n2_t1").unwrap(), Dropped::Name));
+        assert!(c.get("n2_t1").is_err());
+        assert_eq!(c.get("t1").unwrap().id, t.id);
+        // Dropping the table takes its other names.
+        assert!(matches!(c.drop_table("t1").unwrap(), Dropped::Table(d) if d.id == t.id));
+        assert!(c.get("n3_t1").is_err());
+        let c = Catalog::open(engine).unwrap();
+        assert!(c.get("n3_t1").is_err());
+        assert!(c.get("t2").is_ok());
+    }
+
+    #[test]
+    fn the_ddl_log_numbers_entries_in_order_and_survives_a_restart() {
+        let engine = pinax_engine_mem::MemEngine::new();
+        let c = Catalog::open(engine.clone()).unwrap();
+        let entry = |sql: &str| DdlEntry {
+            seq: 0,
+            origin: 2,
+            database: "db".into(),
+            user: "u".into(),
+            search_path: "public".into(),
+            statements: vec![pinax_proto::DdlStatement { sql: sql.into(), names: vec![("public.t".into(), "n2_t1_2".into())] }],
+        };
+        assert_eq!(c.append_ddl(entry("create table a()")).unwrap(), 1);
+        assert_eq!(c.append_ddl(entry("create table b()")).unwrap(), 2);
+        let c = Catalog::open(engine).unwrap();
+        assert_eq!(c.append_ddl(entry("create table c()")).unwrap(), 3);
+        let all = c.read_ddl(0, 100).unwrap();
+        assert_eq!(all.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![1, 2, 3]);
+        assert_eq!(all[1].statements[0].sql, "create table b()");
+        assert_eq!(all[1].statements[0].names, entry("").statements[0].names);
+        assert_eq!(c.read_ddl(1, 1).unwrap().iter().map(|e| e.seq).collect::<Vec<_>>(), vec![2]);
+        assert!(c.read_ddl(3, 100).unwrap().is_empty());
     }
 }

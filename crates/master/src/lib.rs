@@ -6,6 +6,11 @@
 //! its own catalog engine, the [`ReplicaRecord`]s of the replicas it serves. A
 //! replicated master (a Raft group of masters) is the next step.
 //!
+//! The catalog also keeps the cluster's DDL log ([`Catalog::append_ddl`]): every SQL
+//! node's PostgreSQL logs its committed DDL there and replays the others', so all
+//! catalogs agree; and other names of tables ([`Catalog::add_name`]): a node
+//! replaying a CREATE TABLE names the creator's storage table for its own relation.
+//!
 //! Key types: [`Catalog`] (persisted tables, id allocation), [`plan_partitions`] (how a
 //! table is cut into tablets).
 //! Invariants: table names are unique; tablet ids are never reused; a table's
@@ -16,5 +21,5 @@
 pub mod catalog;
 pub mod partitions;
 
-pub use catalog::{Catalog, CatalogError, ReplicaRecord};
+pub use catalog::{Catalog, CatalogError, Dropped, ReplicaRecord};
 pub use partitions::plan_partitions;

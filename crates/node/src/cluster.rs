@@ -2,11 +2,12 @@
 //!
 //! `pinax cluster start --nodes N` starts N nodes with data directories
 //! `<dir>/node-1` … `<dir>/node-N` on RPC ports `base`, `base+1`, …: node 1 is the
-//! master and runs PostgreSQL (on `--pg-port`); the others join it. New tables get
-//! `--replication-factor` replicas (default 3). The layout is kept in
-//! `<dir>/cluster.conf`, so `stop`, `kill NODE` (SIGKILL) and `restart NODE` need only
-//! the directory. (PostgreSQL runs on node 1 only: other nodes' PostgreSQL would not
-//! see tables created through node 1 until DDL propagates.)
+//! master; the others join it. Every node runs PostgreSQL, node i on `--pg-port` +
+//! i - 1, and DDL run on any of them reaches the others (the DDL log, see `ddl.rs`),
+//! so psql works against any node. New tables get `--replication-factor` replicas
+//! (default 3). The layout is kept in `<dir>/cluster.conf`, so `stop`, `kill NODE`
+//! (SIGKILL of the node daemon; its PostgreSQL stays up and reconnects when the
+//! node is back) and `restart NODE` need only the directory.
 
 use crate::{alive, default_data_dir, read_pid, start, stop, DirArgs, NodeArgs};
 use anyhow::{bail, Context, Result};
@@ -37,7 +38,7 @@ pub struct StartArgs {
     /// RPC port of node 1; node i listens on base + i - 1.
     #[arg(long, default_value_t = 7100)]
     base_port: u16,
-    /// PostgreSQL port (node 1).
+    /// PostgreSQL port of node 1; node i's is this + i - 1.
     #[arg(long, default_value_t = 5433)]
     pg_port: u16,
     #[arg(long, default_value_t = 3)]
@@ -114,8 +115,8 @@ fn node_args(dir: &Path, l: &Layout, i: u32) -> NodeArgs {
         txn_timeout_secs: 5,
         block_cache_mb: 128,
         memtable_mb: 128,
-        pg_port: l.pg_port,
-        no_postgres: l.no_postgres || i != 1,
+        pg_port: l.pg_port + (i - 1) as u16,
+        no_postgres: l.no_postgres,
         join: (i != 1).then(|| format!("127.0.0.1:{}", l.base_port)),
         replication_factor: l.replication_factor,
         node_timeout_secs: 60,

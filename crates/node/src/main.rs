@@ -16,6 +16,7 @@ use pinax_common::HybridClock;
 use pinax_engine_rocks::SharedResources;
 use pinax_tserver::{Node, NodeConfig, RocksFactory, RpcServer};
 mod cluster;
+mod ddl;
 mod postgres;
 
 use std::path::{Path, PathBuf};
@@ -69,7 +70,7 @@ struct NodeArgs {
     /// Memtable budget in MiB (shared by all tablets).
     #[arg(long, default_value_t = 256)]
     memtable_mb: usize,
-    /// Port of the PostgreSQL server (`start` only).
+    /// Port of this node's PostgreSQL server.
     #[arg(long, default_value_t = 5433)]
     pg_port: u16,
     /// Start only the node daemon, no PostgreSQL (`start` only).
@@ -203,6 +204,7 @@ fn start(a: NodeArgs) -> Result<()> {
         cmd.arg("--join").arg(j);
     }
     cmd.arg("--replication-factor").arg(a.replication_factor.to_string());
+    cmd.arg("--pg-port").arg(a.pg_port.to_string());
     cmd.arg("--node-timeout-secs").arg(a.node_timeout_secs.to_string());
     if a.fault_injection {
         cmd.arg("--fault-injection");
@@ -286,6 +288,10 @@ fn run(a: NodeArgs) -> Result<()> {
         let n = node.clone();
         std::thread::Builder::new().name("applier".into()).spawn(move || n.run_applier())?
     };
+    // This node's PostgreSQL (if it has one) replays the other nodes' DDL.
+    let replayer = Arc::new(ddl::Replayer::new(node_id, addr.clone(), postgres::pgdata(&dir), a.pg_port, postgres::superuser()));
+    node.set_ddl_applier(replayer.clone());
+    let replay = ddl::spawn_catch_up(replayer, term.clone())?;
     tracing::info!(%addr, data_dir = %dir.display(), "pinax node serving");
     while !term.load(Ordering::SeqCst) {
         node.tick();
@@ -295,6 +301,7 @@ fn run(a: NodeArgs) -> Result<()> {
     node.shutdown();
     server.stop();
     let _ = applier.join();
+    let _ = replay.join();
     node.flush_all();
     node.close();
     let _ = std::fs::remove_file(pid_file(&dir));

@@ -57,7 +57,7 @@ fn os_user() -> String {
 }
 
 /// The PostgreSQL superuser created by initdb.
-fn superuser() -> String {
+pub fn superuser() -> String {
     if is_root() {
         PG_OS_USER.into()
     } else {
@@ -79,6 +79,8 @@ fn psql(dir: &Path, port: u16, db: &str, sql: &str) -> Result<String> {
     let mut c = pg_command("psql");
     c.arg("-X").arg("-q").arg("-tA").arg("-v").arg("ON_ERROR_STOP=1").arg("-h").arg(pgdata(dir)).arg("-p").arg(port.to_string());
     c.arg("-U").arg(superuser()).arg("-d").arg(db).arg("-c").arg(sql);
+    // Every node sets itself up: its set-up DDL is not for the other nodes.
+    c.env("PGOPTIONS", "-c pinax.replicate_ddl=off");
     run(c, &format!("psql ({sql})"))
 }
 

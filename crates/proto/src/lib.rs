@@ -137,6 +137,46 @@ pub enum Request {
     /// from this node to these RPC addresses fail as if they were unreachable (Raft
     /// messages included), emulating a network partition. Empty: heal.
     InjectFaults { unreachable: Vec<String> },
+    /// To the master: make `name` another name of existing table `existing` (a SQL
+    /// node's name for a table another node's PostgreSQL created, see
+    /// [`DdlEntry`]). Names are weak: dropping one drops only it, dropping the
+    /// table's own name drops the table and all its names. Idempotent.
+    AddTableName { name: String, existing: String },
+    /// From a SQL node's PostgreSQL (to any node, forwarded to the master): append
+    /// this DDL to the cluster's DDL log, then have every other live node with
+    /// PostgreSQL apply the log through it. Answers `DdlPublished`.
+    PublishDdl { entry: DdlEntry },
+    /// The cluster's DDL log after sequence number `after` (at most `max` entries).
+    ReadDdl { after: u64, max: u32 },
+    /// To a node: apply the DDL log through `upto` to this node's PostgreSQL (waits
+    /// at most a few seconds; fails with `Unavailable` if it could not).
+    ApplyDdl { upto: u64 },
+}
+
+/// One statement of a [`DdlEntry`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DdlStatement {
+    /// The statement's SQL text, as the client sent it.
+    pub sql: String,
+    /// Storage tables it created, in order: (relation as `schema.name`, storage
+    /// table). A node replaying the statement names these tables for its own
+    /// relations of those names instead of creating storage.
+    pub names: Vec<(String, String)>,
+}
+
+/// A committed transaction's DDL, as the SQL node that ran it logged it: what
+/// every other SQL node replays so that all PostgreSQL catalogs agree.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DdlEntry {
+    /// Position in the DDL log (set by the master).
+    pub seq: u64,
+    /// Node whose PostgreSQL ran it (it does not replay it).
+    pub origin: u64,
+    pub database: String,
+    /// Role that ran it (`current_user`), so replayed objects have the same owner.
+    pub user: String,
+    pub search_path: String,
+    pub statements: Vec<DdlStatement>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -165,6 +205,11 @@ pub enum Response {
     Registered { node_id: u64, nodes: Vec<(u64, String)> },
     /// Answer to `LocateTablet`.
     Tablet(TabletInfo),
+    /// Answer to `PublishDdl`: the entry's sequence number, and the nodes (id, RPC
+    /// address) that have not applied it yet (they will when they can).
+    DdlPublished { seq: u64, lagging: Vec<(u64, String)> },
+    /// Answer to `ReadDdl`.
+    Ddl(Vec<DdlEntry>),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]

@@ -27,5 +27,5 @@ pub mod replica;
 pub mod server;
 
 pub use factory::{EngineFactory, MemFactory, RocksFactory};
-pub use node::{Node, NodeConfig};
+pub use node::{DdlApplier, Node, NodeConfig};
 pub use server::RpcServer;

@@ -5,10 +5,10 @@ use crate::replica::{RaftReplicator, RpcTransport};
 use parking_lot::{Condvar, Mutex, RwLock};
 use pinax_common::{ErrorCode, HybridClock, HybridTime, TabletId, TxnId};
 use pinax_engine::CompactionFilterFactory;
-use pinax_master::{Catalog, CatalogError, ReplicaRecord};
+use pinax_master::{Catalog, CatalogError, Dropped, ReplicaRecord};
 use pinax_mvcc::gc::{HistoryCutoff, HistoryGcFilterFactory};
 use pinax_mvcc::{ReadContext, TxnStatus};
-use pinax_proto::{NodeStatus, ReadPoint, Request, Response, RpcError, Sharding, TableInfo, TabletInfo};
+use pinax_proto::{DdlEntry, NodeStatus, ReadPoint, Request, Response, RpcError, Sharding, TableInfo, TabletInfo};
 use pinax_raft::{RaftGroup, RaftTiming};
 use pinax_tablet::{StatusTablet, Tablet};
 use std::collections::{BTreeMap, HashMap};
@@ -137,7 +137,21 @@ pub struct Node<F: EngineFactory> {
     remote_outcomes: Mutex<HashMap<TxnId, TxnStatus>>,
     /// Where other tablets are (from the master), for resolving intents there.
     locations: Mutex<HashMap<TabletId, TabletInfo>>,
+    /// Applies the cluster's DDL log to this node's PostgreSQL (none: no
+    /// PostgreSQL here, nothing to apply).
+    ddl: std::sync::OnceLock<Arc<dyn DdlApplier>>,
 }
+
+/// Applies the cluster's DDL log to a node's PostgreSQL (the node daemon
+/// implements it; the tablet server only calls it).
+pub trait DdlApplier: Send + Sync {
+    /// Apply every log entry through `upto` (entries of this node's own
+    /// PostgreSQL excepted), giving up at `deadline`.
+    fn apply_upto(&self, upto: u64, deadline: Instant) -> Result<(), String>;
+}
+
+/// How long the master waits for each node to apply a published DDL entry.
+const DDL_APPLY_WAIT: Duration = Duration::from_secs(5);
 
 /// Decided remote outcomes kept at most (the cache is cleared when full).
 const REMOTE_OUTCOMES_MAX: usize = 100_000;
@@ -213,6 +227,7 @@ impl<F: EngineFactory> Node<F> {
             directory: RwLock::new(BTreeMap::new()),
             remote_outcomes: Mutex::new(HashMap::new()),
             locations: Mutex::new(HashMap::new()),
+            ddl: std::sync::OnceLock::new(),
         };
         node.directory.write().insert(node.cfg.node_id, node.cfg.rpc_addr.clone());
         if node.is_master() {
@@ -555,7 +570,24 @@ impl<F: EngineFactory> Node<F> {
                     nodes,
                 }))
             }
-            req @ (Request::CreateTable { .. } | Request::DropTable { .. } | Request::GetTable { .. } | Request::RegisterNode { .. }) if !self.is_master() => self.call_master(req),
+            req @ (Request::CreateTable { .. }
+            | Request::DropTable { .. }
+            | Request::GetTable { .. }
+            | Request::RegisterNode { .. }
+            | Request::AddTableName { .. }
+            | Request::PublishDdl { .. }
+            | Request::ReadDdl { .. })
+                if !self.is_master() =>
+            {
+                self.call_master(req)
+            }
+            Request::AddTableName { name, existing } => self.catalog.add_name(&name, &existing).map(Response::Table).map_err(catalog_err),
+            Request::PublishDdl { entry } => self.publish_ddl(entry),
+            Request::ReadDdl { after, max } => self.catalog.read_ddl(after, max.clamp(1, 10_000) as usize).map(Response::Ddl).map_err(catalog_err),
+            Request::ApplyDdl { upto } => match self.ddl.get() {
+                None => Ok(Response::Done),
+                Some(a) => a.apply_upto(upto, Instant::now() + DDL_APPLY_WAIT).map(|_| Response::Done).map_err(|e| err(ErrorCode::Unavailable, e)),
+            },
             Request::CreateTable { name, sharding, if_not_exists } => self.create_table(&name, sharding, if_not_exists).map(Response::Table),
             Request::DropTable { name, if_exists } => self.drop_table(&name, if_exists),
             Request::GetTable { name } => self.catalog.get(&name).map(Response::Table).map_err(catalog_err),
@@ -830,13 +862,48 @@ impl<F: EngineFactory> Node<F> {
 
     fn drop_table(&self, name: &str, if_exists: bool) -> Result<Response, RpcError> {
         match self.catalog.drop_table(name) {
-            Ok(t) => {
+            Ok(Dropped::Table(t)) => {
                 self.destroy_tablets(&t);
                 Ok(Response::Dropped)
             }
+            Ok(Dropped::Name) => Ok(Response::Dropped),
             Err(CatalogError::NotFound(_)) if if_exists => Ok(Response::Dropped),
             Err(e) => Err(catalog_err(e)),
         }
+    }
+
+    /// Master: log `entry`, then have every other live node apply the log through
+    /// it (in parallel, each for at most `DDL_APPLY_WAIT`). Nodes that did not are
+    /// reported; they catch up from the log on their own.
+    fn publish_ddl(&self, entry: DdlEntry) -> Result<Response, RpcError> {
+        let origin = entry.origin;
+        let seq = self.catalog.append_ddl(entry).map_err(catalog_err)?;
+        let others: Vec<(u64, String)> = self.live_nodes().into_iter().filter(|(id, _)| *id != origin).collect();
+        let lagging = std::thread::scope(|s| {
+            let calls: Vec<_> = others
+                .iter()
+                .map(|(id, addr)| {
+                    s.spawn(move || {
+                        let done = if *id == self.cfg.node_id {
+                            self.handle(Request::ApplyDdl { upto: seq }).is_ok()
+                        } else {
+                            self.call_node(addr, Request::ApplyDdl { upto: seq }).is_ok()
+                        };
+                        (!done).then(|| (*id, addr.clone()))
+                    })
+                })
+                .collect();
+            calls.into_iter().filter_map(|c| c.join().ok().flatten()).collect::<Vec<_>>()
+        });
+        if !lagging.is_empty() {
+            tracing::warn!(seq, ?lagging, "nodes have not applied a DDL log entry yet");
+        }
+        Ok(Response::DdlPublished { seq, lagging })
+    }
+
+    /// Set what applies the DDL log to this node's PostgreSQL (once).
+    pub fn set_ddl_applier(&self, a: Arc<dyn DdlApplier>) {
+        let _ = self.ddl.set(a);
     }
 
     /// Apply (`commit_ht = Some`) or remove the intents of `txn` on the local

@@ -300,3 +300,80 @@ fn conflicts_name_the_blocker_who_can_be_waited_for_and_deadlocks_are_refused() 
     t3.commit().unwrap();
     assert_eq!(c.get("w", &hash_key(1)).unwrap().as_deref(), Some(&b"t3"[..]));
 }
+
+/// Records the log positions it is asked to apply through; fails when told to.
+struct RecordingApplier {
+    asked: parking_lot::Mutex<Vec<u64>>,
+    fail: std::sync::atomic::AtomicBool,
+}
+
+impl pinax_tserver::DdlApplier for RecordingApplier {
+    fn apply_upto(&self, upto: u64, _deadline: std::time::Instant) -> Result<(), String> {
+        self.asked.lock().push(upto);
+        if self.fail.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err("PostgreSQL is down".into());
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn published_ddl_is_logged_and_applied_by_the_other_nodes_and_names_share_a_table() {
+    use pinax_proto::{DdlEntry, DdlStatement, Response};
+    let master = start(NodeConfig { node_id: 1, ..NodeConfig::default() });
+    let second = start(NodeConfig { node_id: 2, join: Some(master.addr.clone()), ..NodeConfig::default() });
+    let on_master = Arc::new(RecordingApplier { asked: Default::default(), fail: Default::default() });
+    let on_second = Arc::new(RecordingApplier { asked: Default::default(), fail: Default::default() });
+    master.node.set_ddl_applier(on_master.clone());
+    second.node.set_ddl_applier(on_second.clone());
+    let c2 = Client::connect(&second.addr).unwrap();
+    c2.call(Request::RegisterNode { node_id: 2, addr: second.addr.clone() }).unwrap();
+    let entry = |sql: &str| DdlEntry {
+        seq: 0,
+        origin: 2,
+        database: "db".into(),
+        user: "u".into(),
+        search_path: "public".into(),
+        statements: vec![DdlStatement { sql: sql.into(), names: vec![("public.t".into(), "n2_t5_100".into())] }],
+    };
+    // Published through node 2 (its origin): node 1 applies it, node 2 is not asked.
+    match c2.call(Request::PublishDdl { entry: entry("CREATE TABLE t ()") }).unwrap() {
+        Response::DdlPublished { seq, lagging } => {
+            assert_eq!(seq, 1);
+            assert!(lagging.is_empty(), "{lagging:?}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(*on_master.asked.lock(), vec![1]);
+    assert!(on_second.asked.lock().is_empty());
+    // A node that cannot apply it is reported; the entry is logged all the same.
+    on_master.fail.store(true, std::sync::atomic::Ordering::SeqCst);
+    match c2.call(Request::PublishDdl { entry: entry("DROP TABLE t") }).unwrap() {
+        Response::DdlPublished { seq, lagging } => {
+            assert_eq!(seq, 2);
+            assert_eq!(lagging, vec![(1, master.addr.clone())]);
+        }
+        other => panic!("{other:?}"),
+    }
+    match c2.call(Request::ReadDdl { after: 0, max: 10 }).unwrap() {
+        Response::Ddl(entries) => {
+            assert_eq!(entries.iter().map(|e| (e.seq, e.statements[0].sql.as_str())).collect::<Vec<_>>(), vec![(1, "CREATE TABLE t ()"), (2, "DROP TABLE t")]);
+        }
+        other => panic!("{other:?}"),
+    }
+    // Another name of a table reads and writes the same tablets; dropping it
+    // leaves the table, dropping the table takes the name.
+    c2.create_table("n2_t5_100", Sharding::Hash { tablets: 2 }).unwrap();
+    c2.write("n2_t5_100", vec![WriteOp::put(hash_key(1), b"one".to_vec())]).unwrap();
+    c2.call(Request::AddTableName { name: "t7_200".into(), existing: "n2_t5_100".into() }).unwrap();
+    let c1 = Client::connect(&master.addr).unwrap();
+    assert_eq!(c1.get("t7_200", &hash_key(1)).unwrap(), Some(b"one".to_vec()));
+    c1.drop_table("t7_200", false).unwrap();
+    assert_eq!(c2.get("n2_t5_100", &hash_key(1)).unwrap(), Some(b"one".to_vec()));
+    c1.call(Request::AddTableName { name: "t7_201".into(), existing: "n2_t5_100".into() }).unwrap();
+    c2.drop_table("n2_t5_100", false).unwrap();
+    let gone = c1.call(Request::GetTable { name: "t7_201".into() }).unwrap_err();
+    assert_eq!(gone.code(), ErrorCode::TableNotFound);
+    drop(second);
+    drop(master);
+}

@@ -7,6 +7,9 @@ static ADDRESS: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new
 static TABLETS: GucSetting<i32> = GucSetting::<i32>::new(8);
 static INDEX_ONLY_FETCH_ROWS: GucSetting<bool> = GucSetting::<bool>::new(false);
 static STATEMENT_RESTARTS: GucSetting<i32> = GucSetting::<i32>::new(100);
+static REPLICATE_DDL: GucSetting<bool> = GucSetting::<bool>::new(true);
+static REPLAYING: GucSetting<bool> = GucSetting::<bool>::new(false);
+static REPLAY_NAMES: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 
 pub fn init() {
     GucRegistry::define_string_guc(
@@ -45,6 +48,45 @@ pub fn init() {
         GucContext::Userset,
         GucFlags::default(),
     );
+    GucRegistry::define_bool_guc(
+        c"pinax.replicate_ddl",
+        c"DDL committed here is logged for, and replayed on, every other SQL node of the cluster.",
+        c"Off: this session's DDL stays on this node (`pinax start` sets it off for its own set-up statements).",
+        &REPLICATE_DDL,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_bool_guc(
+        c"pinax.replaying",
+        c"This session replays DDL another node logged (set by the node daemon).",
+        c"Relations get the origin's storage tables and writes to Pinax tables are dropped.",
+        &REPLAYING,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_string_guc(
+        c"pinax.replay_names",
+        c"Storage tables of the relations the replayed statement creates (set by the node daemon).",
+        c"hex(schema.relation)=storage, comma-separated. Only read while pinax.replaying is on (superuser only), so any role may set it: a replay runs as the origin's role.",
+        &REPLAY_NAMES,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+}
+
+/// Whether this session's DDL is replicated to the other SQL nodes.
+pub fn replicate_ddl() -> bool {
+    REPLICATE_DDL.get()
+}
+
+/// Whether this session replays another node's DDL.
+pub fn replaying() -> bool {
+    REPLAYING.get()
+}
+
+/// `pinax.replay_names` (empty if unset).
+pub fn replay_names() -> String {
+    REPLAY_NAMES.get().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default()
 }
 
 /// The node daemon's address.

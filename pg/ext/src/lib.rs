@@ -7,6 +7,8 @@
 //! - Hooks (`hooks/`): DDL options and temp tables (utility), planner facts
 //!   (relation info), statement-end flush (executor), transaction lifecycle and
 //!   freeing the storage of deleted file nodes (xact callbacks).
+//! - DDL on every SQL node (`ddl.rs`): committed DDL is published to the cluster's
+//!   DDL log and replayed by the other nodes' PostgreSQL; storage names per node.
 //! - Per-backend state (`state.rs`): storage client, write buffer, storage
 //!   transaction, read times, TID map (`tid.rs`).
 //! - Errors map to SQLSTATE in one place (`error.rs`).
@@ -23,6 +25,7 @@
 use pgrx::prelude::*;
 
 pub mod am;
+pub mod ddl;
 pub mod error;
 pub mod guc;
 pub mod hooks;

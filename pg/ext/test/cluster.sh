@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Multi-node SQL test: a local 3-node cluster (`pinax cluster start --nodes 3`),
-# tables with three replicas created through node 1's PostgreSQL, and the bank test
+# DDL run on each node's PostgreSQL used from the others (also by a node that was
+# down when it ran), tables with three replicas, and the bank test
 # (bank/bank.sh, all three isolation levels) while a non-master node is killed
 # (SIGKILL) and restarted every few seconds. The bank test's checks (total
 # unchanged, every committed transfer in the history once, no counter increment
@@ -19,7 +20,7 @@ pick_ports() {
     # Below Linux's ephemeral range (32768+): an outgoing connection's local port
     # there is free to connect() but can make the node's bind fail.
     p=$(( 20000 + RANDOM % 12000 )); ok=1
-    for i in 0 1 2 3; do port_free "$((p + i))" || ok=0; done
+    for i in 0 1 2 3 4 5; do port_free "$((p + i))" || ok=0; done
     if [[ $ok == 1 ]]; then echo "$p"; return; fi
   done
   echo "no free ports" >&2; exit 1
@@ -51,6 +52,60 @@ psql_ -d bank_cluster -c "CREATE TABLE probe (id int PRIMARY KEY, v text)" -c "I
 st=$("$bin" status --addr "127.0.0.1:$rpc")
 replicas=$(awk '/^    tablet/ { n = split($NF, r, ","); print n }' <<<"$st" | sort -u)
 [[ "$replicas" == 3 ]] || { echo "cluster: tablets of a new table have '$replicas' replicas, not 3" >&2; exit 1; }
+
+# DDL on any node reaches the others before it is reported done.
+pg1=$pg pg2=$((pg + 1)) pg3=$((pg + 2))
+on() { local port=$1; shift; psql_ -p "$port" -d bank_cluster -tA "$@"; }
+expect() { # expect WHAT GOT WANT
+  [[ "$2" == "$3" ]] || { echo "cluster DDL: $1: got '$2', want '$3'" >&2; exit 1; }
+}
+on $pg2 -c "CREATE TABLE d (id int PRIMARY KEY, v text)"
+on $pg3 -c "INSERT INTO d SELECT g, 'v' || g FROM generate_series(1, 50) g"
+expect "rows written on node 3, read on node 1" "$(on $pg1 -c "SELECT count(*), sum(id) FROM d")" "50|1275"
+on $pg3 -c "CREATE INDEX d_v ON d (v)"
+expect "index created on node 3, used on node 1" "$(on $pg1 -c "SET enable_seqscan = off" -c "SELECT id FROM d WHERE v = 'v7'")" "7"
+on $pg1 -c "INSERT INTO d VALUES (51, 'v51')"
+expect "index entry written on node 1, read on node 2" "$(on $pg2 -c "SET enable_seqscan = off" -c "SELECT id FROM d WHERE v = 'v51'")" "51"
+on $pg1 >/dev/null <<'SQL'
+BEGIN;
+CREATE TABLE d2 (id int PRIMARY KEY);
+SAVEPOINT s;
+CREATE TABLE d3 (id int PRIMARY KEY);
+ROLLBACK TO SAVEPOINT s;
+ALTER TABLE d ADD COLUMN w int DEFAULT 7;
+CREATE VIEW dv AS SELECT id, w FROM d WHERE id <= 2;
+COMMIT;
+SQL
+expect "a transaction's DDL, less its rolled-back savepoint" "$(on $pg2 -c "SELECT to_regclass('d2') IS NOT NULL, to_regclass('d3') IS NULL")" "t|t"
+expect "a column added on node 1, seen on node 3" "$(on $pg3 -c "SELECT sum(w) FROM dv")" "14"
+on $pg2 -c "CREATE TABLE dcopy AS SELECT * FROM d"
+expect "CREATE TABLE AS writes its rows once" "$(on $pg3 -c "SELECT count(*) FROM dcopy")" "51"
+on $pg3 -c "TRUNCATE d"
+expect "TRUNCATE on node 3, read on node 1" "$(on $pg1 -c "SELECT count(*) FROM d")" "0"
+on $pg1 -c "INSERT INTO d VALUES (1, 'again')"
+expect "a row written after TRUNCATE" "$(on $pg2 -c "SELECT v FROM d WHERE id = 1")" "again"
+psql_ -p $pg2 -d postgres -c "CREATE ROLE ddl_user LOGIN" -c "CREATE DATABASE ddl_db OWNER ddl_user"
+psql_ -p $pg3 -U ddl_user -d ddl_db -c "CREATE TABLE owned (id int PRIMARY KEY)" -c "INSERT INTO owned VALUES (1)"
+expect "a role's table in a new database" "$(psql_ -p $pg1 -U ddl_user -d ddl_db -tA -c "SELECT tableowner, (SELECT count(*) FROM owned) FROM pg_tables WHERE tablename = 'owned'")" "ddl_user|1"
+on $pg2 -c "DROP TABLE dcopy"
+expect "DROP TABLE on node 2, seen on node 1" "$(on $pg1 -c "SELECT to_regclass('dcopy') IS NULL")" "t"
+# A node whose PostgreSQL is down when DDL runs is named in a warning; a node
+# that is down altogether is not waited for. Both apply the DDL when back.
+pg_ctl_=(/usr/lib/postgresql/15/bin/pg_ctl)
+[[ "$(id -u)" == 0 ]] && pg_ctl_=(runuser -u postgres -- "${pg_ctl_[@]}")
+"${pg_ctl_[@]}" -D "$dir/node-3/pg" -m fast -w stop >/dev/null
+warn=$(on $pg1 -c "CREATE TABLE late (id int PRIMARY KEY)" -c "INSERT INTO late VALUES (1)" 2>&1)
+grep -q "node(s) 3 .* have not applied this DDL yet" <<<"$warn" || { echo "cluster DDL: no warning about node 3: $warn" >&2; exit 1; }
+"$bin" cluster kill 3 --data-dir "$dir" >/dev/null
+on $pg2 -c "CREATE TABLE later (id int PRIMARY KEY)" -c "INSERT INTO later VALUES (2)"
+"$bin" cluster restart 3 --data-dir "$dir" >/dev/null
+for _ in $(seq 1 100); do
+  [[ "$(on $pg3 -c "SELECT to_regclass('later') IS NOT NULL")" == t ]] && break
+  sleep 0.2
+done
+expect "DDL replayed by a node that was down" "$(on $pg3 -c "SELECT (SELECT id FROM late), (SELECT id FROM later)")" "1|2"
+on $pg3 -c "DROP TABLE late" -c "DROP TABLE later" -c "DROP TABLE d2" -c "DROP VIEW dv" -c "DROP TABLE d"
+echo "cluster DDL: ok"
 
 # Kill node 2 or 3 (alternately) every few seconds, restarting the previous one.
 (

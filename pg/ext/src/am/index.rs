@@ -265,6 +265,22 @@ pub unsafe fn build(heap: pg_sys::Relation, idx: pg_sys::Relation, ii: *mut pg_s
     }
     let cid = pg_sys::GetCurrentCommandId(true);
     let relid = m.relid;
+    if crate::ddl::replaying() {
+        // Replayed DDL: the origin node built the index; its storage gets our name.
+        if !im.is_pk {
+            meta::pinax_am_oid(); // for dropping this name if the transaction aborts (hooks/xact.rs)
+            if !crate::ddl::adopt_or_record(idx, &im.storage) {
+                let client = state::with(|b| b.client()).or_raise();
+                client.call(Request::CreateTable { name: im.storage.clone(), sharding: Sharding::Hash { tablets: guc::tablets() }, if_not_exists: true }).or_raise();
+            }
+        }
+        if im.is_pk {
+            meta::register_owner(&m.storage, im.oid);
+        } else if im.unique {
+            meta::register_owner(&im.storage, im.oid);
+        }
+        return 0.0;
+    }
     let mut pager = Pager::new(m.storage.clone(), Vec::new(), None, false, u32::MAX);
     let slot = pg_sys::MakeSingleTupleTableSlot((*heap).rd_att, &raw const pg_sys::TTSOpsHeapTuple);
     let mut n = 0.0;
@@ -288,6 +304,7 @@ pub unsafe fn build(heap: pg_sys::Relation, idx: pg_sys::Relation, ii: *mut pg_s
         }
         meta::register_owner(&m.storage, im.oid);
     } else {
+        crate::ddl::adopt_or_record(idx, &im.storage);
         let client = state::with(|b| b.client()).or_raise();
         client.call(Request::CreateTable { name: im.storage.clone(), sharding: Sharding::Hash { tablets: guc::tablets() }, if_not_exists: true }).or_raise();
         meta::pinax_am_oid(); // for dropping this storage if the transaction aborts (hooks/xact.rs)

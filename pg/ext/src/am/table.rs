@@ -563,6 +563,12 @@ unsafe extern "C-unwind" fn relation_set_new_filenode(
     let name = table_storage_name(db, (*newrnode).relNode.to_u32());
     let old_node = (*rel).rd_node.relNode.to_u32();
     let old = (old_node != (*newrnode).relNode.to_u32() && old_node != 0).then(|| table_storage_name(db, old_node));
+    // The AM's OID is needed to free this storage if the transaction aborts, and
+    // the old file node's at commit (hooks/xact.rs).
+    meta::pinax_am_oid();
+    if crate::ddl::adopt_or_record(rel, &name) {
+        return; // replayed DDL: the origin node's storage table, under our name
+    }
     let client = state::with(|b| b.client()).or_raise();
     // A new file node for an existing table (TRUNCATE, rewrite) keeps its sharding.
     let sharding = match old.as_ref().and_then(|o| client.table(o).ok()) {
@@ -580,13 +586,13 @@ unsafe extern "C-unwind" fn relation_set_new_filenode(
         }
     };
     client.call(Request::CreateTable { name, sharding, if_not_exists: true }).or_raise();
-    // The old file node's storage goes at commit, this one's on abort, with the file
-    // nodes PostgreSQL deletes (hooks/xact.rs), which needs the AM's OID cached.
-    meta::pinax_am_oid();
 }
 
 #[pg_guard]
 unsafe extern "C-unwind" fn relation_nontransactional_truncate(rel: pg_sys::Relation) {
+    if crate::ddl::replaying() {
+        return; // the origin node emptied the storage tables
+    }
     let m = meta_of(rel);
     let client = state::with(|b| b.client()).or_raise();
     let mut names = vec![m.storage.clone()];

@@ -226,10 +226,18 @@ unsafe extern "C-unwind" fn process_utility(
     // The command's error, if any, goes on with its CONTEXT and position (pgrx's
     // boundary would drop them) once the guards above are undone.
     let cxt = pg_sys::CurrentMemoryContext;
+    // Top-level DDL is kept for the other SQL nodes (ddl.rs) once it succeeded.
+    let replicate = context == pg_sys::ProcessUtilityContext::PROCESS_UTILITY_TOPLEVEL && crate::ddl::is_replicated_ddl(node);
+    if replicate {
+        crate::ddl::begin_statement();
+    }
     let res = crate::pgtry::try_keep_error(cxt, || match PREV.get().copied().flatten() {
         Some(prev) => prev(pstmt, query_string, read_only_tree, context, params, query_env, dest, qc),
         None => raw_standard_process_utility(pstmt, query_string, read_only_tree, context, params, query_env, dest, qc),
     });
+    if replicate {
+        crate::ddl::end_statement(res.is_ok().then(|| crate::ddl::statement_text(pstmt, query_string)));
+    }
     drop(nested);
     drop(mode);
     if let Err(edata) = res {

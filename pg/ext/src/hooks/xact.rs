@@ -96,6 +96,8 @@ unsafe extern "C-unwind" fn xact_callback(event: pg_sys::XactEvent::Type, _arg: 
             if let Err(e) = state::with(|b| b.pre_commit()) {
                 violation::raise(e);
             }
+            // After the data: DDL is logged only if the rest can commit.
+            crate::ddl::publish();
         }
         XACT_EVENT_PRE_PREPARE if state::with(|b| b.has_buffered() || b.writes > 0) => {
             error::not_supported("PREPARE TRANSACTION is not supported for transactions that wrote to Pinax tables");
@@ -103,6 +105,7 @@ unsafe extern "C-unwind" fn xact_callback(event: pg_sys::XactEvent::Type, _arg: 
         XACT_EVENT_COMMIT | XACT_EVENT_PARALLEL_COMMIT | XACT_EVENT_PREPARE => {
             index::release_held();
             super::restart::end_of_xact();
+            crate::ddl::end_of_xact();
             state::with(|b| b.end_of_xact());
             if event != XACT_EVENT_PREPARE {
                 drop_storage(deleted_file_nodes(true));
@@ -111,6 +114,7 @@ unsafe extern "C-unwind" fn xact_callback(event: pg_sys::XactEvent::Type, _arg: 
         XACT_EVENT_ABORT | XACT_EVENT_PARALLEL_ABORT => {
             index::forget_held();
             super::restart::end_of_xact();
+            crate::ddl::end_of_xact();
             state::with(|b| b.end_of_xact());
             drop_storage(deleted_file_nodes(false));
         }
@@ -143,6 +147,7 @@ unsafe extern "C-unwind" fn subxact_callback(event: pg_sys::SubXactEvent::Type, 
         SUBXACT_EVENT_ABORT_SUB => {
             super::restart::subxact_aborted();
             state::with(|b| b.abort_subxact(my_subid));
+            crate::ddl::subxact_aborted(my_subid);
             index::release_created_in(my_subid);
             drop_storage(deleted_file_nodes(false));
         }

@@ -1,0 +1,248 @@
+//! DDL on every SQL node: each node runs its own PostgreSQL, and their catalogs
+//! are kept in step through the cluster's DDL log (kept by the master).
+//!
+//! - **Capture** (origin node): the utility hook (`hooks/utility.rs`) records each
+//!   top-level DDL statement that succeeds, with its SQL text and the storage
+//!   tables it created, keyed by relation name (`record_created`). At PRE_COMMIT
+//!   the transaction's statements are published as one `DdlEntry`
+//!   (`Request::PublishDdl`): the master logs it and has every other live SQL node
+//!   replay it before the commit returns. Nodes that could not are named in a
+//!   WARNING and catch up from the log (the node daemon replays it every second).
+//!   Statements of a rolled-back subtransaction are forgotten with it.
+//! - **Replay** (other nodes; the node daemon's session sets `pinax.replaying`): a
+//!   relation the statement creates is not given new storage; its storage table
+//!   is named another name of the origin's (`Request::AddTableName`), found by
+//!   relation name in `pinax.replay_names`. Writes to Pinax tables are dropped
+//!   (CREATE TABLE AS, a table rewrite and an index build have written the rows and
+//!   entries already on the origin), and nothing replayed is published again.
+//! - **Storage names** are per PostgreSQL: `t{db}_{relfilenode}` on node 1 (as
+//!   before multi-node SQL), `n{node}_t{db}_{relfilenode}` on the others, so that
+//!   two nodes' relations never collide.
+//!
+//! What is DDL: what `log_statement = ddl` logs, plus TRUNCATE, REINDEX and
+//! REFRESH MATERIALIZED VIEW (they give relations new storage); not temporary
+//! objects. DDL run inside functions or DO blocks is not captured.
+
+use crate::error::{self, OrRaise};
+use crate::guc;
+use crate::state;
+use pgrx::pg_sys;
+use pinax_proto::{DdlEntry, DdlStatement, Request, Response};
+use std::cell::{Cell, RefCell};
+use std::ffi::CStr;
+
+thread_local! {
+    /// Id of this PostgreSQL's node (0: not known yet).
+    static NODE_ID: Cell<u64> = const { Cell::new(0) };
+    /// The statement being captured: storage tables it created so far.
+    static CAPTURING: RefCell<Option<Vec<(String, String)>>> = const { RefCell::new(None) };
+    /// The transaction's captured statements, with the subtransaction each ran in.
+    static STATEMENTS: RefCell<Vec<(u32, DdlStatement)>> = const { RefCell::new(Vec::new()) };
+    /// Replay: `pinax.replay_names` as last parsed, and its names not used yet.
+    static REPLAY: RefCell<(String, Vec<(String, String)>)> = const { RefCell::new((String::new(), Vec::new())) };
+}
+
+/// This PostgreSQL's node id (connects to the node on first use).
+fn node_id() -> u64 {
+    let id = NODE_ID.with(Cell::get);
+    if id != 0 {
+        return id;
+    }
+    let id = state::with(|b| b.client()).or_raise().node_id();
+    NODE_ID.with(|c| c.set(id));
+    id
+}
+
+/// Prefix of this PostgreSQL's storage table names.
+fn prefix() -> String {
+    match node_id() {
+        1 => String::new(),
+        n => format!("n{n}_"),
+    }
+}
+
+/// Storage table of a Pinax table's file node.
+pub fn table_storage_name(db: u32, relnode: u32) -> String {
+    format!("{}t{db}_{relnode}", prefix())
+}
+
+/// Storage table of a Pinax index's file node.
+pub fn index_storage_name(db: u32, relnode: u32) -> String {
+    format!("{}i{db}_{relnode}", prefix())
+}
+
+/// Whether this session replays another node's DDL.
+pub fn replaying() -> bool {
+    guc::replaying()
+}
+
+/// `schema.name` of relation `rel`.
+///
+/// # Safety
+/// `rel` must be a valid relation.
+unsafe fn qualified_name(rel: pg_sys::Relation) -> String {
+    let r = (*rel).rd_rel;
+    let nsp = pg_sys::get_namespace_name((*r).relnamespace);
+    let nsp = if nsp.is_null() { String::new() } else { CStr::from_ptr(nsp).to_string_lossy().into_owned() };
+    format!("{nsp}.{}", CStr::from_ptr((*r).relname.data.as_ptr()).to_string_lossy())
+}
+
+/// Storage for relation `rel`'s new file node, named `name` here. Replaying: make
+/// `name` another name of the origin's storage table and return true; false when
+/// the caller is to create the storage (not replaying, or the origin's table is
+/// gone: the log is replayed after the relation was dropped or truncated there).
+/// Not replaying, the storage is recorded for the statement being captured.
+///
+/// # Safety
+/// `rel` must be a valid relation.
+pub unsafe fn adopt_or_record(rel: pg_sys::Relation, name: &str) -> bool {
+    let key = qualified_name(rel);
+    if !replaying() {
+        CAPTURING.with(|c| {
+            if let Some(names) = c.borrow_mut().as_mut() {
+                names.push((key, name.to_string()));
+            }
+        });
+        return false;
+    }
+    let Some(existing) = take_replay_name(&key) else {
+        return false;
+    };
+    let client = state::with(|b| b.client()).or_raise();
+    match client.call(Request::AddTableName { name: name.to_string(), existing }) {
+        Ok(_) => true,
+        Err(e) if e.code() == pinax_common::ErrorCode::TableNotFound => false,
+        Err(e) => error::raise(&e),
+    }
+}
+
+/// The first unused replay name for relation `key`.
+fn take_replay_name(key: &str) -> Option<String> {
+    let raw = guc::replay_names();
+    REPLAY.with(|r| {
+        let mut r = r.borrow_mut();
+        if r.0 != raw {
+            *r = (raw.clone(), decode_names(&raw));
+        }
+        let i = r.1.iter().position(|(k, _)| k == key)?;
+        Some(r.1.remove(i).1)
+    })
+}
+
+fn hex(s: &str) -> String {
+    s.bytes().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(s: &str) -> Option<String> {
+    if !s.len().is_multiple_of(2) {
+        return None;
+    }
+    let bytes: Option<Vec<u8>> = (0..s.len()).step_by(2).map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok()).collect();
+    String::from_utf8(bytes?).ok()
+}
+
+/// `pinax.replay_names` format: `hex(relation)=storage` joined by commas (the node
+/// daemon writes it, see the node's `ddl.rs`).
+pub fn encode_names(names: &[(String, String)]) -> String {
+    names.iter().map(|(k, v)| format!("{}={v}", hex(k))).collect::<Vec<_>>().join(",")
+}
+
+fn decode_names(s: &str) -> Vec<(String, String)> {
+    s.split(',').filter_map(|p| p.split_once('=')).filter_map(|(k, v)| Some((unhex(k)?, v.to_string()))).collect()
+}
+
+/// Whether top-level utility statement `node` is DDL to replicate.
+///
+/// # Safety
+/// `node` must be a valid parse node.
+pub unsafe fn is_replicated_ddl(node: *mut pg_sys::Node) -> bool {
+    use pg_sys::NodeTag::*;
+    if node.is_null() || !guc::replicate_ddl() || replaying() {
+        return false;
+    }
+    let temp = |rv: *mut pg_sys::RangeVar| !rv.is_null() && (*rv).relpersistence as u8 == pg_sys::RELPERSISTENCE_TEMP;
+    match (*node).type_ {
+        T_CreateStmt => !temp((*(node as *mut pg_sys::CreateStmt)).relation),
+        T_CreateTableAsStmt => {
+            let into = (*(node as *mut pg_sys::CreateTableAsStmt)).into;
+            into.is_null() || !temp((*into).rel)
+        }
+        T_ViewStmt => !temp((*(node as *mut pg_sys::ViewStmt)).view),
+        T_CreateSeqStmt => !temp((*(node as *mut pg_sys::CreateSeqStmt)).sequence),
+        T_TruncateStmt | T_ReindexStmt | T_RefreshMatViewStmt => true,
+        // What log_statement = ddl logs.
+        _ => pg_sys::GetCommandLogLevel(node) == pg_sys::LogStmtLevel::LOGSTMT_DDL,
+    }
+}
+
+/// Start capturing a top-level DDL statement.
+pub fn begin_statement() {
+    CAPTURING.with(|c| *c.borrow_mut() = Some(Vec::new()));
+}
+
+/// The captured statement succeeded: keep it (`sql`) for the transaction's entry.
+/// `None`: it failed, forget it.
+pub fn end_statement(sql: Option<String>) {
+    let names = CAPTURING.with(|c| c.borrow_mut().take()).unwrap_or_default();
+    if let Some(sql) = sql {
+        // SAFETY: reads backend state.
+        let subid = unsafe { pg_sys::GetCurrentSubTransactionId() };
+        STATEMENTS.with(|s| s.borrow_mut().push((subid, DdlStatement { sql, names })));
+    }
+}
+
+/// The text of statement `pstmt` within `query` (a query string may hold several).
+///
+/// # Safety
+/// `pstmt` and `query` must be valid.
+pub unsafe fn statement_text(pstmt: *mut pg_sys::PlannedStmt, query: *const std::ffi::c_char) -> String {
+    if query.is_null() {
+        return String::new();
+    }
+    let all = CStr::from_ptr(query).to_bytes();
+    let loc = (*pstmt).stmt_location;
+    let len = (*pstmt).stmt_len;
+    let start = if loc < 0 { 0 } else { (loc as usize).min(all.len()) };
+    let end = if loc < 0 || len <= 0 { all.len() } else { (start + len as usize).min(all.len()) };
+    String::from_utf8_lossy(&all[start..end]).trim().to_string()
+}
+
+/// Subtransaction `subid` rolled back: forget its statements (and its
+/// subtransactions', whose ids are higher).
+pub fn subxact_aborted(subid: u32) {
+    STATEMENTS.with(|s| s.borrow_mut().retain(|(id, _)| *id < subid));
+}
+
+/// The transaction ended (either way): forget what was captured.
+pub fn end_of_xact() {
+    STATEMENTS.with(|s| s.borrow_mut().clear());
+    CAPTURING.with(|c| *c.borrow_mut() = None);
+}
+
+/// PRE_COMMIT: publish the transaction's DDL, if any. An error aborts the
+/// transaction (nothing was logged); nodes that have not applied it yet are named
+/// in a WARNING.
+pub fn publish() {
+    let statements: Vec<DdlStatement> = STATEMENTS.with(|s| std::mem::take(&mut *s.borrow_mut())).into_iter().map(|(_, st)| st).collect();
+    if statements.is_empty() {
+        return;
+    }
+    // SAFETY: catalog lookups inside a transaction (PRE_COMMIT allows them).
+    let (database, user, search_path) = unsafe {
+        let db = pg_sys::get_database_name(pg_sys::MyDatabaseId);
+        let user = pg_sys::GetUserNameFromId(pg_sys::GetUserId(), false);
+        let sp = pg_sys::GetConfigOption(c"search_path".as_ptr(), true, false);
+        let s = |p: *const std::ffi::c_char| if p.is_null() { String::new() } else { CStr::from_ptr(p).to_string_lossy().into_owned() };
+        (s(db), s(user), s(sp))
+    };
+    let entry = DdlEntry { seq: 0, origin: node_id(), database, user, search_path, statements };
+    let client = state::with(|b| b.client()).or_raise();
+    match client.call(Request::PublishDdl { entry }) {
+        Ok(Response::DdlPublished { lagging, .. }) if !lagging.is_empty() => {
+            let nodes: Vec<String> = lagging.iter().map(|(id, addr)| format!("{id} ({addr})")).collect();
+            pgrx::warning!("pinax: node(s) {} have not applied this DDL yet; they will when they can", nodes.join(", "));
+        }
+        Ok(_) => {}
+        Err(e) => error::raise(&e),
+    }
+}
