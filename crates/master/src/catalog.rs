@@ -9,6 +9,8 @@
 //!   a replica this node serves (every node keeps its own, master or not)
 //! - `"a/" ++ name` → the table name it is another name of (`AddTableName`)
 //! - `"d/" ++ seq (u64 BE)` → blob(kind `'D'`, v1, bincode(`DdlEntry`)): the DDL log
+//! - `"s/" ++ name` → last value (i64 BE) ++ is_called (1 byte): a cluster-wide
+//!   sequence (other names of it in `"a/"` too)
 
 use parking_lot::Mutex;
 use pinax_codec::blob::{decode_blob, encode_blob};
@@ -27,6 +29,7 @@ const ALIAS_PREFIX: &[u8] = b"a/";
 const DDL_PREFIX: &[u8] = b"d/";
 const DDL_KIND: u8 = b'D';
 const DDL_VERSION: u8 = 1;
+const SEQUENCE_PREFIX: &[u8] = b"s/";
 
 /// A tablet replica served by this node: what it needs to reopen it.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -123,6 +126,54 @@ struct State {
     next_id: u64,
     /// Sequence number of the DDL log's last entry (0: empty).
     last_ddl: u64,
+    /// Sequences that have had a value: name → (last value, returned yet).
+    sequences: BTreeMap<String, (i64, bool)>,
+}
+
+/// Options of a sequence, as its `Next` request gives them.
+#[derive(Clone, Copy, Debug)]
+pub struct SequenceOptions {
+    pub start: i64,
+    pub increment: i64,
+    pub min: i64,
+    pub max: i64,
+    pub cycle: bool,
+}
+
+/// Up to `count` values after state (`last`, `is_called`), as PostgreSQL's
+/// nextval_internal computes them: (first value, how many, new state). A batch
+/// stops at the sequence's bound; a cycling sequence wraps at the start of the
+/// next batch, so a batch is always `first, first + increment, ...`.
+pub fn next_values(state: (i64, bool), o: SequenceOptions, count: u32) -> (i64, u32, (i64, bool)) {
+    let (mut last, mut called) = state;
+    let mut first = 0;
+    let mut n = 0u32;
+    while n < count.max(1) {
+        let value = if !called {
+            last
+        } else {
+            let next = last as i128 + o.increment as i128;
+            if next > o.max as i128 || next < o.min as i128 {
+                if !o.cycle || n > 0 {
+                    break;
+                }
+                if o.increment > 0 {
+                    o.min
+                } else {
+                    o.max
+                }
+            } else {
+                next as i64
+            }
+        };
+        if n == 0 {
+            first = value;
+        }
+        last = value;
+        called = true;
+        n += 1;
+    }
+    (first, n, (last, called))
 }
 
 /// What [`Catalog::drop_table`] dropped.
@@ -173,7 +224,22 @@ impl<E: KvEngine> Catalog<E> {
                 last_ddl = u64::from_be_bytes(it.key()[DDL_PREFIX.len()..].try_into().map_err(|_| CatalogError::Corrupt("DDL log key".into()))?);
             }
         }
-        Ok(Catalog { engine, state: Mutex::new(State { tables, aliases, next_id, last_ddl }) })
+        let mut sequences = BTreeMap::new();
+        {
+            let snap = engine.snapshot();
+            let mut it = snap.iter(Cf::Regular, IterOptions { lower: Some(SEQUENCE_PREFIX.to_vec()), upper: Some(b"s0".to_vec()), prefix_same_as_start: false });
+            it.seek_to_first();
+            while it.valid()? {
+                let name = String::from_utf8_lossy(&it.key()[SEQUENCE_PREFIX.len()..]).into_owned();
+                let v = it.value();
+                if v.len() != 9 {
+                    return Err(CatalogError::Corrupt(format!("sequence {name}")));
+                }
+                sequences.insert(name, (i64::from_be_bytes(v[..8].try_into().unwrap_or_default()), v[8] != 0));
+                it.next();
+            }
+        }
+        Ok(Catalog { engine, state: Mutex::new(State { tables, aliases, next_id, last_ddl, sequences }) })
     }
 
     /// Allocate ids and partitions for a new table (not yet persisted: the caller
@@ -297,6 +363,75 @@ impl<E: KvEngine> Catalog<E> {
         self.engine.write(b, WriteOptions { sync: true })?;
         st.last_ddl = entry.seq;
         Ok(entry.seq)
+    }
+
+    /// Make `name` another name of sequence `existing` (which may not have had a
+    /// value yet). Idempotent; fails if `name` is taken.
+    pub fn sequence_alias(&self, name: &str, existing: &str) -> Result<(), CatalogError> {
+        let mut st = self.state.lock();
+        let target = st.aliases.get(existing).cloned().unwrap_or_else(|| existing.to_string());
+        if name == target || st.aliases.get(name) == Some(&target) {
+            return Ok(());
+        }
+        if st.sequences.contains_key(name) || st.tables.contains_key(name) || st.aliases.contains_key(name) {
+            return Err(CatalogError::AlreadyExists(name.to_string()));
+        }
+        let mut b = self.engine.new_batch();
+        b.put(Cf::Regular, &prefixed(ALIAS_PREFIX, name), target.as_bytes());
+        self.engine.write(b, WriteOptions { sync: true })?;
+        st.aliases.insert(name.to_string(), target);
+        Ok(())
+    }
+
+    fn put_sequence(&self, st: &mut State, name: String, state: (i64, bool)) -> Result<(), CatalogError> {
+        let mut v = state.0.to_be_bytes().to_vec();
+        v.push(state.1 as u8);
+        let mut b = self.engine.new_batch();
+        b.put(Cf::Regular, &prefixed(SEQUENCE_PREFIX, &name), &v);
+        self.engine.write(b, WriteOptions { sync: true })?;
+        st.sequences.insert(name, state);
+        Ok(())
+    }
+
+    /// Take up to `count` values of sequence `name` (see [`next_values`]): the
+    /// first and how many (0: it reached its bound).
+    pub fn sequence_next(&self, name: &str, o: SequenceOptions, count: u32) -> Result<(i64, u32), CatalogError> {
+        let mut st = self.state.lock();
+        let own = st.aliases.get(name).cloned().unwrap_or_else(|| name.to_string());
+        let state = st.sequences.get(&own).copied().unwrap_or((o.start, false));
+        let (first, n, new) = next_values(state, o, count);
+        if n == 0 {
+            return Ok((0, 0));
+        }
+        self.put_sequence(&mut st, own, new)?;
+        Ok((first, n))
+    }
+
+    /// setval of sequence `name`.
+    pub fn sequence_set(&self, name: &str, value: i64, is_called: bool) -> Result<(), CatalogError> {
+        let mut st = self.state.lock();
+        let own = st.aliases.get(name).cloned().unwrap_or_else(|| name.to_string());
+        self.put_sequence(&mut st, own, (value, is_called))
+    }
+
+    /// Drop sequence name `name`: another name alone, a sequence's own name with
+    /// the sequence and its other names. Dropping an unknown name does nothing.
+    pub fn sequence_drop(&self, name: &str) -> Result<(), CatalogError> {
+        let mut st = self.state.lock();
+        let mut b = self.engine.new_batch();
+        if st.aliases.remove(name).is_some() {
+            b.delete(Cf::Regular, &prefixed(ALIAS_PREFIX, name));
+        } else {
+            let others: Vec<String> = st.aliases.iter().filter(|(_, t)| *t == name).map(|(a, _)| a.clone()).collect();
+            for a in others {
+                b.delete(Cf::Regular, &prefixed(ALIAS_PREFIX, &a));
+                st.aliases.remove(&a);
+            }
+            b.delete(Cf::Regular, &prefixed(SEQUENCE_PREFIX, name));
+            st.sequences.remove(name);
+        }
+        self.engine.write(b, WriteOptions { sync: true })?;
+        Ok(())
     }
 
     /// Up to `max` DDL log entries after sequence number `after`, in order.
@@ -490,5 +625,55 @@ mod tests {
         assert_eq!(all[1].statements[0].names, entry("").statements[0].names);
         assert_eq!(c.read_ddl(1, 1).unwrap().iter().map(|e| e.seq).collect::<Vec<_>>(), vec![2]);
         assert!(c.read_ddl(3, 100).unwrap().is_empty());
+    }
+
+    fn opts(start: i64, increment: i64, min: i64, max: i64, cycle: bool) -> SequenceOptions {
+        SequenceOptions { start, increment, min, max, cycle }
+    }
+
+    #[test]
+    fn sequence_values_follow_postgres_nextval() {
+        let o = opts(1, 1, 1, i64::MAX, false);
+        // A new sequence returns its start first.
+        assert_eq!(next_values((1, false), o, 1), (1, 1, (1, true)));
+        assert_eq!(next_values((1, false), o, 100), (1, 100, (100, true)));
+        assert_eq!(next_values((100, true), o, 3), (101, 3, (103, true)));
+        // setval(s, 10, false) returns 10 next; setval(s, 10) returns 11.
+        assert_eq!(next_values((10, false), o, 2), (10, 2, (11, true)));
+        assert_eq!(next_values((10, true), o, 1), (11, 1, (11, true)));
+        // A batch stops at the bound; the next one finds nothing.
+        let small = opts(1, 1, 1, 3, false);
+        assert_eq!(next_values((1, true), small, 10), (2, 2, (3, true)));
+        assert_eq!(next_values((3, true), small, 10).1, 0);
+        // A cycling sequence wraps at the start of a batch only.
+        let cyc = opts(1, 1, 1, 3, true);
+        assert_eq!(next_values((2, true), cyc, 10), (3, 1, (3, true)));
+        assert_eq!(next_values((3, true), cyc, 10), (1, 3, (3, true)));
+        // Descending, and no overflow at the type's edge.
+        let down = opts(-1, -2, i64::MIN, -1, false);
+        assert_eq!(next_values((-1, false), down, 3), (-1, 3, (-5, true)));
+        assert_eq!(next_values((i64::MIN + 1, true), down, 1).1, 0);
+        assert_eq!(next_values((i64::MAX, true), o, 1).1, 0);
+    }
+
+    #[test]
+    fn sequences_keep_their_state_and_share_it_with_their_other_names() {
+        let engine = pinax_engine_mem::MemEngine::new();
+        let c = Catalog::open(engine.clone()).unwrap();
+        let o = opts(1, 1, 1, i64::MAX, false);
+        c.sequence_alias("n2_q5_7", "q5_7").unwrap(); // before the sequence's first value
+        assert_eq!(c.sequence_next("q5_7", o, 100).unwrap(), (1, 100));
+        assert_eq!(c.sequence_next("n2_q5_7", o, 100).unwrap(), (101, 100));
+        let c = Catalog::open(engine.clone()).unwrap();
+        assert_eq!(c.sequence_next("n2_q5_7", o, 1).unwrap(), (201, 1));
+        c.sequence_set("n2_q5_7", 1000, true).unwrap();
+        assert_eq!(c.sequence_next("q5_7", o, 1).unwrap(), (1001, 1));
+        c.sequence_drop("n2_q5_7").unwrap();
+        assert_eq!(c.sequence_next("q5_7", o, 1).unwrap(), (1002, 1));
+        c.sequence_alias("n3_q5_7", "q5_7").unwrap();
+        c.sequence_drop("q5_7").unwrap();
+        // Gone with its names: a sequence of that name starts over.
+        let c = Catalog::open(engine).unwrap();
+        assert_eq!(c.sequence_next("n3_q5_7", o, 1).unwrap(), (1, 1));
     }
 }

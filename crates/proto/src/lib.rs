@@ -151,6 +151,27 @@ pub enum Request {
     /// To a node: apply the DDL log through `upto` to this node's PostgreSQL (waits
     /// at most a few seconds; fails with `Unavailable` if it could not).
     ApplyDdl { upto: u64 },
+    /// To the master: an operation on cluster-wide sequence `name` (every SQL node's
+    /// PostgreSQL takes its values there; see pg/ext `sequence.rs`).
+    Sequence { name: String, op: SequenceOp },
+}
+
+/// What `Request::Sequence` does. A sequence's state is PostgreSQL's: the last
+/// value and whether it was returned yet; it starts as (`start`, not returned) at
+/// the first `Next` (its options live in every node's catalog, sent with `Next`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SequenceOp {
+    /// Make the sequence's name another name of sequence `existing` (a node
+    /// replaying the CREATE of another node's sequence).
+    Alias { existing: String },
+    /// Take up to `count` consecutive values (`first`, `first + increment`, ...),
+    /// as PostgreSQL's nextval with a cache of `count` would. Answers
+    /// `SequenceValues`; `count = 0` there: the sequence reached its bound.
+    Next { start: i64, increment: i64, min: i64, max: i64, cycle: bool, count: u32 },
+    /// setval: the last value and whether it was returned.
+    Set { value: i64, is_called: bool },
+    /// Drop the name (the sequence itself if it is its own name).
+    Drop,
 }
 
 /// One statement of a [`DdlEntry`].
@@ -210,6 +231,9 @@ pub enum Response {
     DdlPublished { seq: u64, lagging: Vec<(u64, String)> },
     /// Answer to `ReadDdl`.
     Ddl(Vec<DdlEntry>),
+    /// Answer to `Sequence { op: Next }`: `count` values from `first` on, by the
+    /// sequence's increment (0: none left).
+    SequenceValues { first: i64, count: u32 },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]

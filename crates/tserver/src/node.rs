@@ -8,7 +8,7 @@ use pinax_engine::CompactionFilterFactory;
 use pinax_master::{Catalog, CatalogError, Dropped, ReplicaRecord};
 use pinax_mvcc::gc::{HistoryCutoff, HistoryGcFilterFactory};
 use pinax_mvcc::{ReadContext, TxnStatus};
-use pinax_proto::{DdlEntry, NodeStatus, ReadPoint, Request, Response, RpcError, Sharding, TableInfo, TabletInfo};
+use pinax_proto::{DdlEntry, NodeStatus, ReadPoint, Request, Response, RpcError, SequenceOp, Sharding, TableInfo, TabletInfo};
 use pinax_raft::{RaftGroup, RaftTiming};
 use pinax_tablet::{StatusTablet, Tablet};
 use std::collections::{BTreeMap, HashMap};
@@ -576,7 +576,8 @@ impl<F: EngineFactory> Node<F> {
             | Request::RegisterNode { .. }
             | Request::AddTableName { .. }
             | Request::PublishDdl { .. }
-            | Request::ReadDdl { .. })
+            | Request::ReadDdl { .. }
+            | Request::Sequence { .. })
                 if !self.is_master() =>
             {
                 self.call_master(req)
@@ -584,6 +585,7 @@ impl<F: EngineFactory> Node<F> {
             Request::AddTableName { name, existing } => self.catalog.add_name(&name, &existing).map(Response::Table).map_err(catalog_err),
             Request::PublishDdl { entry } => self.publish_ddl(entry),
             Request::ReadDdl { after, max } => self.catalog.read_ddl(after, max.clamp(1, 10_000) as usize).map(Response::Ddl).map_err(catalog_err),
+            Request::Sequence { name, op } => self.sequence(&name, op),
             Request::ApplyDdl { upto } => match self.ddl.get() {
                 None => Ok(Response::Done),
                 Some(a) => a.apply_upto(upto, Instant::now() + DDL_APPLY_WAIT).map(|_| Response::Done).map_err(|e| err(ErrorCode::Unavailable, e)),
@@ -899,6 +901,23 @@ impl<F: EngineFactory> Node<F> {
             tracing::warn!(seq, ?lagging, "nodes have not applied a DDL log entry yet");
         }
         Ok(Response::DdlPublished { seq, lagging })
+    }
+
+    /// Master: an operation on a cluster-wide sequence.
+    fn sequence(&self, name: &str, op: SequenceOp) -> Result<Response, RpcError> {
+        let r = match op {
+            SequenceOp::Alias { existing } => self.catalog.sequence_alias(name, &existing).map(|_| Response::Done),
+            SequenceOp::Next { start, increment, min, max, cycle, count } => {
+                if increment == 0 || min > max {
+                    return Err(err(ErrorCode::InvalidRequest, format!("invalid options for sequence {name}")));
+                }
+                let o = pinax_master::catalog::SequenceOptions { start, increment, min, max, cycle };
+                self.catalog.sequence_next(name, o, count.clamp(1, 1_000_000)).map(|(first, count)| Response::SequenceValues { first, count })
+            }
+            SequenceOp::Set { value, is_called } => self.catalog.sequence_set(name, value, is_called).map(|_| Response::Done),
+            SequenceOp::Drop => self.catalog.sequence_drop(name).map(|_| Response::Done),
+        };
+        r.map_err(catalog_err)
     }
 
     /// Set what applies the DDL log to this node's PostgreSQL (once).

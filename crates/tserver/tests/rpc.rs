@@ -318,7 +318,7 @@ impl pinax_tserver::DdlApplier for RecordingApplier {
 }
 
 #[test]
-fn published_ddl_is_logged_and_applied_by_the_other_nodes_and_names_share_a_table() {
+fn published_ddl_is_logged_and_applied_by_the_other_nodes_and_names_share_a_table_or_sequence() {
     use pinax_proto::{DdlEntry, DdlStatement, Response};
     let master = start(NodeConfig { node_id: 1, ..NodeConfig::default() });
     let second = start(NodeConfig { node_id: 2, join: Some(master.addr.clone()), ..NodeConfig::default() });
@@ -374,6 +374,20 @@ fn published_ddl_is_logged_and_applied_by_the_other_nodes_and_names_share_a_tabl
     c2.drop_table("n2_t5_100", false).unwrap();
     let gone = c1.call(Request::GetTable { name: "t7_201".into() }).unwrap_err();
     assert_eq!(gone.code(), ErrorCode::TableNotFound);
+    // Sequences are the master's, whichever node is asked.
+    use pinax_proto::SequenceOp;
+    let next = |c: &Client, name: &str| match c.call(Request::Sequence { name: name.into(), op: SequenceOp::Next { start: 1, increment: 1, min: 1, max: 1000, cycle: false, count: 100 } }).unwrap() {
+        Response::SequenceValues { first, count } => (first, count),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(next(&c2, "n2_q5_9"), (1, 100));
+    c1.call(Request::Sequence { name: "q7_3".into(), op: SequenceOp::Alias { existing: "n2_q5_9".into() } }).unwrap();
+    assert_eq!(next(&c1, "q7_3"), (101, 100));
+    c1.call(Request::Sequence { name: "q7_3".into(), op: SequenceOp::Set { value: 995, is_called: true } }).unwrap();
+    assert_eq!(next(&c2, "n2_q5_9"), (996, 5));
+    assert_eq!(next(&c2, "n2_q5_9"), (0, 0));
+    let bad = c2.call(Request::Sequence { name: "x".into(), op: SequenceOp::Next { start: 1, increment: 0, min: 1, max: 10, cycle: false, count: 1 } }).unwrap_err();
+    assert_eq!(bad.code(), ErrorCode::InvalidRequest);
     drop(second);
     drop(master);
 }

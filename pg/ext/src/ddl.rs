@@ -53,8 +53,8 @@ fn node_id() -> u64 {
     id
 }
 
-/// Prefix of this PostgreSQL's storage table names.
-fn prefix() -> String {
+/// Prefix of this PostgreSQL's storage table (and sequence) names.
+pub fn prefix() -> String {
     match node_id() {
         1 => String::new(),
         n => format!("n{n}_"),
@@ -80,7 +80,7 @@ pub fn replaying() -> bool {
 ///
 /// # Safety
 /// `rel` must be a valid relation.
-unsafe fn qualified_name(rel: pg_sys::Relation) -> String {
+pub unsafe fn qualified_name(rel: pg_sys::Relation) -> String {
     let r = (*rel).rd_rel;
     let nsp = pg_sys::get_namespace_name((*r).relnamespace);
     let nsp = if nsp.is_null() { String::new() } else { CStr::from_ptr(nsp).to_string_lossy().into_owned() };
@@ -96,16 +96,7 @@ unsafe fn qualified_name(rel: pg_sys::Relation) -> String {
 /// # Safety
 /// `rel` must be a valid relation.
 pub unsafe fn adopt_or_record(rel: pg_sys::Relation, name: &str) -> bool {
-    let key = qualified_name(rel);
-    if !replaying() {
-        CAPTURING.with(|c| {
-            if let Some(names) = c.borrow_mut().as_mut() {
-                names.push((key, name.to_string()));
-            }
-        });
-        return false;
-    }
-    let Some(existing) = take_replay_name(&key) else {
+    let Some(existing) = record_or_replay(&qualified_name(rel), name) else {
         return false;
     };
     let client = state::with(|b| b.client()).or_raise();
@@ -114,6 +105,21 @@ pub unsafe fn adopt_or_record(rel: pg_sys::Relation, name: &str) -> bool {
         Err(e) if e.code() == pinax_common::ErrorCode::TableNotFound => false,
         Err(e) => error::raise(&e),
     }
+}
+
+/// Relation `relation` (`schema.name`) is created here under cluster name `name`.
+/// Not replaying: record it for the statement being captured; `None`. Replaying:
+/// the origin's name for it, if the replayed statement has one.
+pub fn record_or_replay(relation: &str, name: &str) -> Option<String> {
+    if !replaying() {
+        CAPTURING.with(|c| {
+            if let Some(names) = c.borrow_mut().as_mut() {
+                names.push((relation.to_string(), name.to_string()));
+            }
+        });
+        return None;
+    }
+    take_replay_name(relation)
 }
 
 /// The first unused replay name for relation `key`.

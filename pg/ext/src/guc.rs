@@ -7,6 +7,7 @@ static ADDRESS: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new
 static TABLETS: GucSetting<i32> = GucSetting::<i32>::new(8);
 static INDEX_ONLY_FETCH_ROWS: GucSetting<bool> = GucSetting::<bool>::new(false);
 static STATEMENT_RESTARTS: GucSetting<i32> = GucSetting::<i32>::new(100);
+static SEQUENCE_CACHE_MIN: GucSetting<i32> = GucSetting::<i32>::new(100);
 static REPLICATE_DDL: GucSetting<bool> = GucSetting::<bool>::new(true);
 static REPLAYING: GucSetting<bool> = GucSetting::<bool>::new(false);
 static REPLAY_NAMES: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
@@ -48,6 +49,16 @@ pub fn init() {
         GucContext::Userset,
         GucFlags::default(),
     );
+    GucRegistry::define_int_guc(
+        c"pinax.sequence_cache_min",
+        c"Fewest values a backend takes from a cluster-wide sequence at a time (more if the sequence's CACHE is larger).",
+        c"Each take is a round trip to the master; 1 gives PostgreSQL's order of values across sessions at that cost.",
+        &SEQUENCE_CACHE_MIN,
+        1,
+        1_000_000,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
     GucRegistry::define_bool_guc(
         c"pinax.replicate_ddl",
         c"DDL committed here is logged for, and replayed on, every other SQL node of the cluster.",
@@ -72,6 +83,11 @@ pub fn init() {
         GucContext::Userset,
         GucFlags::default(),
     );
+}
+
+/// Fewest values taken from a cluster-wide sequence at a time.
+pub fn sequence_cache_min() -> u32 {
+    SEQUENCE_CACHE_MIN.get().max(1) as u32
 }
 
 /// Whether this session's DDL is replicated to the other SQL nodes.

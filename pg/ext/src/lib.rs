@@ -9,6 +9,8 @@
 //!   freeing the storage of deleted file nodes (xact callbacks).
 //! - DDL on every SQL node (`ddl.rs`): committed DDL is published to the cluster's
 //!   DDL log and replayed by the other nodes' PostgreSQL; storage names per node.
+//! - Cluster-wide sequences (`sequence.rs`): nextval & co. take values from the
+//!   master, in cached ranges.
 //! - Per-backend state (`state.rs`): storage client, write buffer, storage
 //!   transaction, read times, TID map (`tid.rs`).
 //! - Errors map to SQLSTATE in one place (`error.rs`).
@@ -33,6 +35,7 @@ pub mod keys;
 pub mod meta;
 pub mod pgtry;
 pub mod scan;
+pub mod sequence;
 pub mod state;
 pub mod tid;
 pub mod tuple;

@@ -56,6 +56,7 @@ thread_local! {
 #[pgrx::pg_guard]
 pub unsafe extern "C-unwind" fn relcache_callback(_arg: pg_sys::Datum, relid: pg_sys::Oid) {
     let relid = relid.to_u32();
+    crate::sequence::forget(relid);
     TABLES.with(|t| {
         let mut t = t.borrow_mut();
         if relid == 0 {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Multi-node SQL test: a local 3-node cluster (`pinax cluster start --nodes 3`),
 # DDL run on each node's PostgreSQL used from the others (also by a node that was
-# down when it ran), tables with three replicas, and the bank test
+# down when it ran), cluster-wide sequences, tables with three replicas, and the bank test
 # (bank/bank.sh, all three isolation levels) while a non-master node is killed
 # (SIGKILL) and restarted every few seconds. The bank test's checks (total
 # unchanged, every committed transfer in the history once, no counter increment
@@ -106,6 +106,30 @@ done
 expect "DDL replayed by a node that was down" "$(on $pg3 -c "SELECT (SELECT id FROM late), (SELECT id FROM later)")" "1|2"
 on $pg3 -c "DROP TABLE late" -c "DROP TABLE later" -c "DROP TABLE d2" -c "DROP VIEW dv" -c "DROP TABLE d"
 echo "cluster DDL: ok"
+
+# Sequences are the cluster's: serial and identity keys inserted through every
+# node (INSERT and COPY) never collide; setval, bounds and RESTART hold cluster-wide.
+on $pg1 -c "CREATE TABLE sq (id serial PRIMARY KEY, n int)" -c "CREATE TABLE iq (id int GENERATED ALWAYS AS IDENTITY PRIMARY KEY, n int)"
+for p in $pg1 $pg2 $pg3; do
+  (on $p -c "INSERT INTO sq (n) SELECT g FROM generate_series(1, 150) g" -c "INSERT INTO iq (n) VALUES (1), (2)" -c "INSERT INTO iq (n) VALUES (3)" >/dev/null
+   seq 1 120 | on $p -c "COPY sq (n) FROM STDIN" -c "COPY iq (n) FROM STDIN" >/dev/null) &
+done
+wait
+expect "serial keys from 3 nodes" "$(on $pg2 -c "SELECT count(*), count(DISTINCT id) FROM sq")" "810|810"
+expect "identity keys from 3 nodes" "$(on $pg3 -c "SELECT count(*), count(DISTINCT id) FROM iq")" "9|9"
+on $pg2 -c "SELECT setval('sq_id_seq', 100000)" >/dev/null
+expect "setval on node 2, nextval on node 3" "$(on $pg3 -c "SELECT nextval('sq_id_seq'), currval('sq_id_seq'), lastval()")" "100001|100001|100001"
+on $pg1 -c "CREATE SEQUENCE lim MAXVALUE 2"
+expect "a bounded sequence's values" "$(on $pg2 -c "SELECT nextval('lim'), nextval('lim')")" "1|2"
+err=$(on $pg3 -c "SELECT nextval('lim')" 2>&1 || true)
+grep -q 'reached maximum value of sequence "lim" (2)' <<<"$err" || { echo "cluster sequences: no limit error on node 3: $err" >&2; exit 1; }
+on $pg3 -c "ALTER SEQUENCE lim RESTART"
+expect "RESTART on node 3, nextval on node 1" "$(on $pg1 -c "SELECT nextval('lim')")" "1"
+on $pg2 -c "DROP SEQUENCE lim" -c "CREATE SEQUENCE lim"
+on $pg1 -c "SELECT nextval('lim')" >/dev/null
+expect "a sequence dropped and created again starts over" "$(on $pg3 -c "SELECT nextval('lim')")" "101"
+on $pg1 -c "DROP SEQUENCE lim" -c "DROP TABLE sq, iq"
+echo "cluster sequences: ok"
 
 # Kill node 2 or 3 (alternately) every few seconds, restarting the previous one.
 (

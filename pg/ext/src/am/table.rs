@@ -240,6 +240,8 @@ unsafe extern "C-unwind" fn index_delete_tuples(_rel: pg_sys::Relation, _delstat
 /// Insert the row in `slot` as command `cid`; returns its row key.
 unsafe fn insert_row(rel: pg_sys::Relation, slot: *mut pg_sys::TupleTableSlot, cid: u32) -> Vec<u8> {
     let m = meta_of(rel);
+    slot_getallattrs(slot);
+    crate::sequence::fill_copy_defaults(rel, slot);
     let bytes = form_tuple_bytes(slot);
     let (key, op) = match &m.pk {
         Some(pk) => {

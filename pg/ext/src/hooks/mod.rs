@@ -17,4 +17,5 @@ pub unsafe fn install() {
     executor::install();
     restart::install();
     xact::install();
+    crate::sequence::install();
 }

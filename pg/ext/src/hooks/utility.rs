@@ -231,12 +231,17 @@ unsafe extern "C-unwind" fn process_utility(
     if replicate {
         crate::ddl::begin_statement();
     }
+    crate::sequence::before_utility(node);
     let res = crate::pgtry::try_keep_error(cxt, || match PREV.get().copied().flatten() {
         Some(prev) => prev(pstmt, query_string, read_only_tree, context, params, query_env, dest, qc),
         None => raw_standard_process_utility(pstmt, query_string, read_only_tree, context, params, query_env, dest, qc),
     });
     if replicate {
         crate::ddl::end_statement(res.is_ok().then(|| crate::ddl::statement_text(pstmt, query_string)));
+    }
+    crate::sequence::end_utility();
+    if res.is_ok() {
+        crate::sequence::after_utility(node);
     }
     drop(nested);
     drop(mode);

@@ -109,6 +109,7 @@ unsafe extern "C-unwind" fn xact_callback(event: pg_sys::XactEvent::Type, _arg: 
             state::with(|b| b.end_of_xact());
             if event != XACT_EVENT_PREPARE {
                 drop_storage(deleted_file_nodes(true));
+                crate::sequence::commit();
             }
         }
         XACT_EVENT_ABORT | XACT_EVENT_PARALLEL_ABORT => {
@@ -117,6 +118,7 @@ unsafe extern "C-unwind" fn xact_callback(event: pg_sys::XactEvent::Type, _arg: 
             crate::ddl::end_of_xact();
             state::with(|b| b.end_of_xact());
             drop_storage(deleted_file_nodes(false));
+            crate::sequence::abort();
         }
         _ => {}
     }
@@ -148,6 +150,7 @@ unsafe extern "C-unwind" fn subxact_callback(event: pg_sys::SubXactEvent::Type, 
             super::restart::subxact_aborted();
             state::with(|b| b.abort_subxact(my_subid));
             crate::ddl::subxact_aborted(my_subid);
+            crate::sequence::subxact_aborted(my_subid);
             index::release_created_in(my_subid);
             drop_storage(deleted_file_nodes(false));
         }
