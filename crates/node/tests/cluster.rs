@@ -1,6 +1,9 @@
 //! Three `pinax` daemons on loopback: tablets with three replicas, a node killed
 //! with SIGKILL under write load, restarted, and another killed.
 //!
+//! Also: replicas of a dead node move, a joining node gets its share, a wiped node
+//! is rebuilt, a partitioned leader serves nothing stale.
+//!
 //! Checks: writes resume after the failover (the longest stall is printed: the
 //! failover time), no acknowledged write is lost, a restarted node catches up (the
 //! cluster keeps every row once a different node dies).
@@ -226,17 +229,64 @@ fn a_dead_nodes_replicas_move_to_live_nodes() {
     let moved: Vec<String> = table.tablets.iter().filter(|ti| ti.replicas.contains(&gone)).map(|ti| format!("tablet-{}", ti.id.0)).collect();
     assert!(moved.iter().all(|t| tablets(cluster.dirs[1].path()).contains(t)));
     cluster.restart(1);
+    // Node 2 ends up holding exactly the replicas the catalog places there (its
+    // share, moved back to balance the nodes), none of the stale ones.
     let deadline = Instant::now() + Duration::from_secs(60);
-    while moved.iter().any(|t| tablets(cluster.dirs[1].path()).contains(t)) {
-        assert!(Instant::now() < deadline, "node 2 kept replicas moved away: {:?}", tablets(cluster.dirs[1].path()));
+    loop {
+        let placed = c.refresh_table("rf3").unwrap();
+        let mut want: Vec<String> = placed.tablets.iter().filter(|ti| ti.replicas.contains(&gone)).map(|ti| format!("tablet-{}", ti.id.0)).collect();
+        let mut have = tablets(cluster.dirs[1].path());
+        want.sort();
+        have.sort();
+        if have == want && want.len() == 3 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "node 2 holds {have:?}, the catalog places {want:?} there");
         std::thread::sleep(Duration::from_millis(200));
     }
     write_all(&c, 1000..1010, &mut acked);
 
-    // Every tablet now has three replicas on nodes 1, 3 and 4: losing node 3 too
-    // leaves a majority of each.
+    // Every tablet has three replicas on live nodes: losing node 3 too leaves a
+    // majority of each.
     cluster.kill(2);
     write_all(&c, 300..400, &mut acked);
+    check_all(&c, &acked);
+}
+
+#[test]
+fn a_node_that_joins_gets_its_share_of_replicas() {
+    let mut cluster = Cluster::start(3);
+    let c = wait_client(&cluster.addr(0));
+    create_rf3(&c, 4);
+    let mut acked = Vec::new();
+    write_all(&c, 0..200, &mut acked);
+    // A fourth node joins: 12 replicas over 4 nodes is 3 each, moved one at a
+    // time while writes go on.
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    cluster.children.push(Some(spawn(dir.path(), port, Some(cluster.ports[0]))));
+    cluster.dirs.push(dir);
+    cluster.ports.push(port);
+    wait_client(&cluster.addr(3));
+    let joined = cluster.addr(3);
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let mut next = 200;
+    loop {
+        write_all(&c, next..next + 20, &mut acked);
+        next += 20;
+        let t = c.refresh_table("rf3").unwrap();
+        let per_node: Vec<usize> = (0..4).map(|i| t.tablets.iter().filter(|ti| ti.replicas.contains(&cluster.addr(i))).count()).collect();
+        if per_node == [3, 3, 3, 3] && t.tablets.iter().all(|ti| ti.replicas.len() == 3) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "replicas per node {per_node:?}: {t:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // The moved replicas hold the data: with an original node down, the new node
+    // is part of the majority of the tablets it took.
+    assert!(c.refresh_table("rf3").unwrap().tablets.iter().any(|ti| ti.replicas.contains(&joined)));
+    cluster.kill(1);
+    write_all(&c, next..next + 50, &mut acked);
     check_all(&c, &acked);
 }
 

@@ -748,12 +748,14 @@ impl<F: EngineFactory> Node<F> {
     /// tablet's leader change the voters, and records it in the catalog. At most
     /// one change per tablet per pass.
     fn re_replicate(&self) {
-        let (dead, live): (Vec<NodeEntry>, Vec<NodeEntry>) = {
+        let (dead, live, suspect): (Vec<NodeEntry>, Vec<NodeEntry>, bool) = {
             let mut nodes = self.nodes.lock();
             nodes.insert(self.cfg.node_id, (self.cfg.rpc_addr.clone(), Instant::now()));
             let dead = nodes.iter().filter(|(_, (_, seen))| seen.elapsed() >= self.cfg.node_timeout).map(|(id, (a, _))| (*id, a.clone())).collect();
             let live = nodes.iter().filter(|(_, (_, seen))| seen.elapsed() < NODE_LIVENESS).map(|(id, (a, _))| (*id, a.clone())).collect();
-            (dead, live)
+            // Not heard from lately, not yet given up: maybe back soon.
+            let suspect = nodes.values().any(|(_, seen)| seen.elapsed() >= NODE_LIVENESS && seen.elapsed() < self.cfg.node_timeout);
+            (dead, live, suspect)
         };
         let rf = (self.cfg.replication_factor.max(1) as usize).min(live.len());
         let tables = self.catalog.tables();
@@ -765,17 +767,19 @@ impl<F: EngineFactory> Node<F> {
                 }
             }
         }
+        let mut placing = false;
         for t in &tables {
             for ti in &t.tablets {
                 let gone = dead.iter().find(|(_, a)| ti.replicas.contains(a));
                 if gone.is_none() && ti.replicas.len() >= rf {
                     continue;
                 }
+                placing = true;
                 let Some((new_id, new_addr)) = live.iter().filter(|(_, a)| !ti.replicas.contains(a)).min_by_key(|(_, a)| load.get(a).copied().unwrap_or(0)).cloned() else {
                     continue; // no node to put it on
                 };
                 let from = gone.map(|(id, a)| (*id, a.as_str()));
-                match self.move_replica(&t.name, ti, from, (new_id, &new_addr)) {
+                match self.move_replica(&t.name, ti, from, (new_id, &new_addr), false) {
                     Ok(()) => {
                         *load.entry(new_addr.clone()).or_default() += 1;
                         tracing::info!(tablet_id = ti.id.0, from = ?from.map(|f| f.0), to = new_id, "tablet replica placed");
@@ -783,6 +787,43 @@ impl<F: EngineFactory> Node<F> {
                     Err(e) => tracing::warn!(tablet_id = ti.id.0, from = ?from.map(|f| f.0), to = new_id, error = %e, "could not place a tablet replica"),
                 }
             }
+        }
+        if !placing && !suspect {
+            self.rebalance(&tables, &live, &load);
+        }
+    }
+
+    /// Master, nothing to re-replicate: move one replica from the live node with
+    /// the most replicas to the one with the fewest when they differ by two or
+    /// more (a node that joined gets its share, one move per check). The moved
+    /// replica joins as a learner and catches up before the membership change
+    /// drops the old one, which is then deleted. Moving a leader's replica makes
+    /// it step down once the change is committed: a brief election, as on failover.
+    fn rebalance(&self, tables: &[TableInfo], live: &[NodeEntry], load: &HashMap<String, usize>) {
+        let by_load = |pick_max: bool| {
+            let it = live.iter().map(|(id, a)| (*id, a.clone(), load.get(a).copied().unwrap_or(0)));
+            if pick_max {
+                it.max_by_key(|(id, _, n)| (*n, std::cmp::Reverse(*id)))
+            } else {
+                it.min_by_key(|(id, _, n)| (*n, *id))
+            }
+        };
+        let (Some((from_id, from, most)), Some((to_id, to, fewest))) = (by_load(true), by_load(false)) else {
+            return;
+        };
+        if most < fewest + 2 {
+            return;
+        }
+        let candidate = tables.iter().flat_map(|t| t.tablets.iter().map(move |ti| (t, ti))).find(|(_, ti)| ti.replicas.contains(&from) && !ti.replicas.contains(&to));
+        let Some((t, ti)) = candidate else {
+            return;
+        };
+        match self.move_replica(&t.name, ti, Some((from_id, &from)), (to_id, &to), true) {
+            Ok(()) => {
+                self.drop_replicas(&[(from.clone(), ti.id)]);
+                tracing::info!(tablet_id = ti.id.0, from = from_id, to = to_id, "tablet replica moved to balance the nodes");
+            }
+            Err(e) => tracing::warn!(tablet_id = ti.id.0, from = from_id, to = to_id, error = %e, "could not move a tablet replica to balance the nodes"),
         }
     }
 
@@ -826,7 +867,10 @@ impl<F: EngineFactory> Node<F> {
     }
 
     /// Put a replica of tablet `ti` on node `new`, in place of dead node `dead` if set.
-    fn move_replica(&self, table: &str, ti: &TabletInfo, dead: Option<(u64, &str)>, new: (u64, &str)) -> Result<(), RpcError> {
+    /// Replace replica `dead` of tablet `ti` by a new one on `new` (or, without
+    /// `dead`, add one there). `alive`: the replaced node still serves (a move to
+    /// balance the nodes), so it may be the leader to ask.
+    fn move_replica(&self, table: &str, ti: &TabletInfo, dead: Option<(u64, &str)>, new: (u64, &str), alive: bool) -> Result<(), RpcError> {
         let dead_addr = dead.map(|d| d.1);
         let mut members: Vec<(u64, String)> = Vec::new();
         for r in ti.replicas.iter().filter(|r| Some(r.as_str()) != dead_addr) {
@@ -841,7 +885,7 @@ impl<F: EngineFactory> Node<F> {
         }
         self.call_node(new.1, Request::CreateReplica { tablet: moved, members, bootstrap: false })?;
         let req = || Request::ChangeReplicas { tablet: ti.id, add: (new.0, new.1.to_string()), remove: dead.map(|d| d.0) };
-        self.call_leader(ti, dead_addr, req, |_| false)?;
+        self.call_leader(ti, if alive { None } else { dead_addr }, req, |_| false)?;
         self.catalog.move_replica(table, ti.id, dead_addr, new.1).map_err(catalog_err)?;
         self.locations.lock().remove(&ti.id);
         Ok(())
