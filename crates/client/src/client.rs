@@ -167,11 +167,19 @@ impl Client {
         // failover take 2.6 or 3.1 s).
         let mut backoff = Duration::from_millis(10);
         let mut moved = false;
+        let mut not_found = 0;
+        let mut followed_unknown = false;
         loop {
             let (res, back) = self.call_at_returning(&addr, req);
             req = back;
             let hint = match &res {
-                Err(ClientError::Rpc(e)) if e.code == ErrorCode::NotLeader => e.leader.clone().filter(|l| *l != addr),
+                // A hint outside the replicas this client knows is followed once:
+                // it may be a replica added since, or the old leader whose replica
+                // was just removed (its followers name it until they elect anew).
+                Err(ClientError::Rpc(e)) if e.code == ErrorCode::NotLeader => {
+                    let mut known = |l: &String| ti.replicas.contains(l) || !std::mem::replace(&mut followed_unknown, true);
+                    e.leader.clone().filter(|l| *l != addr && known(l))
+                }
                 Err(ClientError::Unavailable { .. }) if ti.replicas.len() > 1 => None,
                 // A leader that could not reach a quorum in time (cut off from
                 // the others, which may have elected a new leader). Sending the
@@ -183,6 +191,19 @@ impl Client {
                         self.inner.leaders.lock().insert(ti.id, addr);
                     }
                     return (res, req);
+                }
+                // Not (or no longer) on that node: a replica moved away
+                // (rebalancing, re-replication) or one not created yet. The
+                // other replicas are asked once each; if none has it, the caller
+                // refreshes the table's locations. The leader learned before
+                // must not send the next request back there.
+                Err(ClientError::Rpc(e)) if e.code == ErrorCode::TabletNotFound => {
+                    self.inner.leaders.lock().remove(&ti.id);
+                    not_found += 1;
+                    if not_found >= ti.replicas.len() {
+                        return (res, req);
+                    }
+                    None
                 }
                 _ => return (res, req),
             };

@@ -42,6 +42,9 @@ pub enum GroupError {
     Storage(String),
     #[error("the write was not committed in time (no quorum?); it may still commit")]
     Timeout,
+    /// The group was shut down (its replica is being dropped or the node closes).
+    #[error("this replica was closed")]
+    Stopped,
 }
 
 /// How long a write waits to be committed.
@@ -87,7 +90,12 @@ async fn heartbeats(raft: Raft, every: Duration, mut stop: tokio::sync::oneshot:
 }
 
 fn fatal<E: std::fmt::Display>(e: E) -> GroupError {
-    GroupError::Fatal(e.to_string())
+    let msg = e.to_string();
+    // openraft's Fatal::Stopped: the replica is closing, not broken.
+    if msg == "raft stopped" {
+        return GroupError::Stopped;
+    }
+    GroupError::Fatal(msg)
 }
 
 impl RaftGroup {

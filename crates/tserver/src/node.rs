@@ -137,6 +137,12 @@ pub struct Node<F: EngineFactory> {
     remote_outcomes: Mutex<HashMap<TxnId, TxnStatus>>,
     /// Where other tablets are (from the master), for resolving intents there.
     locations: Mutex<HashMap<TabletId, TabletInfo>>,
+    /// Dropped replicas whose data could not be deleted yet (their engine was
+    /// still closing): deleted by `tick`; not created again until then.
+    destroying: Mutex<std::collections::HashSet<TabletId>>,
+    /// Each open replica's engine, to know when a dropped one is closed (its data
+    /// may be deleted only then: RocksDB keeps writing files until it closes).
+    engines: Mutex<HashMap<TabletId, std::sync::Weak<F::Engine>>>,
     /// Applies the cluster's DDL log to this node's PostgreSQL (none: no
     /// PostgreSQL here, nothing to apply).
     ddl: std::sync::OnceLock<Arc<dyn DdlApplier>>,
@@ -228,6 +234,8 @@ impl<F: EngineFactory> Node<F> {
             remote_outcomes: Mutex::new(HashMap::new()),
             locations: Mutex::new(HashMap::new()),
             ddl: std::sync::OnceLock::new(),
+            destroying: Mutex::new(std::collections::HashSet::new()),
+            engines: Mutex::new(HashMap::new()),
         };
         node.directory.write().insert(node.cfg.node_id, node.cfg.rpc_addr.clone());
         if node.is_master() {
@@ -274,6 +282,7 @@ impl<F: EngineFactory> Node<F> {
             return Ok(());
         }
         let engine = Arc::new(self.factory.open(&tablet_engine_name(id), Some(self.gc_factory.clone())).map_err(|e| err(ErrorCode::Io, e.to_string()))?);
+        self.engines.lock().insert(id, Arc::downgrade(&engine));
         let raft_err = |e: pinax_raft::GroupError| err(ErrorCode::Io, format!("tablet {}: {e}", id.0));
         let group = RaftGroup::start(self.rt.handle(), id.0, self.cfg.node_id, engine.clone(), self.clock.clone(), self.transport.clone(), self.cfg.raft_timing).map_err(raft_err)?;
         if r.bootstrap {
@@ -287,11 +296,31 @@ impl<F: EngineFactory> Node<F> {
     }
 
     /// `CreateReplica`: remember the replica, then open it.
+    ///
+    /// A replica already here with other members is a stale one (moved away
+    /// while this node was down, not dropped yet). Added back, it could depose the
+    /// leader (a term raised by campaigning alone): it is dropped now, and this
+    /// request fails as retryable; the caller's next try creates a fresh one.
     fn create_replica(&self, r: ReplicaRecord) -> Result<Response, RpcError> {
-        if !self.tablets.read().contains_key(&r.tablet.id) {
+        let id = r.tablet.id;
+        if self.destroying.lock().contains(&id) {
+            return Err(err(ErrorCode::Unavailable, format!("an earlier replica of tablet {} is still being removed here; try again", id.0)));
+        }
+        if self.tablets.read().contains_key(&id) && !r.bootstrap {
+            let stale = self.catalog.replicas().map_err(catalog_err)?.into_iter().any(|old| old.tablet.id == id && old.members != r.members);
+            if stale {
+                tracing::info!(tablet_id = id.0, "dropping a stale replica before it is added again");
+                self.drop_replica(id)?;
+                return Err(err(ErrorCode::Unavailable, format!("a stale replica of tablet {} was here; dropped, try again", id.0)));
+            }
+        }
+        if !self.tablets.read().contains_key(&id) {
             self.catalog.put_replica(&r).map_err(catalog_err)?;
             self.open_tablet(&r)?;
         }
+        // Being added (the catalog names it only once the move is done): a full
+        // node timeout before the orphan check looks at it.
+        self.leaderless_since.lock().remove(&r.tablet.id);
         Ok(Response::Done)
     }
 
@@ -301,10 +330,36 @@ impl<F: EngineFactory> Node<F> {
         drop(removed);
         self.close_group(id);
         self.catalog.delete_replica(id).map_err(catalog_err)?;
-        if let Err(e) = self.factory.destroy(&tablet_engine_name(id)) {
-            tracing::warn!(tablet_id = id.0, error = %e, "could not remove tablet data");
+        // Requests in flight and the group's last tasks may hold the engine for
+        // a moment; its files are deleted once it is closed.
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while !self.engine_closed(id) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
         }
+        self.destroying.lock().insert(id);
+        self.finish_destroying();
         Ok(Response::Done)
+    }
+
+    fn engine_closed(&self, id: TabletId) -> bool {
+        self.engines.lock().get(&id).is_none_or(|w| w.strong_count() == 0)
+    }
+
+    /// Delete the data of dropped replicas whose engines have closed.
+    fn finish_destroying(&self) {
+        let pending: Vec<TabletId> = self.destroying.lock().iter().copied().collect();
+        for id in pending {
+            if self.tablets.read().contains_key(&id) || !self.engine_closed(id) {
+                continue;
+            }
+            match self.factory.destroy(&tablet_engine_name(id)) {
+                Ok(()) => {
+                    self.destroying.lock().remove(&id);
+                    self.engines.lock().remove(&id);
+                }
+                Err(e) => tracing::warn!(tablet_id = id.0, error = %e, "could not remove tablet data; retrying"),
+            }
+        }
     }
 
     /// Send `req` to the node at `addr` (this node: handle it here).
@@ -748,14 +803,12 @@ impl<F: EngineFactory> Node<F> {
     /// tablet's leader change the voters, and records it in the catalog. At most
     /// one change per tablet per pass.
     fn re_replicate(&self) {
-        let (dead, live, suspect): (Vec<NodeEntry>, Vec<NodeEntry>, bool) = {
+        let (dead, live): (Vec<NodeEntry>, Vec<NodeEntry>) = {
             let mut nodes = self.nodes.lock();
             nodes.insert(self.cfg.node_id, (self.cfg.rpc_addr.clone(), Instant::now()));
             let dead = nodes.iter().filter(|(_, (_, seen))| seen.elapsed() >= self.cfg.node_timeout).map(|(id, (a, _))| (*id, a.clone())).collect();
             let live = nodes.iter().filter(|(_, (_, seen))| seen.elapsed() < NODE_LIVENESS).map(|(id, (a, _))| (*id, a.clone())).collect();
-            // Not heard from lately, not yet given up: maybe back soon.
-            let suspect = nodes.values().any(|(_, seen)| seen.elapsed() >= NODE_LIVENESS && seen.elapsed() < self.cfg.node_timeout);
-            (dead, live, suspect)
+            (dead, live)
         };
         let rf = (self.cfg.replication_factor.max(1) as usize).min(live.len());
         let tables = self.catalog.tables();
@@ -767,19 +820,17 @@ impl<F: EngineFactory> Node<F> {
                 }
             }
         }
-        let mut placing = false;
         for t in &tables {
             for ti in &t.tablets {
                 let gone = dead.iter().find(|(_, a)| ti.replicas.contains(a));
                 if gone.is_none() && ti.replicas.len() >= rf {
                     continue;
                 }
-                placing = true;
                 let Some((new_id, new_addr)) = live.iter().filter(|(_, a)| !ti.replicas.contains(a)).min_by_key(|(_, a)| load.get(a).copied().unwrap_or(0)).cloned() else {
                     continue; // no node to put it on
                 };
                 let from = gone.map(|(id, a)| (*id, a.as_str()));
-                match self.move_replica(&t.name, ti, from, (new_id, &new_addr), false) {
+                match self.move_replica(&t.name, ti, from, (new_id, &new_addr)) {
                     Ok(()) => {
                         *load.entry(new_addr.clone()).or_default() += 1;
                         tracing::info!(tablet_id = ti.id.0, from = ?from.map(|f| f.0), to = new_id, "tablet replica placed");
@@ -787,43 +838,6 @@ impl<F: EngineFactory> Node<F> {
                     Err(e) => tracing::warn!(tablet_id = ti.id.0, from = ?from.map(|f| f.0), to = new_id, error = %e, "could not place a tablet replica"),
                 }
             }
-        }
-        if !placing && !suspect {
-            self.rebalance(&tables, &live, &load);
-        }
-    }
-
-    /// Master, nothing to re-replicate: move one replica from the live node with
-    /// the most replicas to the one with the fewest when they differ by two or
-    /// more (a node that joined gets its share, one move per check). The moved
-    /// replica joins as a learner and catches up before the membership change
-    /// drops the old one, which is then deleted. Moving a leader's replica makes
-    /// it step down once the change is committed: a brief election, as on failover.
-    fn rebalance(&self, tables: &[TableInfo], live: &[NodeEntry], load: &HashMap<String, usize>) {
-        let by_load = |pick_max: bool| {
-            let it = live.iter().map(|(id, a)| (*id, a.clone(), load.get(a).copied().unwrap_or(0)));
-            if pick_max {
-                it.max_by_key(|(id, _, n)| (*n, std::cmp::Reverse(*id)))
-            } else {
-                it.min_by_key(|(id, _, n)| (*n, *id))
-            }
-        };
-        let (Some((from_id, from, most)), Some((to_id, to, fewest))) = (by_load(true), by_load(false)) else {
-            return;
-        };
-        if most < fewest + 2 {
-            return;
-        }
-        let candidate = tables.iter().flat_map(|t| t.tablets.iter().map(move |ti| (t, ti))).find(|(_, ti)| ti.replicas.contains(&from) && !ti.replicas.contains(&to));
-        let Some((t, ti)) = candidate else {
-            return;
-        };
-        match self.move_replica(&t.name, ti, Some((from_id, &from)), (to_id, &to), true) {
-            Ok(()) => {
-                self.drop_replicas(&[(from.clone(), ti.id)]);
-                tracing::info!(tablet_id = ti.id.0, from = from_id, to = to_id, "tablet replica moved to balance the nodes");
-            }
-            Err(e) => tracing::warn!(tablet_id = ti.id.0, from = from_id, to = to_id, error = %e, "could not move a tablet replica to balance the nodes"),
         }
     }
 
@@ -867,10 +881,7 @@ impl<F: EngineFactory> Node<F> {
     }
 
     /// Put a replica of tablet `ti` on node `new`, in place of dead node `dead` if set.
-    /// Replace replica `dead` of tablet `ti` by a new one on `new` (or, without
-    /// `dead`, add one there). `alive`: the replaced node still serves (a move to
-    /// balance the nodes), so it may be the leader to ask.
-    fn move_replica(&self, table: &str, ti: &TabletInfo, dead: Option<(u64, &str)>, new: (u64, &str), alive: bool) -> Result<(), RpcError> {
+    fn move_replica(&self, table: &str, ti: &TabletInfo, dead: Option<(u64, &str)>, new: (u64, &str)) -> Result<(), RpcError> {
         let dead_addr = dead.map(|d| d.1);
         let mut members: Vec<(u64, String)> = Vec::new();
         for r in ti.replicas.iter().filter(|r| Some(r.as_str()) != dead_addr) {
@@ -885,7 +896,7 @@ impl<F: EngineFactory> Node<F> {
         }
         self.call_node(new.1, Request::CreateReplica { tablet: moved, members, bootstrap: false })?;
         let req = || Request::ChangeReplicas { tablet: ti.id, add: (new.0, new.1.to_string()), remove: dead.map(|d| d.0) };
-        self.call_leader(ti, if alive { None } else { dead_addr }, req, |_| false)?;
+        self.call_leader(ti, dead_addr, req, |_| false)?;
         self.catalog.move_replica(table, ti.id, dead_addr, new.1).map_err(catalog_err)?;
         self.locations.lock().remove(&ti.id);
         Ok(())
@@ -1080,6 +1091,7 @@ impl<F: EngineFactory> Node<F> {
     /// Periodic background work; call every few hundred milliseconds.
     pub fn tick(&self) {
         self.heartbeat_master();
+        self.finish_destroying();
         let due = {
             let mut last = self.last_placement_check.lock();
             let due = last.elapsed() >= Duration::from_secs(1);

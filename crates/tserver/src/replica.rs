@@ -27,6 +27,8 @@ pub(crate) fn group_err(tablet_id: TabletId, e: GroupError) -> TabletError {
     match e {
         GroupError::NotLeader { leader_addr, .. } => TabletError::NotLeader { tablet_id, leader_hint: leader_addr },
         GroupError::Timeout => TabletError::Unavailable { tablet_id, message: GroupError::Timeout.to_string() },
+        // A replica closing (dropped after a move): another replica serves.
+        GroupError::Stopped => TabletError::Unavailable { tablet_id, message: GroupError::Stopped.to_string() },
         other => TabletError::Engine(pinax_engine::Error::Other(format!("tablet {}: {other}", tablet_id.0))),
     }
 }
