@@ -89,6 +89,7 @@ bench: build ext
 	PINAX_BIN=$(PINAX_BIN) bash bench/seed.sh
 	PINAX_BIN=$(PINAX_BIN) bash bench/ycsb.sh
 	PINAX_BIN=$(PINAX_BIN) bash bench/inserts.sh
+	PINAX_BIN=$(PINAX_BIN) bash bench/sequences.sh
 	bash bench/failover.sh
 
 clean-cache:
