@@ -190,13 +190,13 @@ fn run_entry(c: &mut postgres::Client, e: &DdlEntry) -> std::result::Result<(), 
         set(c, "search_path", &e.search_path, false)?;
         if let [only] = e.statements.as_slice() {
             // Alone, outside a transaction block (CREATE DATABASE cannot run in one).
-            set(c, "pinax.replay_names", &encode_names(&only.names), false)?;
+            set(c, "pinax.replay_names", &only.encoded_names(), false)?;
             return c.batch_execute(&only.sql).map_err(classify);
         }
         c.batch_execute("BEGIN").map_err(classify)?;
         for st in &e.statements {
             c.batch_execute("SAVEPOINT pinax_replay").map_err(classify)?;
-            set(c, "pinax.replay_names", &encode_names(&st.names), true)?;
+            set(c, "pinax.replay_names", &st.encoded_names(), true)?;
             match c.batch_execute(&st.sql).map_err(classify) {
                 Ok(()) => c.batch_execute("RELEASE SAVEPOINT pinax_replay").map_err(classify)?,
                 Err(Failure::Skip(why)) => {
@@ -213,12 +213,6 @@ fn run_entry(c: &mut postgres::Client, e: &DdlEntry) -> std::result::Result<(), 
     })();
     let reset = c.batch_execute("RESET pinax.replay_names; RESET SESSION AUTHORIZATION; RESET search_path").map_err(classify);
     res.and(reset)
-}
-
-/// `pinax.replay_names`: `hex(relation)=storage`, comma-separated (decoded by the
-/// extension's `ddl.rs`).
-fn encode_names(names: &[(String, String)]) -> String {
-    names.iter().map(|(k, v)| format!("{}={v}", k.bytes().map(|b| format!("{b:02x}")).collect::<String>())).collect::<Vec<_>>().join(",")
 }
 
 impl pinax_tserver::DdlApplier for Replayer {

@@ -185,6 +185,42 @@ pub struct DdlStatement {
     pub names: Vec<(String, String)>,
 }
 
+impl DdlStatement {
+    /// `names` as the replaying session passes them to the extension (the
+    /// `pinax.replay_names` setting): `hex(relation)=storage`, comma-separated
+    /// (relation names may hold any character; storage names are `[a-z0-9_]`).
+    pub fn encoded_names(&self) -> String {
+        let hex = |s: &str| s.bytes().map(|b| format!("{b:02x}")).collect::<String>();
+        self.names.iter().map(|(k, v)| format!("{}={v}", hex(k))).collect::<Vec<_>>().join(",")
+    }
+
+    /// The names [`DdlStatement::encoded_names`] wrote (malformed parts skipped).
+    pub fn decode_names(s: &str) -> Vec<(String, String)> {
+        let unhex = |s: &str| -> Option<String> {
+            if !s.len().is_multiple_of(2) {
+                return None;
+            }
+            let bytes: Option<Vec<u8>> = (0..s.len()).step_by(2).map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok()).collect();
+            String::from_utf8(bytes?).ok()
+        };
+        s.split(',').filter_map(|p| p.split_once('=')).filter_map(|(k, v)| Some((unhex(k)?, v.to_string()))).collect()
+    }
+}
+
+#[cfg(test)]
+mod ddl_tests {
+    use super::*;
+
+    #[test]
+    fn replay_names_survive_any_relation_name() {
+        let names = vec![("public.t".to_string(), "n2_t5_16390".to_string()), ("we,ird=\"schéma\".x y".to_string(), "q5_7".to_string())];
+        let st = DdlStatement { sql: String::new(), names: names.clone() };
+        assert_eq!(DdlStatement::decode_names(&st.encoded_names()), names);
+        assert!(DdlStatement::decode_names("").is_empty());
+        assert!(DdlStatement::decode_names("zz=x,abc=y").is_empty());
+    }
+}
+
 /// A committed transaction's DDL, as the SQL node that ran it logged it: what
 /// every other SQL node replays so that all PostgreSQL catalogs agree.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -128,33 +128,11 @@ fn take_replay_name(key: &str) -> Option<String> {
     REPLAY.with(|r| {
         let mut r = r.borrow_mut();
         if r.0 != raw {
-            *r = (raw.clone(), decode_names(&raw));
+            *r = (raw.clone(), DdlStatement::decode_names(&raw));
         }
         let i = r.1.iter().position(|(k, _)| k == key)?;
         Some(r.1.remove(i).1)
     })
-}
-
-fn hex(s: &str) -> String {
-    s.bytes().map(|b| format!("{b:02x}")).collect()
-}
-
-fn unhex(s: &str) -> Option<String> {
-    if !s.len().is_multiple_of(2) {
-        return None;
-    }
-    let bytes: Option<Vec<u8>> = (0..s.len()).step_by(2).map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok()).collect();
-    String::from_utf8(bytes?).ok()
-}
-
-/// `pinax.replay_names` format: `hex(relation)=storage` joined by commas (the node
-/// daemon writes it, see the node's `ddl.rs`).
-pub fn encode_names(names: &[(String, String)]) -> String {
-    names.iter().map(|(k, v)| format!("{}={v}", hex(k))).collect::<Vec<_>>().join(",")
-}
-
-fn decode_names(s: &str) -> Vec<(String, String)> {
-    s.split(',').filter_map(|p| p.split_once('=')).filter_map(|(k, v)| Some((unhex(k)?, v.to_string()))).collect()
 }
 
 /// Whether top-level utility statement `node` is DDL to replicate.
