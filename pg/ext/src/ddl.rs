@@ -3,7 +3,7 @@
 //!
 //! - **Capture** (origin node): the utility hook (`hooks/utility.rs`) records each
 //!   top-level DDL statement that succeeds, with its SQL text and the storage
-//!   tables it created, keyed by relation name (`record_created`). At PRE_COMMIT
+//!   tables it created, keyed by relation name (`record_or_replay`). At PRE_COMMIT
 //!   the transaction's statements are published as one `DdlEntry`
 //!   (`Request::PublishDdl`): the master logs it and has every other live SQL node
 //!   replay it before the commit returns. Nodes that could not are named in a
@@ -55,20 +55,42 @@ fn node_id() -> u64 {
 
 /// Prefix of this PostgreSQL's storage table (and sequence) names.
 pub fn prefix() -> String {
-    match node_id() {
+    prefix_of(node_id())
+}
+
+fn prefix_of(node: u64) -> String {
+    match node {
         1 => String::new(),
         n => format!("n{n}_"),
     }
 }
 
+/// [`prefix`] without raising (for transaction-end callbacks, where an error
+/// must not be thrown): `None` if the node cannot be reached.
+pub fn try_prefix() -> Option<String> {
+    let id = NODE_ID.with(Cell::get);
+    if id != 0 {
+        return Some(prefix_of(id));
+    }
+    let id = state::with(|b| b.client()).ok()?.node_id();
+    NODE_ID.with(|c| c.set(id));
+    Some(prefix_of(id))
+}
+
 /// Storage table of a Pinax table's file node.
 pub fn table_storage_name(db: u32, relnode: u32) -> String {
-    format!("{}t{db}_{relnode}", prefix())
+    storage_names(&prefix(), db, relnode)[0].clone()
 }
 
 /// Storage table of a Pinax index's file node.
 pub fn index_storage_name(db: u32, relnode: u32) -> String {
-    format!("{}i{db}_{relnode}", prefix())
+    storage_names(&prefix(), db, relnode)[1].clone()
+}
+
+/// The storage table names of file node `relnode` with node prefix `prefix`: as
+/// a table's, and as an index's.
+pub fn storage_names(prefix: &str, db: u32, relnode: u32) -> [String; 2] {
+    [format!("{prefix}t{db}_{relnode}"), format!("{prefix}i{db}_{relnode}")]
 }
 
 /// Whether this session replays another node's DDL.

@@ -59,11 +59,16 @@ fn deleted_file_nodes(commit: bool) -> Vec<String> {
     }
     // SAFETY: reads a backend-global variable.
     let db = unsafe { pg_sys::MyDatabaseId }.to_u32();
-    pending_file_nodes(commit)
-        .into_iter()
-        .filter(|n| n.dbNode.to_u32() == db)
-        .flat_map(|n| [crate::state::table_storage_name(db, n.relNode.to_u32()), crate::state::index_storage_name(db, n.relNode.to_u32())])
-        .collect()
+    let nodes: Vec<u32> = pending_file_nodes(commit).into_iter().filter(|n| n.dbNode.to_u32() == db).map(|n| n.relNode.to_u32()).collect();
+    if nodes.is_empty() {
+        return Vec::new();
+    }
+    // Called at COMMIT/ABORT, where raising an error is not allowed.
+    let Some(prefix) = crate::ddl::try_prefix() else {
+        pgrx::warning!("pinax: could not reach the node to free the storage of {} dropped relation(s)", nodes.len());
+        return Vec::new();
+    };
+    nodes.into_iter().flat_map(|n| crate::ddl::storage_names(&prefix, db, n)).collect()
 }
 
 fn drop_storage(names: Vec<String>) {
