@@ -6,7 +6,7 @@ use crate::txn::Txn;
 use parking_lot::Mutex;
 use pinax_common::{ErrorCode, HybridClock, HybridTime, TxnId};
 use pinax_common::TabletId;
-use pinax_proto::{NodeStatus, ReadPoint, Request, RequestEnvelope, Response, Row, ScanResult, ScanSpec, Sharding, TableInfo, TabletInfo, WriteOp};
+use pinax_proto::{NodeStatus, ReadPoint, Request, RpcError, RequestEnvelope, Response, Row, ScanResult, ScanSpec, Sharding, TableInfo, TabletInfo, WriteOp};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
@@ -140,6 +140,11 @@ impl Client {
         };
         self.inner.pool.lock().entry(addr.to_string()).or_default().push(conn);
         self.inner.clock.update(resp.ht);
+        if let Err(RpcError { code: ErrorCode::ReadRestart, restart_ht, .. }) = &resp.result {
+            // A read to restart later: this client's next read time must be past
+            // the value it met.
+            self.inner.clock.update(*restart_ht);
+        }
         (resp.result.map_err(ClientError::from), env.request)
     }
 
@@ -332,7 +337,7 @@ impl Client {
 
     /// Read the latest committed value of `key`.
     pub fn get(&self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.read_at(table, key, ReadPoint { read_ht: HybridTime::INVALID, txn: None }).map(|(v, _)| v)
+        self.read_at(table, key, ReadPoint::LATEST).map(|(v, _)| v)
     }
 
     /// Point read at `at` (a transaction's read point or a plain read time; an
@@ -351,7 +356,7 @@ impl Client {
     /// tablet by tablet in partition order (reverse: backwards). `spec.limit` applies
     /// to the whole scan.
     pub fn scan(&self, table: &str, spec: ScanSpec) -> Result<Vec<Row>> {
-        self.scan_at(table, spec, ReadPoint { read_ht: HybridTime::INVALID, txn: None }).map(|(rows, _)| rows)
+        self.scan_at(table, spec, ReadPoint::LATEST).map(|(rows, _)| rows)
     }
 
     /// [`Client::scan`] at a given read point; returns the read time used, so that

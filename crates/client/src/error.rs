@@ -3,9 +3,10 @@ use pinax_proto::RpcError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
-    /// The server answered with an error.
+    /// The server answered with an error (boxed: errors travel in `Result`s on
+    /// every path, and an `RpcError` is large).
     #[error("{0}")]
-    Rpc(#[from] RpcError),
+    Rpc(Box<RpcError>),
     /// Could not reach the node or the connection broke.
     #[error("could not reach pinax node at {addr}: {message}")]
     Unavailable { addr: String, message: String },
@@ -15,6 +16,12 @@ pub enum ClientError {
     /// The transaction was already committed or aborted.
     #[error("transaction is already finished")]
     TxnFinished,
+}
+
+impl From<RpcError> for ClientError {
+    fn from(e: RpcError) -> Self {
+        ClientError::Rpc(Box::new(e))
+    }
 }
 
 impl ClientError {
@@ -31,6 +38,14 @@ impl ClientError {
     pub fn blocker(&self) -> Option<pinax_common::TxnId> {
         match self {
             ClientError::Rpc(e) if e.code == ErrorCode::SerializationFailure => e.blocker,
+            _ => None,
+        }
+    }
+    /// `ReadRestart`: the read met a value in its uncertainty window; reading
+    /// again at this time (or later) sees it.
+    pub fn restart_ht(&self) -> Option<pinax_common::HybridTime> {
+        match self {
+            ClientError::Rpc(e) if e.code == ErrorCode::ReadRestart && e.restart_ht != pinax_common::HybridTime::INVALID => Some(e.restart_ht),
             _ => None,
         }
     }

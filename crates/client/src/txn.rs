@@ -65,7 +65,7 @@ impl Txn {
     /// The read point of statement `seq`: the read time plus own writes of
     /// statements numbered below `seq`.
     pub fn read_point(&self, seq: u32) -> ReadPoint {
-        ReadPoint { read_ht: self.read_ht, txn: Some((self.id, seq)) }
+        ReadPoint { read_ht: self.read_ht, txn: Some((self.id, seq)), uncertain_from: HybridTime::INVALID }
     }
 
     /// Whether the transaction has written anything (has a status record).
@@ -158,7 +158,7 @@ impl Txn {
     }
 
     fn at(&self) -> ReadPoint {
-        ReadPoint { read_ht: self.read_ht, txn: Some((self.id, self.seq)) }
+        ReadPoint { read_ht: self.read_ht, txn: Some((self.id, self.seq)), uncertain_from: HybridTime::INVALID }
     }
 
     pub fn get(&self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>> {

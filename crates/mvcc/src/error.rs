@@ -1,5 +1,5 @@
 use pinax_codec::keys::KeyError;
-use pinax_common::ErrorCode;
+use pinax_common::{ErrorCode, HybridTime};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -9,6 +9,11 @@ pub enum Error {
     Corruption(#[from] KeyError),
     #[error("could not resolve transaction status: {message}")]
     StatusUnavailable { code: ErrorCode, message: String },
+    /// The read met a value written after its read time but inside its uncertainty
+    /// window (clock skew): it may have been written before the read began on
+    /// another node's clock, so the read must run again at `restart_ht` or later.
+    #[error("could not serialize access: read restart required at {restart_ht}")]
+    ReadRestart { restart_ht: HybridTime },
 }
 
 impl Error {
@@ -17,6 +22,7 @@ impl Error {
             Error::Engine(pinax_engine::Error::Corruption(_)) | Error::Corruption(_) => ErrorCode::Corruption,
             Error::Engine(_) => ErrorCode::Io,
             Error::StatusUnavailable { code, .. } => *code,
+            Error::ReadRestart { .. } => ErrorCode::ReadRestart,
         }
     }
 }

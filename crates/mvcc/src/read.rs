@@ -18,14 +18,31 @@ pub struct ReadContext {
     /// Statement sequence number of the reader: own intents with `seq < self.seq`
     /// are visible.
     pub seq: u32,
+    /// Upper end of the read's uncertainty window (`HybridTime::INVALID`: none).
+    /// Another transaction's value committed in `(read_ht, limit_ht]` may have been
+    /// written before the read began (by a node whose clock runs ahead), so it is
+    /// neither shown nor hidden: the read fails with [`crate::Error::ReadRestart`]
+    /// and runs again at that value's time. Values above `limit_ht` were written
+    /// after the read began, whatever the clocks: invisible.
+    pub limit_ht: HybridTime,
 }
 
 impl ReadContext {
     pub fn at(read_ht: HybridTime) -> Self {
-        ReadContext { read_ht, txn: None, seq: 0 }
+        ReadContext { read_ht, txn: None, seq: 0, limit_ht: HybridTime::INVALID }
     }
     pub fn in_txn(read_ht: HybridTime, txn: TxnId, seq: u32) -> Self {
-        ReadContext { read_ht, txn: Some(txn), seq }
+        ReadContext { read_ht, txn: Some(txn), seq, limit_ht: HybridTime::INVALID }
+    }
+    /// The same read with an uncertainty window up to `limit_ht`.
+    pub fn uncertain_until(mut self, limit_ht: HybridTime) -> Self {
+        self.limit_ht = limit_ht;
+        self
+    }
+    /// Whether a value of another transaction at `ht` (newer than the read time)
+    /// lies in the uncertainty window.
+    fn uncertain(&self, ht: HybridTime) -> bool {
+        ht > self.read_ht && ht <= self.limit_ht
     }
 }
 
@@ -53,11 +70,13 @@ pub struct MvccReader<'a, S: Snapshot, R: TxnStatusResolver + ?Sized> {
     statuses: RefCell<Vec<(TxnId, TxnStatus)>>,
     /// Whether the snapshot may hold intents (false: the intents CF is not read).
     intents: bool,
+    /// Newest time of another transaction's value met in the uncertainty window.
+    restart: std::cell::Cell<HybridTime>,
 }
 
 impl<'a, S: Snapshot, R: TxnStatusResolver + ?Sized> MvccReader<'a, S, R> {
     pub fn new(snap: &'a S, resolver: &'a R, ctx: ReadContext) -> Self {
-        MvccReader { snap, resolver, ctx, statuses: RefCell::new(Vec::new()), intents: true }
+        MvccReader { snap, resolver, ctx, statuses: RefCell::new(Vec::new()), intents: true, restart: std::cell::Cell::new(HybridTime::INVALID) }
     }
 
     /// The caller knows the snapshot holds no intents at all: read committed
@@ -147,10 +166,17 @@ impl<'a, S: Snapshot, R: TxnStatusResolver + ?Sized> MvccReader<'a, S, R> {
                 Found::Nothing
             };
             let from_regular = if in_regular {
-                read_version_group(&mut reg, &esc, self.ctx.read_ht, spec.reverse, !spec.count_only)?
+                let (found, uncertain) = read_version_group(&mut reg, &esc, (self.ctx.read_ht, self.ctx.limit_ht), spec.reverse, !spec.count_only)?;
+                if let Some(ht) = uncertain {
+                    self.restart.set(self.restart.get().max(ht));
+                }
+                found
             } else {
                 Found::Nothing
             };
+            if self.restart.get() != HybridTime::INVALID {
+                return Err(crate::Error::ReadRestart { restart_ht: self.restart.get() });
+            }
             let visible = match from_intents {
                 Found::Nothing => from_regular,
                 decided => decided,
@@ -213,6 +239,9 @@ impl<'a, S: Snapshot, R: TxnStatusResolver + ?Sized> MvccReader<'a, S, R> {
         let mut best: Option<(HybridTime, &IntentRecord)> = None;
         for r in recs.iter().filter(|r| Some(r.txn) != self.ctx.txn && r.kind != IntentKind::Lock) {
             if let TxnStatus::Committed { commit_ht } = self.status_of(r.txn)? {
+                if self.ctx.uncertain(commit_ht) {
+                    self.restart.set(self.restart.get().max(commit_ht));
+                }
                 if commit_ht <= self.ctx.read_ht {
                     let better = match best {
                         None => true,
@@ -242,9 +271,12 @@ const SEQUENTIAL_SKIPS: usize = 8;
 
 /// Consume the versions of escaped key `esc` (iterator positioned on its first entry
 /// in scan direction) and return the newest one at or before `read_ht` (its value
-/// copied only if `want_value`: a count needs none).
-fn read_version_group<I: KvIterator>(it: &mut I, esc: &[u8], read_ht: HybridTime, reverse: bool, want_value: bool) -> Result<Found> {
+/// copied only if `want_value`: a count needs none), with the newest version in
+/// the uncertainty window `(read_ht, limit_ht]`, if any (a read restarted at that
+/// time sees every version of the key the window held).
+fn read_version_group<I: KvIterator>(it: &mut I, esc: &[u8], (read_ht, limit_ht): (HybridTime, HybridTime), reverse: bool, want_value: bool) -> Result<(Found, Option<HybridTime>)> {
     let mut found = Found::Nothing;
+    let mut uncertain: Option<HybridTime> = None;
     let mut decided = false;
     let mut skipped = 0;
     while it.valid()? {
@@ -266,6 +298,9 @@ fn read_version_group<I: KvIterator>(it: &mut I, esc: &[u8], read_ht: HybridTime
                 }
             }
         }
+        if ht > read_ht && ht <= limit_ht {
+            uncertain = Some(uncertain.map_or(ht, |u| u.max(ht)));
+        }
         if ht <= read_ht && !decided {
             found = match keys::decode_value(it.value())? {
                 StoredValue::Put(v) if want_value => Found::Value(v.to_vec()),
@@ -284,7 +319,7 @@ fn read_version_group<I: KvIterator>(it: &mut I, esc: &[u8], read_ht: HybridTime
             it.next();
         }
     }
-    Ok(found)
+    Ok((found, uncertain))
 }
 
 /// Consume and decode the intents of escaped key `esc`.

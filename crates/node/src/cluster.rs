@@ -121,6 +121,8 @@ fn node_args(dir: &Path, l: &Layout, i: u32) -> NodeArgs {
         replication_factor: l.replication_factor,
         node_timeout_secs: 60,
         fault_injection: false,
+        max_clock_skew_ms: 500,
+        clock_offset_ms: 0,
     }
 }
 

@@ -90,6 +90,15 @@ struct NodeArgs {
     /// Accept `InjectFaults` requests (partition tests).
     #[arg(long, hide = true)]
     fault_injection: bool,
+    /// Bound on the clock skew between any two nodes, in milliseconds: a read
+    /// treats values written up to this much after its read time as uncertain and
+    /// restarts past them (YugabyteDB's `max_clock_skew_usec`). A lone node uses 0.
+    #[arg(long, default_value_t = 500)]
+    max_clock_skew_ms: u64,
+    /// Run this node's clock this many milliseconds ahead (negative: behind) of
+    /// the machine's (clock-skew tests).
+    #[arg(long, hide = true, default_value_t = 0, allow_hyphen_values = true)]
+    clock_offset_ms: i64,
 }
 
 #[derive(Args)]
@@ -209,6 +218,10 @@ fn start(a: NodeArgs) -> Result<()> {
     if a.fault_injection {
         cmd.arg("--fault-injection");
     }
+    cmd.arg("--max-clock-skew-ms").arg(a.max_clock_skew_ms.to_string());
+    if a.clock_offset_ms != 0 {
+        cmd.arg(format!("--clock-offset-ms={}", a.clock_offset_ms));
+    }
     cmd.stdin(std::process::Stdio::null()).stdout(log.try_clone()?).stderr(log);
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     let child = cmd.spawn().context("starting the node")?;
@@ -277,7 +290,9 @@ fn run(a: NodeArgs) -> Result<()> {
     let listener = std::net::TcpListener::bind(&addr).with_context(|| format!("listening on {addr}"))?;
     let shared = SharedResources::new(a.block_cache_mb << 20, a.memtable_mb << 20);
     let factory = RocksFactory::new(dir.join("data"), shared);
-    let node = Node::open(cfg, factory, Arc::new(HybridClock::system())).map_err(|e| anyhow::anyhow!("opening the node: {e}"))?;
+    let physical = pinax_common::SkewedClock::new(pinax_common::SystemClock, a.clock_offset_ms.saturating_mul(1000));
+    let clock = HybridClock::new(Arc::new(physical)).with_max_skew(a.max_clock_skew_ms.saturating_mul(1000));
+    let node = Node::open(cfg, factory, Arc::new(clock)).map_err(|e| anyhow::anyhow!("opening the node: {e}"))?;
     let mut server = RpcServer::serve(node.clone(), listener).with_context(|| format!("serving on {addr}"))?;
     std::fs::write(pid_file(&dir), std::process::id().to_string())?;
     std::fs::write(addr_file(&dir), &addr)?;

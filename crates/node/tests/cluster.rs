@@ -18,9 +18,9 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn spawn(dir: &Path, port: u16, join: Option<u16>) -> Child {
+fn spawn(dir: &Path, port: u16, join: Option<u16>, extra: &[String]) -> Child {
     let mut cmd = Command::new(bin());
-    cmd.args(["run", "--data-dir"]).arg(dir).args(["--port", &port.to_string(), "--block-cache-mb", "16", "--memtable-mb", "32", "--node-timeout-secs", "3", "--fault-injection"]);
+    cmd.args(["run", "--data-dir"]).arg(dir).args(["--port", &port.to_string(), "--block-cache-mb", "16", "--memtable-mb", "32", "--node-timeout-secs", "3", "--fault-injection"]).args(extra);
     if let Some(m) = join {
         cmd.args(["--join", &format!("127.0.0.1:{m}")]);
     }
@@ -32,15 +32,22 @@ struct Cluster {
     dirs: Vec<tempfile::TempDir>,
     ports: Vec<u16>,
     children: Vec<Option<Child>>,
+    /// More arguments of each node's daemon.
+    extra: Vec<Vec<String>>,
 }
 
 impl Cluster {
     fn start(n: usize) -> Cluster {
+        Self::start_with(vec![Vec::new(); n])
+    }
+    /// A cluster of `extra.len()` nodes, node i started with `extra[i]` as well.
+    fn start_with(extra: Vec<Vec<String>>) -> Cluster {
+        let n = extra.len();
         let dirs: Vec<_> = (0..n).map(|_| tempfile::tempdir().unwrap()).collect();
         let ports: Vec<u16> = (0..n).map(|_| free_port()).collect();
-        let mut c = Cluster { dirs, ports, children: Vec::new() };
+        let mut c = Cluster { dirs, ports, children: Vec::new(), extra };
         for i in 0..n {
-            let child = spawn(c.dirs[i].path(), c.ports[i], (i > 0).then_some(c.ports[0]));
+            let child = spawn(c.dirs[i].path(), c.ports[i], (i > 0).then_some(c.ports[0]), &c.extra[i]);
             c.children.push(Some(child));
             wait_client(&c.addr(i));
         }
@@ -57,7 +64,7 @@ impl Cluster {
     }
     fn restart(&mut self, i: usize) {
         self.kill(i);
-        self.children[i] = Some(spawn(self.dirs[i].path(), self.ports[i], (i > 0).then_some(self.ports[0])));
+        self.children[i] = Some(spawn(self.dirs[i].path(), self.ports[i], (i > 0).then_some(self.ports[0]), &self.extra[i]));
         wait_client(&self.addr(i));
     }
 }
@@ -318,7 +325,7 @@ fn leader_index(cluster: &Cluster, c: &Client, tablet: pinax_common::TabletId, k
 }
 
 fn read_req(tablet: pinax_common::TabletId, key: &[u8]) -> Request {
-    Request::Read { tablet, key: key.to_vec(), at: ReadPoint { read_ht: HybridTime::INVALID, txn: None } }
+    Request::Read { tablet, key: key.to_vec(), at: ReadPoint::LATEST }
 }
 
 fn partition(c: &Client, cluster: &Cluster, from: usize, others: &[usize]) {
@@ -448,4 +455,137 @@ fn failover_times() {
     check_all(&c, &acked);
     times.sort();
     eprintln!("failover over {} kills: median {:?}, worst {:?}", times.len(), times[times.len() / 2], times[times.len() - 1]);
+}
+
+/// Write `k` in `txn`, waiting (in 250 ms slices, as the PostgreSQL extension
+/// does) for whoever holds it; returns the write's outcome and how long it took.
+fn write_waiting(txn: &mut pinax_client::Txn, k: &[u8]) -> (Result<(), pinax_client::ClientError>, Duration) {
+    let me = txn.id();
+    let t = Instant::now();
+    let res = txn.write_waiting("rf3", vec![WriteOp::put(k.to_vec(), b"w".to_vec())], &mut |client, blocker| loop {
+        if let Some(committed) = client.wait_txn(blocker, Some(me), 250)? {
+            return Ok(!committed);
+        }
+        assert!(t.elapsed() < Duration::from_secs(20), "a wait never ended: the deadlock was not detected");
+    });
+    (res, t.elapsed())
+}
+
+/// Two transactions whose records live on different nodes (clients of nodes 1 and
+/// 3) each hold a key and then ask for the other's: neither node sees the whole
+/// cycle of waits, so detection follows the waits from node to node. Exactly one
+/// of them fails with 40P01, soon; the other then gets its key and commits.
+#[test]
+fn a_deadlock_across_status_nodes_has_one_victim() {
+    let cluster = Cluster::start(3);
+    let c1 = wait_client(&cluster.addr(0));
+    let c3 = wait_client(&cluster.addr(2));
+    create_rf3(&c1, 4);
+    for round in 0..3 {
+        let (k1, k2) = (key(100 + 2 * round), key(101 + 2 * round));
+        let mut t1 = c1.begin();
+        let mut t2 = c3.begin();
+        assert_ne!(t1.id().status_node(), t2.id().status_node(), "the two records must be on different nodes");
+        t1.write("rf3", vec![WriteOp::put(k1.clone(), b"t1".to_vec())]).unwrap();
+        t2.write("rf3", vec![WriteOp::put(k2.clone(), b"t2".to_vec())]).unwrap();
+        let (a, b) = std::thread::scope(|s| {
+            let (k1b, k2b) = (k1.clone(), k2.clone());
+            let a = s.spawn(move || {
+                let (res, took) = write_waiting(&mut t1, &k2b);
+                match res {
+                    Ok(()) => {
+                        t1.commit().unwrap();
+                        (true, took)
+                    }
+                    Err(e) => {
+                        assert_eq!(e.code(), pinax_common::ErrorCode::Deadlock, "{e}");
+                        t1.abort().unwrap();
+                        (false, took)
+                    }
+                }
+            });
+            // The second wait closes the cycle (after the first has begun).
+            std::thread::sleep(Duration::from_millis(300));
+            let b = s.spawn(move || {
+                let (res, took) = write_waiting(&mut t2, &k1b);
+                match res {
+                    Ok(()) => {
+                        t2.commit().unwrap();
+                        (true, took)
+                    }
+                    Err(e) => {
+                        assert_eq!(e.code(), pinax_common::ErrorCode::Deadlock, "{e}");
+                        t2.abort().unwrap();
+                        (false, took)
+                    }
+                }
+            });
+            (a.join().unwrap(), b.join().unwrap())
+        });
+        eprintln!("round {round}: t1 committed {} after {:?}, t2 committed {} after {:?}", a.0, a.1, b.0, b.1);
+        assert!(a.0 != b.0, "exactly one victim: t1 committed {}, t2 committed {}", a.0, b.0);
+        let victim_took = if a.0 { b.1 } else { a.1 };
+        assert!(victim_took < Duration::from_secs(3), "the deadlock took {victim_took:?} to detect");
+        // The survivor's writes are both there.
+        let (w1, w2) = if a.0 { (b"t1".to_vec(), b"w".to_vec()) } else { (b"w".to_vec(), b"t2".to_vec()) };
+        assert_eq!(c1.get("rf3", &k1).unwrap(), Some(w1));
+        assert_eq!(c1.get("rf3", &k2).unwrap(), Some(w2));
+    }
+}
+
+/// Node 3's clock runs 300 ms ahead (the default bound on skew is 500 ms). A value
+/// it writes, acknowledged before a read begins, carries a time after that read's
+/// time on a clock that is not ahead: read plainly it is missed (a stale read);
+/// with an uncertainty window the read fails with `ReadRestart` at the value's
+/// time, and read again there it sees the value. A committed transaction whose
+/// record is on node 3 (commit time from its clock) is met the same way.
+#[test]
+fn reads_restart_past_values_written_by_a_clock_that_runs_ahead() {
+    let ahead = vec!["--clock-offset-ms=300".to_string()];
+    let cluster = Cluster::start_with(vec![Vec::new(), Vec::new(), ahead]);
+    let c = wait_client(&cluster.addr(0));
+    let c3 = wait_client(&cluster.addr(2));
+    let table = create_rf3(&c, 6);
+    let real_now = || HybridTime::from_micros(pinax_common::Clock::now_micros(&pinax_common::SystemClock));
+    let plain = |read_ht| ReadPoint { read_ht, txn: None, uncertain_from: HybridTime::INVALID };
+    let window = |read_ht| ReadPoint { read_ht, txn: None, uncertain_from: read_ht };
+    let restart_of = |k: &[u8], at: ReadPoint| match c.read_at("rf3", k, at) {
+        Ok((v, _)) => Err(v),
+        Err(e) => {
+            assert_eq!(e.code(), pinax_common::ErrorCode::ReadRestart, "{e}");
+            Ok(e.restart_ht().expect("a read restart names its time"))
+        }
+    };
+
+    // A fast-path write decided by a leader on node 3.
+    let led_by_3 = (0..).find(|i| c.leader_of(&table.tablets[table.tablet_index_for(&key(*i))]) == cluster.addr(2)).unwrap();
+    let k = key(led_by_3);
+    let write_ht = c.write("rf3", vec![WriteOp::put(k.clone(), b"ahead".to_vec())]).unwrap();
+    let read_ht = real_now();
+    assert!(write_ht > read_ht, "node 3's clock is not ahead: wrote at {write_ht}, read at {read_ht}");
+    assert_eq!(restart_of(&k, plain(read_ht)), Err(None), "without a window the acknowledged write is missed");
+    let restart = restart_of(&k, window(read_ht)).expect("the value is in the read's uncertainty window");
+    assert!(restart >= write_ht, "restart at {restart}, value written at {write_ht}");
+    let again = ReadPoint { read_ht: restart, ..window(read_ht) };
+    assert_eq!(c.read_at("rf3", &k, again).unwrap().0, Some(b"ahead".to_vec()));
+    // A read whose window ends before the value (its time is more than the bound
+    // ahead): the value was written after the read began, whatever the clocks.
+    let early = read_ht.sub_micros(1_000_000);
+    assert_eq!(restart_of(&k, window(early)), Err(None));
+
+    // A transaction of a client of node 3 commits at node 3's time, on a tablet led
+    // by another node.
+    let other = (0..).map(|i| 10_000 + i).find(|i| c.leader_of(&table.tablets[table.tablet_index_for(&key(*i))]) != cluster.addr(2)).unwrap();
+    let k2 = key(other);
+    let mut txn = c3.begin();
+    txn.write("rf3", vec![WriteOp::put(k2.clone(), b"txn".to_vec())]).unwrap();
+    let commit_ht = txn.commit().unwrap().unwrap();
+    let read_ht = real_now();
+    assert!(commit_ht > read_ht, "committed at {commit_ht}, read at {read_ht}");
+    let restart = restart_of(&k2, window(read_ht)).expect("the committed write is in the window");
+    assert_eq!(restart, commit_ht);
+    assert_eq!(c.read_at("rf3", &k2, ReadPoint { read_ht: restart, ..window(read_ht) }).unwrap().0, Some(b"txn".to_vec()));
+    // Scans meet it too (any tablet order).
+    let e = c.scan_at("rf3", ScanSpec::default(), window(read_ht)).unwrap_err();
+    assert_eq!(e.code(), pinax_common::ErrorCode::ReadRestart, "{e}");
 }

@@ -67,6 +67,18 @@ pub struct ReadPoint {
     pub read_ht: HybridTime,
     /// The reading transaction and its statement number.
     pub txn: Option<(TxnId, u32)>,
+    /// Where the read's uncertainty window starts (`HybridTime::INVALID`: no
+    /// window): its first read time, kept when the read restarts at a later one.
+    /// The serving node reads with the window `(read_ht, uncertain_from + max
+    /// clock skew]`: another transaction's value in it may have been written
+    /// before the read began on a clock that runs ahead, and the read fails with
+    /// `ReadRestart` (the error's `restart_ht` says when to read again).
+    pub uncertain_from: HybridTime,
+}
+
+impl ReadPoint {
+    /// "Now" at the serving tablet, no transaction.
+    pub const LATEST: ReadPoint = ReadPoint { read_ht: HybridTime::INVALID, txn: None, uncertain_from: HybridTime::INVALID };
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -110,6 +122,10 @@ pub enum Request {
     /// `waiter`: the transaction that waits, for deadlock detection (a wait that
     /// would close a cycle of waiters fails with `Deadlock`).
     WaitTxn { txn: TxnId, waiter: Option<TxnId>, timeout_ms: u32 },
+    /// To the node keeping `txn`'s status record: which transaction `txn` waits for
+    /// now, if any (that node sees every `WaitTxn` of `txn`). Deadlock detection
+    /// follows these edges from node to node.
+    WaitsFor { txn: TxnId },
     /// A Raft message (`pinax_raft::network`) for node `target`'s replica of group
     /// (tablet) `group`: `kind` says which RPC, `body` is its bincode. A node whose
     /// id is not `target` refuses it (a node restarted with a new id at an old
@@ -255,6 +271,8 @@ pub enum Response {
     /// Answer to `WaitTxn`: whether the transaction has ended, and if so whether it
     /// committed.
     Waited { ended: bool, committed: bool },
+    /// Answer to `WaitsFor`.
+    WaitingFor { holder: Option<TxnId> },
     /// Answer to `Raft`: the receiving replica's reply, as bincode.
     Raft(Vec<u8>),
     /// Answer to `RegisterNode`: the node's id, and every node the master knows
@@ -285,11 +303,14 @@ pub struct RpcError {
     pub blocker: Option<TxnId>,
     /// `NotLeader`: the RPC address of the tablet's leader, when the replica knows it.
     pub leader: Option<String>,
+    /// `ReadRestart`: the read time to read again at (`HybridTime::INVALID`
+    /// otherwise; not an `Option`, to keep errors small).
+    pub restart_ht: HybridTime,
 }
 
 impl RpcError {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        RpcError { code, message: message.into(), key: None, blocker: None, leader: None }
+        RpcError { code, message: message.into(), key: None, blocker: None, leader: None, restart_ht: HybridTime::INVALID }
     }
     pub fn with_leader(mut self, leader: Option<String>) -> Self {
         self.leader = leader;
@@ -301,6 +322,10 @@ impl RpcError {
     }
     pub fn with_key(mut self, key: Vec<u8>) -> Self {
         self.key = Some(key);
+        self
+    }
+    pub fn with_restart(mut self, ht: HybridTime) -> Self {
+        self.restart_ht = ht;
         self
     }
     pub fn is_retryable(&self) -> bool {

@@ -817,3 +817,66 @@ fn a_count_only_scan_counts_what_a_scan_returns() {
         }
     }
 }
+
+/// A read with an uncertainty window (clock skew): another transaction's value
+/// written after the read time but within the window fails the read with
+/// `ReadRestart` at that value's time (committed versions and committed intents
+/// alike, in point reads, scans both ways and counts); values past the window,
+/// pending intents and the reader's own writes do not; reading again at the
+/// restart time sees the value.
+#[test]
+fn reads_restart_on_values_in_their_uncertainty_window() {
+    let w = World::new();
+    w.put("a", "old");
+    w.manual.advance(100);
+    let read_ht = w.now();
+    w.manual.advance(100);
+    let new_ht = w.put("a", "new");
+    w.manual.advance(1000);
+    let late_ht = w.put("b", "late");
+    let restart_of = |ctx: ReadContext, key: &str| match w.tablet_for(key.as_bytes()).read(ctx, key.as_bytes(), &w.resolver()) {
+        Err(Error::Mvcc(pinax_mvcc::Error::ReadRestart { restart_ht })) => Some(restart_ht),
+        Ok(_) => None,
+        Err(e) => panic!("{e}"),
+    };
+    // No window, or a window ending before the new value: the old value, no restart.
+    assert_eq!(w.get_ctx("a", ReadContext::at(read_ht)).as_deref(), Some("old"));
+    assert_eq!(restart_of(ReadContext::at(read_ht).uncertain_until(new_ht.decremented()), "a"), None);
+    // In the window: restart at the value's time, which then sees it.
+    let ctx = ReadContext::at(read_ht).uncertain_until(new_ht.add_micros(500));
+    assert_eq!(restart_of(ctx, "a"), Some(new_ht));
+    let e = w.tablets[0].read(ctx, b"a", &w.resolver()).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::ReadRestart);
+    assert_eq!(w.get_ctx("a", ReadContext { read_ht: new_ht, ..ctx }).as_deref(), Some("new"));
+    // "b" was written past the window: invisible, no restart.
+    assert_eq!(restart_of(ctx, "b"), None);
+    assert!(late_ht > ctx.limit_ht);
+    // Scans and counts, forward and reverse, meet it as well.
+    for reverse in [false, true] {
+        for count_only in [false, true] {
+            let spec = ScanSpec { reverse, count_only, ..ScanSpec::default() };
+            match w.tablets[0].scan(ctx, &spec, &w.resolver()) {
+                Err(Error::Mvcc(pinax_mvcc::Error::ReadRestart { restart_ht })) => assert_eq!(restart_ht, new_ht),
+                other => panic!("scan reverse={reverse} count_only={count_only}: {other:?}"),
+            }
+        }
+    }
+
+    // Intents: another transaction's committed intent in the window restarts (before
+    // and after it is applied); a pending one and the reader's own do not.
+    let (other, me) = (tid(7), tid(8));
+    w.status.create(other).unwrap();
+    w.status.create(me).unwrap();
+    let r2 = w.now();
+    w.txn_write(other, 1, r2, vec![WriteOp::put("c", "theirs")]).unwrap();
+    w.txn_write(me, 1, r2, vec![WriteOp::put("d", "mine")]).unwrap();
+    let window = |read: HybridTime| ReadContext::at(read).uncertain_until(read.add_micros(10_000));
+    assert_eq!(restart_of(window(r2), "c"), None, "a pending intent is not uncertain");
+    assert_eq!(restart_of(ReadContext::in_txn(r2, me, 2).uncertain_until(r2.add_micros(10_000)), "d"), None);
+    w.manual.advance(100);
+    let commit = w.status.commit(other, all_ids(&w)).unwrap();
+    assert_eq!(restart_of(window(r2), "c"), Some(commit), "a committed intent in the window");
+    assert_eq!(w.tablets[0].apply_intents(other, commit).unwrap(), 1);
+    assert_eq!(restart_of(window(r2), "c"), Some(commit), "its applied version");
+    assert_eq!(w.get_ctx("c", ReadContext { read_ht: commit, ..window(r2) }).as_deref(), Some("theirs"));
+}

@@ -84,6 +84,7 @@ fn tablet_err(e: pinax_tablet::Error) -> RpcError {
         pinax_tablet::Error::DuplicateKey { key, .. } => err.with_key(key),
         pinax_tablet::Error::WriteConflict { other_txn: Some(t), .. } => err.with_blocker(t),
         pinax_tablet::Error::NotLeader { leader_hint, .. } => err.with_leader(leader_hint),
+        pinax_tablet::Error::Mvcc(pinax_mvcc::Error::ReadRestart { restart_ht }) => err.with_restart(restart_ht),
         _ => err,
     }
 }
@@ -117,7 +118,8 @@ pub struct Node<F: EngineFactory> {
     requests: AtomicU64,
     /// Bumped (and waiters woken) whenever a transaction commits, aborts or expires.
     txn_ended: (Mutex<u64>, Condvar),
-    /// Who waits for whom (waiter → holder), for deadlock detection.
+    /// Who waits for whom (waiter → holder), for deadlock detection: the waits of
+    /// transactions whose records are here, while they last.
     waits_for: Mutex<HashMap<TxnId, TxnId>>,
     /// Committed transactions handed to the applier, and when: the periodic sweep
     /// leaves them to it for a while instead of applying the same intents at once.
@@ -180,6 +182,13 @@ const APPLIER_GRACE: Duration = Duration::from_secs(10);
 
 /// Longest single `WaitTxn` (clients wait again to wait longer).
 const MAX_WAIT: Duration = Duration::from_secs(5);
+
+/// How often a waiting transaction's node looks for a deadlock again (a cycle can
+/// close after the wait began, through a wait on another node).
+const DEADLOCK_CHECK: Duration = Duration::from_millis(200);
+
+/// Longest chain of waits followed when looking for a cycle.
+const MAX_WAIT_CHAIN: usize = 64;
 
 impl<F: EngineFactory> Node<F> {
     /// Open (or create) a node's state: catalog, status tablet, every tablet.
@@ -590,9 +599,26 @@ impl<F: EngineFactory> Node<F> {
 
     fn read_ctx(&self, at: ReadPoint) -> ReadContext {
         let read_ht = if at.read_ht == HybridTime::INVALID { self.clock.now() } else { at.read_ht };
-        match at.txn {
+        let ctx = match at.txn {
             Some((txn, seq)) => ReadContext::in_txn(read_ht, txn, seq),
             None => ReadContext::at(read_ht),
+        };
+        let skew = self.max_clock_skew_micros();
+        if at.uncertain_from == HybridTime::INVALID || skew == 0 {
+            return ctx;
+        }
+        ctx.uncertain_until(at.uncertain_from.add_micros(skew))
+    }
+
+    /// The bound on clock skew between this node and any other that reads use
+    /// (`--max-clock-skew-ms`): 0 while this node knows no other node (a lone
+    /// node's tablets, status records and SQL clients share one clock, so no read
+    /// is uncertain).
+    fn max_clock_skew_micros(&self) -> u64 {
+        if self.directory.read().len() > 1 || self.cfg.join.is_some() {
+            self.clock.max_skew_micros()
+        } else {
+            0
         }
     }
 
@@ -696,6 +722,8 @@ impl<F: EngineFactory> Node<F> {
                 Ok(Response::Done)
             }
             Request::WaitTxn { txn, waiter, timeout_ms } => self.wait_txn(txn, waiter, Duration::from_millis(timeout_ms as u64).min(MAX_WAIT)),
+            Request::WaitsFor { txn } if self.owns_txn(txn) => Ok(Response::WaitingFor { holder: self.waits_for.lock().get(&txn).copied() }),
+            Request::WaitsFor { .. } => Err(err(ErrorCode::InvalidRequest, "WaitsFor sent to a node that does not keep the transaction's record")),
             Request::RollbackTxn { tablet, txn, from_seq } => {
                 let t = self.get_tablet(tablet)?;
                 t.rollback_intents(txn, from_seq).map(|_| Response::Done).map_err(tablet_err)
@@ -996,30 +1024,59 @@ impl<F: EngineFactory> Node<F> {
         cv.notify_all();
     }
 
-    /// `WaitTxn`: block until `txn` ends or `timeout` passes. A waiter whose wait would
-    /// close a cycle (it waits, transitively, for a transaction waiting for it) is the
-    /// deadlock's victim.
+    /// `WaitTxn`: block until `txn` ends or `timeout` passes.
+    ///
+    /// Deadlock detection (distributed, by edge chasing): the node keeping the
+    /// record of the waiter `W` (the node its client is connected to, which every
+    /// `WaitTxn` of `W` passes through) keeps the edge `W → txn` while the wait
+    /// lasts. Before waiting, and again every `DEADLOCK_CHECK` while it waits, it
+    /// follows the edges from `txn` (asking each transaction's record node with
+    /// `WaitsFor`); a path back to `W` is a cycle and `W`, the waiter that found
+    /// it, is the victim (`Deadlock`, 40P01). Its own edge is left out while it
+    /// looks, so that two members checking at once rarely both see the cycle.
     fn wait_txn(&self, txn: TxnId, waiter: Option<TxnId>, timeout: Duration) -> Result<Response, RpcError> {
-        if !self.owns_txn(txn) {
-            // Its record is elsewhere: wait there (deadlock detection covers waits
-            // for transactions of one status node).
-            let addr = self.node_addr(txn.status_node())?;
-            return self.transport.request(&addr, Request::WaitTxn { txn, waiter, timeout_ms: timeout.as_millis() as u32 });
-        }
-        if let Some(w) = waiter {
-            let mut waits = self.waits_for.lock();
-            let mut at = txn;
-            for _ in 0..=waits.len() {
-                if at == w {
-                    return Err(err(ErrorCode::Deadlock, "deadlock detected: the transactions wait for each other"));
+        // Only the waiter's own node detects: a forwarded wait just waits.
+        let detect = waiter.filter(|w| self.owns_txn(*w));
+        let deadline = Instant::now() + timeout;
+        let result = loop {
+            if let Some(w) = detect {
+                self.waits_for.lock().remove(&w);
+                if self.wait_closes_cycle(w, txn) {
+                    break Err(err(ErrorCode::Deadlock, "deadlock detected: the transactions wait for each other"));
                 }
-                match waits.get(&at) {
-                    Some(next) => at = *next,
-                    None => break,
-                }
+                self.waits_for.lock().insert(w, txn);
             }
-            waits.insert(w, txn);
+            let slice = deadline.saturating_duration_since(Instant::now()).min(DEADLOCK_CHECK);
+            let ended = if self.owns_txn(txn) {
+                self.wait_local(txn, slice)
+            } else {
+                // Its record is elsewhere: wait there.
+                let addr = match self.node_addr(txn.status_node()) {
+                    Ok(a) => a,
+                    Err(e) => break Err(e),
+                };
+                match self.transport.request(&addr, Request::WaitTxn { txn, waiter, timeout_ms: slice.as_millis() as u32 }) {
+                    Ok(Response::Waited { ended, committed }) => ended.then_some(committed),
+                    Ok(other) => break Err(err(ErrorCode::Internal, format!("unexpected answer to WaitTxn: {other:?}"))),
+                    Err(e) => break Err(e),
+                }
+            };
+            if ended.is_some() || Instant::now() >= deadline {
+                break Ok(Response::Waited { ended: ended.is_some(), committed: ended == Some(true) });
+            }
+        };
+        if let Some(w) = detect {
+            let mut waits = self.waits_for.lock();
+            if waits.get(&w) == Some(&txn) {
+                waits.remove(&w);
+            }
         }
+        result
+    }
+
+    /// Wait up to `timeout` for `txn` (whose record is here) to end: `Some(committed)`
+    /// once it has, `None` if it is still running.
+    fn wait_local(&self, txn: TxnId, timeout: Duration) -> Option<bool> {
         let deadline = Instant::now() + timeout;
         let (lock, cv) = &self.txn_ended;
         let status = loop {
@@ -1034,13 +1091,46 @@ impl<F: EngineFactory> Node<F> {
                 break self.status.status(txn, self.clock.now());
             }
         };
-        if let Some(w) = waiter {
-            let mut waits = self.waits_for.lock();
-            if waits.get(&w) == Some(&txn) {
-                waits.remove(&w);
+        match status {
+            TxnStatus::Pending => None,
+            TxnStatus::Committed { .. } => Some(true),
+            _ => Some(false),
+        }
+    }
+
+    /// Whether `waiter` waiting for `holder` closes a cycle of waits: following
+    /// who waits for whom from `holder` (across nodes) leads back to `waiter`. An
+    /// edge that cannot be read (its node is unreachable) ends the search: no cycle
+    /// is claimed without seeing it whole.
+    fn wait_closes_cycle(&self, waiter: TxnId, holder: TxnId) -> bool {
+        let mut at = holder;
+        for _ in 0..MAX_WAIT_CHAIN {
+            if at == waiter {
+                return true;
+            }
+            match self.waits_for_of(at) {
+                Ok(Some(next)) => at = next,
+                Ok(None) => return false,
+                Err(e) => {
+                    tracing::debug!(txn = %at, error = %e, "deadlock detection: could not learn what a transaction waits for");
+                    return false;
+                }
             }
         }
-        Ok(Response::Waited { ended: !matches!(status, TxnStatus::Pending), committed: matches!(status, TxnStatus::Committed { .. }) })
+        false
+    }
+
+    /// `WaitsFor`: the transaction `txn` waits for now, asked of the node keeping
+    /// its record if that is not this one.
+    fn waits_for_of(&self, txn: TxnId) -> Result<Option<TxnId>, RpcError> {
+        if self.owns_txn(txn) {
+            return Ok(self.waits_for.lock().get(&txn).copied());
+        }
+        let addr = self.node_addr(txn.status_node())?;
+        match self.transport.request(&addr, Request::WaitsFor { txn })? {
+            Response::WaitingFor { holder } => Ok(holder),
+            other => Err(err(ErrorCode::Internal, format!("unexpected answer to WaitsFor: {other:?}"))),
+        }
     }
 
     fn resolve_local(&self, txn: TxnId, commit_ht: Option<HybridTime>, participants: &[TabletId]) -> bool {

@@ -32,7 +32,10 @@ pub fn sqlstate_for(code: ErrorCode) -> PgSqlErrorCode {
 /// built by the caller, which knows the index).
 pub fn message_for(e: &ClientError) -> String {
     match e.code() {
-        ErrorCode::SerializationFailure | ErrorCode::TxnAborted | ErrorCode::TxnNotFound | ErrorCode::ReadRestart => {
+        // A read that met a value in its clock-uncertainty window after it had
+        // returned rows ("could not serialize access: read restart required at ...").
+        ErrorCode::ReadRestart => e.to_string(),
+        ErrorCode::SerializationFailure | ErrorCode::TxnAborted | ErrorCode::TxnNotFound => {
             const BASE: &str = "could not serialize access due to concurrent update";
             let inner = e.to_string();
             if inner == BASE {
@@ -48,9 +51,16 @@ pub fn message_for(e: &ClientError) -> String {
 }
 
 thread_local! {
-    /// The message of the latest write conflict raised: a READ COMMITTED statement
+    /// The message of the latest write conflict (or read restart) raised: a READ COMMITTED statement
     /// that fails with it is run again (hooks/restart.rs).
     static RESTARTABLE: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Whether a READ COMMITTED statement failing with `code` runs again at a new
+/// read time: a write conflict, or a read restart it could not take in place (it
+/// had already read at its read time).
+pub fn restartable(code: ErrorCode) -> bool {
+    matches!(code, ErrorCode::SerializationFailure | ErrorCode::ReadRestart)
 }
 
 /// Forget the latest write conflict (a statement attempt starts).
@@ -74,7 +84,7 @@ pub unsafe fn was_restartable(edata: *const pgrx::pg_sys::ErrorData) -> bool {
 /// Raise `e` as a PostgreSQL ERROR (never returns).
 pub fn raise(e: &ClientError) -> ! {
     let message = message_for(e);
-    RESTARTABLE.with(|r| *r.borrow_mut() = (e.code() == ErrorCode::SerializationFailure).then(|| message.clone()));
+    RESTARTABLE.with(|r| *r.borrow_mut() = restartable(e.code()).then(|| message.clone()));
     let mut report = ErrorReport::new(sqlstate_for(e.code()), message, "pinax");
     if e.is_retryable() {
         report = report.set_hint("The transaction might succeed if retried.");

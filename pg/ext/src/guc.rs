@@ -11,6 +11,7 @@ static SEQUENCE_CACHE_MIN: GucSetting<i32> = GucSetting::<i32>::new(100);
 static REPLICATE_DDL: GucSetting<bool> = GucSetting::<bool>::new(true);
 static REPLAYING: GucSetting<bool> = GucSetting::<bool>::new(false);
 static REPLAY_NAMES: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
+static READ_TIME_LAG_MS: GucSetting<i32> = GucSetting::<i32>::new(0);
 
 pub fn init() {
     GucRegistry::define_string_guc(
@@ -83,6 +84,21 @@ pub fn init() {
         GucContext::Userset,
         GucFlags::default(),
     );
+    GucRegistry::define_int_guc(
+        c"pinax.read_time_lag_ms",
+        c"Takes read times this many milliseconds in the past, as a backend whose clock lags would (tests of read restarts).",
+        c"Reads then meet recent values in their clock-uncertainty window and restart past them. Beyond the cluster's --max-clock-skew-ms reads may miss recent writes: for tests only.",
+        &READ_TIME_LAG_MS,
+        0,
+        60_000,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+}
+
+/// `pinax.read_time_lag_ms` in microseconds.
+pub fn read_time_lag_micros() -> u64 {
+    READ_TIME_LAG_MS.get().max(0) as u64 * 1000
 }
 
 /// Fewest values taken from a cluster-wide sequence at a time.

@@ -52,8 +52,7 @@ impl Pager {
         if self.done {
             return Ok(None);
         }
-        let (client, at) = self.client_at()?;
-        let (n, read_ht) = client.count_at(&self.storage, self.spec(0), at).map_err(storage_err)?;
+        let (n, read_ht, at) = self.reading(|client, storage, spec, at| client.count_at(storage, spec, at), 0)?;
         self.at = Some(ReadPoint { read_ht, ..at });
         self.done = true;
         Ok(Some(n))
@@ -71,14 +70,34 @@ impl Pager {
         ScanSpec { start: self.start.clone(), end: self.end.clone(), reverse: self.reverse, limit, ..ScanSpec::default() }
     }
 
-    /// The read point this walk uses (taking it if not yet taken).
+    /// The read point this walk uses: the statement's until the walk's first read
+    /// succeeds, then that one for every later page.
     pub fn read_point(&mut self) -> Result<ReadPoint, FlushError> {
         if let Some(at) = self.at {
             return Ok(at);
         }
-        let at = state::with(|b| b.read_point(self.curcid))?;
-        self.at = Some(at);
-        Ok(at)
+        state::with(|b| b.read_point(self.curcid))
+    }
+
+    /// Run storage read `op` (over this walk's table and `spec(limit)`) at the
+    /// walk's read point. A read that meets a value in its clock-uncertainty
+    /// window (`ReadRestart`) runs again at that value's time if nothing was read
+    /// at the current read time yet (the statement's, or the transaction's); else
+    /// the error stands (40001; a READ COMMITTED statement runs again whole).
+    fn reading<T>(&mut self, op: impl Fn(&Client, &str, ScanSpec, ReadPoint) -> Result<(T, pinax_common::HybridTime), ClientError>, limit: usize) -> Result<(T, pinax_common::HybridTime, ReadPoint), FlushError> {
+        loop {
+            let (client, at) = self.client_at()?;
+            match op(&client, &self.storage, self.spec(limit), at) {
+                Ok((v, read_ht)) => {
+                    state::with(|b| b.read_served());
+                    return Ok((v, read_ht, at));
+                }
+                Err(e) => match e.restart_ht() {
+                    Some(ht) if self.at.is_none() && state::with(|b| b.read_restart(ht)) => continue,
+                    _ => return Err(storage_err(e)),
+                },
+            }
+        }
     }
 
     pub fn next_row(&mut self) -> Result<Option<Row>, FlushError> {
@@ -94,10 +113,9 @@ impl Pager {
     }
 
     fn fetch(&mut self) -> Result<(), FlushError> {
-        let (client, at) = self.client_at()?;
         let limit = self.page;
         self.page = (self.page * 4).min(PAGE_ROWS);
-        let (rows, read_ht) = client.scan_at(&self.storage, self.spec(limit), at).map_err(storage_err)?;
+        let (rows, read_ht, at) = self.reading(|client, storage, spec, at| client.scan_at(storage, spec, at), limit)?;
         self.at = Some(ReadPoint { read_ht, ..at });
         if rows.len() < limit {
             self.done = true;
@@ -116,8 +134,8 @@ impl Pager {
 
     /// Point read of `key` at this walk's read point.
     pub fn get(&mut self, storage: &str, key: &[u8]) -> Result<Option<Vec<u8>>, FlushError> {
-        let (client, at) = self.client_at()?;
-        let (v, _) = client.read_at(storage, key, at).map_err(storage_err)?;
+        let (v, read_ht, at) = self.reading(|client, _, _, at| client.read_at(storage, key, at), 0)?;
+        self.at = Some(ReadPoint { read_ht, ..at });
         Ok(v)
     }
 }

@@ -64,8 +64,8 @@ pub struct Backend {
     buf: Vec<Chunk>,
     buf_ops: usize,
     buf_bytes: usize,
-    /// (statement identity, read time).
-    stmt: Option<(i64, HybridTime)>,
+    /// The read time of the current statement (READ COMMITTED) or transaction.
+    stmt: Option<ReadTime>,
     pub tids: TidMap,
     pub pending_create: Option<CreateOptions>,
     /// Writes so far in this transaction.
@@ -93,6 +93,22 @@ pub struct Backend {
     /// table, tablet index, SHARE for range reads or PREDICATE WRITE for writes,
     /// command id), so each is locked once (and again after a rollback dropped it).
     range_locks: Vec<(String, usize, LockStrength, u32)>,
+}
+
+/// The read time of a statement (READ COMMITTED) or a transaction (REPEATABLE READ,
+/// SERIALIZABLE), and its clock-uncertainty window.
+#[derive(Clone, Copy, Debug)]
+struct ReadTime {
+    /// The statement's start timestamp (0: the whole transaction).
+    ident: i64,
+    ht: HybridTime,
+    /// The first read time taken: where the uncertainty window starts (a restart
+    /// moves `ht`, never this).
+    origin: HybridTime,
+    /// Whether a read at `ht` has returned rows: until one has, a read that meets
+    /// a value in its uncertainty window moves `ht` past it and runs again, and
+    /// nobody can tell (YugabyteDB's transparent read restart).
+    served: bool,
 }
 
 /// A speculative insertion: what it wrote (to undo if it loses) and whether a
@@ -217,7 +233,7 @@ impl Backend {
 
     /// The current statement's read time (new per statement under READ COMMITTED,
     /// one per transaction under REPEATABLE READ and SERIALIZABLE).
-    fn statement_ht(&mut self) -> Result<HybridTime, ClientError> {
+    fn statement_ht(&mut self) -> Result<ReadTime, ClientError> {
         // SAFETY: reads backend-global variables.
         let ident = unsafe {
             if pg_sys::XactIsoLevel >= pg_sys::XACT_REPEATABLE_READ as i32 {
@@ -226,14 +242,39 @@ impl Backend {
                 pg_sys::GetCurrentStatementStartTimestamp()
             }
         };
-        if let Some((id, ht)) = self.stmt {
-            if id == ident {
-                return Ok(ht);
+        if let Some(rt) = self.stmt {
+            if rt.ident == ident {
+                return Ok(rt);
             }
         }
-        let ht = self.client()?.now();
-        self.stmt = Some((ident, ht));
-        Ok(ht)
+        let ht = self.client()?.now().sub_micros(crate::guc::read_time_lag_micros());
+        let rt = ReadTime { ident, ht, origin: ht, served: false };
+        self.stmt = Some(rt);
+        Ok(rt)
+    }
+
+    /// A read at the current read time returned rows: from now on a read restart
+    /// cannot be taken in place.
+    pub fn read_served(&mut self) {
+        if let Some(rt) = &mut self.stmt {
+            rt.served = true;
+        }
+    }
+
+    /// A read met a value in its uncertainty window at `restart_ht`. If nothing was
+    /// read at the current read time yet, move the read time there (keeping the
+    /// window's start) and return true: the caller reads again. Otherwise the
+    /// statement (READ COMMITTED, hooks/restart.rs) or the transaction must fail.
+    pub fn read_restart(&mut self, restart_ht: HybridTime) -> bool {
+        let Some(rt) = &mut self.stmt else { return false };
+        if rt.served || restart_ht <= rt.ht {
+            return false;
+        }
+        rt.ht = restart_ht;
+        if let Some(t) = &mut self.txn {
+            t.set_read_ht(restart_ht);
+        }
+        true
     }
 
     /// A READ COMMITTED statement runs again after a write conflict (its writes
@@ -261,7 +302,7 @@ impl Backend {
             return Ok(());
         }
         let mk = |e: ClientError| FlushError { table: String::new(), error: e };
-        let ht = self.statement_ht().map_err(mk)?;
+        let ht = self.statement_ht().map_err(mk)?.ht;
         let client = self.client().map_err(mk)?;
         let txn = self.txn.get_or_insert_with(|| client.begin());
         txn.set_read_ht(ht);
@@ -285,13 +326,13 @@ impl Backend {
     /// statement's read time, seeing own writes of commands below `curcid`.
     pub fn read_point(&mut self, curcid: u32) -> Result<ReadPoint, FlushError> {
         self.flush()?;
-        let ht = self.statement_ht().map_err(|e| FlushError { table: String::new(), error: e })?;
+        let rt = self.statement_ht().map_err(|e| FlushError { table: String::new(), error: e })?;
         Ok(match &mut self.txn {
             Some(t) => {
-                t.set_read_ht(ht);
-                t.read_point(curcid)
+                t.set_read_ht(rt.ht);
+                ReadPoint { uncertain_from: rt.origin, ..t.read_point(curcid) }
             }
-            None => ReadPoint { read_ht: ht, txn: None },
+            None => ReadPoint { read_ht: rt.ht, txn: None, uncertain_from: rt.origin },
         })
     }
 
@@ -385,7 +426,7 @@ impl Backend {
         let client = self.client().map_err(|e| FlushError { table: table.clone(), error: e })?;
         // Values computed from reads (UPDATE t SET v = v + 1) conflict with
         // commits after the read time: no lost update. (No read: no check.)
-        let read_ht = self.stmt.map(|(_, ht)| ht);
+        let read_ht = self.stmt.map(|rt| rt.ht);
         let inserts = only_inserts(&ops);
         let mut started = None;
         loop {

@@ -131,6 +131,43 @@ expect "a sequence dropped and created again starts over" "$(on $pg3 -c "SELECT 
 on $pg1 -c "DROP SEQUENCE lim" -c "DROP TABLE sq, iq"
 echo "cluster sequences: ok"
 
+# Read restarts: a session whose read times lag (pinax.read_time_lag_ms, as a
+# backend whose clock is behind would) meets its own latest write in its
+# clock-uncertainty window. The first read of a statement moves its read time past
+# it and reads again, unseen; a REPEATABLE READ transaction that has already read
+# fails with 40001 instead.
+on $pg1 -c "CREATE TABLE rr_old (id int PRIMARY KEY)" -c "INSERT INTO rr_old VALUES (1)" -c "CREATE TABLE rr (id int PRIMARY KEY, v text)"
+sleep 1 # rr_old's row is older than any window now
+lagging=(-c "SET pinax.read_time_lag_ms = 300")
+expect "a lagging read restarts past a recent write" "$(on $pg2 "${lagging[@]}" -c "INSERT INTO rr VALUES (1, 'new')" -c "SELECT v FROM rr WHERE id = 1" -c "INSERT INTO rr VALUES (2, 'two')" -c "SELECT count(*) FROM rr")" "new
+2"
+err=$(on $pg2 "${lagging[@]}" -c "INSERT INTO rr VALUES (3, 'three')" -c "BEGIN ISOLATION LEVEL REPEATABLE READ" -c "SELECT count(*) FROM rr_old" -c "SELECT count(*) FROM rr" 2>&1 || true)
+grep -q 'read restart required' <<<"$err" || { echo "cluster read restart: no 40001 for a REPEATABLE READ transaction that had read: $err" >&2; exit 1; }
+on $pg1 -c "DROP TABLE rr, rr_old"
+echo "cluster read restarts: ok"
+
+# A deadlock between sessions of two nodes (their transactions' status records on
+# different nodes, so no node sees the whole cycle): one fails with 40P01 within
+# a second or so, the other commits.
+on $pg1 -c "CREATE TABLE dl (id int PRIMARY KEY, v int)" -c "INSERT INTO dl VALUES (1, 0), (2, 0)"
+deadlock_side() { # PORT FIRST SECOND VALUE
+  on "$1" -c "SET lock_timeout = '15s'" -c "BEGIN" -c "UPDATE dl SET v = $4 WHERE id = $2" -c "SELECT pg_sleep(1)" \
+    -c "UPDATE dl SET v = $4 WHERE id = $3" -c "COMMIT" >/dev/null 2>"$dir/dl$4.err" && echo committed || echo failed
+}
+t0=$(date +%s%N)
+deadlock_side $pg1 1 2 1 >"$dir/dl1.out" &
+deadlock_side $pg2 2 1 2 >"$dir/dl2.out" &
+wait
+took_ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+outcome="$(cat "$dir/dl1.out")/$(cat "$dir/dl2.out")"
+[[ "$outcome" == committed/failed || "$outcome" == failed/committed ]] || { echo "cluster deadlock: outcome $outcome (want one victim): $(cat "$dir"/dl*.err)" >&2; exit 1; }
+grep -q 'deadlock detected' "$dir"/dl1.err "$dir"/dl2.err || { echo "cluster deadlock: the victim did not get 40P01: $(cat "$dir"/dl*.err)" >&2; exit 1; }
+winner=$([[ $(cat "$dir/dl1.out") == committed ]] && echo 1 || echo 2)
+expect "the survivor's updates" "$(on $pg3 -c "SELECT string_agg(v::text, ',' ORDER BY id) FROM dl")" "$winner,$winner"
+(( took_ms < 5000 )) || { echo "cluster deadlock: took $took_ms ms (1 s of it sleeping)" >&2; exit 1; }
+on $pg1 -c "DROP TABLE dl"
+echo "cluster deadlock across nodes: ok ($took_ms ms, 1000 of them sleeping)"
+
 # Kill node 2 or 3 (alternately) every few seconds, restarting the previous one.
 (
   n=2

@@ -380,7 +380,7 @@ unsafe extern "C-unwind" fn aminsert(
             Some(_) if check_unique == pg_sys::IndexUniqueCheck::UNIQUE_CHECK_PARTIAL => false,
             Some(key) => violation::raise(state::FlushError {
                 table: m.storage.clone(),
-                error: pinax_client::ClientError::Rpc(pinax_proto::RpcError::new(pinax_common::ErrorCode::DuplicateKey, "duplicate key").with_key(key)),
+                error: pinax_proto::RpcError::new(pinax_common::ErrorCode::DuplicateKey, "duplicate key").with_key(key).into(),
             }),
         };
     }
@@ -432,7 +432,7 @@ unsafe extern "C-unwind" fn aminsert(
                 Some(owner) if owner != row_key => {
                     violation::raise(state::FlushError {
                         table: im.storage.clone(),
-                        error: pinax_client::ClientError::Rpc(pinax_proto::RpcError::new(pinax_common::ErrorCode::DuplicateKey, "duplicate key").with_key(key)),
+                        error: pinax_proto::RpcError::new(pinax_common::ErrorCode::DuplicateKey, "duplicate key").with_key(key).into(),
                     });
                 }
                 Some(_) => true,

@@ -430,7 +430,7 @@ unsafe fn run_restarting(qd: *mut pg_sys::QueryDesc, direction: pg_sys::ScanDire
                 abort_attempt(outer, owner, cxt);
                 let conflict = match &failure {
                     Failure::Error(edata) => (**edata).sqlerrcode == crate::error::sqlstate_code("40001") as i32 && crate::error::was_restartable(*edata),
-                    Failure::Flush(e) => e.error.code() == pinax_common::ErrorCode::SerializationFailure,
+                    Failure::Flush(e) => crate::error::restartable(e.error.code()),
                 };
                 if conflict && restarts < max {
                     restarts += 1;
