@@ -471,6 +471,23 @@ fn write_waiting(txn: &mut pinax_client::Txn, k: &[u8]) -> (Result<(), pinax_cli
     (res, t.elapsed())
 }
 
+/// [`write_waiting`], then commit, or abort after a deadlock (any other error
+/// fails the test): whether it committed, and how long the write took.
+fn write_then_end(mut txn: pinax_client::Txn, k: &[u8]) -> (bool, Duration) {
+    let (res, took) = write_waiting(&mut txn, k);
+    match res {
+        Ok(()) => {
+            txn.commit().unwrap();
+            (true, took)
+        }
+        Err(e) => {
+            assert_eq!(e.code(), pinax_common::ErrorCode::Deadlock, "{e}");
+            txn.abort().unwrap();
+            (false, took)
+        }
+    }
+}
+
 /// Two transactions whose records live on different nodes (clients of nodes 1 and
 /// 3) each hold a key and then ask for the other's: neither node sees the whole
 /// cycle of waits, so detection follows the waits from node to node. Exactly one
@@ -490,36 +507,10 @@ fn a_deadlock_across_status_nodes_has_one_victim() {
         t2.write("rf3", vec![WriteOp::put(k2.clone(), b"t2".to_vec())]).unwrap();
         let (a, b) = std::thread::scope(|s| {
             let (k1b, k2b) = (k1.clone(), k2.clone());
-            let a = s.spawn(move || {
-                let (res, took) = write_waiting(&mut t1, &k2b);
-                match res {
-                    Ok(()) => {
-                        t1.commit().unwrap();
-                        (true, took)
-                    }
-                    Err(e) => {
-                        assert_eq!(e.code(), pinax_common::ErrorCode::Deadlock, "{e}");
-                        t1.abort().unwrap();
-                        (false, took)
-                    }
-                }
-            });
+            let a = s.spawn(move || write_then_end(t1, &k2b));
             // The second wait closes the cycle (after the first has begun).
             std::thread::sleep(Duration::from_millis(300));
-            let b = s.spawn(move || {
-                let (res, took) = write_waiting(&mut t2, &k1b);
-                match res {
-                    Ok(()) => {
-                        t2.commit().unwrap();
-                        (true, took)
-                    }
-                    Err(e) => {
-                        assert_eq!(e.code(), pinax_common::ErrorCode::Deadlock, "{e}");
-                        t2.abort().unwrap();
-                        (false, took)
-                    }
-                }
-            });
+            let b = s.spawn(move || write_then_end(t2, &k1b));
             (a.join().unwrap(), b.join().unwrap())
         });
         eprintln!("round {round}: t1 committed {} after {:?}, t2 committed {} after {:?}", a.0, a.1, b.0, b.1);
