@@ -158,7 +158,7 @@ impl Txn {
     }
 
     fn at(&self) -> ReadPoint {
-        ReadPoint { read_ht: self.read_ht, txn: Some((self.id, self.seq)), uncertain_from: HybridTime::INVALID }
+        self.read_point(self.seq)
     }
 
     pub fn get(&self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>> {

@@ -166,7 +166,7 @@ impl<'a, S: Snapshot, R: TxnStatusResolver + ?Sized> MvccReader<'a, S, R> {
                 Found::Nothing
             };
             let from_regular = if in_regular {
-                let (found, uncertain) = read_version_group(&mut reg, &esc, (self.ctx.read_ht, self.ctx.limit_ht), spec.reverse, !spec.count_only)?;
+                let (found, uncertain) = read_version_group(&mut reg, &esc, &self.ctx, spec.reverse, !spec.count_only)?;
                 if let Some(ht) = uncertain {
                     self.restart.set(self.restart.get().max(ht));
                 }
@@ -270,11 +270,12 @@ fn intent_found(r: &IntentRecord) -> Found {
 const SEQUENTIAL_SKIPS: usize = 8;
 
 /// Consume the versions of escaped key `esc` (iterator positioned on its first entry
-/// in scan direction) and return the newest one at or before `read_ht` (its value
-/// copied only if `want_value`: a count needs none), with the newest version in
-/// the uncertainty window `(read_ht, limit_ht]`, if any (a read restarted at that
-/// time sees every version of the key the window held).
-fn read_version_group<I: KvIterator>(it: &mut I, esc: &[u8], (read_ht, limit_ht): (HybridTime, HybridTime), reverse: bool, want_value: bool) -> Result<(Found, Option<HybridTime>)> {
+/// in scan direction) and return the newest one at or before `ctx.read_ht` (its
+/// value copied only if `want_value`: a count needs none), with the newest version
+/// in the read's uncertainty window, if any (a read restarted at that time sees
+/// every version of the key the window held).
+fn read_version_group<I: KvIterator>(it: &mut I, esc: &[u8], ctx: &ReadContext, reverse: bool, want_value: bool) -> Result<(Found, Option<HybridTime>)> {
+    let read_ht = ctx.read_ht;
     let mut found = Found::Nothing;
     let mut uncertain: Option<HybridTime> = None;
     let mut decided = false;
@@ -298,7 +299,7 @@ fn read_version_group<I: KvIterator>(it: &mut I, esc: &[u8], (read_ht, limit_ht)
                 }
             }
         }
-        if ht > read_ht && ht <= limit_ht {
+        if ctx.uncertain(ht) {
             uncertain = Some(uncertain.map_or(ht, |u| u.max(ht)));
         }
         if ht <= read_ht && !decided {

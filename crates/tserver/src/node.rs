@@ -603,11 +603,13 @@ impl<F: EngineFactory> Node<F> {
             Some((txn, seq)) => ReadContext::in_txn(read_ht, txn, seq),
             None => ReadContext::at(read_ht),
         };
-        let skew = self.max_clock_skew_micros();
-        if at.uncertain_from == HybridTime::INVALID || skew == 0 {
+        if at.uncertain_from == HybridTime::INVALID {
             return ctx;
         }
-        ctx.uncertain_until(at.uncertain_from.add_micros(skew))
+        match self.max_clock_skew_micros() {
+            0 => ctx,
+            skew => ctx.uncertain_until(at.uncertain_from.add_micros(skew)),
+        }
     }
 
     /// The bound on clock skew between this node and any other that reads use
