@@ -11,19 +11,40 @@ pub struct TableId(pub u64);
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
 pub struct TabletId(pub u64);
 
+
+impl TabletId {
+    /// Status tablets have ids from here up: node `n`'s is `STATUS_BASE + n`.
+    /// Table and tablet ids of the catalog's sequence stay far below.
+    pub const STATUS_BASE: u64 = 1 << 62;
+
+    /// The status tablet keeping the records of the transactions begun through
+    /// node `node` (the first 8 bytes of their [`TxnId`]).
+    pub fn status_of_node(node: u64) -> TabletId {
+        TabletId(Self::STATUS_BASE + node)
+    }
+
+    /// Whether this is a status tablet.
+    pub fn is_status(&self) -> bool {
+        self.0 >= Self::STATUS_BASE
+    }
+}
+
 /// A node (one daemon + one PostgreSQL).
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
 pub struct NodeId(pub u64);
 
-/// A distributed transaction: 16 bytes, the first 8 the id of the node keeping its
-/// status record (big-endian; 0 in ids made before nodes had ids: "this node"),
-/// the other 8 random.
+/// A distributed transaction: 16 bytes, the first 8 the id of its home node (the
+/// node its client is connected to; big-endian; 0 in ids made before nodes had
+/// ids: "this node"), the other 8 random. Its status record is in the home node's
+/// status tablet ([`TabletId::status_of_node`]), replicated like any tablet and led
+/// by whichever node leads that tablet.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct TxnId(pub [u8; 16]);
 
 impl TxnId {
-    /// The node keeping this transaction's status record (0: unknown, take the
-    /// local node).
+    /// The transaction's home node: its client's node, whose status tablet keeps
+    /// its record and which keeps what it waits for (0: unknown, take the local
+    /// node).
     pub fn status_node(&self) -> u64 {
         let mut b = [0u8; 8];
         b.copy_from_slice(&self.0[..8]);

@@ -20,6 +20,14 @@ use pinax_proto::{DdlEntry, Sharding, TableInfo, TabletInfo};
 use std::collections::BTreeMap;
 
 const TABLE_PREFIX: &[u8] = b"t/";
+/// Names of the catalog's own tables (status tablets) start with this; storage
+/// names of SQL relations never do.
+pub const SYSTEM_TABLE_PREFIX: &str = "$";
+
+/// The name of node `node`'s status table.
+pub fn status_table_name(node: u64) -> String {
+    format!("{SYSTEM_TABLE_PREFIX}status.{node}")
+}
 const NEXT_ID: &[u8] = b"next_id";
 const NEXT_NODE_ID: &[u8] = b"next_node_id";
 const REPLICA_PREFIX: &[u8] = b"r/";
@@ -264,6 +272,21 @@ impl<E: KvEngine> Catalog<E> {
             .map(|(i, partition)| TabletInfo { id: TabletId(first + 1 + i as u64), partition, leader: leader.to_string(), replicas: vec![leader.to_string()] })
             .collect();
         Ok(TableInfo { id: TableId(first), name: name.to_string(), sharding, tablets })
+    }
+
+    /// Plan node `node`'s status tablet: the table [`status_table_name`] with one
+    /// tablet over the whole key space, id [`TabletId::status_of_node`] (commit it
+    /// with [`Catalog::commit_table`] like any other).
+    pub fn plan_status_table(&self, node: u64, leader: &str) -> Result<TableInfo, CatalogError> {
+        let name = status_table_name(node);
+        if self.state.lock().tables.contains_key(&name) {
+            return Err(CatalogError::AlreadyExists(name));
+        }
+        let sharding = Sharding::Range { split_points: Vec::new() };
+        let partition = crate::plan_partitions(&sharding).map_err(CatalogError::Invalid)?.remove(0);
+        let id = TabletId::status_of_node(node);
+        let tablet = TabletInfo { id, partition, leader: leader.to_string(), replicas: vec![leader.to_string()] };
+        Ok(TableInfo { id: TableId(id.0), name, sharding, tablets: vec![tablet] })
     }
 
     /// Persist a planned table. Fails if the name was taken meanwhile.

@@ -11,6 +11,11 @@
 //! catalogs agree; and other names of tables ([`Catalog::add_name`]): a node
 //! replaying a CREATE TABLE names the creator's storage table for its own relation.
 //!
+//! The catalog's own tables, named from [`SYSTEM_TABLE_PREFIX`]: one status table
+//! per node (`$status.N`, one tablet, id `TabletId::status_of_node(N)`), holding
+//! the records of transactions begun through that node, replicated and placed
+//! like any table.
+//!
 //! Key types: [`Catalog`] (persisted tables, id allocation), [`plan_partitions`] (how a
 //! table is cut into tablets).
 //! Invariants: table names are unique; tablet ids are never reused; a table's
@@ -21,5 +26,5 @@
 pub mod catalog;
 pub mod partitions;
 
-pub use catalog::{Catalog, CatalogError, Dropped, ReplicaRecord};
+pub use catalog::{status_table_name, Catalog, CatalogError, Dropped, ReplicaRecord, SYSTEM_TABLE_PREFIX};
 pub use partitions::plan_partitions;

@@ -15,7 +15,7 @@ use pinax_client::{Client, ClientOptions};
 use pinax_common::HybridTime;
 use pinax_proto::{ReadPoint, Request, Response, ScanSpec, Sharding, WriteOp};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 fn spawn(dir: &Path, port: u16, join: Option<u16>, extra: &[String]) -> Child {
@@ -25,7 +25,8 @@ fn spawn(dir: &Path, port: u16, join: Option<u16>, extra: &[String]) -> Child {
         cmd.args(["--join", &format!("127.0.0.1:{m}")]);
     }
     let log = std::fs::File::create(dir.join("test.log")).unwrap();
-    cmd.stdout(Stdio::null()).stderr(log).spawn().unwrap()
+    // The daemon logs to stdout.
+    cmd.stdout(log.try_clone().unwrap()).stderr(log).spawn().unwrap()
 }
 
 struct Cluster {
@@ -73,6 +74,16 @@ impl Drop for Cluster {
     fn drop(&mut self) {
         for i in 0..self.children.len() {
             self.kill(i);
+        }
+        // A failed test's node logs outlive its temporary directories.
+        if std::thread::panicking() {
+            let keep = std::env::temp_dir().join("pinax-failed-cluster-tests");
+            for (i, d) in self.dirs.iter().enumerate() {
+                let to = keep.join(format!("{}-node-{}.log", self.ports[0], i + 1));
+                if std::fs::create_dir_all(&keep).and_then(|_| std::fs::copy(d.path().join("test.log"), &to)).is_ok() {
+                    eprintln!("node {} log kept at {}", i + 1, to.display());
+                }
+            }
         }
     }
 }
@@ -486,6 +497,69 @@ fn write_then_end(mut txn: pinax_client::Txn, k: &[u8]) -> (bool, Duration) {
             (false, took)
         }
     }
+}
+
+
+/// Wait (up to 30 s) until node `n`'s status tablet has three replicas.
+fn wait_for_status_replicas(c: &Client, n: u64) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Ok(t) = c.refresh_table(&format!("$status.{n}")) {
+            if t.tablets[0].replicas.len() == 3 {
+                return;
+            }
+        }
+        assert!(Instant::now() < deadline, "node {n}'s status tablet never got three replicas");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn transaction_records_outlive_their_home_node() {
+    // A transaction's status record is in its home node's status tablet, which is
+    // replicated: when the home node dies, another replica leads it. What the
+    // transaction committed is seen whole (whether its intents were applied yet
+    // or not); what it left pending hides nothing and blocks nobody past its
+    // expiry. (Before, records lived on the home node only: a reader meeting such
+    // an intent failed until the node came back.)
+    let mut cluster = Cluster::start_with(vec![vec!["--txn-timeout-secs".to_string(), "2".to_string()]; 3]);
+    let c1 = wait_client(&cluster.addr(0));
+    let c3 = wait_client(&cluster.addr(2));
+    create_rf3(&c1, 8);
+    wait_for_status_replicas(&c1, 3);
+    for i in 0..40 {
+        c1.write("rf3", vec![WriteOp::put(key(i), b"before".to_vec())]).unwrap();
+    }
+    // Committed through node 3, which dies at once (its applier may or may not
+    // have applied the intents on every tablet).
+    let mut t = c3.begin();
+    assert_eq!(t.id().status_node(), 3);
+    t.write("rf3", (0..40).map(|i| WriteOp::put(key(i), b"committed".to_vec())).collect()).unwrap();
+    t.commit().unwrap();
+    cluster.kill(2);
+    let started = Instant::now();
+    for i in 0..40 {
+        assert_eq!(c1.get("rf3", &key(i)).unwrap(), Some(b"committed".to_vec()), "key {i} after the home node died");
+    }
+    eprintln!("committed writes read after the home node died: {:?}", started.elapsed());
+
+    // Pending through node 3, which dies: its intent is invisible, and once the
+    // transaction expires (2 s) a writer on node 1 goes ahead.
+    cluster.restart(2);
+    let c3 = wait_client(&cluster.addr(2));
+    let mut t = c3.begin();
+    t.write("rf3", vec![WriteOp::put(key(7), b"pending".to_vec())]).unwrap();
+    cluster.kill(2);
+    drop(t); // its abort cannot reach the dead node
+    assert_eq!(c1.get("rf3", &key(7)).unwrap(), Some(b"committed".to_vec()));
+    let started = Instant::now();
+    let mut w = c1.begin();
+    let (res, _) = write_waiting(&mut w, &key(7));
+    res.unwrap();
+    w.commit().unwrap();
+    eprintln!("a writer behind the dead node's pending intent went ahead after {:?}", started.elapsed());
+    assert!(started.elapsed() < Duration::from_secs(15));
+    assert_eq!(c1.get("rf3", &key(7)).unwrap(), Some(b"w".to_vec()));
 }
 
 /// Two transactions whose records live on different nodes (clients of nodes 1 and

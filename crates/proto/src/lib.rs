@@ -169,7 +169,20 @@ pub enum Request {
     ApplyDdl { upto: u64 },
     /// To the master: an operation on cluster-wide sequence `name` (every SQL node's
     /// PostgreSQL takes its values there; see pg/ext `sequence.rs`).
-    Sequence { name: String, op: SequenceOp },
+    Sequence {
+        name: String,
+        op: SequenceOp,
+    },
+    /// A request on a transaction's status record (`CreateTxn`, `Heartbeat`,
+    /// `CommitTxn`, `AbortTxn`, `TxnStatus`, `WaitTxn`) passed on by the node that
+    /// received it to the leader of the record's status tablet: handled there, or
+    /// answered `NotLeader` (never passed on again).
+    Forwarded(Box<Request>),
+    /// To the master: node `node`'s status tablet, created (and placed with its
+    /// first replica on that node) if it does not exist yet. Answers `Tablet`.
+    EnsureStatusTablet {
+        node: u64,
+    },
 }
 
 /// What `Request::Sequence` does. A sequence's state is PostgreSQL's: the last

@@ -1,16 +1,28 @@
-//! The transaction status tablet: durable home of status records.
+//! The transaction status tablet: durable, replicated home of status records.
 //!
-//! Every decision of the [`Coordinator`] is persisted (synced) before it is
-//! acknowledged. A commit becomes visible to status queries only once persisted:
-//! queries about a transaction whose commit is being written wait for it, so no
-//! reader ever sees a commit that a crash could undo.
+//! Every decision of the [`Coordinator`] goes through the tablet's [`Replicator`]
+//! (its Raft group) before it is acknowledged: a record is on a majority of the
+//! status tablet's replicas before its transaction's client hears of it. A commit
+//! becomes visible to status queries only once replicated: queries about a
+//! transaction whose decision is being written wait for it, so no reader ever sees
+//! a commit that a crash or a leader change could undo.
+//!
+//! Only the leader decides and answers. Its coordinator is loaded from the engine
+//! when its term begins (a follower applied the records without it) and marked
+//! stale when a replication fails (the entry may or may not commit: the next term
+//! reloads). Heartbeats are kept in memory only: a new leader gives every pending
+//! transaction a fresh lease instead. Status queries go through
+//! [`Replicator::read_barrier`] (a leader lease): a deposed leader must not answer
+//! "pending" for a transaction the new one committed, nor "aborted" (unknown) for
+//! one created there.
 
 use crate::error::Result;
-use parking_lot::{Condvar, Mutex};
+use crate::replication::{DirectWrite, Replicator};
+use parking_lot::{Condvar, Mutex, MutexGuard};
 use pinax_codec::keys;
 use pinax_codec::status_record::{self, StatusRecordFields};
 use pinax_common::{HybridClock, HybridTime, TabletId, TxnId};
-use pinax_engine::{Cf, IterOptions, KvEngine, KvIterator, Snapshot, WriteBatch, WriteOptions};
+use pinax_engine::{Cf, IterOptions, KvEngine, KvIterator, OwnedBatch, Snapshot, WriteBatch};
 use pinax_mvcc::TxnStatus;
 use pinax_txn::{Coordinator, TxnRecord, TxnState};
 use std::collections::HashSet;
@@ -18,17 +30,20 @@ use std::sync::Arc;
 
 struct Inner {
     coord: Coordinator,
-    /// Decided in memory, being persisted: status queries wait.
+    /// Decided in memory, being replicated: status queries wait.
     persisting: HashSet<TxnId>,
+    /// The leader term `coord` was loaded for (0: none, or stale).
+    term: u64,
 }
 
 pub struct StatusTablet<E: KvEngine> {
     id: TabletId,
-    engine: E,
+    engine: Arc<E>,
+    log: Arc<dyn Replicator>,
     clock: Arc<HybridClock>,
+    heartbeat_timeout_micros: u64,
     inner: Mutex<Inner>,
     persisted: Condvar,
-    sync: bool,
 }
 
 fn to_fields(r: &TxnRecord) -> StatusRecordFields {
@@ -62,58 +77,104 @@ fn from_fields(f: StatusRecordFields) -> TxnRecord {
 }
 
 impl<E: KvEngine> StatusTablet<E> {
-    /// Open and load every persisted record.
+    /// Open a status tablet with no replication (its engine's log is the
+    /// write-ahead log; tests and single-replica tools).
     pub fn open(id: TabletId, engine: E, clock: Arc<HybridClock>, heartbeat_timeout_micros: u64, sync: bool) -> Result<Self> {
-        let mut coord = Coordinator::new(heartbeat_timeout_micros);
-        {
-            let snap = engine.snapshot();
-            let lower = vec![status_record::STATUS_KEY_PREFIX];
-            let upper = vec![status_record::STATUS_KEY_PREFIX + 1];
-            let mut it = snap.iter(Cf::Regular, IterOptions { lower: Some(lower), upper: Some(upper), prefix_same_as_start: false });
-            it.seek_to_first();
-            while it.valid()? {
-                let txn = TxnId::from_slice(&it.key()[1..]).ok_or(keys::KeyError::Truncated)?;
-                let rec = from_fields(status_record::decode(it.value())?);
-                clock.update(rec.last_heartbeat.max(rec.commit_ht));
-                coord.load(txn, rec);
-                it.next();
+        let engine = Arc::new(engine);
+        let log = Arc::new(DirectWrite::new(engine.clone(), sync));
+        Ok(Self::open_replicated(id, engine, log, clock, heartbeat_timeout_micros))
+    }
+
+    /// Open a status tablet whose records go through `log` (a Raft group applying
+    /// them to `engine`). Records are loaded when this replica first leads.
+    pub fn open_replicated(id: TabletId, engine: Arc<E>, log: Arc<dyn Replicator>, clock: Arc<HybridClock>, heartbeat_timeout_micros: u64) -> Self {
+        let inner = Inner { coord: Coordinator::new(heartbeat_timeout_micros), persisting: HashSet::new(), term: 0 };
+        StatusTablet { id, engine, log, clock, heartbeat_timeout_micros, inner: Mutex::new(inner), persisted: Condvar::new() }
+    }
+
+    /// Every record in the engine. Pending ones get a fresh lease (heartbeats are
+    /// not persisted): their clients heartbeat the new leader from now on.
+    fn load(&self) -> Result<Coordinator> {
+        let mut coord = Coordinator::new(self.heartbeat_timeout_micros);
+        let snap = self.engine.snapshot();
+        let lower = vec![status_record::STATUS_KEY_PREFIX];
+        let upper = vec![status_record::STATUS_KEY_PREFIX + 1];
+        let mut it = snap.iter(Cf::Regular, IterOptions { lower: Some(lower), upper: Some(upper), prefix_same_as_start: false });
+        it.seek_to_first();
+        while it.valid()? {
+            let txn = TxnId::from_slice(&it.key()[1..]).ok_or(keys::KeyError::Truncated)?;
+            let mut rec = from_fields(status_record::decode(it.value())?);
+            self.clock.update(rec.last_heartbeat.max(rec.commit_ht));
+            if rec.state == TxnState::Pending {
+                rec.last_heartbeat = self.clock.now();
             }
+            coord.load(txn, rec);
+            it.next();
         }
-        Ok(StatusTablet { id, engine, clock, inner: Mutex::new(Inner { coord, persisting: HashSet::new() }), persisted: Condvar::new(), sync })
+        Ok(coord)
+    }
+
+    /// The records, locked, if this replica leads (loaded for its term: decisions
+    /// of an earlier term still being replicated are waited for first).
+    fn lead(&self) -> Result<MutexGuard<'_, Inner>> {
+        let term = self.log.leader_term()?;
+        let mut g = self.inner.lock();
+        if g.term != term {
+            while !g.persisting.is_empty() {
+                self.persisted.wait(&mut g);
+            }
+            g.coord = self.load()?;
+            g.term = term;
+        }
+        Ok(g)
+    }
+
+    /// Whether this replica leads (and has loaded the records).
+    pub fn is_leader(&self) -> bool {
+        self.lead().is_ok()
     }
 
     pub fn id(&self) -> TabletId {
         self.id
     }
 
+
+    fn replicate(&self, b: OwnedBatch) -> Result<()> {
+        self.log.replicate(self.clock.now(), b, 0)
+    }
+
     fn persist(&self, recs: &[(TxnId, TxnRecord)]) -> Result<()> {
         if recs.is_empty() {
             return Ok(());
         }
-        let mut b = self.engine.new_batch();
+        let mut b = OwnedBatch::default();
         for (id, r) in recs {
             b.put(Cf::Regular, &status_record::status_key(id.as_bytes()), &status_record::encode(&to_fields(r)));
         }
-        self.engine.write(b, WriteOptions { sync: self.sync })?;
-        Ok(())
+        self.replicate(b)
     }
 
     fn forget(&self, ids: &[TxnId]) -> Result<()> {
         if ids.is_empty() {
             return Ok(());
         }
-        let mut b = self.engine.new_batch();
+        let mut b = OwnedBatch::default();
         for id in ids {
             b.delete(Cf::Regular, &status_record::status_key(id.as_bytes()));
         }
-        self.engine.write(b, WriteOptions { sync: false })?;
-        Ok(())
+        self.replicate(b)
     }
 
-    /// Run `decide` on the coordinator, persist what it returns, then publish.
+    /// After a failed replication the entry may still commit (or not): the
+    /// records in memory are not to be trusted; the next term reloads them.
+    fn stale(&self, g: &mut Inner) {
+        g.term = 0;
+    }
+
+    /// Run `decide` on the coordinator, replicate what it returns, then publish.
     fn decide(&self, id: TxnId, decide: impl FnOnce(&mut Coordinator, HybridTime) -> std::result::Result<TxnRecord, pinax_txn::TxnError>) -> Result<TxnRecord> {
         let rec = {
-            let mut g = self.inner.lock();
+            let mut g = self.lead()?;
             while g.persisting.contains(&id) {
                 self.persisted.wait(&mut g);
             }
@@ -126,9 +187,10 @@ impl<E: KvEngine> StatusTablet<E> {
         let mut g = self.inner.lock();
         g.persisting.remove(&id);
         if res.is_err() {
-            // Not durable: do not let anyone act on it. Abort in memory; the
-            // transaction's client sees the error and the record stays undecided on disk.
-            let _ = g.coord.abort(id, Vec::new());
+            // Not known to be durable: nobody may act on it. The record in memory
+            // is dropped with the rest; the next leader term reloads what was
+            // replicated.
+            self.stale(&mut g);
         }
         drop(g);
         self.persisted.notify_all();
@@ -140,16 +202,13 @@ impl<E: KvEngine> StatusTablet<E> {
         self.decide(id, |c, now| c.create(id, now))
     }
 
+
+    /// Extend a pending transaction's lease. Kept in memory only (a new leader
+    /// gives every pending transaction a fresh lease).
     pub fn heartbeat(&self, id: TxnId) -> Result<TxnRecord> {
-        // Heartbeats are not synced individually: losing one only shortens a lease.
-        let mut g = self.inner.lock();
+        let mut g = self.lead()?;
         let now = self.clock.now();
-        let rec = g.coord.heartbeat(id, now)?;
-        drop(g);
-        let mut b = self.engine.new_batch();
-        b.put(Cf::Regular, &status_record::status_key(id.as_bytes()), &status_record::encode(&to_fields(&rec)));
-        self.engine.write(b, WriteOptions { sync: false })?;
-        Ok(rec)
+        Ok(g.coord.heartbeat(id, now)?)
     }
 
     /// Decide COMMITTED; returns the commit hybrid time.
@@ -164,52 +223,79 @@ impl<E: KvEngine> StatusTablet<E> {
     }
 
     /// Fate of `id` for a reader at `read_ht`. Moves the clock past `read_ht` first.
-    pub fn status(&self, id: TxnId, read_ht: HybridTime) -> TxnStatus {
+    /// Fails unless this replica leads and holds its lease.
+    pub fn status(&self, id: TxnId, read_ht: HybridTime) -> Result<TxnStatus> {
         self.clock.update(read_ht);
-        let mut g = self.inner.lock();
-        while g.persisting.contains(&id) {
-            self.persisted.wait(&mut g);
+        self.log.read_barrier()?;
+        loop {
+            let mut g = self.lead()?;
+            while g.persisting.contains(&id) {
+                self.persisted.wait(&mut g);
+            }
+            // Zero: a replication failed meanwhile; the records are reloaded.
+            if g.term != 0 {
+                return Ok(g.coord.status(id));
+            }
         }
-        g.coord.status(id)
     }
 
+
+    /// The record of `id` as this replica knows it (tests, diagnostics).
     pub fn record(&self, id: TxnId) -> Option<TxnRecord> {
-        self.inner.lock().coord.get(id).cloned()
+        self.lead().ok()?.coord.get(id).cloned()
     }
 
     /// Abort expired transactions; returns them (with participants, for cleanup).
+    /// Nothing on a replica that does not lead.
     pub fn expire(&self) -> Result<Vec<(TxnId, TxnRecord)>> {
-        let expired = {
-            let mut g = self.inner.lock();
-            let now = self.clock.now();
-            g.coord.expire(now)
+        let Ok(mut g) = self.lead() else {
+            return Ok(Vec::new());
         };
-        self.persist(&expired)?;
+        let now = self.clock.now();
+        let expired = g.coord.expire(now);
+        for (id, _) in &expired {
+            g.persisting.insert(*id);
+        }
+        drop(g);
+        let res = self.persist(&expired);
+        let mut g = self.inner.lock();
+        for (id, _) in &expired {
+            g.persisting.remove(id);
+        }
+        if res.is_err() {
+            self.stale(&mut g);
+        }
+        drop(g);
+        self.persisted.notify_all();
+        res?;
         Ok(expired)
     }
 
     /// Every participant applied/removed the intents of `id`.
     pub fn mark_resolved(&self, id: TxnId) -> Result<()> {
         let rec = {
-            let mut g = self.inner.lock();
+            let mut g = self.lead()?;
             let now = self.clock.now();
             g.coord.mark_resolved(id, now)
         };
         if let Some(r) = rec {
+            // Losing this only means resolving again (idempotent) later.
             self.persist(&[(id, r)])?;
         }
         Ok(())
     }
 
-    /// Decided but unresolved transactions.
+    /// Decided but unresolved transactions (none on a replica that does not lead).
     pub fn unresolved(&self) -> Vec<(TxnId, TxnRecord)> {
-        self.inner.lock().coord.unresolved()
+        self.lead().map(|g| g.coord.unresolved()).unwrap_or_default()
     }
 
     /// Drop records resolved more than `retention_micros` ago.
     pub fn gc(&self, retention_micros: u64) -> Result<usize> {
         let ids = {
-            let mut g = self.inner.lock();
+            let Ok(mut g) = self.lead() else {
+                return Ok(0);
+            };
             let now = self.clock.now();
             g.coord.gc(now, retention_micros)
         };
@@ -217,12 +303,18 @@ impl<E: KvEngine> StatusTablet<E> {
         Ok(ids.len())
     }
 
+
+    /// Records in memory (0 on a replica that does not lead).
     pub fn len(&self) -> usize {
-        self.inner.lock().coord.len()
+        self.lead().map(|g| g.coord.len()).unwrap_or(0)
     }
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    pub fn engine(&self) -> &Arc<E> {
+        &self.engine
     }
 }
 

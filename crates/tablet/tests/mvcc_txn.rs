@@ -47,7 +47,7 @@ impl World {
     }
 
     fn resolver(&self) -> impl Fn(TxnId, HybridTime) -> pinax_mvcc::Result<TxnStatus> + '_ {
-        move |t, ht| Ok(self.status.status(t, ht))
+        move |t, ht| Ok(self.status.status(t, ht).expect("status"))
     }
 
     fn tablet_for(&self, key: &[u8]) -> &Tablet<MemEngine> {
@@ -416,7 +416,7 @@ fn crash_after_commit_record_before_apply_still_commits() {
     let commit = w.status.commit(txn, all_ids(&w)).unwrap();
     // crash: nothing applied
     let w = w.restart();
-    assert_eq!(w.status.status(txn, w.now()), TxnStatus::Committed { commit_ht: commit });
+    assert_eq!(w.status.status(txn, w.now()).unwrap(), TxnStatus::Committed { commit_ht: commit });
     assert_eq!(w.status.unresolved().len(), 1);
     assert_eq!(w.get_at("b", w.now()).as_deref(), Some("B"));
     assert_eq!(w.get_at("y", w.now()).as_deref(), Some("Y"));
@@ -444,13 +444,13 @@ fn expired_transaction_is_aborted() {
     w.manual.advance(TIMEOUT_US);
     let expired = w.status.expire().unwrap();
     assert_eq!(expired.len(), 1);
-    assert_eq!(w.status.status(txn, w.now()), TxnStatus::Aborted);
+    assert_eq!(w.status.status(txn, w.now()).unwrap(), TxnStatus::Aborted);
     let e = w.status.commit(txn, all_ids(&w)).unwrap_err();
     assert_eq!(e.code(), ErrorCode::TxnAborted);
     assert_eq!(w.get_at("c", w.now()), None);
     // expiry survives a restart
     let w = w.restart();
-    assert_eq!(w.status.status(txn, w.now()), TxnStatus::Aborted);
+    assert_eq!(w.status.status(txn, w.now()).unwrap(), TxnStatus::Aborted);
 }
 
 #[test]

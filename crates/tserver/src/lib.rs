@@ -1,5 +1,6 @@
 //! pinax-tserver: the tablet server — a node's tablet replicas (each a Raft group,
-//! [`replica`]), its status tablet, the master role (catalog, replica placement,
+//! [`replica`]), its replicas of status tablets (also Raft groups: one per node,
+//! keeping the records of the transactions begun through it), the master role (catalog, replica placement,
 //! moving replicas off dead nodes) on the cluster's first node, the RPC service and
 //! background work.
 //!
@@ -12,13 +13,17 @@
 //!
 //! Request flow: `server` reads a frame → takes in the sender's hybrid time →
 //! `Node::handle` → tablet / status tablet / catalog → response with the node's time.
-//! Background ([`Node::tick`]): expire abandoned transactions, apply or remove intents
-//! of decided ones, forget old status records, advance the MVCC history cutoff.
+//! A request on a status record whose status tablet another node leads is passed
+//! to that leader (`Request::Forwarded`).
+//! Background ([`Node::tick`]): for each status tablet led here, expire abandoned
+//! transactions, apply or remove intents of decided ones, forget old records; sweep
+//! intents; advance the MVCC history cutoff; on the master, place replicas and create
+//! missing status tablets.
 //!
 //! Invariants: a request never panics the daemon (panics are caught per request and
 //! reported as internal errors); a committed transaction's intents are applied
-//! eventually even across restarts (the status tablet keeps it unresolved until all
-//! participants confirm).
+//! eventually even across restarts and leader changes (the status tablet keeps it
+//! unresolved until all participants confirm).
 //! Start at [`Node::handle`].
 
 pub mod factory;

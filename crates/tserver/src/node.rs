@@ -1,11 +1,11 @@
-//! A node: tablets, status tablet, catalog, and the request handler.
+//! A node: tablets, status tablets, catalog, and the request handler.
 
 use crate::factory::EngineFactory;
 use crate::replica::{RaftReplicator, RpcTransport};
 use parking_lot::{Condvar, Mutex, RwLock};
 use pinax_common::{ErrorCode, HybridClock, HybridTime, TabletId, TxnId};
 use pinax_engine::CompactionFilterFactory;
-use pinax_master::{Catalog, CatalogError, Dropped, ReplicaRecord};
+use pinax_master::{status_table_name, Catalog, CatalogError, Dropped, ReplicaRecord, SYSTEM_TABLE_PREFIX};
 use pinax_mvcc::gc::{HistoryCutoff, HistoryGcFilterFactory};
 use pinax_mvcc::{ReadContext, TxnStatus};
 use pinax_proto::{DdlEntry, NodeStatus, ReadPoint, Request, Response, RpcError, SequenceOp, Sharding, TableInfo, TabletInfo};
@@ -66,9 +66,7 @@ impl Default for NodeConfig {
     }
 }
 
-const STATUS_TABLET_ID: TabletId = TabletId(0);
 const CATALOG_ENGINE: &str = "master";
-const STATUS_ENGINE: &str = "status";
 
 fn tablet_engine_name(id: TabletId) -> String {
     format!("tablet-{}", id.0)
@@ -108,7 +106,8 @@ pub struct Node<F: EngineFactory> {
     /// Runs the Raft groups' tasks.
     rt: tokio::runtime::Runtime,
     transport: Arc<RpcTransport>,
-    status: StatusTablet<F::Engine>,
+    /// This node's replicas of status tablets (its own and other nodes').
+    status_tablets: RwLock<HashMap<TabletId, Arc<StatusTablet<F::Engine>>>>,
     cutoff: HistoryCutoff,
     gc_factory: Arc<dyn CompactionFilterFactory>,
     resolutions: Mutex<mpsc::Sender<Resolution>>,
@@ -119,11 +118,13 @@ pub struct Node<F: EngineFactory> {
     /// Bumped (and waiters woken) whenever a transaction commits, aborts or expires.
     txn_ended: (Mutex<u64>, Condvar),
     /// Who waits for whom (waiter → holder), for deadlock detection: the waits of
-    /// transactions whose records are here, while they last.
+    /// transactions whose home is this node, while they last.
     waits_for: Mutex<HashMap<TxnId, TxnId>>,
     /// Committed transactions handed to the applier, and when: the periodic sweep
     /// leaves them to it for a while instead of applying the same intents at once.
     applying: Mutex<HashMap<TxnId, Instant>>,
+    /// Master: held while a status table is created.
+    status_creation: Mutex<()>,
     /// Master only: the nodes that registered (id → address, last heard from).
     nodes: Mutex<BTreeMap<u64, (String, Instant)>>,
     /// When this node last registered with the master.
@@ -167,6 +168,33 @@ const REMOTE_OUTCOMES_MAX: usize = 100_000;
 /// A node: id and RPC address.
 type NodeEntry = (u64, String);
 
+
+/// The transaction a request on a status record concerns.
+fn status_txn(req: &Request) -> Option<TxnId> {
+    match req {
+        Request::CreateTxn { txn }
+        | Request::Heartbeat { txn }
+        | Request::CommitTxn { txn, .. }
+        | Request::AbortTxn { txn, .. }
+        | Request::TxnStatus { txn, .. }
+        | Request::WaitTxn { txn, .. } => Some(*txn),
+        _ => None,
+    }
+}
+
+/// A table to create and place.
+#[derive(Clone)]
+enum Planned<'a> {
+    /// A SQL relation's storage table.
+    Sql { name: &'a str, sharding: Sharding, if_not_exists: bool },
+    /// Node `n`'s status table: one tablet, its first replica (and leader) on `n`.
+    Status(u64),
+}
+
+/// How long a request on a status record follows its status tablet's leader
+/// changes (an election takes 0.5-1 s) before failing as retryable.
+const STATUS_FAILOVER_WAIT: Duration = Duration::from_secs(5);
+
 /// Why creating a table failed: because of one node (place it again without that
 /// node), or otherwise.
 enum CreateFailed {
@@ -195,14 +223,6 @@ impl<F: EngineFactory> Node<F> {
     pub fn open(cfg: NodeConfig, factory: F, clock: Arc<HybridClock>) -> Result<Arc<Self>, RpcError> {
         let io = |e: pinax_engine::Error| err(ErrorCode::Io, e.to_string());
         let catalog = Catalog::open(factory.open(CATALOG_ENGINE, None).map_err(io)?).map_err(catalog_err)?;
-        let status = StatusTablet::open(
-            STATUS_TABLET_ID,
-            factory.open(STATUS_ENGINE, None).map_err(io)?,
-            clock.clone(),
-            cfg.txn_heartbeat_timeout.as_micros() as u64,
-            cfg.sync,
-        )
-        .map_err(tablet_err)?;
         let cutoff = HistoryCutoff::default();
         let gc_factory: Arc<dyn CompactionFilterFactory> = Arc::new(HistoryGcFilterFactory { cutoff: cutoff.clone() });
         let (tx, rx) = mpsc::channel();
@@ -224,7 +244,7 @@ impl<F: EngineFactory> Node<F> {
             groups: RwLock::new(HashMap::new()),
             rt,
             transport,
-            status,
+            status_tablets: RwLock::new(HashMap::new()),
             cutoff,
             gc_factory,
             resolutions: Mutex::new(tx),
@@ -235,6 +255,7 @@ impl<F: EngineFactory> Node<F> {
             waits_for: Mutex::new(HashMap::new()),
             applying: Mutex::new(HashMap::new()),
             requests: AtomicU64::new(0),
+            status_creation: Mutex::new(()),
             nodes: Mutex::new(BTreeMap::new()),
             last_register: Mutex::new(None),
             last_placement_check: Mutex::new(Instant::now()),
@@ -287,10 +308,12 @@ impl<F: EngineFactory> Node<F> {
     /// no-op once the group has one). Idempotent.
     fn open_tablet(&self, r: &ReplicaRecord) -> Result<(), RpcError> {
         let id = r.tablet.id;
-        if self.tablets.read().contains_key(&id) {
+        if self.tablets.read().contains_key(&id) || self.status_tablets.read().contains_key(&id) {
             return Ok(());
         }
-        let engine = Arc::new(self.factory.open(&tablet_engine_name(id), Some(self.gc_factory.clone())).map_err(|e| err(ErrorCode::Io, e.to_string()))?);
+        // Status records are no MVCC data: no history collection there.
+        let gc = (!id.is_status()).then(|| self.gc_factory.clone());
+        let engine = Arc::new(self.factory.open(&tablet_engine_name(id), gc).map_err(|e| err(ErrorCode::Io, e.to_string()))?);
         self.engines.lock().insert(id, Arc::downgrade(&engine));
         let raft_err = |e: pinax_raft::GroupError| err(ErrorCode::Io, format!("tablet {}: {e}", id.0));
         let group = RaftGroup::start(self.rt.handle(), id.0, self.cfg.node_id, engine.clone(), self.clock.clone(), self.transport.clone(), self.cfg.raft_timing).map_err(raft_err)?;
@@ -298,6 +321,12 @@ impl<F: EngineFactory> Node<F> {
             group.initialize(&r.members.iter().cloned().collect()).map_err(raft_err)?;
         }
         let repl = Arc::new(RaftReplicator { tablet_id: id, group });
+        if id.is_status() {
+            let st = StatusTablet::open_replicated(id, engine, repl.clone(), self.clock.clone(), self.cfg.txn_heartbeat_timeout.as_micros() as u64);
+            self.groups.write().insert(id, repl);
+            self.status_tablets.write().insert(id, Arc::new(st));
+            return Ok(());
+        }
         let t = Tablet::open_replicated(id, engine, repl.clone(), self.clock.clone(), r.tablet.partition.clone(), self.cutoff.clone()).map_err(tablet_err)?;
         self.groups.write().insert(id, repl);
         self.tablets.write().insert(id, Arc::new(t));
@@ -315,7 +344,8 @@ impl<F: EngineFactory> Node<F> {
         if self.destroying.lock().contains(&id) {
             return Err(err(ErrorCode::Unavailable, format!("an earlier replica of tablet {} is still being removed here; try again", id.0)));
         }
-        if self.tablets.read().contains_key(&id) && !r.bootstrap {
+        let here = |id: &TabletId| self.tablets.read().contains_key(id) || self.status_tablets.read().contains_key(id);
+        if here(&id) && !r.bootstrap {
             let stale = self.catalog.replicas().map_err(catalog_err)?.into_iter().any(|old| old.tablet.id == id && old.members != r.members);
             if stale {
                 tracing::info!(tablet_id = id.0, "dropping a stale replica before it is added again");
@@ -323,7 +353,7 @@ impl<F: EngineFactory> Node<F> {
                 return Err(err(ErrorCode::Unavailable, format!("a stale replica of tablet {} was here; dropped, try again", id.0)));
             }
         }
-        if !self.tablets.read().contains_key(&id) {
+        if !here(&id) {
             self.catalog.put_replica(&r).map_err(catalog_err)?;
             self.open_tablet(&r)?;
         }
@@ -336,6 +366,8 @@ impl<F: EngineFactory> Node<F> {
     /// `DropReplica`: close the replica and delete its data.
     fn drop_replica(&self, id: TabletId) -> Result<Response, RpcError> {
         let removed = self.tablets.write().remove(&id);
+        drop(removed);
+        let removed = self.status_tablets.write().remove(&id);
         drop(removed);
         self.close_group(id);
         self.catalog.delete_replica(id).map_err(catalog_err)?;
@@ -358,7 +390,7 @@ impl<F: EngineFactory> Node<F> {
     fn finish_destroying(&self) {
         let pending: Vec<TabletId> = self.destroying.lock().iter().copied().collect();
         for id in pending {
-            if self.tablets.read().contains_key(&id) || !self.engine_closed(id) {
+            if self.tablets.read().contains_key(&id) || self.status_tablets.read().contains_key(&id) || !self.engine_closed(id) {
                 continue;
             }
             match self.factory.destroy(&tablet_engine_name(id)) {
@@ -426,10 +458,18 @@ impl<F: EngineFactory> Node<F> {
         }
     }
 
-    /// Whether `txn`'s status record lives on this node.
-    fn owns_txn(&self, txn: TxnId) -> bool {
-        let n = txn.status_node();
-        n == 0 || n == self.cfg.node_id
+    /// `txn`'s home node: its client's node (whose status tablet keeps its record,
+    /// and which keeps what it waits for).
+    fn home_of(&self, txn: TxnId) -> u64 {
+        match txn.status_node() {
+            0 => self.cfg.node_id,
+            n => n,
+        }
+    }
+
+    /// This node's replica of the status tablet keeping `txn`'s record, if any.
+    fn local_status_of(&self, txn: TxnId) -> Option<Arc<StatusTablet<F::Engine>>> {
+        self.status_tablets.read().get(&TabletId::status_of_node(self.home_of(txn))).cloned()
     }
 
     /// The address of node `id`, asking the master (by registering) if unknown.
@@ -442,18 +482,14 @@ impl<F: EngineFactory> Node<F> {
         self.directory.read().get(&id).cloned().ok_or_else(|| err(ErrorCode::Unavailable, format!("node {id} is unknown to this node")))
     }
 
-    /// The status of any transaction: from the local status tablet, or from the
-    /// node keeping its record (decided outcomes are cached). An unreachable record
-    /// is an error, never "aborted".
+    /// The status of any transaction, from the leader of its status tablet (here
+    /// or elsewhere; decided outcomes learnt from other nodes are cached). An
+    /// unreachable record is an error, never "aborted".
     fn txn_status(&self, txn: TxnId, read_ht: HybridTime) -> Result<TxnStatus, RpcError> {
-        if self.owns_txn(txn) {
-            return Ok(self.status.status(txn, read_ht));
-        }
         if let Some(s) = self.remote_outcomes.lock().get(&txn) {
             return Ok(*s);
         }
-        let addr = self.node_addr(txn.status_node())?;
-        match self.transport.request(&addr, Request::TxnStatus { txn, read_ht })? {
+        match self.on_status_tablet(txn, Request::TxnStatus { txn, read_ht }, true)? {
             Response::TxnStatus(s) => {
                 if !matches!(s, TxnStatus::Pending) {
                     let mut cache = self.remote_outcomes.lock();
@@ -466,6 +502,97 @@ impl<F: EngineFactory> Node<F> {
             }
             other => Err(err(ErrorCode::Internal, format!("unexpected answer to TxnStatus: {other:?}"))),
         }
+    }
+
+    /// Handle `req`, a request on `txn`'s status record: here if this node leads
+    /// the record's status tablet; otherwise, when `forward`, at its leader
+    /// (`Forwarded`), following leader changes for up to `STATUS_FAILOVER_WAIT`.
+    fn on_status_tablet(&self, txn: TxnId, req: Request, forward: bool) -> Result<Response, RpcError> {
+        let home = self.home_of(txn);
+        let id = TabletId::status_of_node(home);
+        let deadline = Instant::now() + STATUS_FAILOVER_WAIT;
+        let retryable = |e: &RpcError| matches!(e.code, ErrorCode::NotLeader | ErrorCode::Unavailable | ErrorCode::TabletNotFound);
+        loop {
+            let local = self.status_tablets.read().get(&id).cloned();
+            let res = match &local {
+                Some(st) => self.status_here(st, req.clone()),
+                None => Err(err(ErrorCode::NotLeader, format!("status tablet {} has no replica on node {}", id.0, self.cfg.node_id))),
+            };
+            let e = match res {
+                Err(e) if e.code == ErrorCode::NotLeader && forward => e,
+                other => return other,
+            };
+            let res = self.status_location(home).and_then(|ti| {
+                let skip = local.is_some().then_some(self.cfg.rpc_addr.as_str());
+                self.call_leader(&ti, skip, || Request::Forwarded(Box::new(req.clone())), |e| !retryable(e))
+            });
+            match res {
+                Ok(r) => return Ok(r),
+                Err(e2) if retryable(&e2) && Instant::now() < deadline => {
+                    tracing::debug!(tablet_id = id.0, here = %e, there = %e2, "status tablet leader not found yet");
+                    self.locations.lock().remove(&id);
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                Err(e2) => return Err(e2),
+            }
+        }
+    }
+
+    /// Where node `home`'s status tablet is: cached, from the master, created by
+    /// the master if it does not exist yet.
+    fn status_location(&self, home: u64) -> Result<TabletInfo, RpcError> {
+        let id = TabletId::status_of_node(home);
+        match self.locate(id) {
+            Err(e) if e.code == ErrorCode::TabletNotFound => match self.call_master(Request::EnsureStatusTablet { node: home })? {
+                Response::Tablet(ti) => {
+                    self.locations.lock().insert(id, ti.clone());
+                    Ok(ti)
+                }
+                other => Err(err(ErrorCode::Internal, format!("unexpected answer to EnsureStatusTablet: {other:?}"))),
+            },
+            res => res,
+        }
+    }
+
+    /// A request on a status record, at this node's replica of its status tablet
+    /// (`NotLeader` unless it leads).
+    fn status_here(&self, st: &StatusTablet<F::Engine>, req: Request) -> Result<Response, RpcError> {
+        match req {
+            Request::CreateTxn { txn } => st.create(txn).map(|rec| Response::TxnCreated { start_ht: rec.start_ht }).map_err(tablet_err),
+            Request::Heartbeat { txn } => st.heartbeat(txn).map(|_| Response::Done).map_err(tablet_err),
+            Request::CommitTxn { txn, participants } => {
+                let commit_ht = st.commit(txn, participants.clone()).map_err(tablet_err)?;
+                self.notify_txn_ended();
+                self.applying.lock().insert(txn, Instant::now());
+                let _ = self.resolutions.lock().send(Resolution::Apply { txn, commit_ht, participants });
+                Ok(Response::Committed { commit_ht })
+            }
+            Request::AbortTxn { txn, participants } => {
+                st.abort(txn, participants.clone()).map_err(tablet_err)?;
+                self.notify_txn_ended();
+                // Remove intents right away; the background sweep covers failures.
+                if self.resolve_local(txn, None, &participants) {
+                    let _ = st.mark_resolved(txn);
+                }
+                Ok(Response::Done)
+            }
+            Request::TxnStatus { txn, read_ht } => st.status(txn, read_ht).map(Response::TxnStatus).map_err(tablet_err),
+            Request::WaitTxn { txn, timeout_ms, .. } => {
+                let ended = self.wait_local(st, txn, Duration::from_millis(timeout_ms as u64).min(MAX_WAIT))?;
+                Ok(Response::Waited { ended: ended.is_some(), committed: ended == Some(true) })
+            }
+            other => Err(err(ErrorCode::InvalidRequest, format!("not a request on a transaction status record: {other:?}"))),
+        }
+    }
+
+    /// Master: `EnsureStatusTablet`.
+    fn ensure_status_tablet(&self, node: u64) -> Result<Response, RpcError> {
+        if let Ok(t) = self.catalog.get(&status_table_name(node)) {
+            return Ok(Response::Tablet(t.tablets[0].clone()));
+        }
+        let t = self.create_table_placed(Planned::Status(node))?;
+        tracing::info!(node_id = node, replicas = ?t.tablets[0].replicas, "status tablet created");
+        Ok(Response::Tablet(t.tablets[0].clone()))
     }
 
     /// Where tablet `id` is (cached; from the master).
@@ -576,8 +703,9 @@ impl<F: EngineFactory> Node<F> {
     pub fn clock(&self) -> &Arc<HybridClock> {
         &self.clock
     }
-    pub fn status_tablet(&self) -> &StatusTablet<F::Engine> {
-        &self.status
+    /// This node's replica of node `home`'s status tablet, if it has one.
+    pub fn status_tablet(&self, home: u64) -> Option<Arc<StatusTablet<F::Engine>>> {
+        self.status_tablets.read().get(&TabletId::status_of_node(home)).cloned()
     }
     pub fn tablet(&self, id: TabletId) -> Option<Arc<Tablet<F::Engine>>> {
         self.tablets.read().get(&id).cloned()
@@ -647,8 +775,8 @@ impl<F: EngineFactory> Node<F> {
                     node_id: self.cfg.node_id,
                     rpc_addr: self.cfg.rpc_addr.clone(),
                     data_dir: self.cfg.data_dir.clone(),
-                    tables,
-                    status_tablet_records: self.status.len() as u64,
+                    tables: tables.into_iter().filter(|t| !t.name.starts_with(SYSTEM_TABLE_PREFIX)).collect(),
+                    status_tablet_records: self.status_tablets.read().values().map(|st| st.len() as u64).sum(),
                     hybrid_time: self.clock.now(),
                     nodes,
                 }))
@@ -702,30 +830,19 @@ impl<F: EngineFactory> Node<F> {
                 let result = t.scan(ctx, &spec, &self.resolver()).map_err(tablet_err)?;
                 Ok(Response::Rows { result, read_ht: ctx.read_ht })
             }
-            Request::CreateTxn { txn } => {
-                let rec = self.status.create(txn).map_err(tablet_err)?;
-                Ok(Response::TxnCreated { start_ht: rec.start_ht })
+            req @ (Request::CreateTxn { .. } | Request::Heartbeat { .. } | Request::CommitTxn { .. } | Request::AbortTxn { .. }) => {
+                let txn = status_txn(&req).unwrap_or_else(|| unreachable!("a status request names its transaction"));
+                self.on_status_tablet(txn, req, true)
             }
-            Request::Heartbeat { txn } => self.status.heartbeat(txn).map(|_| Response::Done).map_err(tablet_err),
-            Request::CommitTxn { txn, participants } => {
-                let commit_ht = self.status.commit(txn, participants.clone()).map_err(tablet_err)?;
-                self.notify_txn_ended();
-                self.applying.lock().insert(txn, Instant::now());
-                let _ = self.resolutions.lock().send(Resolution::Apply { txn, commit_ht, participants });
-                Ok(Response::Committed { commit_ht })
-            }
-            Request::AbortTxn { txn, participants } => {
-                self.status.abort(txn, participants.clone()).map_err(tablet_err)?;
-                self.notify_txn_ended();
-                // Remove intents right away; the background sweep covers failures.
-                if self.resolve_local(txn, None, &participants) {
-                    let _ = self.status.mark_resolved(txn);
-                }
-                Ok(Response::Done)
-            }
+            Request::Forwarded(req) => match status_txn(&req) {
+                Some(txn) => self.on_status_tablet(txn, *req, false),
+                None => Err(err(ErrorCode::InvalidRequest, "only requests on status records are forwarded")),
+            },
+            Request::EnsureStatusTablet { node } if self.is_master() => self.ensure_status_tablet(node),
+            req @ Request::EnsureStatusTablet { .. } => self.call_master(req),
             Request::WaitTxn { txn, waiter, timeout_ms } => self.wait_txn(txn, waiter, Duration::from_millis(timeout_ms as u64).min(MAX_WAIT)),
-            Request::WaitsFor { txn } if self.owns_txn(txn) => Ok(Response::WaitingFor { holder: self.waits_for.lock().get(&txn).copied() }),
-            Request::WaitsFor { .. } => Err(err(ErrorCode::InvalidRequest, "WaitsFor sent to a node that does not keep the transaction's record")),
+            Request::WaitsFor { txn } if self.home_of(txn) == self.cfg.node_id => Ok(Response::WaitingFor { holder: self.waits_for.lock().get(&txn).copied() }),
+            Request::WaitsFor { .. } => Err(err(ErrorCode::InvalidRequest, "WaitsFor sent to a node that is not the transaction's home")),
             Request::RollbackTxn { tablet, txn, from_seq } => {
                 let t = self.get_tablet(tablet)?;
                 t.rollback_intents(txn, from_seq).map(|_| Response::Done).map_err(tablet_err)
@@ -760,14 +877,27 @@ impl<F: EngineFactory> Node<F> {
     /// each tablet, so replicas and first leaders spread evenly; the first member
     /// bootstraps the group and is its expected leader.
     fn create_table(&self, name: &str, sharding: Sharding, if_not_exists: bool) -> Result<TableInfo, RpcError> {
+        self.create_table_placed(Planned::Sql { name, sharding, if_not_exists })
+    }
+
+    /// Master: create and place a table (a SQL table, or a node's status table,
+    /// whose first replica and first leader is that node).
+    fn create_table_placed(&self, planned: Planned<'_>) -> Result<TableInfo, RpcError> {
+        // One status table at a time: two creations of the same one would share
+        // tablet ids, and the loser would drop the winner's replicas.
+        let _one = matches!(planned, Planned::Status(_)).then(|| self.status_creation.lock());
         // A node that fails to create its replica is left out and the table placed
         // again on the others (it may have died since it last registered).
         let mut down: Vec<u64> = Vec::new();
         loop {
-            match self.try_create_table(name, sharding.clone(), if_not_exists, &down) {
+            match self.try_create_table(planned.clone(), &down) {
                 Err(CreateFailed::Node(id, e)) => {
                     tracing::warn!(node_id = id, error = %e, "a node could not create its replicas; placing the table without it");
-                    self.nodes.lock().remove(&id);
+                    // Not live from now on (until it registers again); still
+                    // known, so that its replicas move once it is gone for good.
+                    if let Some((_, seen)) = self.nodes.lock().get_mut(&id) {
+                        *seen = (*seen).min(Instant::now().checked_sub(NODE_LIVENESS).unwrap_or(*seen));
+                    }
                     down.push(id);
                     if down.len() >= 3 {
                         return Err(e);
@@ -779,21 +909,34 @@ impl<F: EngineFactory> Node<F> {
         }
     }
 
-    fn try_create_table(&self, name: &str, sharding: Sharding, if_not_exists: bool, down: &[u64]) -> Result<TableInfo, CreateFailed> {
+    fn try_create_table(&self, planned: Planned<'_>, down: &[u64]) -> Result<TableInfo, CreateFailed> {
         let mut live = self.live_nodes();
         live.retain(|(id, _)| !down.contains(id) || *id == self.cfg.node_id);
         let rf = (self.cfg.replication_factor.max(1) as usize).min(live.len());
-        let sharding = match sharding {
-            Sharding::Hash { tablets: 0 } => Sharding::Hash { tablets: self.cfg.tablets_per_node * (live.len() / rf).max(1) as u32 },
-            s => s,
-        };
-        let mut plan = match self.catalog.plan_table(name, sharding, &self.cfg.rpc_addr) {
-            Ok(p) => p,
-            Err(CatalogError::AlreadyExists(_)) if if_not_exists => return self.catalog.get(name).map_err(|e| CreateFailed::Other(catalog_err(e))),
-            Err(e) => return Err(CreateFailed::Other(catalog_err(e))),
+        let existing = |name: &str| self.catalog.get(name).map_err(|e| CreateFailed::Other(catalog_err(e)));
+        let (mut plan, home) = match planned {
+            Planned::Sql { name, sharding, if_not_exists } => {
+                let sharding = match sharding {
+                    Sharding::Hash { tablets: 0 } => Sharding::Hash { tablets: self.cfg.tablets_per_node * (live.len() / rf).max(1) as u32 },
+                    s => s,
+                };
+                match self.catalog.plan_table(name, sharding, &self.cfg.rpc_addr) {
+                    Ok(p) => (p, None),
+                    Err(CatalogError::AlreadyExists(_)) if if_not_exists => return existing(name),
+                    Err(e) => return Err(CreateFailed::Other(catalog_err(e))),
+                }
+            }
+            Planned::Status(node) => match self.catalog.plan_status_table(node, &self.cfg.rpc_addr) {
+                Ok(p) => (p, Some(node)),
+                Err(CatalogError::AlreadyExists(name)) => return existing(&name),
+                Err(e) => return Err(CreateFailed::Other(catalog_err(e))),
+            },
         };
         let mut placed: Vec<(TabletInfo, Vec<(u64, String)>)> = Vec::new();
-        let first = (plan.id.0 as usize) % live.len();
+        let first = match home.and_then(|n| live.iter().position(|(id, _)| *id == n)) {
+            Some(i) => i,
+            None => (plan.id.0 as usize) % live.len(),
+        };
         for (i, ti) in plan.tablets.iter_mut().enumerate() {
             let members: Vec<(u64, String)> = (0..rf).map(|k| live[(first + i + k) % live.len()].clone()).collect();
             ti.leader = members[0].1.clone();
@@ -1026,19 +1169,19 @@ impl<F: EngineFactory> Node<F> {
         cv.notify_all();
     }
 
-    /// `WaitTxn`: block until `txn` ends or `timeout` passes.
+    /// `WaitTxn`: block until `txn` ends or `timeout` passes (the wait itself is
+    /// at the leader of `txn`'s status tablet).
     ///
-    /// Deadlock detection (distributed, by edge chasing): the node keeping the
-    /// record of the waiter `W` (the node its client is connected to, which every
-    /// `WaitTxn` of `W` passes through) keeps the edge `W → txn` while the wait
-    /// lasts. Before waiting, and again every `DEADLOCK_CHECK` while it waits, it
+    /// Deadlock detection (distributed, by edge chasing): the home node of the
+    /// waiter `W` (the node its client is connected to, which every `WaitTxn` of
+    /// `W` passes through) keeps the edge `W → txn` while the wait lasts. Before waiting, and again every `DEADLOCK_CHECK` while it waits, it
     /// follows the edges from `txn` (asking each transaction's record node with
     /// `WaitsFor`); a path back to `W` is a cycle and `W`, the waiter that found
     /// it, is the victim (`Deadlock`, 40P01). Its own edge is left out while it
     /// looks, so that two members checking at once rarely both see the cycle.
     fn wait_txn(&self, txn: TxnId, waiter: Option<TxnId>, timeout: Duration) -> Result<Response, RpcError> {
-        // Only the waiter's own node detects: a forwarded wait just waits.
-        let detect = waiter.filter(|w| self.owns_txn(*w));
+        // Only the waiter's home node detects.
+        let detect = waiter.filter(|w| self.home_of(*w) == self.cfg.node_id);
         let deadline = Instant::now() + timeout;
         let result = loop {
             if let Some(w) = detect {
@@ -1049,19 +1192,10 @@ impl<F: EngineFactory> Node<F> {
                 self.waits_for.lock().insert(w, txn);
             }
             let slice = deadline.saturating_duration_since(Instant::now()).min(DEADLOCK_CHECK);
-            let ended = if self.owns_txn(txn) {
-                self.wait_local(txn, slice)
-            } else {
-                // Its record is elsewhere: wait there.
-                let addr = match self.node_addr(txn.status_node()) {
-                    Ok(a) => a,
-                    Err(e) => break Err(e),
-                };
-                match self.transport.request(&addr, Request::WaitTxn { txn, waiter, timeout_ms: slice.as_millis() as u32 }) {
-                    Ok(Response::Waited { ended, committed }) => ended.then_some(committed),
-                    Ok(other) => break Err(err(ErrorCode::Internal, format!("unexpected answer to WaitTxn: {other:?}"))),
-                    Err(e) => break Err(e),
-                }
+            let ended = match self.on_status_tablet(txn, Request::WaitTxn { txn, waiter: None, timeout_ms: slice.as_millis() as u32 }, true) {
+                Ok(Response::Waited { ended, committed }) => ended.then_some(committed),
+                Ok(other) => break Err(err(ErrorCode::Internal, format!("unexpected answer to WaitTxn: {other:?}"))),
+                Err(e) => break Err(e),
             };
             if ended.is_some() || Instant::now() >= deadline {
                 break Ok(Response::Waited { ended: ended.is_some(), committed: ended == Some(true) });
@@ -1076,28 +1210,29 @@ impl<F: EngineFactory> Node<F> {
         result
     }
 
-    /// Wait up to `timeout` for `txn` (whose record is here) to end: `Some(committed)`
-    /// once it has, `None` if it is still running.
-    fn wait_local(&self, txn: TxnId, timeout: Duration) -> Option<bool> {
+    /// Wait up to `timeout` for `txn` (whose record is in `st`, led here) to end:
+    /// `Some(committed)` once it has, `None` if it is still running.
+    fn wait_local(&self, st: &StatusTablet<F::Engine>, txn: TxnId, timeout: Duration) -> Result<Option<bool>, RpcError> {
         let deadline = Instant::now() + timeout;
         let (lock, cv) = &self.txn_ended;
+        let status = |st: &StatusTablet<F::Engine>| st.status(txn, self.clock.now()).map_err(tablet_err);
         let status = loop {
             let seen = *lock.lock();
-            let status = self.status.status(txn, self.clock.now());
-            if !matches!(status, TxnStatus::Pending) {
-                break status;
+            let s = status(st)?;
+            if !matches!(s, TxnStatus::Pending) {
+                break s;
             }
             let mut g = lock.lock();
             if *g == seen && cv.wait_until(&mut g, deadline).timed_out() {
                 drop(g);
-                break self.status.status(txn, self.clock.now());
+                break status(st)?;
             }
         };
-        match status {
+        Ok(match status {
             TxnStatus::Pending => None,
             TxnStatus::Committed { .. } => Some(true),
             _ => Some(false),
-        }
+        })
     }
 
     /// Whether `waiter` waiting for `holder` closes a cycle of waits: following
@@ -1122,13 +1257,14 @@ impl<F: EngineFactory> Node<F> {
         false
     }
 
-    /// `WaitsFor`: the transaction `txn` waits for now, asked of the node keeping
-    /// its record if that is not this one.
+    /// `WaitsFor`: the transaction `txn` waits for now, asked of its home node if
+    /// that is not this one.
     fn waits_for_of(&self, txn: TxnId) -> Result<Option<TxnId>, RpcError> {
-        if self.owns_txn(txn) {
+        let home = self.home_of(txn);
+        if home == self.cfg.node_id {
             return Ok(self.waits_for.lock().get(&txn).copied());
         }
-        let addr = self.node_addr(txn.status_node())?;
+        let addr = self.node_addr(home)?;
         match self.transport.request(&addr, Request::WaitsFor { txn })? {
             Response::WaitingFor { holder } => Ok(holder),
             other => Err(err(ErrorCode::Internal, format!("unexpected answer to WaitsFor: {other:?}"))),
@@ -1168,8 +1304,9 @@ impl<F: EngineFactory> Node<F> {
             match rx.recv_timeout(Duration::from_millis(200)) {
                 Ok(Resolution::Apply { txn, commit_ht, participants }) => {
                     if self.resolve_local(txn, Some(commit_ht), &participants) {
-                        if let Err(e) = self.status.mark_resolved(txn) {
-                            tracing::warn!(%txn, error = %e, "could not mark transaction resolved");
+                        if let Some(Err(e)) = self.local_status_of(txn).map(|st| st.mark_resolved(txn)) {
+                            // The next leader resolves it again (idempotent).
+                            tracing::debug!(%txn, error = %e, "could not mark transaction resolved");
                         }
                     }
                     self.applying.lock().remove(&txn);
@@ -1198,34 +1335,15 @@ impl<F: EngineFactory> Node<F> {
             }
             self.drop_orphan_replicas();
         }
-        // 1. Abort transactions whose client went silent.
-        match self.status.expire() {
-            Ok(expired) => {
-                if !expired.is_empty() {
-                    self.notify_txn_ended();
-                }
-                for (txn, rec) in expired {
-                    tracing::info!(%txn, "transaction expired: no heartbeat");
-                    if self.resolve_local(txn, None, &rec.participants) {
-                        let _ = self.status.mark_resolved(txn);
-                    }
-                }
-            }
-            Err(e) => tracing::warn!(error = %e, "transaction expiry failed"),
+        let status_tablets: Vec<_> = self.status_tablets.read().values().cloned().collect();
+        if self.is_master() && due {
+            self.ensure_status_tablets();
         }
-        // 2. Decided but unresolved (e.g. after a restart), unless the applier has it.
-        let busy = self.applier_busy();
-        for (txn, rec) in self.status.unresolved() {
-            if busy.contains(&txn) {
-                continue;
-            }
-            let commit = (rec.state == pinax_txn::TxnState::Committed).then_some(rec.commit_ht);
-            if self.resolve_local(txn, commit, &rec.participants) {
-                let _ = self.status.mark_resolved(txn);
-            }
+        for st in status_tablets {
+            self.tick_status_tablet(&st);
         }
-        // 3. Every few seconds: intents whose transaction is decided (covers
-        //    participants the status record never heard of).
+        // Every few seconds: intents whose transaction is decided (covers
+        // participants the status record never heard of).
         let sweep = {
             let mut last = self.last_sweep.lock();
             if last.elapsed() >= Duration::from_secs(2) {
@@ -1238,11 +1356,57 @@ impl<F: EngineFactory> Node<F> {
         if sweep {
             self.sweep_intents();
         }
-        // 4. Forget old records; move the history cutoff.
-        if let Err(e) = self.status.gc(self.cfg.status_retention.as_micros() as u64) {
-            tracing::warn!(error = %e, "status record gc failed");
-        }
+        // Move the history cutoff.
         self.cutoff.advance_to(self.clock.now().sub_micros(self.cfg.history_retention.as_micros() as u64));
+    }
+
+    /// Master: every live node has a status tablet (created before its first
+    /// transaction needs it, so that does not wait).
+    fn ensure_status_tablets(&self) {
+        for (node, _) in self.live_nodes() {
+            if self.catalog.get(&status_table_name(node)).is_err() {
+                if let Err(e) = self.ensure_status_tablet(node) {
+                    tracing::warn!(node_id = node, error = %e, "could not create a status tablet");
+                }
+            }
+        }
+    }
+
+    /// Background work of a status tablet this node leads (nothing otherwise).
+    fn tick_status_tablet(&self, st: &StatusTablet<F::Engine>) {
+        // 1. Abort transactions whose client went silent.
+        match st.expire() {
+            Ok(expired) => {
+                if !expired.is_empty() {
+                    self.notify_txn_ended();
+                }
+                for (txn, rec) in expired {
+                    tracing::info!(%txn, "transaction expired: no heartbeat");
+                    if self.resolve_local(txn, None, &rec.participants) {
+                        let _ = st.mark_resolved(txn);
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::warn!(tablet_id = st.id().0, error = %e, "transaction expiry failed")
+            }
+        }
+        // 2. Decided but unresolved (e.g. after a restart or a leader change),
+        //    unless the applier has it.
+        let busy = self.applier_busy();
+        for (txn, rec) in st.unresolved() {
+            if busy.contains(&txn) {
+                continue;
+            }
+            let commit = (rec.state == pinax_txn::TxnState::Committed).then_some(rec.commit_ht);
+            if self.resolve_local(txn, commit, &rec.participants) {
+                let _ = st.mark_resolved(txn);
+            }
+        }
+        // 3. Forget old records.
+        if let Err(e) = st.gc(self.cfg.status_retention.as_micros() as u64) {
+            tracing::warn!(tablet_id = st.id().0, error = %e, "status record gc failed");
+        }
     }
 
     /// Resolve every intent on this node whose transaction is decided.
