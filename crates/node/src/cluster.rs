@@ -122,6 +122,7 @@ fn node_args(dir: &Path, l: &Layout, i: u32) -> NodeArgs {
         node_timeout_secs: 60,
         fault_injection: false,
         max_clock_skew_ms: 500,
+        data_dirs: Vec::new(),
         clock_offset_ms: 0,
     }
 }

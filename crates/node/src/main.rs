@@ -95,6 +95,12 @@ struct NodeArgs {
     /// restarts past them (YugabyteDB's `max_clock_skew_usec`). A lone node uses 0.
     #[arg(long, default_value_t = 500)]
     max_clock_skew_ms: u64,
+    /// Directories for tablet data, one per disk, comma-separated (default: `data`
+    /// in the data directory). New tablets go to the one holding the fewest. A
+    /// node's directories may grow, never shrink: it refuses to start without one
+    /// it used before.
+    #[arg(long, value_delimiter = ',')]
+    data_dirs: Vec<PathBuf>,
     /// Run this node's clock this many milliseconds ahead (negative: behind) of
     /// the machine's (clock-skew tests).
     #[arg(long, hide = true, default_value_t = 0, allow_hyphen_values = true)]
@@ -219,6 +225,10 @@ fn start(a: NodeArgs) -> Result<()> {
         cmd.arg("--fault-injection");
     }
     cmd.arg("--max-clock-skew-ms").arg(a.max_clock_skew_ms.to_string());
+    if !a.data_dirs.is_empty() {
+        let dirs: Vec<String> = a.data_dirs.iter().map(|d| std::path::absolute(d).unwrap_or_else(|_| d.clone()).display().to_string()).collect();
+        cmd.arg("--data-dirs").arg(dirs.join(","));
+    }
     if a.clock_offset_ms != 0 {
         cmd.arg(format!("--clock-offset-ms={}", a.clock_offset_ms));
     }
@@ -238,6 +248,34 @@ fn start_postgres(a: &NodeArgs, dir: &Path, addr: &str) -> Result<()> {
     println!("PostgreSQL 15 with pinax started: data {}, log {}", postgres::pgdata(dir).display(), postgres::pgdata(dir).join("postgres.log").display());
     println!("connect with: psql -h 127.0.0.1 -p {}   (postgresql://127.0.0.1:{}/)", a.pg_port, a.pg_port);
     Ok(())
+}
+
+/// The directories of a node's tablet data: `--data-dirs`, else `<dir>/data`.
+/// The list is kept in `<dir>/data-dirs`; a start without a directory listed there
+/// is refused (its tablets would be missing: the node would recreate them empty).
+fn tablet_dirs(dir: &Path, given: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    let mut dirs: Vec<PathBuf> = if given.is_empty() { vec![dir.join("data")] } else { given.iter().map(|d| std::path::absolute(d).unwrap_or_else(|_| d.clone())).collect() };
+    dirs.dedup();
+    let record = dir.join("data-dirs");
+    let before: Vec<PathBuf> = match std::fs::read_to_string(&record) {
+        Ok(s) => s.lines().filter(|l| !l.is_empty()).map(PathBuf::from).collect(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => vec![dir.join("data")],
+        Err(e) => return Err(e).with_context(|| format!("reading {}", record.display())),
+    };
+    let used = |d: &PathBuf| std::fs::read_dir(d).map(|mut rd| rd.next().is_some()).unwrap_or(false);
+    for d in &before {
+        if used(d) && !dirs.contains(d) {
+            bail!("data directory {} holds tablets of this node but is not in --data-dirs ({}); add it back", d.display(), dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(","));
+        }
+    }
+    for d in &dirs {
+        std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
+    }
+    let mut all = dirs.clone();
+    all.extend(before.into_iter().filter(|d| !dirs.contains(d) && used(d)));
+    let text: String = all.iter().map(|d| format!("{}\n", d.display())).collect();
+    std::fs::write(&record, text).with_context(|| format!("writing {}", record.display()))?;
+    Ok(dirs)
 }
 
 /// The id of a node joining the cluster of `master`: kept in the data directory,
@@ -289,7 +327,7 @@ fn run(a: NodeArgs) -> Result<()> {
     // Bind first: a port already in use fails before any data is touched.
     let listener = std::net::TcpListener::bind(&addr).with_context(|| format!("listening on {addr}"))?;
     let shared = SharedResources::new(a.block_cache_mb << 20, a.memtable_mb << 20);
-    let factory = RocksFactory::new(dir.join("data"), shared);
+    let factory = RocksFactory::with_roots(tablet_dirs(&dir, &a.data_dirs)?, shared);
     let physical = pinax_common::SkewedClock::new(pinax_common::SystemClock, a.clock_offset_ms.saturating_mul(1000));
     let clock = HybridClock::new(Arc::new(physical)).with_max_skew(a.max_clock_skew_ms.saturating_mul(1000));
     let node = Node::open(cfg, factory, Arc::new(clock)).map_err(|e| anyhow::anyhow!("opening the node: {e}"))?;
@@ -362,7 +400,7 @@ fn status(a: StatusArgs) -> Result<()> {
     let _ = writeln!(out, "node {} at {} (data dir {}), hybrid time {}", s.node_id, s.rpc_addr, s.data_dir, s.hybrid_time);
     let nodes: Vec<String> = s.nodes.iter().map(|(id, a)| format!("{id}@{a}")).collect();
     let _ = writeln!(out, "nodes: {} live: {}", s.nodes.len(), nodes.join(" "));
-    let _ = writeln!(out, "status tablet 0: {} transaction records", s.status_tablet_records);
+    let _ = writeln!(out, "status tablets led here: {} transaction records", s.status_tablet_records);
     let _ = writeln!(out, "tables: {}", s.tables.len());
     for t in &s.tables {
         let _ = writeln!(out, "  {} (id {}, {:?}): {} tablets", t.name, t.id.0, t.sharding, t.tablets.len());

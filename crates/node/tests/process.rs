@@ -135,3 +135,50 @@ fn a_client_outlives_its_node_restarting() {
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+#[test]
+fn tablets_spread_over_data_dirs_and_a_missing_one_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let disks: Vec<std::path::PathBuf> = (0..2).map(|i| dir.path().join(format!("disk{i}"))).collect();
+    let dirs_arg = disks.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(",");
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let run = |dirs: &str| {
+        Command::new(bin())
+            .args(["run", "--data-dir"])
+            .arg(dir.path().join("node"))
+            .args(["--port", &port.to_string(), "--block-cache-mb", "16", "--memtable-mb", "32", "--data-dirs", dirs])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let tablets_in = |d: &std::path::Path| std::fs::read_dir(d).unwrap().flatten().filter(|e| e.file_name().to_string_lossy().starts_with("tablet-")).count();
+    let mut child = run(&dirs_arg);
+    let c = wait_client(&addr);
+    c.create_table("spread", Sharding::Hash { tablets: 8 }).unwrap();
+    for i in 0..100 {
+        c.write("spread", vec![WriteOp::put(key(i), b"v".to_vec())]).unwrap();
+    }
+    let counts: Vec<usize> = disks.iter().map(|d| tablets_in(d)).collect();
+    // 8 tablets, and the node's status tablet once the master created it; evenly
+    // (the catalog is an engine too).
+    assert!((8..=9).contains(&counts.iter().sum::<usize>()), "{counts:?}");
+    assert!(counts.iter().all(|n| *n >= 4), "tablets not spread evenly: {counts:?}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    drop(c);
+
+    // Without one of the disks: refused, nothing touched.
+    let out = run(&disks[0].display().to_string()).wait_with_output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("holds tablets of this node") && err.contains("disk1"), "{err}");
+
+    // With both again: every row is there.
+    let mut child = run(&dirs_arg);
+    let c = wait_client(&addr);
+    assert_eq!(c.scan("spread", ScanSpec::default()).unwrap().len(), 100);
+    child.kill().unwrap();
+    child.wait().unwrap();
+}

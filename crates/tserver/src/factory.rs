@@ -5,7 +5,7 @@ use pinax_engine::{CompactionFilterFactory, KvEngine};
 use pinax_engine_mem::MemEngine;
 use pinax_engine_rocks::{RocksConfig, RocksEngine, SharedResources};
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub trait EngineFactory: Send + Sync + 'static {
@@ -18,16 +18,62 @@ pub trait EngineFactory: Send + Sync + 'static {
     fn list(&self) -> pinax_engine::Result<Vec<String>>;
 }
 
-/// RocksDB engines under one directory, sharing a block cache and memtable budget.
+/// RocksDB engines under one or more directories (one per disk), sharing a block
+/// cache and memtable budget.
+///
+/// An engine lives in exactly one of the directories: an existing one is opened
+/// where it is; a new one goes to the directory holding the fewest engines (the
+/// first of those on a tie), so tablets spread evenly over the disks.
 pub struct RocksFactory {
-    root: PathBuf,
+    roots: Vec<PathBuf>,
     shared: SharedResources,
     disable_wal: bool,
+    /// Held while choosing a directory for a new engine.
+    placing: Mutex<()>,
 }
 
 impl RocksFactory {
     pub fn new(root: PathBuf, shared: SharedResources) -> Self {
-        RocksFactory { root, shared, disable_wal: false }
+        Self::with_roots(vec![root], shared)
+    }
+
+    /// Engines spread over `roots` (at least one).
+    pub fn with_roots(roots: Vec<PathBuf>, shared: SharedResources) -> Self {
+        assert!(!roots.is_empty(), "invariant: a RocksFactory has a directory");
+        RocksFactory { roots, shared, disable_wal: false, placing: Mutex::new(()) }
+    }
+
+    /// Names of the engines in `root`.
+    fn engines_in(root: &Path) -> pinax_engine::Result<Vec<String>> {
+        let rd = match std::fs::read_dir(root) {
+            Ok(rd) => rd,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(pinax_engine::Error::Io(format!("listing {}: {e}", root.display()))),
+        };
+        Ok(rd.flatten().filter(|e| e.path().is_dir()).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+    }
+
+    /// Where engine `name` is, or goes: its directory if it exists, else the
+    /// directory with the fewest engines.
+    fn path_of(&self, name: &str) -> pinax_engine::Result<PathBuf> {
+        let mut least: Option<(usize, &PathBuf)> = None;
+        for root in &self.roots {
+            let p = root.join(name);
+            if p.is_dir() {
+                return Ok(p);
+            }
+            let n = Self::engines_in(root)?.len();
+            if least.is_none_or(|(m, _)| n < m) {
+                least = Some((n, root));
+            }
+        }
+        let (_, root) = least.unwrap_or_else(|| unreachable!("a RocksFactory has a directory"));
+        Ok(root.join(name))
+    }
+
+    /// Engines per directory (directory, names), in the order given.
+    pub fn placement(&self) -> pinax_engine::Result<Vec<(PathBuf, Vec<String>)>> {
+        self.roots.iter().map(|r| Ok((r.clone(), Self::engines_in(r)?))).collect()
     }
 }
 
@@ -35,25 +81,25 @@ impl EngineFactory for RocksFactory {
     type Engine = RocksEngine;
     fn open(&self, name: &str, gc: Option<Arc<dyn CompactionFilterFactory>>) -> pinax_engine::Result<RocksEngine> {
         let cfg = RocksConfig { compaction_filter: gc, disable_wal: self.disable_wal, ..RocksConfig::with_shared(self.shared.clone()) };
-        RocksEngine::open(self.root.join(name), &cfg)
+        let _placing = self.placing.lock();
+        RocksEngine::open(self.path_of(name)?, &cfg)
     }
     fn destroy(&self, name: &str) -> pinax_engine::Result<()> {
-        let p = self.root.join(name);
-        if p.exists() {
-            std::fs::remove_dir_all(&p).map_err(|e| pinax_engine::Error::Io(format!("removing {}: {e}", p.display())))?;
+        for root in &self.roots {
+            let p = root.join(name);
+            if p.exists() {
+                std::fs::remove_dir_all(&p).map_err(|e| pinax_engine::Error::Io(format!("removing {}: {e}", p.display())))?;
+            }
         }
         Ok(())
     }
     fn list(&self) -> pinax_engine::Result<Vec<String>> {
         let mut out = Vec::new();
-        let rd = match std::fs::read_dir(&self.root) {
-            Ok(rd) => rd,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
-            Err(e) => return Err(pinax_engine::Error::Io(e.to_string())),
-        };
-        for e in rd.flatten() {
-            if e.path().is_dir() {
-                out.push(e.file_name().to_string_lossy().into_owned());
+        for root in &self.roots {
+            for name in Self::engines_in(root)? {
+                if !out.contains(&name) {
+                    out.push(name);
+                }
             }
         }
         Ok(out)
@@ -83,5 +129,48 @@ impl EngineFactory for MemFactory {
     }
     fn list(&self) -> pinax_engine::Result<Vec<String>> {
         Ok(self.engines.lock().keys().cloned().collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(v: &[String]) -> Vec<&str> {
+        let mut v: Vec<&str> = v.iter().map(|s| s.as_str()).collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn engines_spread_evenly_over_directories_and_are_found_again() {
+        let tmp = tempfile::tempdir().unwrap();
+        let roots: Vec<PathBuf> = (0..3).map(|i| tmp.path().join(format!("disk{i}"))).collect();
+        let shared = SharedResources::new(8 << 20, 8 << 20);
+        let f = RocksFactory::with_roots(roots.clone(), shared.clone());
+        let engines: Vec<_> = (0..7).map(|i| f.open(&format!("tablet-{i}"), None).unwrap()).collect();
+        let counts: Vec<usize> = f.placement().unwrap().iter().map(|(_, n)| n.len()).collect();
+        assert_eq!(counts, vec![3, 2, 2], "new engines go to the emptiest directory, the first on a tie");
+        drop(engines);
+        // Reopened by another factory over the same directories (a restart):
+        // each engine is opened where it is, not created again elsewhere.
+        let f = RocksFactory::with_roots(roots.clone(), shared.clone());
+        let before = f.placement().unwrap();
+        for i in 0..7 {
+            drop(f.open(&format!("tablet-{i}"), None).unwrap());
+        }
+        assert_eq!(f.placement().unwrap(), before);
+        assert_eq!(names(&f.list().unwrap()).len(), 7);
+        // A disk added later takes the next new engines.
+        let mut more = roots.clone();
+        more.push(tmp.path().join("disk3"));
+        let f = RocksFactory::with_roots(more, shared);
+        drop(f.open("tablet-7", None).unwrap());
+        drop(f.open("tablet-8", None).unwrap());
+        let counts: Vec<usize> = f.placement().unwrap().iter().map(|(_, n)| n.len()).collect();
+        assert_eq!(counts, vec![3, 2, 2, 2]);
+        f.destroy("tablet-0").unwrap();
+        assert!(!names(&f.list().unwrap()).contains(&"tablet-0"));
+        assert_eq!(f.placement().unwrap()[0].1.len(), 2);
     }
 }
