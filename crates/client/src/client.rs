@@ -376,6 +376,18 @@ impl Client {
         Ok((n, ht))
     }
 
+    /// ANALYZE's sample: every `every`-th row of [`Client::scan_at`] (all when
+    /// `every <= 1`), and how many rows it would return in all.
+    pub fn sample_at(&self, table: &str, mut spec: ScanSpec, at: ReadPoint, every: u32) -> Result<(Vec<Row>, u64, HybridTime)> {
+        spec.sample_every = every;
+        let (mut rows, mut n) = (Vec::new(), 0);
+        let ht = self.scan_each(table, spec, at, |r| {
+            n += r.count;
+            rows.extend(r.rows)
+        })?;
+        Ok((rows, n, ht))
+    }
+
     /// The scan behind [`Client::scan_at`]: each tablet's result pages go to `f`.
     fn scan_each(&self, table: &str, spec: ScanSpec, mut at: ReadPoint, mut f: impl FnMut(ScanResult)) -> Result<HybridTime> {
         let t = self.table(table)?;

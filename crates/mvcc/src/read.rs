@@ -165,8 +165,10 @@ impl<'a, S: Snapshot, R: TxnStatusResolver + ?Sized> MvccReader<'a, S, R> {
             } else {
                 Found::Nothing
             };
+            // Whether this key's row, if visible, is returned (its value is read).
+            let returned = !spec.count_only && (spec.sample_every <= 1 || (out.count + 1) % spec.sample_every as u64 == 0);
             let from_regular = if in_regular {
-                let (found, uncertain) = read_version_group(&mut reg, &esc, &self.ctx, spec.reverse, !spec.count_only)?;
+                let (found, uncertain) = read_version_group(&mut reg, &esc, &self.ctx, spec.reverse, returned)?;
                 if let Some(ht) = uncertain {
                     self.restart.set(self.restart.get().max(ht));
                 }
@@ -183,7 +185,7 @@ impl<'a, S: Snapshot, R: TxnStatusResolver + ?Sized> MvccReader<'a, S, R> {
             };
             if let Found::Value(v) = visible {
                 out.count += 1;
-                if !spec.count_only {
+                if returned {
                     let (user_key, _) = keys::unescape_prefix(&esc)?;
                     bytes += user_key.len() + v.len();
                     out.rows.push((user_key, v));
@@ -195,18 +197,12 @@ impl<'a, S: Snapshot, R: TxnStatusResolver + ?Sized> MvccReader<'a, S, R> {
                         None => false,
                     };
                     if reg.valid()? || more_intents {
-                        let last = match out.rows.last() {
-                            Some((k, _)) => k.clone(),
-                            None => keys::unescape_prefix(&esc)?.0,
-                        };
-                        let last = &last;
-                        out.resume = Some(if spec.reverse {
-                            last.clone()
-                        } else {
-                            let mut n = last.clone();
-                            n.push(0);
-                            n
-                        });
+                        // The last row counted (returned or not).
+                        let mut last = keys::unescape_prefix(&esc)?.0;
+                        if !spec.reverse {
+                            last.push(0);
+                        }
+                        out.resume = Some(last);
                     }
                     break;
                 }

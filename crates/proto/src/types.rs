@@ -140,6 +140,9 @@ pub struct ScanSpec {
     /// Return no rows, only how many are visible (`ScanResult::count`; `limit` then
     /// bounds the count): `count(*)` through an index-only scan reading no column.
     pub count_only: bool,
+    /// Return only every `sample_every`-th visible row (0 or 1: all), still
+    /// counting all of them in `ScanResult::count`: ANALYZE's sample.
+    pub sample_every: u32,
 }
 
 /// A row as storage returns it: (key, value).

@@ -100,6 +100,11 @@ impl Pager {
         }
     }
 
+    /// Rows fetched and not yet returned.
+    pub fn queued(&self) -> usize {
+        self.rows.len()
+    }
+
     pub fn next_row(&mut self) -> Result<Option<Row>, FlushError> {
         loop {
             if let Some(r) = self.rows.pop_front() {
@@ -130,6 +135,26 @@ impl Pager {
         }
         self.rows.extend(rows);
         Ok(())
+    }
+
+    /// ANALYZE's sample of the whole walk in one go: every `every`-th row (all
+    /// when `every <= 1`) is queued for [`Pager::next_row`], chosen in the tablets
+    /// (the others are counted there, not shipped). If that yields fewer than half
+    /// of `keep` rows (the walk has fewer rows than `every` assumed), it samples
+    /// again, at the same read point, for about `keep`. Returns how many rows the
+    /// walk has in all.
+    pub fn sample(&mut self, mut every: u32, keep: u64) -> Result<u64, FlushError> {
+        loop {
+            let ((rows, n), read_ht, at) = self.reading(|client, storage, spec, at| client.sample_at(storage, spec, at, every).map(|(rows, n, ht)| ((rows, n), ht)), 0)?;
+            self.at = Some(ReadPoint { read_ht, ..at });
+            if every > 1 && (rows.len() as u64) < keep / 2 && (rows.len() as u64) < n {
+                every = (n / keep.max(1)).max(1) as u32;
+                continue;
+            }
+            self.rows.extend(rows);
+            self.done = true;
+            return Ok(n);
+        }
     }
 
     /// Point read of `key` at this walk's read point.

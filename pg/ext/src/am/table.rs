@@ -35,6 +35,9 @@ struct ScanState {
     relid: u32,
     /// ANALYZE: the single "block" has been handed out.
     analyze_block_done: bool,
+    /// ANALYZE: rows the tablets counted but did not ship (sampling), to add to
+    /// the live rows once.
+    analyze_unshipped: u64,
 }
 
 #[pg_guard]
@@ -87,7 +90,7 @@ unsafe extern "C-unwind" fn scan_begin(
     (*d).base.rs_nkeys = nkeys;
     (*d).base.rs_key = key;
     (*d).base.rs_flags = flags;
-    let st = ScanState { pager: Pager::new(m.storage.clone(), Vec::new(), None, false, snapshot_cid(snapshot)), relid: m.relid, analyze_block_done: false };
+    let st = ScanState { pager: Pager::new(m.storage.clone(), Vec::new(), None, false, snapshot_cid(snapshot)), relid: m.relid, analyze_block_done: false, analyze_unshipped: 0 };
     (*d).state = Box::into_raw(Box::new(st));
     (*d).cb.func = Some(free_scan_state);
     (*d).cb.arg = d.cast();
@@ -635,15 +638,44 @@ unsafe extern "C-unwind" fn relation_vacuum(_rel: pg_sys::Relation, _params: *mu
 
 #[pg_guard]
 unsafe extern "C-unwind" fn scan_analyze_next_block(scan: pg_sys::TableScanDesc, _blockno: pg_sys::BlockNumber, _bstrategy: pg_sys::BufferAccessStrategy) -> bool {
-    // The table reports one block (relation_size), which yields every row: ANALYZE's
-    // reservoir then samples rows uniformly and its row count is exact.
+    // The table reports one block (relation_size), which yields the rows the
+    // tablets sample (every k-th, k from the last row count: about twice the rows
+    // ANALYZE keeps; all of them for a table never analyzed or small). ANALYZE's
+    // reservoir then samples those uniformly; the row count is exact (the tablets
+    // count what they do not ship).
     let d = scan as *mut PinaxScanDesc;
     let st = &mut *(*d).state;
     if st.analyze_block_done {
         return false;
     }
     st.analyze_block_done = true;
+    let (every, keep) = analyze_sample_every((*d).base.rs_rd);
+    let total = st.pager.sample(every, keep).or_raise();
+    let shipped = st.pager.queued() as u64;
+    st.analyze_unshipped = total.saturating_sub(shipped);
+    pgrx::debug1!("pinax: ANALYZE read {shipped} of {total} rows (sampled in the tablets)");
     true
+}
+
+/// Every how many rows ANALYZE's sample takes one, and how many rows it aims at:
+/// about twice the rows ANALYZE keeps (300 x the largest statistics target of the
+/// table's columns), judged by the row count of the last ANALYZE. 1 (every row)
+/// when the table has none yet or is small.
+unsafe fn analyze_sample_every(rel: pg_sys::Relation) -> (u32, u64) {
+    let reltuples = (*(*rel).rd_rel).reltuples as f64;
+    let desc = (*rel).rd_att;
+    let mut target = pg_sys::default_statistics_target.max(1);
+    for i in 0..(*desc).natts as usize {
+        let attr = (*desc).attrs.as_ptr().add(i);
+        if !(*attr).attisdropped && (*attr).attstattarget > target {
+            target = (*attr).attstattarget;
+        }
+    }
+    let keep = 2.0 * 300.0 * target as f64;
+    if reltuples <= keep {
+        return (1, keep as u64);
+    }
+    ((reltuples / keep).min(u32::MAX as f64) as u32, keep as u64)
 }
 
 #[pg_guard]
@@ -651,7 +683,7 @@ unsafe extern "C-unwind" fn scan_analyze_next_tuple(scan: pg_sys::TableScanDesc,
     let d = scan as *mut PinaxScanDesc;
     let st = &mut *(*d).state;
     if next_into_slot(&mut st.pager, st.relid, slot) {
-        *liverows += 1.0;
+        *liverows += 1.0 + std::mem::take(&mut st.analyze_unshipped) as f64;
         true
     } else {
         false
