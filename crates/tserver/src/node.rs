@@ -67,6 +67,9 @@ impl Default for NodeConfig {
 }
 
 const CATALOG_ENGINE: &str = "master";
+/// The engine that held a node's status records before status tablets were
+/// replicated (`Node::retire_local_status_engine`).
+const OLD_STATUS_ENGINE: &str = "status";
 
 fn tablet_engine_name(id: TabletId) -> String {
     format!("tablet-{}", id.0)
@@ -285,6 +288,7 @@ impl<F: EngineFactory> Node<F> {
                 }
             }
         }
+        node.retire_local_status_engine()?;
         let mut wanted = std::collections::HashSet::new();
         for r in &records {
             wanted.insert(tablet_engine_name(r.tablet.id));
@@ -296,6 +300,28 @@ impl<F: EngineFactory> Node<F> {
             }
         }
         Ok(Arc::new(node))
+    }
+
+    /// Data directories from before status tablets were replicated keep this
+    /// node's records in a local engine. Its committed transactions not yet
+    /// applied everywhere would be lost (their intents read as aborted without a
+    /// record): such a directory is refused, to be finished by the previous
+    /// version. Otherwise (pending ones abort anyway) the engine is deleted.
+    fn retire_local_status_engine(&self) -> Result<(), RpcError> {
+        let io = |e: pinax_engine::Error| err(ErrorCode::Io, e.to_string());
+        if !self.factory.list().map_err(io)?.iter().any(|n| n == OLD_STATUS_ENGINE) {
+            return Ok(());
+        }
+        let old = StatusTablet::open(TabletId(0), self.factory.open(OLD_STATUS_ENGINE, None).map_err(io)?, self.clock.clone(), u64::MAX, false).map_err(tablet_err)?;
+        let committed = old.unresolved().into_iter().filter(|(_, r)| r.state == pinax_txn::TxnState::Committed).count();
+        drop(old);
+        if committed > 0 {
+            return Err(err(
+                ErrorCode::InvalidRequest,
+                format!("this data directory keeps {committed} committed transactions not yet applied in the local status engine of an earlier Pinax; start that version once to apply them, then this one"),
+            ));
+        }
+        self.factory.destroy(OLD_STATUS_ENGINE).map_err(io)
     }
 
     pub fn is_master(&self) -> bool {

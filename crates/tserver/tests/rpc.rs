@@ -391,3 +391,36 @@ fn published_ddl_is_logged_and_applied_by_the_other_nodes_and_names_share_a_tabl
     drop(second);
     drop(master);
 }
+
+#[test]
+fn a_local_status_engine_of_an_earlier_version_is_retired_or_refused() {
+    // Before status tablets were replicated, records lived in a local engine
+    // named "status". A committed transaction not applied yet there would be lost
+    // (its intents would read as aborted): the node refuses to open. Otherwise the
+    // engine is deleted.
+    use pinax_common::{TabletId, TxnId};
+    use pinax_tablet::StatusTablet;
+    use pinax_tserver::EngineFactory;
+    let clock = Arc::new(HybridClock::system());
+    for committed_unapplied in [true, false] {
+        let factory = MemFactory::default();
+        let old = StatusTablet::open(TabletId(0), factory.open("status", None).unwrap(), clock.clone(), 5_000_000, false).unwrap();
+        let (pending, done) = (TxnId([1; 16]), TxnId([2; 16]));
+        old.create(pending).unwrap();
+        old.create(done).unwrap();
+        old.commit(done, vec![TabletId(7)]).unwrap();
+        if !committed_unapplied {
+            old.mark_resolved(done).unwrap();
+        }
+        drop(old);
+        let res = Node::open(NodeConfig { sync: false, ..NodeConfig::default() }, factory.clone(), clock.clone());
+        if committed_unapplied {
+            let e = res.err().expect("refused");
+            assert!(e.message.contains("1 committed transactions not yet applied"), "{e}");
+            assert!(factory.list().unwrap().contains(&"status".to_string()), "kept for the earlier version");
+        } else {
+            assert!(res.is_ok());
+            assert!(!factory.list().unwrap().contains(&"status".to_string()), "deleted");
+        }
+    }
+}
