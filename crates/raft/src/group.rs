@@ -179,6 +179,12 @@ impl RaftGroup {
         })
     }
 
+    /// Whether this replica is the leader right now, as far as it knows (no
+    /// waiting, no check that it applied everything; see `leader_term`).
+    pub fn leads_now(&self) -> bool {
+        self.is_leader_now().is_some()
+    }
+
     fn is_leader_now(&self) -> Option<u64> {
         let m = self.raft.metrics();
         let m = m.borrow();

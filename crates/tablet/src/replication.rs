@@ -39,6 +39,10 @@ pub trait Replicator: Send + Sync + 'static {
     /// every write decision.
     fn leader_term(&self) -> Result<u64>;
 
+    /// Whether this replica is the leader right now as far as it knows, without
+    /// waiting for an election (background work skips replicas that do not).
+    fn leads_now(&self) -> bool;
+
     /// The current leader term, or [`Error::NotLeader`] unless a read served now by
     /// this replica cannot miss a write acknowledged by any leader (a leader lease
     /// or a read-index round).
@@ -71,6 +75,9 @@ impl<E: KvEngine> Replicator for DirectWrite<E> {
     }
     fn leader_term(&self) -> Result<u64> {
         Ok(1)
+    }
+    fn leads_now(&self) -> bool {
+        true
     }
     fn read_barrier(&self) -> Result<u64> {
         Ok(1)

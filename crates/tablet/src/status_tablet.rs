@@ -134,6 +134,12 @@ impl<E: KvEngine> StatusTablet<E> {
         self.lead().is_ok()
     }
 
+    /// Whether this replica is the leader right now as far as it knows, without
+    /// waiting for an election (background work skips the others).
+    pub fn leads_now(&self) -> bool {
+        self.log.leads_now()
+    }
+
     pub fn id(&self) -> TabletId {
         self.id
     }
@@ -304,8 +310,11 @@ impl<E: KvEngine> StatusTablet<E> {
     }
 
 
-    /// Records in memory (0 on a replica that does not lead).
+    /// Records in memory (0 on a replica that does not lead now).
     pub fn len(&self) -> usize {
+        if !self.leads_now() {
+            return 0;
+        }
         self.lead().map(|g| g.coord.len()).unwrap_or(0)
     }
 

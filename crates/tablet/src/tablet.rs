@@ -174,6 +174,12 @@ impl<E: KvEngine> Tablet<E> {
         self.log.leader_term().is_ok()
     }
 
+    /// Whether this replica is the leader right now as far as it knows, without
+    /// waiting for an election: [`Tablet::is_leader`] may wait seconds for one.
+    pub fn leads_now(&self) -> bool {
+        self.log.leads_now()
+    }
+
     /// Caller holds the write lock: fail unless this replica leads; on the first
     /// write of a new term, reload what the lock's state knows about the engine
     /// (batches applied as a follower bypassed it).

@@ -701,6 +701,9 @@ impl pinax_tablet::Replicator for CountingLog {
     fn leader_term(&self) -> pinax_tablet::Result<u64> {
         self.inner.leader_term()
     }
+    fn leads_now(&self) -> bool {
+        self.inner.leads_now()
+    }
     fn read_barrier(&self) -> pinax_tablet::Result<u64> {
         self.inner.read_barrier()
     }

@@ -1398,8 +1398,12 @@ impl<F: EngineFactory> Node<F> {
         }
     }
 
-    /// Background work of a status tablet this node leads (nothing otherwise).
+    /// Background work of a status tablet this node leads (nothing otherwise; a
+    /// replica that knows no leader is skipped at once, not waited for).
     fn tick_status_tablet(&self, st: &StatusTablet<F::Engine>) {
+        if !st.leads_now() {
+            return;
+        }
         // 1. Abort transactions whose client went silent.
         match st.expire() {
             Ok(expired) => {
@@ -1440,7 +1444,9 @@ impl<F: EngineFactory> Node<F> {
         let tablets: Vec<_> = self.tablets.read().values().cloned().collect();
         let busy = self.applier_busy();
         for t in tablets {
-            if !t.is_leader() {
+            // Not `is_leader`: it would wait seconds for each replica whose
+            // group has no leader, stalling the node's background loop.
+            if !t.leads_now() || !t.is_leader() {
                 continue;
             }
             let txns = t.txns_maybe_with_intents();

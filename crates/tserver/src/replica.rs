@@ -43,6 +43,9 @@ impl Replicator for RaftReplicator {
     fn leader_term(&self) -> pinax_tablet::Result<u64> {
         self.group.leader_term().map_err(|e| group_err(self.tablet_id, e))
     }
+    fn leads_now(&self) -> bool {
+        self.group.leads_now()
+    }
     fn read_barrier(&self) -> pinax_tablet::Result<u64> {
         self.group.read_barrier().map_err(|e| group_err(self.tablet_id, e))
     }
