@@ -14,6 +14,7 @@
 # failed transactions (40001) are retried (--max-tries), and only successes count.
 #
 # Usage: bench/ycsb.sh [RECORDS] [SECONDS] [CLIENTS]   (default 100000 20 4)
+# YCSB_WORKLOADS="A F": run only these (default: A B C E F).
 set -euo pipefail
 records="${1:-100000}"
 secs="${2:-20}"
@@ -45,7 +46,7 @@ declare -A mix=(
 )
 echo "ycsb: $records records, $clients clients, ${secs}s per workload and system, $(nproc) cores, $(date -u +%F)"
 printf "%-9s %10s %10s %8s %14s %14s %7s %9s\n" workload pinax_tps pg_tps tps_x pinax_cpu_us pg_cpu_us cpu_x retried
-for w in A B C E F; do
+for w in ${YCSB_WORKLOADS:-A B C E F}; do
   declare -A tps cpu_us retried
   for sys in pinax stock; do
     files=()
