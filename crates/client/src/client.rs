@@ -441,7 +441,8 @@ impl Client {
     /// (`ErrorCode::Deadlock` when the wait would close a cycle). Returns `None` if it
     /// is still running, else whether it committed.
     pub fn wait_txn(&self, txn: TxnId, waiter: Option<TxnId>, timeout_ms: u32) -> Result<Option<bool>> {
-        // Status records live on the seed node (the transaction status tablet).
+        // The seed node keeps the waiter's deadlock-detection edge and waits at
+        // the leader of `txn`'s status tablet.
         match self.call(Request::WaitTxn { txn, waiter, timeout_ms })? {
             Response::Waited { ended, committed } => Ok(ended.then_some(committed)),
             r => Err(unexpected(r)),

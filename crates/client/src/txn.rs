@@ -32,8 +32,9 @@ pub struct Txn {
 
 impl Txn {
     pub(crate) fn new(client: Client) -> Txn {
-        // The first 8 bytes name the node keeping the status record (the seed), so
-        // any node meeting an intent of this transaction knows whom to ask.
+        // The first 8 bytes name the transaction's home node (the seed), whose
+        // status tablet keeps its record: any node meeting an intent of this
+        // transaction knows which status tablet to ask.
         let mut id = TxnId(rand::random());
         id.0[..8].copy_from_slice(&client.inner.seed_node_id.load(std::sync::atomic::Ordering::Relaxed).to_be_bytes());
         let read_ht = client.now();

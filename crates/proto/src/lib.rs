@@ -122,9 +122,10 @@ pub enum Request {
     /// `waiter`: the transaction that waits, for deadlock detection (a wait that
     /// would close a cycle of waiters fails with `Deadlock`).
     WaitTxn { txn: TxnId, waiter: Option<TxnId>, timeout_ms: u32 },
-    /// To the node keeping `txn`'s status record: which transaction `txn` waits for
-    /// now, if any (that node sees every `WaitTxn` of `txn`). Deadlock detection
-    /// follows these edges from node to node.
+    /// To `txn`'s home node (its client's node, the first 8 bytes of its id):
+    /// which transaction `txn` waits for now, if any (that node sees every
+    /// `WaitTxn` of `txn`). Deadlock detection follows these edges from node to
+    /// node.
     WaitsFor { txn: TxnId },
     /// A Raft message (`pinax_raft::network`) for node `target`'s replica of group
     /// (tablet) `group`: `kind` says which RPC, `body` is its bincode. A node whose
