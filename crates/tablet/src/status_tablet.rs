@@ -129,11 +129,6 @@ impl<E: KvEngine> StatusTablet<E> {
         Ok(g)
     }
 
-    /// Whether this replica leads (and has loaded the records).
-    pub fn is_leader(&self) -> bool {
-        self.lead().is_ok()
-    }
-
     /// Whether this replica is the leader right now as far as it knows, without
     /// waiting for an election (background work skips the others).
     pub fn leads_now(&self) -> bool {
@@ -143,7 +138,6 @@ impl<E: KvEngine> StatusTablet<E> {
     pub fn id(&self) -> TabletId {
         self.id
     }
-
 
     fn replicate(&self, b: OwnedBatch) -> Result<()> {
         self.log.replicate(self.clock.now(), b, 0)
@@ -171,10 +165,23 @@ impl<E: KvEngine> StatusTablet<E> {
         self.replicate(b)
     }
 
-    /// After a failed replication the entry may still commit (or not): the
-    /// records in memory are not to be trusted; the next term reloads them.
-    fn stale(&self, g: &mut Inner) {
-        g.term = 0;
+    /// Replicate `recs`, decided in memory with their ids put in `persisting`
+    /// (status queries about them wait), then let the waiters go. After a failed
+    /// replication the entries may still commit (or not): the records in memory
+    /// are not to be trusted, and the next leader term reloads what was
+    /// replicated.
+    fn publish(&self, recs: &[(TxnId, TxnRecord)]) -> Result<()> {
+        let res = self.persist(recs);
+        let mut g = self.inner.lock();
+        for (id, _) in recs {
+            g.persisting.remove(id);
+        }
+        if res.is_err() {
+            g.term = 0;
+        }
+        drop(g);
+        self.persisted.notify_all();
+        res
     }
 
     /// Run `decide` on the coordinator, replicate what it returns, then publish.
@@ -189,25 +196,13 @@ impl<E: KvEngine> StatusTablet<E> {
             g.persisting.insert(id);
             rec
         };
-        let res = self.persist(&[(id, rec.clone())]);
-        let mut g = self.inner.lock();
-        g.persisting.remove(&id);
-        if res.is_err() {
-            // Not known to be durable: nobody may act on it. The record in memory
-            // is dropped with the rest; the next leader term reloads what was
-            // replicated.
-            self.stale(&mut g);
-        }
-        drop(g);
-        self.persisted.notify_all();
-        res?;
+        self.publish(&[(id, rec.clone())])?;
         Ok(rec)
     }
 
     pub fn create(&self, id: TxnId) -> Result<TxnRecord> {
         self.decide(id, |c, now| c.create(id, now))
     }
-
 
     /// Extend a pending transaction's lease. Kept in memory only (a new leader
     /// gives every pending transaction a fresh lease).
@@ -245,7 +240,6 @@ impl<E: KvEngine> StatusTablet<E> {
         }
     }
 
-
     /// The record of `id` as this replica knows it (tests, diagnostics).
     pub fn record(&self, id: TxnId) -> Option<TxnRecord> {
         self.lead().ok()?.coord.get(id).cloned()
@@ -263,17 +257,7 @@ impl<E: KvEngine> StatusTablet<E> {
             g.persisting.insert(*id);
         }
         drop(g);
-        let res = self.persist(&expired);
-        let mut g = self.inner.lock();
-        for (id, _) in &expired {
-            g.persisting.remove(id);
-        }
-        if res.is_err() {
-            self.stale(&mut g);
-        }
-        drop(g);
-        self.persisted.notify_all();
-        res?;
+        self.publish(&expired)?;
         Ok(expired)
     }
 
@@ -309,7 +293,6 @@ impl<E: KvEngine> StatusTablet<E> {
         Ok(ids.len())
     }
 
-
     /// Records in memory (0 on a replica that does not lead now).
     pub fn len(&self) -> usize {
         if !self.leads_now() {
@@ -320,10 +303,6 @@ impl<E: KvEngine> StatusTablet<E> {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
-    }
-
-    pub fn engine(&self) -> &Arc<E> {
-        &self.engine
     }
 }
 

@@ -56,12 +56,11 @@ impl RocksFactory {
     /// Where engine `name` is, or goes: its directory if it exists, else the
     /// directory with the fewest engines.
     fn path_of(&self, name: &str) -> pinax_engine::Result<PathBuf> {
+        if let Some(p) = self.roots.iter().map(|r| r.join(name)).find(|p| p.is_dir()) {
+            return Ok(p);
+        }
         let mut least: Option<(usize, &PathBuf)> = None;
         for root in &self.roots {
-            let p = root.join(name);
-            if p.is_dir() {
-                return Ok(p);
-            }
             let n = Self::engines_in(root)?.len();
             if least.is_none_or(|(m, _)| n < m) {
                 least = Some((n, root));

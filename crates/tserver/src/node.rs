@@ -1200,9 +1200,10 @@ impl<F: EngineFactory> Node<F> {
     ///
     /// Deadlock detection (distributed, by edge chasing): the home node of the
     /// waiter `W` (the node its client is connected to, which every `WaitTxn` of
-    /// `W` passes through) keeps the edge `W → txn` while the wait lasts. Before waiting, and again every `DEADLOCK_CHECK` while it waits, it
-    /// follows the edges from `txn` (asking each transaction's record node with
-    /// `WaitsFor`); a path back to `W` is a cycle and `W`, the waiter that found
+    /// `W` passes through) keeps the edge `W → txn` while the wait lasts. Before
+    /// waiting, and again every `DEADLOCK_CHECK` while it waits, it follows the
+    /// edges from `txn` (asking each transaction's home node with `WaitsFor`); a
+    /// path back to `W` is a cycle and `W`, the waiter that found
     /// it, is the victim (`Deadlock`, 40P01). Its own edge is left out while it
     /// looks, so that two members checking at once rarely both see the cycle.
     fn wait_txn(&self, txn: TxnId, waiter: Option<TxnId>, timeout: Duration) -> Result<Response, RpcError> {
@@ -1390,10 +1391,8 @@ impl<F: EngineFactory> Node<F> {
     /// transaction needs it, so that does not wait).
     fn ensure_status_tablets(&self) {
         for (node, _) in self.live_nodes() {
-            if self.catalog.get(&status_table_name(node)).is_err() {
-                if let Err(e) = self.ensure_status_tablet(node) {
-                    tracing::warn!(node_id = node, error = %e, "could not create a status tablet");
-                }
+            if let Err(e) = self.ensure_status_tablet(node) {
+                tracing::warn!(node_id = node, error = %e, "could not create a status tablet");
             }
         }
     }
@@ -1417,9 +1416,7 @@ impl<F: EngineFactory> Node<F> {
                     }
                 }
             }
-            Err(e) => {
-                tracing::warn!(tablet_id = st.id().0, error = %e, "transaction expiry failed")
-            }
+            Err(e) => tracing::warn!(tablet_id = st.id().0, error = %e, "transaction expiry failed"),
         }
         // 2. Decided but unresolved (e.g. after a restart or a leader change),
         //    unless the applier has it.
