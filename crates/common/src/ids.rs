@@ -17,6 +17,9 @@ impl TabletId {
     /// Table and tablet ids of the catalog's sequence stay far below.
     pub const STATUS_BASE: u64 = 1 << 62;
 
+    /// The master's Raft group (the catalog), just below the status tablets.
+    pub const MASTER: TabletId = TabletId(Self::STATUS_BASE - 1);
+
     /// The status tablet keeping the records of the transactions begun through
     /// node `node` (the first 8 bytes of their [`TxnId`]).
     pub fn status_of_node(node: u64) -> TabletId {

@@ -1,12 +1,16 @@
 //! The persisted catalog.
 //!
-//! Layout in the master's engine (regular CF, not MVCC):
+//! It lives in the engine of the master's Raft group (tablet [`TabletId::MASTER`]
+//! on each master node): every change is a batch written through a [`CatalogLog`]
+//! (the group), which every master replica applies alike; the leader serves, and
+//! reloads what it keeps in memory whenever its term changes.
+//!
+//! Layout (regular CF, not MVCC):
 //! - `"t/" ++ name` → blob(kind `'C'`, v2, bincode(`TableInfo`)); v1 entries (before
 //!   tablets had replica lists) decode with the leader as the only replica
 //! - `"next_id"`    → u64 BE: next id for tables and tablets (one sequence)
 //! - `"next_node_id"` → u64 BE: next id for a joining node (node 1 is the master)
-//! - `"r/" ++ tablet id (u64 BE)` → blob(kind `'R'`, v1, bincode(`ReplicaRecord`)):
-//!   a replica this node serves (every node keeps its own, master or not)
+//! - `"n/" ++ node id (u64 BE)` → the node's RPC address (every node that registered)
 //! - `"a/" ++ name` → the table name it is another name of (`AddTableName`)
 //! - `"d/" ++ seq (u64 BE)` → blob(kind `'D'`, v1, bincode(`DdlEntry`)): the DDL log
 //! - `"s/" ++ name` → last value (i64 BE) ++ is_called (1 byte): a cluster-wide
@@ -15,14 +19,18 @@
 use parking_lot::Mutex;
 use pinax_codec::blob::{decode_blob, encode_blob};
 use pinax_common::{ErrorCode, TableId, TabletId};
-use pinax_engine::{Cf, IterOptions, KvEngine, KvIterator, Snapshot, WriteBatch, WriteOptions};
+use pinax_engine::{Cf, IterOptions, KvEngine, KvIterator, OwnedBatch, Snapshot, WriteBatch, WriteOptions};
 use pinax_proto::{DdlEntry, Sharding, TableInfo, TabletInfo};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 const TABLE_PREFIX: &[u8] = b"t/";
 /// Names of the catalog's own tables (status tablets) start with this; storage
 /// names of SQL relations never do.
 pub const SYSTEM_TABLE_PREFIX: &str = "$";
+
+/// The master group's own table: one tablet, [`TabletId::MASTER`].
+pub const MASTER_TABLE_NAME: &str = "$master";
 
 /// The name of node `node`'s status table.
 pub fn status_table_name(node: u64) -> String {
@@ -30,30 +38,13 @@ pub fn status_table_name(node: u64) -> String {
 }
 const NEXT_ID: &[u8] = b"next_id";
 const NEXT_NODE_ID: &[u8] = b"next_node_id";
-const REPLICA_PREFIX: &[u8] = b"r/";
-const REPLICA_KIND: u8 = b'R';
-const REPLICA_VERSION: u8 = 1;
 const ALIAS_PREFIX: &[u8] = b"a/";
 const DDL_PREFIX: &[u8] = b"d/";
 const DDL_KIND: u8 = b'D';
 const DDL_VERSION: u8 = 1;
 const SEQUENCE_PREFIX: &[u8] = b"s/";
+const NODE_PREFIX: &[u8] = b"n/";
 
-/// A tablet replica served by this node: what it needs to reopen it.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct ReplicaRecord {
-    pub tablet: TabletInfo,
-    /// The group's members at creation (node id, RPC address).
-    pub members: Vec<(u64, String)>,
-    /// This replica made the members the group's first configuration.
-    pub bootstrap: bool,
-}
-
-fn replica_key(id: TabletId) -> Vec<u8> {
-    let mut k = REPLICA_PREFIX.to_vec();
-    k.extend_from_slice(&id.0.to_be_bytes());
-    k
-}
 const BLOB_KIND: u8 = b'C';
 const BLOB_VERSION: u8 = 2;
 
@@ -69,6 +60,12 @@ pub enum CatalogError {
     Engine(#[from] pinax_engine::Error),
     #[error("corrupt catalog entry: {0}")]
     Corrupt(String),
+    /// This master replica does not lead (the leader's address, if known).
+    #[error("this node does not lead the master group{}", .0.as_ref().map(|l| format!(" (leader: {l})")).unwrap_or_default())]
+    NotLeader(Option<String>),
+    /// The master group cannot serve now (no quorum, closing).
+    #[error("the master is unavailable: {0}")]
+    Unavailable(String),
 }
 
 impl CatalogError {
@@ -79,11 +76,13 @@ impl CatalogError {
             CatalogError::Invalid(_) => ErrorCode::InvalidRequest,
             CatalogError::Engine(_) => ErrorCode::Io,
             CatalogError::Corrupt(_) => ErrorCode::Corruption,
+            CatalogError::NotLeader(_) => ErrorCode::NotLeader,
+            CatalogError::Unavailable(_) => ErrorCode::Unavailable,
         }
     }
 }
 
-fn bincode_cfg() -> bincode::config::Configuration<bincode::config::BigEndian, bincode::config::Fixint> {
+pub(crate) fn bincode_cfg() -> bincode::config::Configuration<bincode::config::BigEndian, bincode::config::Fixint> {
     bincode::config::standard().with_big_endian().with_fixed_int_encoding()
 }
 
@@ -127,6 +126,7 @@ struct TabletInfoV1 {
     leader: String,
 }
 
+#[derive(Default)]
 struct State {
     tables: BTreeMap<String, TableInfo>,
     /// Other names of tables: name → the table's own name.
@@ -136,6 +136,10 @@ struct State {
     last_ddl: u64,
     /// Sequences that have had a value: name → (last value, returned yet).
     sequences: BTreeMap<String, (i64, bool)>,
+    /// Registered nodes: id → RPC address.
+    nodes: BTreeMap<u64, String>,
+    /// A write failed (it may or may not have been applied): reload before use.
+    reload: bool,
 }
 
 /// Options of a sequence, as its `Next` request gives them.
@@ -193,61 +197,85 @@ pub enum Dropped {
     Name,
 }
 
+/// Where the catalog's changes go: the master's Raft group (every master replica
+/// applies the same batches to its engine), or the engine itself.
+pub trait CatalogLog: Send + Sync {
+    /// Make `batch` durable (on a majority of the masters) and apply it to the
+    /// catalog's engine. After an error the batch may or may not be applied.
+    fn write(&self, batch: OwnedBatch) -> Result<(), CatalogError>;
+    /// The current term when this replica leads and has applied every change
+    /// committed before it ([`CatalogError::NotLeader`] otherwise). The catalog
+    /// reloads what it keeps in memory when the term changes.
+    fn term(&self) -> Result<u64, CatalogError>;
+}
+
+/// No replication: batches go straight to the engine, synced (a lone master,
+/// tests).
+pub struct LocalLog<E: KvEngine> {
+    engine: Arc<E>,
+}
+
+impl<E: KvEngine> CatalogLog for LocalLog<E> {
+    fn write(&self, batch: OwnedBatch) -> Result<(), CatalogError> {
+        let mut b = self.engine.new_batch();
+        batch.replay(&mut b);
+        Ok(self.engine.write(b, WriteOptions { sync: true })?)
+    }
+    fn term(&self) -> Result<u64, CatalogError> {
+        Ok(1)
+    }
+}
+
+/// The in-memory state and the leader term it was loaded in (0: not loaded).
+struct Loaded {
+    term: u64,
+    st: State,
+}
+
+type Guard<'a> = parking_lot::MappedMutexGuard<'a, State>;
+
 pub struct Catalog<E: KvEngine> {
-    engine: E,
-    state: Mutex<State>,
+    engine: Arc<E>,
+    log: Arc<dyn CatalogLog>,
+    state: Mutex<Loaded>,
 }
 
 impl<E: KvEngine> Catalog<E> {
+    /// A catalog kept in `engine`, changed through `log` (which applies to
+    /// `engine`). Nothing is read until the first operation (which needs `log`
+    /// to lead).
+    pub fn new(engine: Arc<E>, log: Arc<dyn CatalogLog>) -> Self {
+        Catalog { engine, log, state: Mutex::new(Loaded { term: 0, st: State::default() }) }
+    }
+
+    /// A catalog written to `engine` directly (no replication), loaded now.
     pub fn open(engine: E) -> Result<Self, CatalogError> {
-        let mut tables = BTreeMap::new();
-        let next_id = match engine.get(Cf::Regular, NEXT_ID)? {
-            Some(v) => u64::from_be_bytes(v.as_slice().try_into().map_err(|_| CatalogError::Corrupt("next_id".into()))?),
-            None => 1,
-        };
-        {
-            let snap = engine.snapshot();
-            let mut it = snap.iter(Cf::Regular, IterOptions { lower: Some(TABLE_PREFIX.to_vec()), upper: Some(b"t0".to_vec()), prefix_same_as_start: false });
-            it.seek_to_first();
-            while it.valid()? {
-                let t = decode_table(it.value())?;
-                tables.insert(t.name.clone(), t);
-                it.next();
-            }
+        let engine = Arc::new(engine);
+        let c = Self::new(engine.clone(), Arc::new(LocalLog { engine }));
+        drop(c.lock()?);
+        Ok(c)
+    }
+
+    /// The state, reloaded from the engine when the leader term changed (another
+    /// leader may have changed the catalog meanwhile).
+    fn lock(&self) -> Result<Guard<'_>, CatalogError> {
+        let mut g = self.state.lock();
+        let term = self.log.term()?;
+        if g.term != term || g.st.reload {
+            g.st = load(&*self.engine)?;
+            g.term = term;
         }
-        let mut aliases = BTreeMap::new();
-        let mut last_ddl = 0;
-        {
-            let snap = engine.snapshot();
-            let mut it = snap.iter(Cf::Regular, IterOptions { lower: Some(ALIAS_PREFIX.to_vec()), upper: Some(b"a0".to_vec()), prefix_same_as_start: false });
-            it.seek_to_first();
-            while it.valid()? {
-                let name = String::from_utf8_lossy(&it.key()[ALIAS_PREFIX.len()..]).into_owned();
-                aliases.insert(name, String::from_utf8_lossy(it.value()).into_owned());
-                it.next();
-            }
-            let mut it = snap.iter(Cf::Regular, IterOptions { lower: Some(DDL_PREFIX.to_vec()), upper: Some(b"d0".to_vec()), prefix_same_as_start: false });
-            it.seek_to_last();
-            if it.valid()? {
-                last_ddl = u64::from_be_bytes(it.key()[DDL_PREFIX.len()..].try_into().map_err(|_| CatalogError::Corrupt("DDL log key".into()))?);
-            }
+        Ok(parking_lot::MutexGuard::map(g, |l| &mut l.st))
+    }
+
+    /// Write `batch` through the log; on failure the in-memory state is reloaded
+    /// before its next use (the batch may or may not have been applied).
+    fn write(&self, st: &mut State, batch: OwnedBatch) -> Result<(), CatalogError> {
+        let res = self.log.write(batch);
+        if res.is_err() {
+            st.reload = true;
         }
-        let mut sequences = BTreeMap::new();
-        {
-            let snap = engine.snapshot();
-            let mut it = snap.iter(Cf::Regular, IterOptions { lower: Some(SEQUENCE_PREFIX.to_vec()), upper: Some(b"s0".to_vec()), prefix_same_as_start: false });
-            it.seek_to_first();
-            while it.valid()? {
-                let name = String::from_utf8_lossy(&it.key()[SEQUENCE_PREFIX.len()..]).into_owned();
-                let v = it.value();
-                if v.len() != 9 {
-                    return Err(CatalogError::Corrupt(format!("sequence {name}")));
-                }
-                sequences.insert(name, (i64::from_be_bytes(v[..8].try_into().unwrap_or_default()), v[8] != 0));
-                it.next();
-            }
-        }
-        Ok(Catalog { engine, state: Mutex::new(State { tables, aliases, next_id, last_ddl, sequences }) })
+        res
     }
 
     /// Allocate ids and partitions for a new table (not yet persisted: the caller
@@ -257,15 +285,16 @@ impl<E: KvEngine> Catalog<E> {
             return Err(CatalogError::Invalid("empty table name".into()));
         }
         let parts = crate::plan_partitions(&sharding).map_err(CatalogError::Invalid)?;
-        let mut st = self.state.lock();
+        let mut st = self.lock()?;
         if st.tables.contains_key(name) {
             return Err(CatalogError::AlreadyExists(name.to_string()));
         }
         let first = st.next_id;
-        st.next_id += 1 + parts.len() as u64;
-        let mut b = self.engine.new_batch();
-        b.put(Cf::Regular, NEXT_ID, &st.next_id.to_be_bytes());
-        self.engine.write(b, WriteOptions { sync: true })?;
+        let next = first + 1 + parts.len() as u64;
+        let mut b = OwnedBatch::new();
+        b.put(Cf::Regular, NEXT_ID, &next.to_be_bytes());
+        self.write(&mut st, b)?;
+        st.next_id = next;
         let tablets = parts
             .into_iter()
             .enumerate()
@@ -279,25 +308,21 @@ impl<E: KvEngine> Catalog<E> {
     /// with [`Catalog::commit_table`] like any other).
     pub fn plan_status_table(&self, node: u64, leader: &str) -> Result<TableInfo, CatalogError> {
         let name = status_table_name(node);
-        if self.state.lock().tables.contains_key(&name) {
+        if self.lock()?.tables.contains_key(&name) {
             return Err(CatalogError::AlreadyExists(name));
         }
-        let sharding = Sharding::Range { split_points: Vec::new() };
-        let partition = crate::plan_partitions(&sharding).map_err(CatalogError::Invalid)?.remove(0);
-        let id = TabletId::status_of_node(node);
-        let tablet = TabletInfo { id, partition, leader: leader.to_string(), replicas: vec![leader.to_string()] };
-        Ok(TableInfo { id: TableId(id.0), name, sharding, tablets: vec![tablet] })
+        Ok(single_tablet_table(name, TabletId::status_of_node(node), vec![leader.to_string()]))
     }
 
     /// Persist a planned table. Fails if the name was taken meanwhile.
     pub fn commit_table(&self, t: &TableInfo) -> Result<(), CatalogError> {
-        let mut st = self.state.lock();
+        let mut st = self.lock()?;
         if st.tables.contains_key(&t.name) {
             return Err(CatalogError::AlreadyExists(t.name.clone()));
         }
-        let mut b = self.engine.new_batch();
+        let mut b = OwnedBatch::new();
         b.put(Cf::Regular, &table_key(&t.name), &encode_table(t));
-        self.engine.write(b, WriteOptions { sync: true })?;
+        self.write(&mut st, b)?;
         st.tables.insert(t.name.clone(), t.clone());
         Ok(())
     }
@@ -306,7 +331,7 @@ impl<E: KvEngine> Catalog<E> {
     /// replica moved off a dead node; the leader becomes `new` if it was `old`), or
     /// without `old` add `new` (an under-replicated tablet got a replica).
     pub fn move_replica(&self, name: &str, tablet: TabletId, old: Option<&str>, new: &str) -> Result<TableInfo, CatalogError> {
-        let mut st = self.state.lock();
+        let mut st = self.lock()?;
         let mut t = st.tables.get(name).cloned().ok_or_else(|| CatalogError::NotFound(name.to_string()))?;
         let ti = t.tablets.iter_mut().find(|ti| ti.id == tablet).ok_or_else(|| CatalogError::Invalid(format!("table {name} has no tablet {}", tablet.0)))?;
         match old {
@@ -321,9 +346,9 @@ impl<E: KvEngine> Catalog<E> {
             None if !ti.replicas.iter().any(|r| r == new) => ti.replicas.push(new.to_string()),
             None => {}
         }
-        let mut b = self.engine.new_batch();
+        let mut b = OwnedBatch::new();
         b.put(Cf::Regular, &table_key(name), &encode_table(&t));
-        self.engine.write(b, WriteOptions { sync: true })?;
+        self.write(&mut st, b)?;
         st.tables.insert(name.to_string(), t.clone());
         Ok(t)
     }
@@ -331,22 +356,22 @@ impl<E: KvEngine> Catalog<E> {
     /// Drop name `name`: another name of a table goes alone; a table's own name
     /// takes the table and all its other names with it.
     pub fn drop_table(&self, name: &str) -> Result<Dropped, CatalogError> {
-        let mut st = self.state.lock();
+        let mut st = self.lock()?;
         if st.aliases.contains_key(name) {
-            let mut b = self.engine.new_batch();
+            let mut b = OwnedBatch::new();
             b.delete(Cf::Regular, &prefixed(ALIAS_PREFIX, name));
-            self.engine.write(b, WriteOptions { sync: true })?;
+            self.write(&mut st, b)?;
             st.aliases.remove(name);
             return Ok(Dropped::Name);
         }
         let t = st.tables.get(name).cloned().ok_or_else(|| CatalogError::NotFound(name.to_string()))?;
         let others: Vec<String> = st.aliases.iter().filter(|(_, target)| *target == name).map(|(a, _)| a.clone()).collect();
-        let mut b = self.engine.new_batch();
+        let mut b = OwnedBatch::new();
         b.delete(Cf::Regular, &table_key(name));
         for a in &others {
             b.delete(Cf::Regular, &prefixed(ALIAS_PREFIX, a));
         }
-        self.engine.write(b, WriteOptions { sync: true })?;
+        self.write(&mut st, b)?;
         st.tables.remove(name);
         for a in &others {
             st.aliases.remove(a);
@@ -360,7 +385,7 @@ impl<E: KvEngine> Catalog<E> {
         if name.is_empty() {
             return Err(CatalogError::Invalid("empty table name".into()));
         }
-        let mut st = self.state.lock();
+        let mut st = self.lock()?;
         let target = st.aliases.get(existing).cloned().unwrap_or_else(|| existing.to_string());
         let t = st.tables.get(&target).cloned().ok_or_else(|| CatalogError::NotFound(existing.to_string()))?;
         if name == target || st.aliases.get(name) == Some(&target) {
@@ -369,21 +394,21 @@ impl<E: KvEngine> Catalog<E> {
         if st.tables.contains_key(name) || st.aliases.contains_key(name) {
             return Err(CatalogError::AlreadyExists(name.to_string()));
         }
-        let mut b = self.engine.new_batch();
+        let mut b = OwnedBatch::new();
         b.put(Cf::Regular, &prefixed(ALIAS_PREFIX, name), target.as_bytes());
-        self.engine.write(b, WriteOptions { sync: true })?;
+        self.write(&mut st, b)?;
         st.aliases.insert(name.to_string(), target);
         Ok(t)
     }
 
     /// Append `entry` to the DDL log (synced); returns its sequence number.
     pub fn append_ddl(&self, mut entry: DdlEntry) -> Result<u64, CatalogError> {
-        let mut st = self.state.lock();
+        let mut st = self.lock()?;
         entry.seq = st.last_ddl + 1;
         let payload = bincode::serde::encode_to_vec(&entry, bincode_cfg()).unwrap_or_default();
-        let mut b = self.engine.new_batch();
+        let mut b = OwnedBatch::new();
         b.put(Cf::Regular, &prefixed(DDL_PREFIX, entry.seq.to_be_bytes()), &encode_blob(DDL_KIND, DDL_VERSION, &payload));
-        self.engine.write(b, WriteOptions { sync: true })?;
+        self.write(&mut st, b)?;
         st.last_ddl = entry.seq;
         Ok(entry.seq)
     }
@@ -391,7 +416,7 @@ impl<E: KvEngine> Catalog<E> {
     /// Make `name` another name of sequence `existing` (which may not have had a
     /// value yet). Idempotent; fails if `name` is taken.
     pub fn sequence_alias(&self, name: &str, existing: &str) -> Result<(), CatalogError> {
-        let mut st = self.state.lock();
+        let mut st = self.lock()?;
         let target = st.aliases.get(existing).cloned().unwrap_or_else(|| existing.to_string());
         if name == target || st.aliases.get(name) == Some(&target) {
             return Ok(());
@@ -399,9 +424,9 @@ impl<E: KvEngine> Catalog<E> {
         if st.sequences.contains_key(name) || st.tables.contains_key(name) || st.aliases.contains_key(name) {
             return Err(CatalogError::AlreadyExists(name.to_string()));
         }
-        let mut b = self.engine.new_batch();
+        let mut b = OwnedBatch::new();
         b.put(Cf::Regular, &prefixed(ALIAS_PREFIX, name), target.as_bytes());
-        self.engine.write(b, WriteOptions { sync: true })?;
+        self.write(&mut st, b)?;
         st.aliases.insert(name.to_string(), target);
         Ok(())
     }
@@ -409,9 +434,9 @@ impl<E: KvEngine> Catalog<E> {
     fn put_sequence(&self, st: &mut State, name: String, state: (i64, bool)) -> Result<(), CatalogError> {
         let mut v = state.0.to_be_bytes().to_vec();
         v.push(state.1 as u8);
-        let mut b = self.engine.new_batch();
+        let mut b = OwnedBatch::new();
         b.put(Cf::Regular, &prefixed(SEQUENCE_PREFIX, &name), &v);
-        self.engine.write(b, WriteOptions { sync: true })?;
+        self.write(st, b)?;
         st.sequences.insert(name, state);
         Ok(())
     }
@@ -419,7 +444,7 @@ impl<E: KvEngine> Catalog<E> {
     /// Take up to `count` values of sequence `name` (see [`next_values`]): the
     /// first and how many (0: it reached its bound).
     pub fn sequence_next(&self, name: &str, o: SequenceOptions, count: u32) -> Result<(i64, u32), CatalogError> {
-        let mut st = self.state.lock();
+        let mut st = self.lock()?;
         let own = st.aliases.get(name).cloned().unwrap_or_else(|| name.to_string());
         let state = st.sequences.get(&own).copied().unwrap_or((o.start, false));
         let (first, n, new) = next_values(state, o, count);
@@ -432,7 +457,7 @@ impl<E: KvEngine> Catalog<E> {
 
     /// setval of sequence `name`.
     pub fn sequence_set(&self, name: &str, value: i64, is_called: bool) -> Result<(), CatalogError> {
-        let mut st = self.state.lock();
+        let mut st = self.lock()?;
         let own = st.aliases.get(name).cloned().unwrap_or_else(|| name.to_string());
         self.put_sequence(&mut st, own, (value, is_called))
     }
@@ -440,25 +465,33 @@ impl<E: KvEngine> Catalog<E> {
     /// Drop sequence name `name`: another name alone, a sequence's own name with
     /// the sequence and its other names. Dropping an unknown name does nothing.
     pub fn sequence_drop(&self, name: &str) -> Result<(), CatalogError> {
-        let mut st = self.state.lock();
-        let mut b = self.engine.new_batch();
-        if st.aliases.remove(name).is_some() {
+        let mut st = self.lock()?;
+        let mut b = OwnedBatch::new();
+        let mut gone = Vec::new();
+        let alias = st.aliases.contains_key(name);
+        if alias {
             b.delete(Cf::Regular, &prefixed(ALIAS_PREFIX, name));
+            gone.push(name.to_string());
         } else {
-            let others: Vec<String> = st.aliases.iter().filter(|(_, t)| *t == name).map(|(a, _)| a.clone()).collect();
-            for a in others {
-                b.delete(Cf::Regular, &prefixed(ALIAS_PREFIX, &a));
-                st.aliases.remove(&a);
+            for (a, _) in st.aliases.iter().filter(|(_, t)| *t == name) {
+                b.delete(Cf::Regular, &prefixed(ALIAS_PREFIX, a));
+                gone.push(a.clone());
             }
             b.delete(Cf::Regular, &prefixed(SEQUENCE_PREFIX, name));
+        }
+        self.write(&mut st, b)?;
+        for a in gone {
+            st.aliases.remove(&a);
+        }
+        if !alias {
             st.sequences.remove(name);
         }
-        self.engine.write(b, WriteOptions { sync: true })?;
         Ok(())
     }
 
     /// Up to `max` DDL log entries after sequence number `after`, in order.
     pub fn read_ddl(&self, after: u64, max: usize) -> Result<Vec<DdlEntry>, CatalogError> {
+        let _st = self.lock()?;
         let snap = self.engine.snapshot();
         let lower = prefixed(DDL_PREFIX, (after + 1).to_be_bytes());
         let mut it = snap.iter(Cf::Regular, IterOptions { lower: Some(lower), upper: Some(b"d0".to_vec()), prefix_same_as_start: false });
@@ -478,61 +511,134 @@ impl<E: KvEngine> Catalog<E> {
 
     /// A new node id (ids start at 2: the first node, the master, is 1).
     pub fn allocate_node_id(&self) -> Result<u64, CatalogError> {
-        let _st = self.state.lock();
+        let mut st = self.lock()?;
         let next = match self.engine.get(Cf::Regular, NEXT_NODE_ID)? {
             Some(v) => u64::from_be_bytes(v.as_slice().try_into().map_err(|_| CatalogError::Corrupt("next_node_id".into()))?),
             None => 2,
         };
-        let mut b = self.engine.new_batch();
+        let mut b = OwnedBatch::new();
         b.put(Cf::Regular, NEXT_NODE_ID, &(next + 1).to_be_bytes());
-        self.engine.write(b, WriteOptions { sync: true })?;
+        self.write(&mut st, b)?;
         Ok(next)
     }
 
-    /// Remember a replica this node serves (synced).
-    pub fn put_replica(&self, r: &ReplicaRecord) -> Result<(), CatalogError> {
-        let payload = bincode::serde::encode_to_vec(r, bincode_cfg()).unwrap_or_default();
-        let mut b = self.engine.new_batch();
-        b.put(Cf::Regular, &replica_key(r.tablet.id), &encode_blob(REPLICA_KIND, REPLICA_VERSION, &payload));
-        self.engine.write(b, WriteOptions { sync: true })?;
-        Ok(())
-    }
-
-    pub fn delete_replica(&self, id: TabletId) -> Result<(), CatalogError> {
-        let mut b = self.engine.new_batch();
-        b.delete(Cf::Regular, &replica_key(id));
-        self.engine.write(b, WriteOptions { sync: true })?;
-        Ok(())
-    }
-
-    /// Every replica this node serves.
-    pub fn replicas(&self) -> Result<Vec<ReplicaRecord>, CatalogError> {
-        let snap = self.engine.snapshot();
-        let mut it = snap.iter(Cf::Regular, IterOptions { lower: Some(REPLICA_PREFIX.to_vec()), upper: Some(b"r0".to_vec()), prefix_same_as_start: false });
-        it.seek_to_first();
-        let mut out = Vec::new();
-        while it.valid()? {
-            let (version, payload) = decode_blob(REPLICA_KIND, it.value()).map_err(|e| CatalogError::Corrupt(e.to_string()))?;
-            if version != REPLICA_VERSION {
-                return Err(CatalogError::Corrupt(format!("unknown replica record version {version}")));
-            }
-            let (r, _) = bincode::serde::decode_from_slice(payload, bincode_cfg()).map_err(|e| CatalogError::Corrupt(e.to_string()))?;
-            out.push(r);
-            it.next();
+    /// Record node `id`'s RPC address (a node at an address another node had
+    /// replaces it). Writes only when something changed.
+    pub fn put_node(&self, id: u64, addr: &str) -> Result<(), CatalogError> {
+        let mut st = self.lock()?;
+        if st.nodes.get(&id).map(String::as_str) == Some(addr) {
+            return Ok(());
         }
-        Ok(out)
+        let stale: Vec<u64> = st.nodes.iter().filter(|(n, a)| **n != id && *a == addr).map(|(n, _)| *n).collect();
+        let mut b = OwnedBatch::new();
+        for n in &stale {
+            b.delete(Cf::Regular, &prefixed(NODE_PREFIX, n.to_be_bytes()));
+        }
+        b.put(Cf::Regular, &prefixed(NODE_PREFIX, id.to_be_bytes()), addr.as_bytes());
+        self.write(&mut st, b)?;
+        for n in stale {
+            st.nodes.remove(&n);
+        }
+        st.nodes.insert(id, addr.to_string());
+        Ok(())
+    }
+
+    /// Every node that registered (id → RPC address).
+    pub fn nodes(&self) -> Result<BTreeMap<u64, String>, CatalogError> {
+        Ok(self.lock()?.nodes.clone())
+    }
+
+    /// The first change of a new catalog: `entries` (catalog keys and values of a
+    /// data directory from before the master was replicated) become its contents.
+    /// Does nothing (returns false) unless the catalog is still empty.
+    pub fn import(&self, entries: Entries) -> Result<bool, CatalogError> {
+        let mut st = self.lock()?;
+        if entries.is_empty() || !st.tables.is_empty() || self.engine.get(Cf::Regular, NEXT_ID)?.is_some() {
+            return Ok(false);
+        }
+        let mut b = OwnedBatch::new();
+        for (k, v) in &entries {
+            b.put(Cf::Regular, k, v);
+        }
+        self.write(&mut st, b)?;
+        st.reload = true;
+        Ok(true)
     }
 
     /// The table named `name` (its own name or another).
     pub fn get(&self, name: &str) -> Result<TableInfo, CatalogError> {
-        let st = self.state.lock();
+        let st = self.lock()?;
         let own = st.aliases.get(name).map(String::as_str).unwrap_or(name);
         st.tables.get(own).cloned().ok_or_else(|| CatalogError::NotFound(name.to_string()))
     }
 
-    pub fn tables(&self) -> Vec<TableInfo> {
-        self.state.lock().tables.values().cloned().collect()
+    pub fn tables(&self) -> Result<Vec<TableInfo>, CatalogError> {
+        Ok(self.lock()?.tables.values().cloned().collect())
     }
+}
+
+/// A table of one tablet over the whole key space, with tablet id `id` (table id
+/// the same): the catalog's own tables.
+pub fn single_tablet_table(name: String, id: TabletId, replicas: Vec<String>) -> TableInfo {
+    let sharding = Sharding::Range { split_points: Vec::new() };
+    let partition = pinax_proto::Partition { start: Vec::new(), end: None };
+    let leader = replicas.first().cloned().unwrap_or_default();
+    TableInfo { id: TableId(id.0), name, sharding, tablets: vec![TabletInfo { id, partition, leader, replicas }] }
+}
+
+/// Called per entry of a prefix (key without the prefix, value).
+type EntryFn<'a> = &'a mut dyn FnMut(&[u8], &[u8]) -> Result<(), CatalogError>;
+
+/// Keys and values of catalog entries.
+pub type Entries = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// Read the catalog's state from its engine.
+fn load<E: KvEngine>(engine: &E) -> Result<State, CatalogError> {
+    let next_id = match engine.get(Cf::Regular, NEXT_ID)? {
+        Some(v) => u64::from_be_bytes(v.as_slice().try_into().map_err(|_| CatalogError::Corrupt("next_id".into()))?),
+        None => 1,
+    };
+    let snap = engine.snapshot();
+    let scan = |prefix: &[u8], f: EntryFn<'_>| -> Result<(), CatalogError> {
+        let upper = pinax_codec::keys::prefix_upper_bound(prefix);
+        let mut it = snap.iter(Cf::Regular, IterOptions { lower: Some(prefix.to_vec()), upper, prefix_same_as_start: false });
+        it.seek_to_first();
+        while it.valid()? {
+            f(&it.key()[prefix.len()..], it.value())?;
+            it.next();
+        }
+        Ok(())
+    };
+    let mut st = State { next_id, ..State::default() };
+    scan(TABLE_PREFIX, &mut |_, v| {
+        let t = decode_table(v)?;
+        st.tables.insert(t.name.clone(), t);
+        Ok(())
+    })?;
+    scan(ALIAS_PREFIX, &mut |k, v| {
+        st.aliases.insert(String::from_utf8_lossy(k).into_owned(), String::from_utf8_lossy(v).into_owned());
+        Ok(())
+    })?;
+    let mut it = snap.iter(Cf::Regular, IterOptions { lower: Some(DDL_PREFIX.to_vec()), upper: Some(b"d0".to_vec()), prefix_same_as_start: false });
+    it.seek_to_last();
+    if it.valid()? {
+        st.last_ddl = u64::from_be_bytes(it.key()[DDL_PREFIX.len()..].try_into().map_err(|_| CatalogError::Corrupt("DDL log key".into()))?);
+    }
+    drop(it);
+    scan(SEQUENCE_PREFIX, &mut |k, v| {
+        let name = String::from_utf8_lossy(k).into_owned();
+        if v.len() != 9 {
+            return Err(CatalogError::Corrupt(format!("sequence {name}")));
+        }
+        st.sequences.insert(name, (i64::from_be_bytes(v[..8].try_into().unwrap_or_default()), v[8] != 0));
+        Ok(())
+    })?;
+    scan(NODE_PREFIX, &mut |k, v| {
+        let id = u64::from_be_bytes(k.try_into().map_err(|_| CatalogError::Corrupt("node key".into()))?);
+        st.nodes.insert(id, String::from_utf8_lossy(v).into_owned());
+        Ok(())
+    })?;
+    Ok(st)
 }
 
 fn prefixed(prefix: &[u8], rest: impl AsRef<[u8]>) -> Vec<u8> {
@@ -648,6 +754,71 @@ mod tests {
         assert_eq!(all[1].statements[0].names, entry("").statements[0].names);
         assert_eq!(c.read_ddl(1, 1).unwrap().iter().map(|e| e.seq).collect::<Vec<_>>(), vec![2]);
         assert!(c.read_ddl(3, 100).unwrap().is_empty());
+    }
+
+    /// A log over a shared engine whose leader term the test sets (0: not leader).
+    struct Term(Arc<pinax_engine_mem::MemEngine>, std::sync::atomic::AtomicU64);
+
+    impl CatalogLog for Term {
+        fn write(&self, batch: OwnedBatch) -> Result<(), CatalogError> {
+            self.term()?;
+            LocalLog { engine: self.0.clone() }.write(batch)
+        }
+        fn term(&self) -> Result<u64, CatalogError> {
+            match self.1.load(std::sync::atomic::Ordering::SeqCst) {
+                0 => Err(CatalogError::NotLeader(Some("elsewhere".into()))),
+                t => Ok(t),
+            }
+        }
+    }
+
+    #[test]
+    fn a_replica_serves_only_while_it_leads_and_reloads_when_the_term_changes() {
+        // Two replicas' catalogs over one engine (as if both applied the same
+        // log): a change made by the other leader is seen once the term changes,
+        // not from the stale in-memory state.
+        let engine = Arc::new(pinax_engine_mem::MemEngine::new());
+        let log_a = Arc::new(Term(engine.clone(), 1.into()));
+        let log_b = Arc::new(Term(engine.clone(), 0.into()));
+        let a = Catalog::new(engine.clone(), log_a.clone());
+        let b = Catalog::new(engine.clone(), log_b.clone());
+        let t1 = a.plan_table("t1", Sharding::Hash { tablets: 2 }, "a").unwrap();
+        a.commit_table(&t1).unwrap();
+        a.put_node(2, "x:1").unwrap();
+        assert!(matches!(b.get("t1"), Err(CatalogError::NotLeader(Some(_)))));
+        // b leads (term 2) and finds a's changes; a is deposed.
+        log_a.1.store(0, std::sync::atomic::Ordering::SeqCst);
+        log_b.1.store(2, std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(b.get("t1").unwrap().id, t1.id);
+        assert_eq!(b.nodes().unwrap().get(&2).map(String::as_str), Some("x:1"));
+        let t2 = b.plan_table("t2", Sharding::Hash { tablets: 1 }, "b").unwrap();
+        assert!(t2.id.0 > t1.tablets.last().unwrap().id.0, "ids are never reused across leaders");
+        b.commit_table(&t2).unwrap();
+        b.drop_table("t1").unwrap();
+        assert!(matches!(a.tables(), Err(CatalogError::NotLeader(_))));
+        // a leads again (term 3): its memory still had t1 and not t2.
+        log_b.1.store(0, std::sync::atomic::Ordering::SeqCst);
+        log_a.1.store(3, std::sync::atomic::Ordering::SeqCst);
+        assert!(matches!(a.get("t1"), Err(CatalogError::NotFound(_))));
+        assert_eq!(a.get("t2").unwrap().id, t2.id);
+        // A node at another node's address replaces it.
+        a.put_node(3, "x:1").unwrap();
+        assert_eq!(a.nodes().unwrap().into_iter().collect::<Vec<_>>(), vec![(3, "x:1".to_string())]);
+    }
+
+    #[test]
+    fn a_legacy_catalog_is_imported_into_an_empty_one_only() {
+        let old = pinax_engine_mem::MemEngine::new();
+        let c = Catalog::open(old.clone()).unwrap();
+        let t = table(&c, "t1");
+        c.append_ddl(DdlEntry { seq: 0, origin: 1, database: "d".into(), user: "u".into(), search_path: "p".into(), statements: vec![] }).unwrap();
+        let entries = crate::LocalRecords::open(old).legacy_catalog().unwrap();
+        let fresh = Catalog::open(pinax_engine_mem::MemEngine::new()).unwrap();
+        assert!(fresh.import(entries.clone()).unwrap());
+        assert_eq!(fresh.get("t1").unwrap(), t);
+        assert_eq!(fresh.read_ddl(0, 10).unwrap().len(), 1);
+        assert!(fresh.plan_table("t2", Sharding::Hash { tablets: 1 }, "a").unwrap().id.0 > t.tablets[1].id.0);
+        assert!(!fresh.import(entries).unwrap(), "a catalog with tables is not overwritten");
     }
 
     fn opts(start: i64, increment: i64, min: i64, max: i64, cycle: bool) -> SequenceOptions {

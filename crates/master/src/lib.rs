@@ -1,17 +1,23 @@
 //! pinax-master: the catalog of tables and tablets, and where each tablet lives.
 //!
-//! The master is a role of the first node of a cluster (the one started without
-//! `--join`): its persisted [`Catalog`] (its own engine) holds the tables, and it
-//! places every new tablet's replicas on the live nodes. Every node also keeps, in
-//! its own catalog engine, the [`ReplicaRecord`]s of the replicas it serves. A
-//! replicated master (a Raft group of masters) is the next step.
+//! The master is a Raft group (tablet [`pinax_common::TabletId::MASTER`]) of up to
+//! replication-factor nodes: the cluster's first node bootstraps it, and the
+//! master's leader adds nodes to it as they join (and replaces members that are
+//! gone, as for any tablet). Its [`Catalog`] holds the tables, the DDL log, the
+//! sequences and the registered nodes; every change goes through the group
+//! ([`CatalogLog`]). The group's leader is the master: it places every new
+//! tablet's replicas on the live nodes; other nodes forward catalog requests to
+//! it. Every node also keeps, in its own engine ([`LocalRecords`]), the
+//! [`ReplicaRecord`]s of the replicas it serves and where the masters were.
 //!
 //! The catalog also keeps the cluster's DDL log ([`Catalog::append_ddl`]): every SQL
 //! node's PostgreSQL logs its committed DDL there and replays the others', so all
 //! catalogs agree; and other names of tables ([`Catalog::add_name`]): a node
 //! replaying a CREATE TABLE names the creator's storage table for its own relation.
 //!
-//! The catalog's own tables, named from [`SYSTEM_TABLE_PREFIX`]: one status table
+//! The catalog's own tables, named from [`SYSTEM_TABLE_PREFIX`]: the master
+//! group itself (`$master`, its one tablet [`pinax_common::TabletId::MASTER`], so
+//! it is placed and moved like any tablet); one status table
 //! per node (`$status.N`, one tablet, id `TabletId::status_of_node(N)`), holding
 //! the records of transactions begun through that node, replicated and placed
 //! like any table.
@@ -24,7 +30,9 @@
 //! Depends on engine traits, never on RocksDB. Start at [`Catalog::plan_table`].
 
 pub mod catalog;
+pub mod local;
 pub mod partitions;
 
-pub use catalog::{status_table_name, Catalog, CatalogError, Dropped, ReplicaRecord, SYSTEM_TABLE_PREFIX};
+pub use catalog::{single_tablet_table, status_table_name, Catalog, CatalogError, CatalogLog, Dropped, LocalLog, MASTER_TABLE_NAME, SYSTEM_TABLE_PREFIX};
+pub use local::{LocalRecords, ReplicaRecord};
 pub use partitions::plan_partitions;

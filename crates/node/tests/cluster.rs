@@ -654,3 +654,93 @@ fn reads_restart_past_values_written_by_a_clock_that_runs_ahead() {
     let e = c.scan_at("rf3", ScanSpec::default(), window(read_ht)).unwrap_err();
     assert_eq!(e.code(), pinax_common::ErrorCode::ReadRestart, "{e}");
 }
+
+/// Retry `f` (a catalog request) for up to 20 s while it fails retryably (the
+/// master's leader is being elected); its last result.
+fn with_master<T>(what: &str, mut f: impl FnMut() -> Result<T, pinax_client::ClientError>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match f() {
+            Ok(v) => return v,
+            Err(e) if e.is_retryable() && Instant::now() < deadline => {
+                eprintln!("{what}: {e}; retrying");
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            Err(e) => panic!("{what}: {e}"),
+        }
+    }
+}
+
+#[test]
+fn the_master_is_replicated_and_survives_its_first_node() {
+    // The catalog is a Raft group: the first node bootstraps it, the next two
+    // join it. Killing the first node leaves the other two to elect a master
+    // that still knows every table and sequence, creates tables, and places and
+    // moves replicas; the first node comes back as a follower. (Before, the
+    // master was the first node alone: without it no DDL, no sequence values,
+    // no new nodes and no re-replication.)
+    let mut cluster = Cluster::start(4);
+    let c1 = wait_client(&cluster.addr(0));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Ok(t) = c1.refresh_table("$master") {
+            if t.tablets[0].replicas.len() == 3 {
+                break;
+            }
+        }
+        assert!(Instant::now() < deadline, "the master group never got three replicas");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let masters = c1.refresh_table("$master").unwrap().tablets[0].replicas.clone();
+    assert!(masters.contains(&cluster.addr(0)), "{masters:?}");
+    create_rf3(&c1, 4);
+    let mut acked = Vec::new();
+    write_all(&c1, 0..50, &mut acked);
+    let seq = |c: &Client, count: u32| match c.call(Request::Sequence { name: "s1".into(), op: pinax_proto::SequenceOp::Next { start: 1, increment: 1, min: 1, max: i64::MAX, cycle: false, count } }) {
+        Ok(Response::SequenceValues { first, count }) => Ok((first, count)),
+        Ok(other) => panic!("unexpected answer: {other:?}"),
+        Err(e) => Err(e),
+    };
+    assert_eq!(seq(&c1, 10).unwrap(), (1, 10));
+
+    // The first node dies: another master replica leads the catalog.
+    cluster.kill(0);
+    let other = (1..4).find(|i| masters.contains(&cluster.addr(*i))).unwrap();
+    let c = wait_client(&cluster.addr(other));
+    let started = Instant::now();
+    let t = with_master("create table after the first node died", || c.create_table("after", Sharding::Hash { tablets: 2 }));
+    eprintln!("a table was created {:?} after the first node (the master) died", started.elapsed());
+    assert_eq!(t.tablets.len(), 2);
+    assert_eq!(with_master("a sequence after the first node died", || seq(&c, 5)), (11, 5));
+    let status = with_master("status", || c.status());
+    assert!(status.tables.iter().any(|t| t.name == "rf3") && status.tables.iter().any(|t| t.name == "after"), "{:?}", status.tables);
+    assert!(!status.nodes.is_empty());
+    c.write("after", vec![WriteOp::put(key(1), b"a".to_vec())]).unwrap();
+    write_all(&c, 50..100, &mut acked);
+    check_all(&c, &acked);
+    // The new master moves the dead node's replicas (node timeout 3 s), the
+    // master group's own among them.
+    wait_for_placement(&c, "replicas off the dead first node", |ti| !ti.replicas.contains(&cluster.addr(0)) && ti.replicas.len() == 3);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let t = with_master("the master's table", || c.refresh_table("$master"));
+        if !t.tablets[0].replicas.contains(&cluster.addr(0)) && t.tablets[0].replicas.len() == 3 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the master group kept its dead member: {t:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // A node restarted while the first node is down finds the master where it
+    // last learnt it was.
+    let restarted = (1..4).find(|i| *i != other).unwrap();
+    cluster.restart(restarted);
+    let cr = wait_client(&cluster.addr(restarted));
+    assert_eq!(with_master("a table through a restarted node", || cr.refresh_table("after")).tablets.len(), 2);
+    // The first node returns: it serves catalog requests through the master.
+    cluster.restart(0);
+    let c1 = wait_client(&cluster.addr(0));
+    assert_eq!(with_master("the first node back", || c1.refresh_table("after")).tablets.len(), 2);
+    assert_eq!(with_master("a sequence through the first node", || seq(&c1, 1)), (16, 1));
+    assert_eq!(c1.get("after", &key(1)).unwrap(), Some(b"a".to_vec()));
+    check_all(&c1, &acked);
+}

@@ -176,8 +176,9 @@ pub enum Request {
     },
     /// A request on a transaction's status record (`CreateTxn`, `Heartbeat`,
     /// `CommitTxn`, `AbortTxn`, `TxnStatus`, `WaitTxn`) passed on by the node that
-    /// received it to the leader of the record's status tablet: handled there, or
-    /// answered `NotLeader` (never passed on again).
+    /// received it to the leader of the record's status tablet, or a catalog
+    /// request (and `Status`) passed on to the master's leader: handled there,
+    /// or answered `NotLeader` (never passed on again).
     Forwarded(Box<Request>),
     /// To the master: node `node`'s status tablet, created (and placed with its
     /// first replica on that node) if it does not exist yet. Answers `Tablet`.
@@ -289,9 +290,9 @@ pub enum Response {
     WaitingFor { holder: Option<TxnId> },
     /// Answer to `Raft`: the receiving replica's reply, as bincode.
     Raft(Vec<u8>),
-    /// Answer to `RegisterNode`: the node's id, and every node the master knows
-    /// (id, RPC address).
-    Registered { node_id: u64, nodes: Vec<(u64, String)> },
+    /// Answer to `RegisterNode`: the node's id, every node the master knows
+    /// (id, RPC address), and the RPC addresses of the master group's replicas.
+    Registered { node_id: u64, nodes: Vec<(u64, String)>, masters: Vec<String> },
     /// Answer to `LocateTablet`.
     Tablet(TabletInfo),
     /// Answer to `PublishDdl`: the entry's sequence number, and the nodes (id, RPC

@@ -1,8 +1,8 @@
 //! pinax-tserver: the tablet server — a node's tablet replicas (each a Raft group,
 //! [`replica`]), its replicas of status tablets (also Raft groups: one per node,
-//! keeping the records of the transactions begun through it), the master role (catalog, replica placement,
-//! moving replicas off dead nodes) on the cluster's first node, the RPC service and
-//! background work.
+//! keeping the records of the transactions begun through it), its replica of the
+//! master group (the catalog; the group's leader is the master: replica placement,
+//! moving replicas off dead nodes), the RPC service and background work.
 //!
 //! Key types:
 //! - [`Node`]: owns everything a node serves; [`Node::handle`] executes one

@@ -1,11 +1,11 @@
 //! A node: tablets, status tablets, catalog, and the request handler.
 
 use crate::factory::EngineFactory;
-use crate::replica::{RaftReplicator, RpcTransport};
+use crate::replica::{RaftCatalogLog, RaftReplicator, RpcTransport};
 use parking_lot::{Condvar, Mutex, RwLock};
 use pinax_common::{ErrorCode, HybridClock, HybridTime, TabletId, TxnId};
 use pinax_engine::CompactionFilterFactory;
-use pinax_master::{status_table_name, Catalog, CatalogError, Dropped, ReplicaRecord, SYSTEM_TABLE_PREFIX};
+use pinax_master::{single_tablet_table, status_table_name, Catalog, CatalogError, Dropped, LocalRecords, ReplicaRecord, MASTER_TABLE_NAME, SYSTEM_TABLE_PREFIX};
 use pinax_mvcc::gc::{HistoryCutoff, HistoryGcFilterFactory};
 use pinax_mvcc::{ReadContext, TxnStatus};
 use pinax_proto::{DdlEntry, NodeStatus, ReadPoint, Request, Response, RpcError, SequenceOp, Sharding, TableInfo, TabletInfo};
@@ -34,8 +34,8 @@ pub struct NodeConfig {
     pub history_retention: Duration,
     /// Heartbeat and election timeouts of the tablets' Raft groups.
     pub raft_timing: RaftTiming,
-    /// The master's RPC address; `None`: this node is the master (the cluster's
-    /// first node).
+    /// The RPC address of a node of the cluster to join; `None`: this node is the
+    /// cluster's first (it bootstraps the master group).
     pub join: Option<String>,
     /// Replicas per tablet of new tables (fewer when fewer nodes are alive).
     pub replication_factor: u32,
@@ -66,7 +66,9 @@ impl Default for NodeConfig {
     }
 }
 
-const CATALOG_ENGINE: &str = "master";
+/// The engine of this node's own records ([`LocalRecords`]; named "master" from
+/// when it held the catalog too).
+const LOCAL_ENGINE: &str = "master";
 /// The engine that held a node's status records before status tablets were
 /// replicated (`Node::retire_local_status_engine`).
 const OLD_STATUS_ENGINE: &str = "status";
@@ -102,7 +104,17 @@ pub struct Node<F: EngineFactory> {
     cfg: NodeConfig,
     factory: F,
     clock: Arc<HybridClock>,
-    catalog: Catalog<F::Engine>,
+    /// This node's own records: its replicas, where the masters are.
+    local: LocalRecords<F::Engine>,
+    /// This node's replica of the master group's catalog, if it has one (it
+    /// serves only while it leads the group).
+    master: RwLock<Option<Arc<Catalog<F::Engine>>>>,
+    /// RPC addresses of the master group's replicas, as last learnt.
+    masters: RwLock<Vec<String>>,
+    /// Where the master's leader was last found.
+    master_hint: Mutex<Option<String>>,
+    /// This node led the master group at the last tick.
+    led_master: AtomicBool,
     tablets: RwLock<HashMap<TabletId, Arc<Tablet<F::Engine>>>>,
     /// The Raft group of every tablet replica on this node.
     groups: RwLock<HashMap<TabletId, Arc<RaftReplicator>>>,
@@ -185,6 +197,28 @@ fn status_txn(req: &Request) -> Option<TxnId> {
     }
 }
 
+/// Requests the master serves (other nodes forward them to it; the same list
+/// as in `Node::handle`).
+fn is_master_request(req: &Request) -> bool {
+    matches!(
+        req,
+        Request::CreateTable { .. }
+            | Request::DropTable { .. }
+            | Request::GetTable { .. }
+            | Request::RegisterNode { .. }
+            | Request::AddTableName { .. }
+            | Request::PublishDdl { .. }
+            | Request::ReadDdl { .. }
+            | Request::Sequence { .. }
+            | Request::EnsureStatusTablet { .. }
+            | Request::LocateTablet { .. }
+    )
+}
+
+/// How long a catalog request follows the master's leader changes (an election
+/// takes 0.5-1 s) before failing as retryable.
+const MASTER_FAILOVER_WAIT: Duration = Duration::from_secs(5);
+
 /// A table to create and place.
 #[derive(Clone)]
 enum Planned<'a> {
@@ -225,7 +259,8 @@ impl<F: EngineFactory> Node<F> {
     /// Open (or create) a node's state: catalog, status tablet, every tablet.
     pub fn open(cfg: NodeConfig, factory: F, clock: Arc<HybridClock>) -> Result<Arc<Self>, RpcError> {
         let io = |e: pinax_engine::Error| err(ErrorCode::Io, e.to_string());
-        let catalog = Catalog::open(factory.open(CATALOG_ENGINE, None).map_err(io)?).map_err(catalog_err)?;
+        let local = LocalRecords::open(factory.open(LOCAL_ENGINE, None).map_err(io)?);
+        let masters = local.masters().map_err(catalog_err)?;
         let cutoff = HistoryCutoff::default();
         let gc_factory: Arc<dyn CompactionFilterFactory> = Arc::new(HistoryGcFilterFactory { cutoff: cutoff.clone() });
         let (tx, rx) = mpsc::channel();
@@ -242,7 +277,11 @@ impl<F: EngineFactory> Node<F> {
             cfg,
             factory,
             clock,
-            catalog,
+            local,
+            master: RwLock::new(None),
+            masters: RwLock::new(masters),
+            master_hint: Mutex::new(None),
+            led_master: AtomicBool::new(false),
             tablets: RwLock::new(HashMap::new()),
             groups: RwLock::new(HashMap::new()),
             rt,
@@ -271,22 +310,31 @@ impl<F: EngineFactory> Node<F> {
             engines: Mutex::new(HashMap::new()),
         };
         node.directory.write().insert(node.cfg.node_id, node.cfg.rpc_addr.clone());
-        if node.is_master() {
-            node.nodes.lock().insert(node.cfg.node_id, (node.cfg.rpc_addr.clone(), Instant::now()));
-        }
+        node.nodes.lock().insert(node.cfg.node_id, (node.cfg.rpc_addr.clone(), Instant::now()));
         // Open every replica this node serves; drop engines of tablets it does not
         // (left by a crash between creating tablets and committing their table).
-        let mut records = node.catalog.replicas().map_err(catalog_err)?;
-        if records.is_empty() && node.is_master() {
-            // A data directory from before replica records: every tablet is local.
-            let me = vec![(node.cfg.node_id, node.cfg.rpc_addr.clone())];
-            for t in node.catalog.tables() {
+        let mut records = node.local.replicas().map_err(catalog_err)?;
+        // A data directory from before the master was replicated keeps the
+        // catalog among this node's own records.
+        let legacy = if node.cfg.join.is_none() { node.local.legacy_catalog().map_err(catalog_err)? } else { Vec::new() };
+        let me = vec![(node.cfg.node_id, node.cfg.rpc_addr.clone())];
+        if records.is_empty() && node.cfg.join.is_none() {
+            // From before replica records, too: every tablet is local.
+            for (_, v) in legacy.iter().filter(|(k, _)| k.starts_with(b"t/")) {
+                let t = pinax_master::catalog::decode_table(v).map_err(catalog_err)?;
                 for ti in t.tablets {
                     let r = ReplicaRecord { tablet: ti, members: me.clone(), bootstrap: true };
-                    node.catalog.put_replica(&r).map_err(catalog_err)?;
+                    node.local.put_replica(&r).map_err(catalog_err)?;
                     records.push(r);
                 }
             }
+        }
+        if node.cfg.join.is_none() && !records.iter().any(|r| r.tablet.id == TabletId::MASTER) {
+            // The cluster's first node bootstraps the master group.
+            let t = single_tablet_table(MASTER_TABLE_NAME.to_string(), TabletId::MASTER, vec![node.cfg.rpc_addr.clone()]);
+            let r = ReplicaRecord { tablet: t.tablets[0].clone(), members: me, bootstrap: true };
+            node.local.put_replica(&r).map_err(catalog_err)?;
+            records.push(r);
         }
         node.retire_local_status_engine()?;
         let mut wanted = std::collections::HashSet::new();
@@ -299,7 +347,30 @@ impl<F: EngineFactory> Node<F> {
                 node.factory.destroy(&name).map_err(io)?;
             }
         }
+        if !legacy.is_empty() {
+            node.import_legacy_catalog(legacy)?;
+        }
         Ok(Arc::new(node))
+    }
+
+    /// Hand the catalog of a data directory from before the master was
+    /// replicated over to the master group (whose only member this node is then,
+    /// so it leads once it has elected itself).
+    fn import_legacy_catalog(&self, legacy: pinax_master::catalog::Entries) -> Result<(), RpcError> {
+        let catalog = self.master.read().clone().ok_or_else(|| err(ErrorCode::Internal, "the first node has no master replica"))?;
+        let keys: Vec<Vec<u8>> = legacy.iter().map(|(k, _)| k.clone()).collect();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            match catalog.import(legacy.clone()) {
+                Ok(imported) => {
+                    tracing::info!(entries = keys.len(), imported, "catalog of an earlier version handed to the master group");
+                    break;
+                }
+                Err(e) if Instant::now() < deadline && matches!(e, CatalogError::NotLeader(_) | CatalogError::Unavailable(_)) => std::thread::sleep(Duration::from_millis(100)),
+                Err(e) => return Err(catalog_err(e)),
+            }
+        }
+        self.local.drop_legacy(&keys).map_err(catalog_err)
     }
 
     /// Data directories from before status tablets were replicated keep this
@@ -324,8 +395,20 @@ impl<F: EngineFactory> Node<F> {
         self.factory.destroy(OLD_STATUS_ENGINE).map_err(io)
     }
 
+    /// Whether this node leads the master group now (it serves catalog requests).
     pub fn is_master(&self) -> bool {
-        self.cfg.join.is_none()
+        self.master.read().is_some() && self.groups.read().get(&TabletId::MASTER).is_some_and(|g| g.group.leads_now())
+    }
+
+    /// The catalog, when this node has a master replica (its operations fail
+    /// with NotLeader unless it leads).
+    fn catalog(&self) -> Result<Arc<Catalog<F::Engine>>, RpcError> {
+        self.master.read().clone().ok_or_else(|| err(ErrorCode::NotLeader, format!("node {} has no replica of the master", self.cfg.node_id)))
+    }
+
+    /// Whether this node has a replica of tablet `id` open.
+    fn has_replica(&self, id: TabletId) -> bool {
+        self.tablets.read().contains_key(&id) || self.status_tablets.read().contains_key(&id) || (id == TabletId::MASTER && self.master.read().is_some())
     }
 
     /// Open this node's replica of a tablet: its engine, its Raft group (replaying
@@ -334,11 +417,11 @@ impl<F: EngineFactory> Node<F> {
     /// no-op once the group has one). Idempotent.
     fn open_tablet(&self, r: &ReplicaRecord) -> Result<(), RpcError> {
         let id = r.tablet.id;
-        if self.tablets.read().contains_key(&id) || self.status_tablets.read().contains_key(&id) {
+        if self.has_replica(id) {
             return Ok(());
         }
-        // Status records are no MVCC data: no history collection there.
-        let gc = (!id.is_status()).then(|| self.gc_factory.clone());
+        // Status records and the catalog are no MVCC data: no history collection there.
+        let gc = (!id.is_status() && id != TabletId::MASTER).then(|| self.gc_factory.clone());
         let engine = Arc::new(self.factory.open(&tablet_engine_name(id), gc).map_err(|e| err(ErrorCode::Io, e.to_string()))?);
         self.engines.lock().insert(id, Arc::downgrade(&engine));
         let raft_err = |e: pinax_raft::GroupError| err(ErrorCode::Io, format!("tablet {}: {e}", id.0));
@@ -347,6 +430,12 @@ impl<F: EngineFactory> Node<F> {
             group.initialize(&r.members.iter().cloned().collect()).map_err(raft_err)?;
         }
         let repl = Arc::new(RaftReplicator { tablet_id: id, group });
+        if id == TabletId::MASTER {
+            let log = Arc::new(RaftCatalogLog { repl: repl.clone(), clock: self.clock.clone() });
+            self.groups.write().insert(id, repl);
+            *self.master.write() = Some(Arc::new(Catalog::new(engine, log)));
+            return Ok(());
+        }
         if id.is_status() {
             let st = StatusTablet::open_replicated(id, engine, repl.clone(), self.clock.clone(), self.cfg.txn_heartbeat_timeout.as_micros() as u64);
             self.groups.write().insert(id, repl);
@@ -370,9 +459,9 @@ impl<F: EngineFactory> Node<F> {
         if self.destroying.lock().contains(&id) {
             return Err(err(ErrorCode::Unavailable, format!("an earlier replica of tablet {} is still being removed here; try again", id.0)));
         }
-        let here = |id: &TabletId| self.tablets.read().contains_key(id) || self.status_tablets.read().contains_key(id);
+        let here = |id: &TabletId| self.has_replica(*id);
         if here(&id) && !r.bootstrap {
-            let stale = self.catalog.replicas().map_err(catalog_err)?.into_iter().any(|old| old.tablet.id == id && old.members != r.members);
+            let stale = self.local.replicas().map_err(catalog_err)?.into_iter().any(|old| old.tablet.id == id && old.members != r.members);
             if stale {
                 tracing::info!(tablet_id = id.0, "dropping a stale replica before it is added again");
                 self.drop_replica(id)?;
@@ -380,7 +469,7 @@ impl<F: EngineFactory> Node<F> {
             }
         }
         if !here(&id) {
-            self.catalog.put_replica(&r).map_err(catalog_err)?;
+            self.local.put_replica(&r).map_err(catalog_err)?;
             self.open_tablet(&r)?;
         }
         // Being added (the catalog names it only once the move is done): a full
@@ -395,8 +484,12 @@ impl<F: EngineFactory> Node<F> {
         drop(removed);
         let removed = self.status_tablets.write().remove(&id);
         drop(removed);
+        if id == TabletId::MASTER {
+            let removed = self.master.write().take();
+            drop(removed);
+        }
         self.close_group(id);
-        self.catalog.delete_replica(id).map_err(catalog_err)?;
+        self.local.delete_replica(id).map_err(catalog_err)?;
         // Requests in flight and the group's last tasks may hold the engine for
         // a moment; its files are deleted once it is closed.
         let deadline = Instant::now() + Duration::from_secs(2);
@@ -416,7 +509,7 @@ impl<F: EngineFactory> Node<F> {
     fn finish_destroying(&self) {
         let pending: Vec<TabletId> = self.destroying.lock().iter().copied().collect();
         for id in pending {
-            if self.tablets.read().contains_key(&id) || self.status_tablets.read().contains_key(&id) || !self.engine_closed(id) {
+            if self.has_replica(id) || !self.engine_closed(id) {
                 continue;
             }
             match self.factory.destroy(&tablet_engine_name(id)) {
@@ -437,17 +530,82 @@ impl<F: EngineFactory> Node<F> {
         self.transport.request(addr, req)
     }
 
-    /// Send a catalog request to the master.
+    /// Send a catalog request to the master: the leader of the master group,
+    /// found through this node's replica of it, where the master was last found,
+    /// the master replicas last learnt, or the node this one joined through;
+    /// following NotLeader answers and leader changes for up to
+    /// `MASTER_FAILOVER_WAIT`.
     fn call_master(&self, req: Request) -> Result<Response, RpcError> {
-        match &self.cfg.join {
-            Some(master) => self.transport.request(master, req),
-            None => self.handle(req),
+        self.call_master_within(req, MASTER_FAILOVER_WAIT)
+    }
+
+    fn call_master_within(&self, req: Request, wait: Duration) -> Result<Response, RpcError> {
+        let deadline = Instant::now() + wait;
+        let retryable = |e: &RpcError| matches!(e.code, ErrorCode::NotLeader | ErrorCode::Unavailable);
+        loop {
+            let mut tried: Vec<String> = Vec::new();
+            let mut queue = self.master_candidates();
+            let mut last = None;
+            while let Some(addr) = queue.pop() {
+                if tried.contains(&addr) || tried.len() >= 8 {
+                    continue;
+                }
+                tried.push(addr.clone());
+                match self.call_node(&addr, Request::Forwarded(Box::new(req.clone()))) {
+                    Ok(r) => {
+                        *self.master_hint.lock() = Some(addr);
+                        return Ok(r);
+                    }
+                    Err(e) if retryable(&e) => {
+                        if let Some(l) = e.leader.clone().filter(|l| !tried.contains(l)) {
+                            queue.push(l);
+                        }
+                        last = Some(e);
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            *self.master_hint.lock() = None;
+            if Instant::now() >= deadline {
+                return Err(last.unwrap_or_else(|| err(ErrorCode::Unavailable, "no master is known to this node")));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Where to look for the master's leader, the likeliest last (popped first).
+    fn master_candidates(&self) -> Vec<String> {
+        let mut c: Vec<String> = Vec::new();
+        c.extend(self.cfg.join.clone());
+        c.extend(self.masters.read().iter().rev().cloned());
+        if let Some(g) = self.groups.read().get(&TabletId::MASTER) {
+            c.push(self.cfg.rpc_addr.clone());
+            c.extend(g.group.leader().map(|(_, a)| a));
+        }
+        c.extend(self.master_hint.lock().clone());
+        c
+    }
+
+    /// The error a master request meets at a node that does not lead the master
+    /// group (with the leader's address when this node knows it).
+    fn not_master(&self) -> RpcError {
+        let leader = self.groups.read().get(&TabletId::MASTER).and_then(|g| g.group.leader()).map(|(_, a)| a).filter(|a| *a != self.cfg.rpc_addr);
+        err(ErrorCode::NotLeader, format!("node {} does not lead the master", self.cfg.node_id)).with_leader(leader)
+    }
+
+    /// The master replicas' addresses (from the catalog's `$master` table).
+    fn master_addrs(&self) -> Vec<String> {
+        match self.catalog().and_then(|c| c.get(MASTER_TABLE_NAME).map_err(catalog_err)) {
+            Ok(t) => t.tablets[0].replicas.clone(),
+            Err(_) => vec![self.cfg.rpc_addr.clone()],
         }
     }
 
     /// Master: `RegisterNode`.
     fn register_node(&self, node_id: u64, addr: String) -> Result<Response, RpcError> {
-        let node_id = if node_id == 0 { self.catalog.allocate_node_id().map_err(catalog_err)? } else { node_id };
+        let catalog = self.catalog()?;
+        let node_id = if node_id == 0 { catalog.allocate_node_id().map_err(catalog_err)? } else { node_id };
+        catalog.put_node(node_id, &addr).map_err(catalog_err)?;
         let mut nodes = self.nodes.lock();
         // A node that moved to another address is one node, at its new address.
         nodes.retain(|id, (a, _)| *id == node_id || *a != addr);
@@ -455,21 +613,71 @@ impl<F: EngineFactory> Node<F> {
         drop(nodes);
         let mut dir = self.directory.write();
         dir.insert(node_id, addr);
-        Ok(Response::Registered { node_id, nodes: dir.iter().map(|(id, a)| (*id, a.clone())).collect() })
+        let nodes = dir.iter().map(|(id, a)| (*id, a.clone())).collect();
+        drop(dir);
+        Ok(Response::Registered { node_id, nodes, masters: self.master_addrs() })
+    }
+
+    /// Master, when it begins to lead: every registered node counts as heard from
+    /// now (the previous leader knew when they were; a node gone for good is
+    /// found gone a node timeout later, as it would have been).
+    fn take_over_as_master(&self) {
+        // The master registers itself (it never sends itself RegisterNode).
+        let known = self.catalog().and_then(|c| {
+            c.put_node(self.cfg.node_id, &self.cfg.rpc_addr).map_err(catalog_err)?;
+            c.nodes().map_err(catalog_err)
+        });
+        let known = match known {
+            Ok(n) => n,
+            Err(e) => {
+                tracing::warn!(error = %e, "reading the registered nodes");
+                return;
+            }
+        };
+        let now = Instant::now();
+        let mut nodes = self.nodes.lock();
+        for (id, addr) in &known {
+            nodes.entry(*id).or_insert_with(|| (addr.clone(), now));
+        }
+        drop(nodes);
+        self.directory.write().extend(known);
+        self.led_master.store(true, Ordering::SeqCst);
+        tracing::info!(node_id = self.cfg.node_id, "leading the master");
+    }
+
+    /// Master: the master group's own table exists (placing and moving its
+    /// replicas like any tablet's).
+    fn ensure_master_table(&self) -> Result<(), RpcError> {
+        let catalog = self.catalog()?;
+        match catalog.get(MASTER_TABLE_NAME) {
+            Err(CatalogError::NotFound(_)) => {}
+            other => return other.map(|_| ()).map_err(catalog_err),
+        }
+        let voters = self.groups.read().get(&TabletId::MASTER).map(|g| g.group.voters()).unwrap_or_default();
+        let dir = self.directory.read().clone();
+        let mut replicas: Vec<String> = voters.iter().filter_map(|id| dir.get(id).cloned()).collect();
+        replicas.retain(|a| *a != self.cfg.rpc_addr);
+        replicas.insert(0, self.cfg.rpc_addr.clone());
+        catalog.commit_table(&single_tablet_table(MASTER_TABLE_NAME.to_string(), TabletId::MASTER, replicas)).map_err(catalog_err)
     }
 
     /// Master: nodes heard from recently (id, address), by id.
     fn live_nodes(&self) -> Vec<(u64, String)> {
+        if !self.led_master.load(Ordering::SeqCst) {
+            // Led since before the tick noticed: know the registered nodes first.
+            self.take_over_as_master();
+        }
         let mut nodes = self.nodes.lock();
         nodes.insert(self.cfg.node_id, (self.cfg.rpc_addr.clone(), Instant::now()));
         nodes.iter().filter(|(_, (_, seen))| seen.elapsed() < NODE_LIVENESS).map(|(id, (a, _))| (*id, a.clone())).collect()
     }
 
-    /// Non-master: tell the master this node is alive (about once a second).
+    /// Tell the master this node is alive (about once a second), and learn the
+    /// other nodes and where the master replicas are.
     fn heartbeat_master(&self) {
-        let Some(master) = &self.cfg.join else {
+        if self.is_master() {
             return;
-        };
+        }
         {
             let mut last = self.last_register.lock();
             if last.is_some_and(|t| t.elapsed() < Duration::from_secs(1)) {
@@ -477,8 +685,16 @@ impl<F: EngineFactory> Node<F> {
             }
             *last = Some(Instant::now());
         }
-        match self.transport.request(master, Request::RegisterNode { node_id: self.cfg.node_id, addr: self.cfg.rpc_addr.clone() }) {
-            Ok(Response::Registered { nodes, .. }) => self.directory.write().extend(nodes),
+        match self.call_master_within(Request::RegisterNode { node_id: self.cfg.node_id, addr: self.cfg.rpc_addr.clone() }, Duration::ZERO) {
+            Ok(Response::Registered { nodes, masters, .. }) => {
+                self.directory.write().extend(nodes);
+                if !masters.is_empty() && *self.masters.read() != masters {
+                    if let Err(e) = self.local.set_masters(&masters) {
+                        tracing::warn!(error = %e, "recording where the masters are");
+                    }
+                    *self.masters.write() = masters;
+                }
+            }
             Ok(other) => tracing::warn!(?other, "unexpected answer to RegisterNode"),
             Err(e) => tracing::debug!(error = %e, "registering with the master"),
         }
@@ -613,7 +829,7 @@ impl<F: EngineFactory> Node<F> {
 
     /// Master: `EnsureStatusTablet`.
     fn ensure_status_tablet(&self, node: u64) -> Result<Response, RpcError> {
-        if let Ok(t) = self.catalog.get(&status_table_name(node)) {
+        if let Ok(t) = self.catalog()?.get(&status_table_name(node)) {
             return Ok(Response::Tablet(t.tablets[0].clone()));
         }
         let t = self.create_table_placed(Planned::Status(node))?;
@@ -637,7 +853,7 @@ impl<F: EngineFactory> Node<F> {
 
     /// Master: `LocateTablet`.
     fn locate_tablet(&self, id: TabletId) -> Result<Response, RpcError> {
-        for t in self.catalog.tables() {
+        for t in self.catalog()?.tables().map_err(catalog_err)? {
             if let Some(ti) = t.tablets.into_iter().find(|ti| ti.id == id) {
                 return Ok(Response::Tablet(ti));
             }
@@ -790,7 +1006,7 @@ impl<F: EngineFactory> Node<F> {
             Request::Status => {
                 // Tables and live nodes are the master's.
                 let (tables, nodes) = if self.is_master() {
-                    (self.catalog.tables(), self.live_nodes())
+                    (self.catalog()?.tables().map_err(catalog_err)?, self.live_nodes())
                 } else {
                     match self.call_master(Request::Status)? {
                         Response::Status(m) => (m.tables, m.nodes),
@@ -807,6 +1023,8 @@ impl<F: EngineFactory> Node<F> {
                     nodes,
                 }))
             }
+            // Here when this node leads the master (a leader change may cut in:
+            // then at the new leader), else at the master's leader.
             req @ (Request::CreateTable { .. }
             | Request::DropTable { .. }
             | Request::GetTable { .. }
@@ -814,23 +1032,22 @@ impl<F: EngineFactory> Node<F> {
             | Request::AddTableName { .. }
             | Request::PublishDdl { .. }
             | Request::ReadDdl { .. }
-            | Request::Sequence { .. })
-                if !self.is_master() =>
-            {
-                self.call_master(req)
+            | Request::Sequence { .. }
+            | Request::EnsureStatusTablet { .. }
+            | Request::LocateTablet { .. }) => {
+                if self.is_master() {
+                    match self.handle_master(req.clone()) {
+                        Err(e) if e.code == ErrorCode::NotLeader => self.call_master(req),
+                        res => res,
+                    }
+                } else {
+                    self.call_master(req)
+                }
             }
-            Request::AddTableName { name, existing } => self.catalog.add_name(&name, &existing).map(Response::Table).map_err(catalog_err),
-            Request::PublishDdl { entry } => self.publish_ddl(entry),
-            Request::ReadDdl { after, max } => self.catalog.read_ddl(after, max.clamp(1, 10_000) as usize).map(Response::Ddl).map_err(catalog_err),
-            Request::Sequence { name, op } => self.sequence(&name, op),
             Request::ApplyDdl { upto } => match self.ddl.get() {
                 None => Ok(Response::Done),
                 Some(a) => a.apply_upto(upto, Instant::now() + DDL_APPLY_WAIT).map(|_| Response::Done).map_err(|e| err(ErrorCode::Unavailable, e)),
             },
-            Request::CreateTable { name, sharding, if_not_exists } => self.create_table(&name, sharding, if_not_exists).map(Response::Table),
-            Request::DropTable { name, if_exists } => self.drop_table(&name, if_exists),
-            Request::GetTable { name } => self.catalog.get(&name).map(Response::Table).map_err(catalog_err),
-            Request::RegisterNode { node_id, addr } => self.register_node(node_id, addr),
             Request::CreateReplica { tablet, members, bootstrap } => self.create_replica(ReplicaRecord { tablet, members, bootstrap }),
             Request::DropReplica { tablet } => self.drop_replica(tablet),
             Request::Write { tablet, ops, read_ht, txn, request } => {
@@ -862,10 +1079,12 @@ impl<F: EngineFactory> Node<F> {
             }
             Request::Forwarded(req) => match status_txn(&req) {
                 Some(txn) => self.on_status_tablet(txn, *req, false),
-                None => Err(err(ErrorCode::InvalidRequest, "only requests on status records are forwarded")),
+                // At the master's leader, or NotLeader (never forwarded again).
+                None if matches!(*req, Request::Status) && self.is_master() => self.handle(*req),
+                None if is_master_request(&req) && self.is_master() => self.handle_master(*req).map_err(|e| if e.code == ErrorCode::NotLeader { self.not_master() } else { e }),
+                None if is_master_request(&req) || matches!(*req, Request::Status) => Err(self.not_master()),
+                None => Err(err(ErrorCode::InvalidRequest, "only requests on status records or the catalog are forwarded")),
             },
-            Request::EnsureStatusTablet { node } if self.is_master() => self.ensure_status_tablet(node),
-            req @ Request::EnsureStatusTablet { .. } => self.call_master(req),
             Request::WaitTxn { txn, waiter, timeout_ms } => self.wait_txn(txn, waiter, Duration::from_millis(timeout_ms as u64).min(MAX_WAIT)),
             Request::WaitsFor { txn } if self.home_of(txn) == self.cfg.node_id => Ok(Response::WaitingFor { holder: self.waits_for.lock().get(&txn).copied() }),
             Request::WaitsFor { .. } => Err(err(ErrorCode::InvalidRequest, "WaitsFor sent to a node that is not the transaction's home")),
@@ -874,8 +1093,6 @@ impl<F: EngineFactory> Node<F> {
                 t.rollback_intents(txn, from_seq).map(|_| Response::Done).map_err(tablet_err)
             }
             Request::TxnStatus { txn, read_ht } => self.txn_status(txn, read_ht).map(Response::TxnStatus),
-            Request::LocateTablet { tablet } if self.is_master() => self.locate_tablet(tablet),
-            req @ Request::LocateTablet { .. } => self.call_master(req),
             Request::ResolveTxn { tablet, txn, commit_ht } => self.resolve_txn_here(tablet, txn, commit_ht),
             Request::InjectFaults { .. } if !self.cfg.fault_injection => Err(err(ErrorCode::InvalidRequest, "fault injection is off (start the node with --fault-injection)")),
             Request::InjectFaults { unreachable } => {
@@ -895,6 +1112,23 @@ impl<F: EngineFactory> Node<F> {
                 let g = g.ok_or_else(|| err(ErrorCode::TabletNotFound, format!("tablet {group} has no replica on this node")))?;
                 self.rt.block_on(pinax_raft::network::serve(g.group.raft(), kind, &body)).map(Response::Raft).map_err(|m| err(ErrorCode::InvalidRequest, format!("bad raft message: {m}")))
             }
+        }
+    }
+
+    /// A catalog request at the master (NotLeader unless this node leads it).
+    fn handle_master(&self, req: Request) -> Result<Response, RpcError> {
+        match req {
+            Request::AddTableName { name, existing } => self.catalog()?.add_name(&name, &existing).map(Response::Table).map_err(catalog_err),
+            Request::PublishDdl { entry } => self.publish_ddl(entry),
+            Request::ReadDdl { after, max } => self.catalog()?.read_ddl(after, max.clamp(1, 10_000) as usize).map(Response::Ddl).map_err(catalog_err),
+            Request::Sequence { name, op } => self.sequence(&name, op),
+            Request::CreateTable { name, sharding, if_not_exists } => self.create_table(&name, sharding, if_not_exists).map(Response::Table),
+            Request::DropTable { name, if_exists } => self.drop_table(&name, if_exists),
+            Request::GetTable { name } => self.catalog()?.get(&name).map(Response::Table).map_err(catalog_err),
+            Request::RegisterNode { node_id, addr } => self.register_node(node_id, addr),
+            Request::EnsureStatusTablet { node } => self.ensure_status_tablet(node),
+            Request::LocateTablet { tablet } => self.locate_tablet(tablet),
+            other => Err(err(ErrorCode::InvalidRequest, format!("not a catalog request: {other:?}"))),
         }
     }
 
@@ -936,23 +1170,24 @@ impl<F: EngineFactory> Node<F> {
     }
 
     fn try_create_table(&self, planned: Planned<'_>, down: &[u64]) -> Result<TableInfo, CreateFailed> {
+        let catalog = self.catalog().map_err(CreateFailed::Other)?;
         let mut live = self.live_nodes();
         live.retain(|(id, _)| !down.contains(id) || *id == self.cfg.node_id);
         let rf = (self.cfg.replication_factor.max(1) as usize).min(live.len());
-        let existing = |name: &str| self.catalog.get(name).map_err(|e| CreateFailed::Other(catalog_err(e)));
+        let existing = |name: &str| catalog.get(name).map_err(|e| CreateFailed::Other(catalog_err(e)));
         let (mut plan, home) = match planned {
             Planned::Sql { name, sharding, if_not_exists } => {
                 let sharding = match sharding {
                     Sharding::Hash { tablets: 0 } => Sharding::Hash { tablets: self.cfg.tablets_per_node * (live.len() / rf).max(1) as u32 },
                     s => s,
                 };
-                match self.catalog.plan_table(name, sharding, &self.cfg.rpc_addr) {
+                match catalog.plan_table(name, sharding, &self.cfg.rpc_addr) {
                     Ok(p) => (p, None),
                     Err(CatalogError::AlreadyExists(_)) if if_not_exists => return existing(name),
                     Err(e) => return Err(CreateFailed::Other(catalog_err(e))),
                 }
             }
-            Planned::Status(node) => match self.catalog.plan_status_table(node, &self.cfg.rpc_addr) {
+            Planned::Status(node) => match catalog.plan_status_table(node, &self.cfg.rpc_addr) {
                 Ok(p) => (p, Some(node)),
                 Err(CatalogError::AlreadyExists(name)) => return existing(&name),
                 Err(e) => return Err(CreateFailed::Other(catalog_err(e))),
@@ -987,7 +1222,7 @@ impl<F: EngineFactory> Node<F> {
                 }
             }
         }
-        if let Err(e) = self.catalog.commit_table(&plan) {
+        if let Err(e) = catalog.commit_table(&plan) {
             self.drop_replicas(&done);
             return Err(CreateFailed::Other(catalog_err(e)));
         }
@@ -1010,7 +1245,9 @@ impl<F: EngineFactory> Node<F> {
             (dead, live)
         };
         let rf = (self.cfg.replication_factor.max(1) as usize).min(live.len());
-        let tables = self.catalog.tables();
+        let Ok(tables) = self.catalog().and_then(|c| c.tables().map_err(catalog_err)) else {
+            return;
+        };
         let mut load: HashMap<String, usize> = live.iter().map(|(_, a)| (a.clone(), 0)).collect();
         for ti in tables.iter().flat_map(|t| &t.tablets) {
             for r in &ti.replicas {
@@ -1096,7 +1333,7 @@ impl<F: EngineFactory> Node<F> {
         self.call_node(new.1, Request::CreateReplica { tablet: moved, members, bootstrap: false })?;
         let req = || Request::ChangeReplicas { tablet: ti.id, add: (new.0, new.1.to_string()), remove: dead.map(|d| d.0) };
         self.call_leader(ti, dead_addr, req, |_| false)?;
-        self.catalog.move_replica(table, ti.id, dead_addr, new.1).map_err(catalog_err)?;
+        self.catalog()?.move_replica(table, ti.id, dead_addr, new.1).map_err(catalog_err)?;
         self.locations.lock().remove(&ti.id);
         Ok(())
     }
@@ -1117,7 +1354,7 @@ impl<F: EngineFactory> Node<F> {
     }
 
     fn drop_table(&self, name: &str, if_exists: bool) -> Result<Response, RpcError> {
-        match self.catalog.drop_table(name) {
+        match self.catalog()?.drop_table(name) {
             Ok(Dropped::Table(t)) => {
                 self.destroy_tablets(&t);
                 Ok(Response::Dropped)
@@ -1133,7 +1370,7 @@ impl<F: EngineFactory> Node<F> {
     /// reported; they catch up from the log on their own.
     fn publish_ddl(&self, entry: DdlEntry) -> Result<Response, RpcError> {
         let origin = entry.origin;
-        let seq = self.catalog.append_ddl(entry).map_err(catalog_err)?;
+        let seq = self.catalog()?.append_ddl(entry).map_err(catalog_err)?;
         let others: Vec<(u64, String)> = self.live_nodes().into_iter().filter(|(id, _)| *id != origin).collect();
         let lagging = std::thread::scope(|s| {
             let calls: Vec<_> = others
@@ -1159,17 +1396,18 @@ impl<F: EngineFactory> Node<F> {
 
     /// Master: an operation on a cluster-wide sequence.
     fn sequence(&self, name: &str, op: SequenceOp) -> Result<Response, RpcError> {
+        let catalog = self.catalog()?;
         let r = match op {
-            SequenceOp::Alias { existing } => self.catalog.sequence_alias(name, &existing).map(|_| Response::Done),
+            SequenceOp::Alias { existing } => catalog.sequence_alias(name, &existing).map(|_| Response::Done),
             SequenceOp::Next { start, increment, min, max, cycle, count } => {
                 if increment == 0 || min > max {
                     return Err(err(ErrorCode::InvalidRequest, format!("invalid options for sequence {name}")));
                 }
                 let o = pinax_master::catalog::SequenceOptions { start, increment, min, max, cycle };
-                self.catalog.sequence_next(name, o, count.clamp(1, 1_000_000)).map(|(first, count)| Response::SequenceValues { first, count })
+                catalog.sequence_next(name, o, count.clamp(1, 1_000_000)).map(|(first, count)| Response::SequenceValues { first, count })
             }
-            SequenceOp::Set { value, is_called } => self.catalog.sequence_set(name, value, is_called).map(|_| Response::Done),
-            SequenceOp::Drop => self.catalog.sequence_drop(name).map(|_| Response::Done),
+            SequenceOp::Set { value, is_called } => catalog.sequence_set(name, value, is_called).map(|_| Response::Done),
+            SequenceOp::Drop => catalog.sequence_drop(name).map(|_| Response::Done),
         };
         r.map_err(catalog_err)
     }
@@ -1356,14 +1594,23 @@ impl<F: EngineFactory> Node<F> {
             }
             due
         };
+        let master = self.is_master();
+        if !master {
+            self.led_master.store(false, Ordering::SeqCst);
+        } else if !self.led_master.load(Ordering::SeqCst) {
+            self.take_over_as_master();
+        }
         if due {
-            if self.is_master() {
+            if master {
+                if let Err(e) = self.ensure_master_table() {
+                    tracing::warn!(error = %e, "could not record the master group's table");
+                }
                 self.re_replicate();
             }
             self.drop_orphan_replicas();
         }
         let status_tablets: Vec<_> = self.status_tablets.read().values().cloned().collect();
-        if self.is_master() && due {
+        if master && due {
             self.ensure_status_tablets();
         }
         for st in status_tablets {

@@ -147,3 +147,27 @@ impl Transport for RpcTransport {
         }
     }
 }
+
+/// The master's Raft group as the catalog writes through it.
+pub struct RaftCatalogLog {
+    pub repl: Arc<RaftReplicator>,
+    pub clock: Arc<HybridClock>,
+}
+
+fn catalog_err(e: TabletError) -> pinax_master::CatalogError {
+    use pinax_master::CatalogError;
+    match e {
+        TabletError::NotLeader { leader_hint, .. } => CatalogError::NotLeader(leader_hint),
+        other => CatalogError::Unavailable(other.to_string()),
+    }
+}
+
+impl pinax_master::CatalogLog for RaftCatalogLog {
+    fn write(&self, batch: OwnedBatch) -> Result<(), pinax_master::CatalogError> {
+        self.repl.replicate(self.clock.now(), batch, 0).map_err(catalog_err)
+    }
+    fn term(&self) -> Result<u64, pinax_master::CatalogError> {
+        // A lease or a read-index round: a deposed leader serves nothing stale.
+        self.repl.read_barrier().map_err(catalog_err)
+    }
+}

@@ -1,0 +1,160 @@
+//! What a node keeps about itself, in its own engine (not replicated): the
+//! replicas it serves, and where the masters were when it last heard.
+//!
+//! Layout (regular CF):
+//! - `"r/" ++ tablet id (u64 BE)` → blob(kind `'R'`, v1, bincode(`ReplicaRecord`)):
+//!   a replica this node serves (the master group's own included)
+//! - `"masters"` → blob(kind `'M'`, v1, bincode(`Vec<String>`)): the RPC addresses of
+//!   the master group's replicas, as last learnt
+//!
+//! Data directories from before the master was replicated keep the catalog here
+//! too (every other key, on the first node): [`LocalRecords::legacy_catalog`]
+//! hands it over once to the replicated catalog.
+
+use crate::catalog::{bincode_cfg, CatalogError, Entries};
+use pinax_codec::blob::{decode_blob, encode_blob};
+use pinax_common::TabletId;
+use pinax_engine::{Cf, IterOptions, KvEngine, KvIterator, Snapshot, WriteBatch, WriteOptions};
+use pinax_proto::TabletInfo;
+
+const REPLICA_PREFIX: &[u8] = b"r/";
+const REPLICA_KIND: u8 = b'R';
+const REPLICA_VERSION: u8 = 1;
+const MASTERS: &[u8] = b"masters";
+const MASTERS_KIND: u8 = b'M';
+const MASTERS_VERSION: u8 = 1;
+
+/// A tablet replica served by this node: what it needs to reopen it.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ReplicaRecord {
+    pub tablet: TabletInfo,
+    /// The group's members at creation (node id, RPC address).
+    pub members: Vec<(u64, String)>,
+    /// This replica made the members the group's first configuration.
+    pub bootstrap: bool,
+}
+
+fn replica_key(id: TabletId) -> Vec<u8> {
+    let mut k = REPLICA_PREFIX.to_vec();
+    k.extend_from_slice(&id.0.to_be_bytes());
+    k
+}
+
+/// A node's own records.
+pub struct LocalRecords<E: KvEngine> {
+    engine: E,
+}
+
+impl<E: KvEngine> LocalRecords<E> {
+    pub fn open(engine: E) -> Self {
+        LocalRecords { engine }
+    }
+
+    fn write(&self, f: impl FnOnce(&mut E::Batch)) -> Result<(), CatalogError> {
+        let mut b = self.engine.new_batch();
+        f(&mut b);
+        Ok(self.engine.write(b, WriteOptions { sync: true })?)
+    }
+
+    /// Remember a replica this node serves (synced).
+    pub fn put_replica(&self, r: &ReplicaRecord) -> Result<(), CatalogError> {
+        let payload = bincode::serde::encode_to_vec(r, bincode_cfg()).unwrap_or_default();
+        self.write(|b| b.put(Cf::Regular, &replica_key(r.tablet.id), &encode_blob(REPLICA_KIND, REPLICA_VERSION, &payload)))
+    }
+
+    pub fn delete_replica(&self, id: TabletId) -> Result<(), CatalogError> {
+        self.write(|b| b.delete(Cf::Regular, &replica_key(id)))
+    }
+
+    /// Every replica this node serves.
+    pub fn replicas(&self) -> Result<Vec<ReplicaRecord>, CatalogError> {
+        let snap = self.engine.snapshot();
+        let mut it = snap.iter(Cf::Regular, IterOptions { lower: Some(REPLICA_PREFIX.to_vec()), upper: Some(b"r0".to_vec()), prefix_same_as_start: false });
+        it.seek_to_first();
+        let mut out = Vec::new();
+        while it.valid()? {
+            let (version, payload) = decode_blob(REPLICA_KIND, it.value()).map_err(|e| CatalogError::Corrupt(e.to_string()))?;
+            if version != REPLICA_VERSION {
+                return Err(CatalogError::Corrupt(format!("unknown replica record version {version}")));
+            }
+            let (r, _) = bincode::serde::decode_from_slice(payload, bincode_cfg()).map_err(|e| CatalogError::Corrupt(e.to_string()))?;
+            out.push(r);
+            it.next();
+        }
+        Ok(out)
+    }
+
+    /// The master replicas' addresses as last recorded (empty: none yet).
+    pub fn masters(&self) -> Result<Vec<String>, CatalogError> {
+        let Some(v) = self.engine.get(Cf::Regular, MASTERS)? else {
+            return Ok(Vec::new());
+        };
+        let (version, payload) = decode_blob(MASTERS_KIND, &v).map_err(|e| CatalogError::Corrupt(e.to_string()))?;
+        if version != MASTERS_VERSION {
+            return Err(CatalogError::Corrupt(format!("unknown masters record version {version}")));
+        }
+        let (m, _) = bincode::serde::decode_from_slice(payload, bincode_cfg()).map_err(|e| CatalogError::Corrupt(e.to_string()))?;
+        Ok(m)
+    }
+
+    pub fn set_masters(&self, masters: &[String]) -> Result<(), CatalogError> {
+        let payload = bincode::serde::encode_to_vec(masters, bincode_cfg()).unwrap_or_default();
+        self.write(|b| b.put(Cf::Regular, MASTERS, &encode_blob(MASTERS_KIND, MASTERS_VERSION, &payload)))
+    }
+
+    /// The catalog of a data directory from before the master was replicated:
+    /// every key but this node's own records.
+    pub fn legacy_catalog(&self) -> Result<Entries, CatalogError> {
+        let snap = self.engine.snapshot();
+        let mut it = snap.iter(Cf::Regular, IterOptions::default());
+        it.seek_to_first();
+        let mut out = Vec::new();
+        while it.valid()? {
+            let k = it.key();
+            if !k.starts_with(REPLICA_PREFIX) && k != MASTERS {
+                out.push((k.to_vec(), it.value().to_vec()));
+            }
+            it.next();
+        }
+        Ok(out)
+    }
+
+    /// Forget keys handed over by [`LocalRecords::legacy_catalog`].
+    pub fn drop_legacy(&self, keys: &[Vec<u8>]) -> Result<(), CatalogError> {
+        self.write(|b| {
+            for k in keys {
+                b.delete(Cf::Regular, k);
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pinax_proto::Partition;
+
+    #[test]
+    fn records_survive_a_restart_and_the_legacy_catalog_is_the_rest() {
+        let engine = pinax_engine_mem::MemEngine::new();
+        let l = LocalRecords::open(engine.clone());
+        let ti = TabletInfo { id: TabletId(7), partition: Partition { start: vec![], end: None }, leader: "a".into(), replicas: vec!["a".into()] };
+        let r = ReplicaRecord { tablet: ti, members: vec![(1, "a".into())], bootstrap: true };
+        l.put_replica(&r).unwrap();
+        l.set_masters(&["a".into(), "b".into()]).unwrap();
+        let mut b = engine.new_batch();
+        b.put(Cf::Regular, b"t/x", b"table");
+        b.put(Cf::Regular, b"next_id", &5u64.to_be_bytes());
+        engine.write(b, WriteOptions { sync: true }).unwrap();
+        let l = LocalRecords::open(engine);
+        assert_eq!(l.replicas().unwrap(), vec![r]);
+        assert_eq!(l.masters().unwrap(), vec!["a".to_string(), "b".to_string()]);
+        let legacy = l.legacy_catalog().unwrap();
+        assert_eq!(legacy.iter().map(|(k, _)| k.as_slice()).collect::<Vec<_>>(), vec![&b"next_id"[..], b"t/x"]);
+        l.drop_legacy(&legacy.into_iter().map(|(k, _)| k).collect::<Vec<_>>()).unwrap();
+        assert!(l.legacy_catalog().unwrap().is_empty());
+        assert_eq!(l.replicas().unwrap().len(), 1);
+        l.delete_replica(TabletId(7)).unwrap();
+        assert!(l.replicas().unwrap().is_empty());
+    }
+}
