@@ -1237,19 +1237,23 @@ impl<F: EngineFactory> Node<F> {
     /// tablet's leader change the voters, and records it in the catalog. At most
     /// one change per tablet per pass.
     fn re_replicate(&self) {
-        let (dead, live): (Vec<NodeEntry>, Vec<NodeEntry>) = {
+        let (dead, live, settled): (Vec<NodeEntry>, Vec<NodeEntry>, bool) = {
             let mut nodes = self.nodes.lock();
             nodes.insert(self.cfg.node_id, (self.cfg.rpc_addr.clone(), Instant::now()));
             let dead = nodes.iter().filter(|(_, (_, seen))| seen.elapsed() >= self.cfg.node_timeout).map(|(id, (a, _))| (*id, a.clone())).collect();
-            let live = nodes.iter().filter(|(_, (_, seen))| seen.elapsed() < NODE_LIVENESS).map(|(id, (a, _))| (*id, a.clone())).collect();
-            (dead, live)
+            let live: Vec<NodeEntry> = nodes.iter().filter(|(_, (_, seen))| seen.elapsed() < NODE_LIVENESS).map(|(id, (a, _))| (*id, a.clone())).collect();
+            // No node between missed (not live) and gone (dead): it may come back.
+            let settled = nodes.values().all(|(_, seen)| seen.elapsed() < NODE_LIVENESS || seen.elapsed() >= self.cfg.node_timeout);
+            (dead, live, settled)
         };
         let rf = (self.cfg.replication_factor.max(1) as usize).min(live.len());
         let Ok(tables) = self.catalog().and_then(|c| c.tables().map_err(catalog_err)) else {
             return;
         };
         let mut load: HashMap<String, usize> = live.iter().map(|(_, a)| (a.clone(), 0)).collect();
-        for ti in tables.iter().flat_map(|t| &t.tablets) {
+        let mut placed = 0;
+        // (The master group's replicas are not counted: they stay where they are.)
+        for ti in tables.iter().filter(|t| t.name != MASTER_TABLE_NAME).flat_map(|t| &t.tablets) {
             for r in &ti.replicas {
                 if let Some(n) = load.get_mut(r) {
                     *n += 1;
@@ -1266,7 +1270,8 @@ impl<F: EngineFactory> Node<F> {
                     continue; // no node to put it on
                 };
                 let from = gone.map(|(id, a)| (*id, a.as_str()));
-                match self.move_replica(&t.name, ti, from, (new_id, &new_addr)) {
+                placed += 1;
+                match self.move_replica(&t.name, ti, from, (new_id, &new_addr), false) {
                     Ok(()) => {
                         *load.entry(new_addr.clone()).or_default() += 1;
                         tracing::info!(tablet_id = ti.id.0, from = ?from.map(|f| f.0), to = new_id, "tablet replica placed");
@@ -1274,6 +1279,35 @@ impl<F: EngineFactory> Node<F> {
                     Err(e) => tracing::warn!(tablet_id = ti.id.0, from = ?from.map(|f| f.0), to = new_id, error = %e, "could not place a tablet replica"),
                 }
             }
+        }
+        // With every tablet placed and no node in doubt: even out the load.
+        if placed == 0 && settled {
+            self.rebalance(&tables, &live, &load);
+        }
+    }
+
+    /// Master: when the live node holding the most replicas has two or more than
+    /// the one holding the fewest (a node joined, or came back empty), move one
+    /// replica from it to that one: a tablet it holds and the other does not,
+    /// preferably one it does not lead. One move per pass (each second), so a
+    /// joining node fills up gradually while the cluster serves. The master
+    /// group's own replicas stay where they are.
+    fn rebalance(&self, tables: &[TableInfo], live: &[NodeEntry], load: &HashMap<String, usize>) {
+        let count = |a: &String| load.get(a).copied().unwrap_or(0);
+        let (Some(heavy), Some(light)) = (live.iter().max_by_key(|(_, a)| count(a)), live.iter().min_by_key(|(_, a)| count(a))) else {
+            return;
+        };
+        if count(&heavy.1) < count(&light.1) + 2 {
+            return;
+        }
+        let candidates = tables.iter().filter(|t| t.name != MASTER_TABLE_NAME).flat_map(|t| t.tablets.iter().map(move |ti| (t, ti)));
+        let movable: Vec<(&TableInfo, &TabletInfo)> = candidates.filter(|(_, ti)| ti.replicas.contains(&heavy.1) && !ti.replicas.contains(&light.1)).collect();
+        let Some((t, ti)) = movable.iter().find(|(_, ti)| ti.leader != heavy.1).or(movable.first()).copied() else {
+            return;
+        };
+        match self.move_replica(&t.name, ti, Some((heavy.0, &heavy.1)), (light.0, &light.1), true) {
+            Ok(()) => tracing::info!(tablet_id = ti.id.0, from = heavy.0, to = light.0, "tablet replica moved to even out the load"),
+            Err(e) => tracing::warn!(tablet_id = ti.id.0, from = heavy.0, to = light.0, error = %e, "could not move a tablet replica"),
         }
     }
 
@@ -1316,9 +1350,12 @@ impl<F: EngineFactory> Node<F> {
         }
     }
 
-    /// Put a replica of tablet `ti` on node `new`, in place of dead node `dead` if set.
-    fn move_replica(&self, table: &str, ti: &TabletInfo, dead: Option<(u64, &str)>, new: (u64, &str)) -> Result<(), RpcError> {
+    /// Put a replica of tablet `ti` on node `new`, in place of node `dead` if set:
+    /// a dead node (never asked anything), or, when `alive`, a live one, whose
+    /// replica is dropped once the group no longer has it.
+    fn move_replica(&self, table: &str, ti: &TabletInfo, dead: Option<(u64, &str)>, new: (u64, &str), alive: bool) -> Result<(), RpcError> {
         let dead_addr = dead.map(|d| d.1);
+        let skip = if alive { None } else { dead_addr };
         let mut members: Vec<(u64, String)> = Vec::new();
         for r in ti.replicas.iter().filter(|r| Some(r.as_str()) != dead_addr) {
             let id = self.directory.read().iter().find(|(_, a)| *a == r).map(|(id, _)| *id).unwrap_or(0);
@@ -1332,9 +1369,12 @@ impl<F: EngineFactory> Node<F> {
         }
         self.call_node(new.1, Request::CreateReplica { tablet: moved, members, bootstrap: false })?;
         let req = || Request::ChangeReplicas { tablet: ti.id, add: (new.0, new.1.to_string()), remove: dead.map(|d| d.0) };
-        self.call_leader(ti, dead_addr, req, |_| false)?;
+        self.call_leader(ti, skip, req, |_| false)?;
         self.catalog()?.move_replica(table, ti.id, dead_addr, new.1).map_err(catalog_err)?;
         self.locations.lock().remove(&ti.id);
+        if let (true, Some(from)) = (alive, dead_addr) {
+            self.drop_replicas(&[(from.to_string(), ti.id)]);
+        }
         Ok(())
     }
 

@@ -424,3 +424,41 @@ fn a_local_status_engine_of_an_earlier_version_is_retired_or_refused() {
         }
     }
 }
+
+#[test]
+fn a_catalog_of_an_earlier_version_moves_into_the_master_group() {
+    // Before the master was replicated, the first node kept the catalog in its
+    // local engine (named "master") next to its replica records. At the first
+    // start of this version the master group is bootstrapped and the catalog
+    // handed over to it: tables (their tablets opened as before), the DDL log and
+    // sequences survive, and the local engine keeps only the node's own records.
+    use pinax_master::catalog::SequenceOptions;
+    use pinax_master::{Catalog, LocalRecords};
+    use pinax_proto::{DdlEntry, Response, SequenceOp};
+    use pinax_tserver::EngineFactory;
+    let factory = MemFactory::default();
+    let old = Catalog::open(factory.open("master", None).unwrap()).unwrap();
+    let t = old.plan_table("t1", Sharding::Hash { tablets: 2 }, "127.0.0.1:1").unwrap();
+    old.commit_table(&t).unwrap();
+    old.append_ddl(DdlEntry { seq: 0, origin: 1, database: "d".into(), user: "u".into(), search_path: "p".into(), statements: vec![] }).unwrap();
+    let o = SequenceOptions { start: 1, increment: 1, min: 1, max: i64::MAX, cycle: false };
+    assert_eq!(old.sequence_next("s1", o, 10).unwrap(), (1, 10));
+    drop(old);
+    let node = Node::open(NodeConfig { sync: false, ..NodeConfig::default() }, factory.clone(), Arc::new(HybridClock::system())).unwrap();
+    match node.handle(Request::GetTable { name: "t1".into() }).unwrap() {
+        Response::Table(got) => assert_eq!(got.id, t.id),
+        other => panic!("{other:?}"),
+    }
+    assert!(node.tablet(t.tablets[0].id).is_some(), "the table's tablets are served");
+    let next = SequenceOp::Next { start: 1, increment: 1, min: 1, max: i64::MAX, cycle: false, count: 1 };
+    assert!(matches!(node.handle(Request::Sequence { name: "s1".into(), op: next }).unwrap(), Response::SequenceValues { first: 11, count: 1 }));
+    assert!(matches!(node.handle(Request::ReadDdl { after: 0, max: 10 }).unwrap(), Response::Ddl(d) if d.len() == 1));
+    let local = LocalRecords::open(factory.open("master", None).unwrap());
+    assert!(local.legacy_catalog().unwrap().is_empty(), "the local engine keeps only the node's records");
+    assert!(local.replicas().unwrap().iter().any(|r| r.tablet.id == pinax_common::TabletId::MASTER));
+    // A new table gets ids after the old ones.
+    match node.handle(Request::CreateTable { name: "t2".into(), sharding: Sharding::Hash { tablets: 1 }, if_not_exists: false }).unwrap() {
+        Response::Table(t2) => assert!(t2.id.0 > t.tablets[1].id.0),
+        other => panic!("{other:?}"),
+    }
+}
