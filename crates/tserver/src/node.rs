@@ -197,11 +197,9 @@ fn status_txn(req: &Request) -> Option<TxnId> {
     }
 }
 
-/// Requests the master serves (other nodes forward them to it; the same list
-/// as in `Node::handle`).
-fn is_master_request(req: &Request) -> bool {
-    matches!(
-        req,
+/// The requests the master serves (other nodes forward them to it), as a pattern.
+macro_rules! master_request {
+    () => {
         Request::CreateTable { .. }
             | Request::DropTable { .. }
             | Request::GetTable { .. }
@@ -212,7 +210,11 @@ fn is_master_request(req: &Request) -> bool {
             | Request::Sequence { .. }
             | Request::EnsureStatusTablet { .. }
             | Request::LocateTablet { .. }
-    )
+    };
+}
+
+fn is_master_request(req: &Request) -> bool {
+    matches!(req, master_request!())
 }
 
 /// How long a catalog request follows the master's leader changes (an election
@@ -1025,16 +1027,7 @@ impl<F: EngineFactory> Node<F> {
             }
             // Here when this node leads the master (a leader change may cut in:
             // then at the new leader), else at the master's leader.
-            req @ (Request::CreateTable { .. }
-            | Request::DropTable { .. }
-            | Request::GetTable { .. }
-            | Request::RegisterNode { .. }
-            | Request::AddTableName { .. }
-            | Request::PublishDdl { .. }
-            | Request::ReadDdl { .. }
-            | Request::Sequence { .. }
-            | Request::EnsureStatusTablet { .. }
-            | Request::LocateTablet { .. }) => {
+            req @ (master_request!()) => {
                 if self.is_master() {
                     match self.handle_master(req.clone()) {
                         Err(e) if e.code == ErrorCode::NotLeader => self.call_master(req),
