@@ -86,10 +86,26 @@ pub(crate) fn bincode_cfg() -> bincode::config::Configuration<bincode::config::B
     bincode::config::standard().with_big_endian().with_fixed_int_encoding()
 }
 
+/// A value as a versioned blob: bincode of `v` under (`kind`, `version`).
+pub(crate) fn encode_record<T: serde::Serialize + ?Sized>(kind: u8, version: u8, v: &T) -> Vec<u8> {
+    // Encoding a plain value into a Vec cannot fail.
+    let payload = bincode::serde::encode_to_vec(v, bincode_cfg()).unwrap_or_default();
+    encode_blob(kind, version, &payload)
+}
+
+/// The value of a blob written by [`encode_record`] with `kind` and `version`
+/// (another version is corrupt: "unknown `what` version N").
+pub(crate) fn decode_record<T: serde::de::DeserializeOwned>(kind: u8, version: u8, b: &[u8], what: &str) -> Result<T, CatalogError> {
+    let (found, payload) = decode_blob(kind, b).map_err(|e| CatalogError::Corrupt(e.to_string()))?;
+    if found != version {
+        return Err(CatalogError::Corrupt(format!("unknown {what} version {found}")));
+    }
+    let (v, _) = bincode::serde::decode_from_slice(payload, bincode_cfg()).map_err(|e| CatalogError::Corrupt(e.to_string()))?;
+    Ok(v)
+}
+
 pub fn encode_table(t: &TableInfo) -> Vec<u8> {
-    // Encoding a plain struct into a Vec cannot fail.
-    let payload = bincode::serde::encode_to_vec(t, bincode_cfg()).unwrap_or_default();
-    encode_blob(BLOB_KIND, BLOB_VERSION, &payload)
+    encode_record(BLOB_KIND, BLOB_VERSION, t)
 }
 
 pub fn decode_table(b: &[u8]) -> Result<TableInfo, CatalogError> {
@@ -103,11 +119,7 @@ pub fn decode_table(b: &[u8]) -> Result<TableInfo, CatalogError> {
             tablets: t.tablets.into_iter().map(|ti| TabletInfo { id: ti.id, partition: ti.partition, replicas: vec![ti.leader.clone()], leader: ti.leader }).collect(),
         });
     }
-    if version != BLOB_VERSION {
-        return Err(CatalogError::Corrupt(format!("unknown catalog entry version {version}")));
-    }
-    let (t, _) = bincode::serde::decode_from_slice(payload, bincode_cfg()).map_err(|e| CatalogError::Corrupt(e.to_string()))?;
-    Ok(t)
+    decode_record(BLOB_KIND, BLOB_VERSION, b, "catalog entry")
 }
 
 /// Catalog entries of version 1.
@@ -405,9 +417,8 @@ impl<E: KvEngine> Catalog<E> {
     pub fn append_ddl(&self, mut entry: DdlEntry) -> Result<u64, CatalogError> {
         let mut st = self.lock()?;
         entry.seq = st.last_ddl + 1;
-        let payload = bincode::serde::encode_to_vec(&entry, bincode_cfg()).unwrap_or_default();
         let mut b = OwnedBatch::new();
-        b.put(Cf::Regular, &prefixed(DDL_PREFIX, entry.seq.to_be_bytes()), &encode_blob(DDL_KIND, DDL_VERSION, &payload));
+        b.put(Cf::Regular, &prefixed(DDL_PREFIX, entry.seq.to_be_bytes()), &encode_record(DDL_KIND, DDL_VERSION, &entry));
         self.write(&mut st, b)?;
         st.last_ddl = entry.seq;
         Ok(entry.seq)
@@ -498,12 +509,7 @@ impl<E: KvEngine> Catalog<E> {
         it.seek_to_first();
         let mut out = Vec::new();
         while out.len() < max && it.valid()? {
-            let (version, payload) = decode_blob(DDL_KIND, it.value()).map_err(|e| CatalogError::Corrupt(e.to_string()))?;
-            if version != DDL_VERSION {
-                return Err(CatalogError::Corrupt(format!("unknown DDL log entry version {version}")));
-            }
-            let (e, _) = bincode::serde::decode_from_slice(payload, bincode_cfg()).map_err(|e| CatalogError::Corrupt(e.to_string()))?;
-            out.push(e);
+            out.push(decode_record(DDL_KIND, DDL_VERSION, it.value(), "DDL log entry")?);
             it.next();
         }
         Ok(out)

@@ -11,8 +11,7 @@
 //! too (every other key, on the first node): [`LocalRecords::legacy_catalog`]
 //! hands it over once to the replicated catalog.
 
-use crate::catalog::{bincode_cfg, CatalogError, Entries};
-use pinax_codec::blob::{decode_blob, encode_blob};
+use crate::catalog::{decode_record, encode_record, CatalogError, Entries};
 use pinax_common::TabletId;
 use pinax_engine::{Cf, IterOptions, KvEngine, KvIterator, Snapshot, WriteBatch, WriteOptions};
 use pinax_proto::TabletInfo;
@@ -58,8 +57,7 @@ impl<E: KvEngine> LocalRecords<E> {
 
     /// Remember a replica this node serves (synced).
     pub fn put_replica(&self, r: &ReplicaRecord) -> Result<(), CatalogError> {
-        let payload = bincode::serde::encode_to_vec(r, bincode_cfg()).unwrap_or_default();
-        self.write(|b| b.put(Cf::Regular, &replica_key(r.tablet.id), &encode_blob(REPLICA_KIND, REPLICA_VERSION, &payload)))
+        self.write(|b| b.put(Cf::Regular, &replica_key(r.tablet.id), &encode_record(REPLICA_KIND, REPLICA_VERSION, r)))
     }
 
     pub fn delete_replica(&self, id: TabletId) -> Result<(), CatalogError> {
@@ -73,12 +71,7 @@ impl<E: KvEngine> LocalRecords<E> {
         it.seek_to_first();
         let mut out = Vec::new();
         while it.valid()? {
-            let (version, payload) = decode_blob(REPLICA_KIND, it.value()).map_err(|e| CatalogError::Corrupt(e.to_string()))?;
-            if version != REPLICA_VERSION {
-                return Err(CatalogError::Corrupt(format!("unknown replica record version {version}")));
-            }
-            let (r, _) = bincode::serde::decode_from_slice(payload, bincode_cfg()).map_err(|e| CatalogError::Corrupt(e.to_string()))?;
-            out.push(r);
+            out.push(decode_record(REPLICA_KIND, REPLICA_VERSION, it.value(), "replica record")?);
             it.next();
         }
         Ok(out)
@@ -89,17 +82,11 @@ impl<E: KvEngine> LocalRecords<E> {
         let Some(v) = self.engine.get(Cf::Regular, MASTERS)? else {
             return Ok(Vec::new());
         };
-        let (version, payload) = decode_blob(MASTERS_KIND, &v).map_err(|e| CatalogError::Corrupt(e.to_string()))?;
-        if version != MASTERS_VERSION {
-            return Err(CatalogError::Corrupt(format!("unknown masters record version {version}")));
-        }
-        let (m, _) = bincode::serde::decode_from_slice(payload, bincode_cfg()).map_err(|e| CatalogError::Corrupt(e.to_string()))?;
-        Ok(m)
+        decode_record(MASTERS_KIND, MASTERS_VERSION, &v, "masters record")
     }
 
     pub fn set_masters(&self, masters: &[String]) -> Result<(), CatalogError> {
-        let payload = bincode::serde::encode_to_vec(masters, bincode_cfg()).unwrap_or_default();
-        self.write(|b| b.put(Cf::Regular, MASTERS, &encode_blob(MASTERS_KIND, MASTERS_VERSION, &payload)))
+        self.write(|b| b.put(Cf::Regular, MASTERS, &encode_record(MASTERS_KIND, MASTERS_VERSION, masters)))
     }
 
     /// The catalog of a data directory from before the master was replicated:
