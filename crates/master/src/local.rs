@@ -6,6 +6,9 @@
 //!   a replica this node serves (the master group's own included)
 //! - `"masters"` → blob(kind `'M'`, v1, bincode(`Vec<String>`)): the RPC addresses of
 //!   the master group's replicas, as last learnt
+//! - `"member"` → blob(kind `'J'`, v1, bincode(`u64`)): this node's id, written when it
+//!   bootstrapped the cluster or first registered with it. A node that is a member
+//!   never bootstraps a master group again (that would split the catalog).
 //!
 //! Data directories from before the master was replicated keep the catalog here
 //! too (every other key, on the first node): [`LocalRecords::legacy_catalog`]
@@ -22,6 +25,9 @@ const REPLICA_VERSION: u8 = 1;
 const MASTERS: &[u8] = b"masters";
 const MASTERS_KIND: u8 = b'M';
 const MASTERS_VERSION: u8 = 1;
+const MEMBER: &[u8] = b"member";
+const MEMBER_KIND: u8 = b'J';
+const MEMBER_VERSION: u8 = 1;
 
 /// A tablet replica served by this node: what it needs to reopen it.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -89,6 +95,26 @@ impl<E: KvEngine> LocalRecords<E> {
         self.write(|b| b.put(Cf::Regular, MASTERS, &encode_record(MASTERS_KIND, MASTERS_VERSION, masters)))
     }
 
+    /// Record that this node, `node_id`, belongs to a cluster (synced).
+    pub fn set_member(&self, node_id: u64) -> Result<(), CatalogError> {
+        self.write(|b| b.put(Cf::Regular, MEMBER, &encode_record(MEMBER_KIND, MEMBER_VERSION, &node_id)))
+    }
+
+    /// This node's id if it belongs to a cluster: it bootstrapped one, registered
+    /// with one, serves a replica or knows masters (the last two for data
+    /// directories from before the record).
+    pub fn member(&self) -> Result<Option<u64>, CatalogError> {
+        if let Some(v) = self.engine.get(Cf::Regular, MEMBER)? {
+            return Ok(Some(decode_record(MEMBER_KIND, MEMBER_VERSION, &v, "member record")?));
+        }
+        Ok(None)
+    }
+
+    /// Whether this node has ever been part of a cluster (see [`Self::member`]).
+    pub fn is_member(&self) -> Result<bool, CatalogError> {
+        Ok(self.member()?.is_some() || !self.replicas()?.is_empty() || !self.masters()?.is_empty())
+    }
+
     /// The catalog of a data directory from before the master was replicated:
     /// every key but this node's own records.
     pub fn legacy_catalog(&self) -> Result<Entries, CatalogError> {
@@ -98,7 +124,7 @@ impl<E: KvEngine> LocalRecords<E> {
         let mut out = Vec::new();
         while it.valid()? {
             let k = it.key();
-            if !k.starts_with(REPLICA_PREFIX) && k != MASTERS {
+            if !k.starts_with(REPLICA_PREFIX) && k != MASTERS && k != MEMBER {
                 out.push((k.to_vec(), it.value().to_vec()));
             }
             it.next();
@@ -129,6 +155,9 @@ mod tests {
         let r = ReplicaRecord { tablet: ti, members: vec![(1, "a".into())], bootstrap: true };
         l.put_replica(&r).unwrap();
         l.set_masters(&["a".into(), "b".into()]).unwrap();
+        assert!(l.is_member().unwrap(), "a node that knows masters is a member");
+        assert_eq!(l.member().unwrap(), None);
+        l.set_member(4).unwrap();
         let mut b = engine.new_batch();
         b.put(Cf::Regular, b"t/x", b"table");
         b.put(Cf::Regular, b"next_id", &5u64.to_be_bytes());
@@ -136,6 +165,7 @@ mod tests {
         let l = LocalRecords::open(engine);
         assert_eq!(l.replicas().unwrap(), vec![r]);
         assert_eq!(l.masters().unwrap(), vec!["a".to_string(), "b".to_string()]);
+        assert_eq!(l.member().unwrap(), Some(4));
         let legacy = l.legacy_catalog().unwrap();
         assert_eq!(legacy.iter().map(|(k, _)| k.as_slice()).collect::<Vec<_>>(), vec![&b"next_id"[..], b"t/x"]);
         l.drop_legacy(&legacy.into_iter().map(|(k, _)| k).collect::<Vec<_>>()).unwrap();

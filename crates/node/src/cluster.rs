@@ -7,7 +7,12 @@
 //! so psql works against any node. New tables get `--replication-factor` replicas
 //! (default 3). The layout is kept in `<dir>/cluster.conf`, so `stop`, `kill NODE`
 //! (SIGKILL of the node daemon; its PostgreSQL stays up and reconnects when the
-//! node is back) and `restart NODE` need only the directory.
+//! node is back) and `restart NODE` need only the directory. `--disks N` gives
+//! each node N data directories (`node-i/disk-1` …), its tablets spread over them.
+//!
+//! A restarted node joins through a running node. Node 1 bootstraps the cluster
+//! only when the cluster starts: restarted after its directory was wiped it joins
+//! as a new node (a fresh node 1 without `--join` would start a second cluster).
 
 use crate::{alive, default_data_dir, read_pid, start, stop, DirArgs, NodeArgs};
 use anyhow::{bail, Context, Result};
@@ -49,6 +54,9 @@ pub struct StartArgs {
     /// Do not start PostgreSQL.
     #[arg(long)]
     no_postgres: bool,
+    /// Data directories (disks) per node.
+    #[arg(long, default_value_t = 1)]
+    disks: u32,
 }
 
 #[derive(Args)]
@@ -73,6 +81,7 @@ struct Layout {
     replication_factor: u32,
     tablets_per_node: u32,
     no_postgres: bool,
+    disks: u32,
 }
 
 fn conf(dir: &Path) -> PathBuf {
@@ -81,8 +90,8 @@ fn conf(dir: &Path) -> PathBuf {
 
 fn save(dir: &Path, l: &Layout) -> Result<()> {
     let text = format!(
-        "nodes={}\nbase_port={}\npg_port={}\nreplication_factor={}\ntablets_per_node={}\nno_postgres={}\n",
-        l.nodes, l.base_port, l.pg_port, l.replication_factor, l.tablets_per_node, l.no_postgres
+        "nodes={}\nbase_port={}\npg_port={}\nreplication_factor={}\ntablets_per_node={}\nno_postgres={}\ndisks={}\n",
+        l.nodes, l.base_port, l.pg_port, l.replication_factor, l.tablets_per_node, l.no_postgres, l.disks
     );
     std::fs::write(conf(dir), text).with_context(|| format!("writing {}", conf(dir).display()))
 }
@@ -99,11 +108,36 @@ fn load(dir: &Path) -> Result<Layout> {
         replication_factor: get("replication_factor")?.parse()?,
         tablets_per_node: get("tablets_per_node")?.parse()?,
         no_postgres: get("no_postgres")?.parse()?,
+        // Written since disks were configurable.
+        disks: get("disks").map_or(Ok(1), |d| d.parse())?,
     })
 }
 
 fn node_dir(dir: &Path, i: u32) -> PathBuf {
     dir.join(format!("node-{i}"))
+}
+
+fn addr(l: &Layout, i: u32) -> String {
+    format!("127.0.0.1:{}", l.base_port + (i - 1) as u16)
+}
+
+/// Whether node `i`'s daemon runs.
+fn running(dir: &Path, i: u32) -> bool {
+    read_pid(&node_dir(dir, i)).is_some_and(alive)
+}
+
+/// The node a restarted node `i` joins through: a running other node (node 1
+/// first), or node 1 when none runs. None for node 1 when it keeps its data
+/// (it knows its cluster) or no other node runs (a new cluster).
+fn join_for(dir: &Path, l: &Layout, i: u32) -> Option<String> {
+    let others: Vec<u32> = (1..=l.nodes).filter(|j| *j != i).collect();
+    let live = others.iter().copied().find(|j| running(dir, *j));
+    if i == 1 {
+        let fresh = !node_dir(dir, 1).join("node_id").exists() && !node_dir(dir, 1).join("data-dirs").exists()
+            && std::fs::read_dir(node_dir(dir, 1).join("data")).map(|mut d| d.next().is_none()).unwrap_or(true);
+        return live.filter(|_| fresh).map(|j| addr(l, j));
+    }
+    Some(addr(l, live.unwrap_or(1)))
 }
 
 fn node_args(dir: &Path, l: &Layout, i: u32) -> NodeArgs {
@@ -117,12 +151,12 @@ fn node_args(dir: &Path, l: &Layout, i: u32) -> NodeArgs {
         memtable_mb: 128,
         pg_port: l.pg_port + (i - 1) as u16,
         no_postgres: l.no_postgres,
-        join: (i != 1).then(|| format!("127.0.0.1:{}", l.base_port)),
+        join: join_for(dir, l, i),
         replication_factor: l.replication_factor,
         node_timeout_secs: 60,
         fault_injection: false,
         max_clock_skew_ms: 500,
-        data_dirs: Vec::new(),
+        data_dirs: if l.disks > 1 { (1..=l.disks).map(|d| node_dir(dir, i).join(format!("disk-{d}"))).collect() } else { Vec::new() },
         clock_offset_ms: 0,
     }
 }
@@ -135,7 +169,10 @@ pub fn run(cmd: ClusterCmd) -> Result<()> {
                 bail!("a cluster needs at least one node");
             }
             std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-            let l = Layout { nodes: a.nodes, base_port: a.base_port, pg_port: a.pg_port, replication_factor: a.replication_factor, tablets_per_node: a.tablets_per_node, no_postgres: a.no_postgres };
+            if a.disks == 0 {
+                bail!("a node needs at least one disk");
+            }
+            let l = Layout { nodes: a.nodes, base_port: a.base_port, pg_port: a.pg_port, replication_factor: a.replication_factor, tablets_per_node: a.tablets_per_node, no_postgres: a.no_postgres, disks: a.disks };
             save(&dir, &l)?;
             // Node 1 first (the master), without PostgreSQL until every node joined:
             // tables created before that would get fewer replicas.
@@ -210,5 +247,58 @@ fn wait_joined(master: &str, n: usize) -> Result<()> {
             bail!("the master at {master} did not see {n} nodes within 60 s");
         }
         std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn layout() -> Layout {
+        Layout { nodes: 3, base_port: 7100, pg_port: 5433, replication_factor: 3, tablets_per_node: 2, no_postgres: true, disks: 1 }
+    }
+
+    fn set_running(dir: &Path, i: u32, on: bool) {
+        std::fs::create_dir_all(node_dir(dir, i)).unwrap();
+        let pid = if on { std::process::id() as i32 } else { i32::MAX };
+        std::fs::write(node_dir(dir, i).join("pinax.pid"), pid.to_string()).unwrap();
+    }
+
+    #[test]
+    fn a_restarted_node_joins_through_a_running_node_and_a_wiped_first_node_does_too() {
+        let d = tempfile::tempdir().unwrap();
+        let (dir, l) = (d.path(), layout());
+        // A new cluster: node 1 bootstraps, the others join it.
+        assert_eq!(join_for(dir, &l, 1), None);
+        set_running(dir, 1, true);
+        assert_eq!(join_for(dir, &l, 2).as_deref(), Some("127.0.0.1:7100"));
+        // Node 1 down: a restarted node joins through another running node.
+        set_running(dir, 1, false);
+        set_running(dir, 2, true);
+        assert_eq!(join_for(dir, &l, 3).as_deref(), Some("127.0.0.1:7101"));
+        // Node 1 wiped (no id, no data) while others run: it joins as a new node.
+        assert_eq!(join_for(dir, &l, 1).as_deref(), Some("127.0.0.1:7101"));
+        // Node 1 with its data knows its cluster: no --join.
+        std::fs::write(node_dir(dir, 1).join("node_id"), "1").unwrap();
+        assert_eq!(join_for(dir, &l, 1), None);
+        // Nothing runs: node 1 is the way in.
+        set_running(dir, 2, false);
+        assert_eq!(join_for(dir, &l, 3).as_deref(), Some("127.0.0.1:7100"));
+    }
+
+    #[test]
+    fn disks_are_kept_in_the_layout_and_given_to_each_node() {
+        let d = tempfile::tempdir().unwrap();
+        let l = Layout { disks: 2, ..layout() };
+        save(d.path(), &l).unwrap();
+        let back = load(d.path()).unwrap();
+        assert_eq!(back.disks, 2);
+        let args = node_args(d.path(), &back, 3);
+        assert_eq!(args.data_dirs, vec![d.path().join("node-3/disk-1"), d.path().join("node-3/disk-2")]);
+        // A cluster.conf from before disks were configurable.
+        let text = std::fs::read_to_string(conf(d.path())).unwrap().replace("disks=2\n", "");
+        std::fs::write(conf(d.path()), text).unwrap();
+        assert_eq!(load(d.path()).unwrap().disks, 1);
+        assert!(node_args(d.path(), &load(d.path()).unwrap(), 1).data_dirs.is_empty());
     }
 }

@@ -278,12 +278,43 @@ fn tablet_dirs(dir: &Path, given: &[PathBuf]) -> Result<Vec<PathBuf>> {
     Ok(dirs)
 }
 
+/// The id recorded in the data directory, if any.
+fn recorded_node_id(dir: &Path) -> Result<Option<u64>> {
+    let f = dir.join("node_id");
+    match std::fs::read_to_string(&f) {
+        Ok(s) => Ok(Some(s.trim().parse().with_context(|| format!("reading {}", f.display()))?)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("reading {}", f.display())),
+    }
+}
+
+/// Whether a node ran in the data directory (it holds an engine or a list of
+/// its disks).
+fn has_data(dir: &Path) -> bool {
+    std::fs::read_dir(dir.join("data")).map(|mut d| d.next().is_some()).unwrap_or(false) || dir.join("data-dirs").exists()
+}
+
+/// The id of a node started without `--join`: the recorded one, else 1 (it
+/// bootstraps a new cluster, or is the first node of a data directory from
+/// before ids were recorded).
+fn first_node_id(dir: &Path) -> Result<u64> {
+    if let Some(id) = recorded_node_id(dir)? {
+        return Ok(id);
+    }
+    let f = dir.join("node_id");
+    std::fs::write(&f, "1").with_context(|| format!("writing {}", f.display()))?;
+    Ok(1)
+}
+
 /// The id of a node joining the cluster of `master`: kept in the data directory,
 /// assigned by the master on the first start.
 fn joined_node_id(dir: &Path, master: &str, addr: &str) -> Result<u64> {
     let f = dir.join("node_id");
-    if let Ok(s) = std::fs::read_to_string(&f) {
-        return s.trim().parse().with_context(|| format!("reading {}", f.display()));
+    if let Some(id) = recorded_node_id(dir)? {
+        return Ok(id);
+    }
+    if has_data(dir) {
+        bail!("{} holds data but no node id: it is the first node of a cluster from an earlier version; start it without --join", dir.display());
     }
     let deadline = Instant::now() + Duration::from_secs(60);
     let id = loop {
@@ -308,7 +339,7 @@ fn run(a: NodeArgs) -> Result<()> {
     tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into())).with_ansi(false).init();
     let addr = format!("127.0.0.1:{}", a.port);
     let node_id = match &a.join {
-        None => 1,
+        None => first_node_id(&dir)?,
         Some(master) => joined_node_id(&dir, master, &addr)?,
     };
     let cfg = NodeConfig {

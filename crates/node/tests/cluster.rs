@@ -758,6 +758,22 @@ fn the_master_is_replicated_and_survives_its_first_node() {
     assert_eq!(with_master("a sequence through the first node", || seq(&c1, 1)), (16, 1));
     assert_eq!(c1.get("after", &key(1)).unwrap(), Some(b"a".to_vec()));
     check_all(&c1, &acked);
+    // Its master replica was moved away while it was down: it drops it (an
+    // orphan, after the node timeout). Restarted again without --join, it must
+    // find the masters, not bootstrap a second, empty catalog of its own (it
+    // did: the first node bootstrapped whenever it had no master replica).
+    let engine = cluster.dirs[0].path().join("data").join(format!("tablet-{}", pinax_common::TabletId::MASTER.0));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while engine.exists() {
+        assert!(Instant::now() < deadline, "the first node kept its moved master replica");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    cluster.restart(0);
+    let c1 = wait_client(&cluster.addr(0));
+    assert_eq!(with_master("the first node without its master replica", || c1.refresh_table("after")).tablets.len(), 2);
+    assert_eq!(with_master("a sequence through it", || seq(&c1, 1)), (17, 1));
+    let t = c1.refresh_table("$master").unwrap();
+    assert!(!t.tablets[0].replicas.contains(&cluster.addr(0)), "{t:?}");
 }
 
 #[test]

@@ -315,6 +315,15 @@ impl<F: EngineFactory> Node<F> {
         node.nodes.lock().insert(node.cfg.node_id, (node.cfg.rpc_addr.clone(), Instant::now()));
         // Open every replica this node serves; drop engines of tablets it does not
         // (left by a crash between creating tablets and committing their table).
+        let member = node.local.member().map_err(catalog_err)?;
+        if let Some(id) = member.filter(|id| *id != node.cfg.node_id) {
+            return Err(err(ErrorCode::InvalidRequest, format!("this data directory belongs to node {id}, not to node {}", node.cfg.node_id)));
+        }
+        // Only a node that never belonged to a cluster bootstraps one: a node
+        // that lost its master replica (moved away while it was down) and is
+        // restarted without --join finds the masters it recorded instead of
+        // starting a second, empty catalog.
+        let fresh = !node.local.is_member().map_err(catalog_err)?;
         let mut records = node.local.replicas().map_err(catalog_err)?;
         // A data directory from before the master was replicated keeps the
         // catalog among this node's own records.
@@ -331,12 +340,15 @@ impl<F: EngineFactory> Node<F> {
                 }
             }
         }
-        if node.cfg.join.is_none() && !records.iter().any(|r| r.tablet.id == TabletId::MASTER) {
+        if node.cfg.join.is_none() && (fresh || !legacy.is_empty()) && !records.iter().any(|r| r.tablet.id == TabletId::MASTER) {
             // The cluster's first node bootstraps the master group.
             let t = single_tablet_table(MASTER_TABLE_NAME.to_string(), TabletId::MASTER, vec![node.cfg.rpc_addr.clone()]);
             let r = ReplicaRecord { tablet: t.tablets[0].clone(), members: me, bootstrap: true };
             node.local.put_replica(&r).map_err(catalog_err)?;
             records.push(r);
+        }
+        if member.is_none() {
+            node.local.set_member(node.cfg.node_id).map_err(catalog_err)?;
         }
         node.retire_local_status_engine()?;
         let mut wanted = std::collections::HashSet::new();
