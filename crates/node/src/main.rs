@@ -318,7 +318,7 @@ fn joined_node_id(dir: &Path, master: &str, addr: &str) -> Result<u64> {
     }
     let deadline = Instant::now() + Duration::from_secs(60);
     let id = loop {
-        let res = Client::connect(master).and_then(|c| c.call(pinax_proto::Request::RegisterNode { node_id: 0, addr: addr.to_string() }));
+        let res = Client::connect(master).and_then(|c| c.call(pinax_proto::Request::RegisterNode { node_id: 0, addr: addr.to_string(), leading: Vec::new() }));
         match res {
             Ok(pinax_proto::Response::Registered { node_id, .. }) => break node_id,
             Ok(other) => bail!("unexpected answer from the master at {master}: {other:?}"),

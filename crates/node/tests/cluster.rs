@@ -820,3 +820,43 @@ fn a_joining_node_gets_its_share_of_replicas() {
     let c2 = wait_client(&cluster.addr(1));
     check_all(&c2, &acked);
 }
+
+#[test]
+fn leaders_even_out_after_a_node_comes_back() {
+    // Three nodes lead two of six tablets each. One restarts: the others take
+    // its leaderships (4/4/0... as elections fall). The master hands leaderships
+    // back (the leader pauses, the chosen follower campaigns once leases ran
+    // out) until no node leads two more than another; writes go on throughout.
+    let mut cluster = Cluster::start(3);
+    let c = wait_client(&cluster.addr(0));
+    let table = create_rf3(&c, 6);
+    let mut acked = Vec::new();
+    write_all(&c, 0..60, &mut acked);
+    let leaders = |cluster: &Cluster, c: &Client| -> Vec<usize> {
+        let mut n = vec![0; 3];
+        for ti in &table.tablets {
+            if let Some(i) = leader_index(cluster, c, ti.id, b"x") {
+                n[i] += 1;
+            }
+        }
+        n
+    };
+    cluster.kill(2);
+    write_all(&c, 60..120, &mut acked); // the dead node's tablets elect leaders elsewhere
+    cluster.restart(2);
+    let after_restart = leaders(&cluster, &c);
+    let started = Instant::now();
+    let mut next = 120;
+    loop {
+        write_all(&c, next..next + 10, &mut acked);
+        next += 10;
+        let n = leaders(&cluster, &c);
+        if n.iter().sum::<usize>() == 6 && n.iter().max().unwrap() - n.iter().min().unwrap() <= 1 {
+            eprintln!("leaders {after_restart:?} after the restart, balanced to {n:?} in {:?}", started.elapsed());
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(60), "leaders never balanced: {n:?} (after the restart {after_restart:?})");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    check_all(&c, &acked);
+}

@@ -133,8 +133,9 @@ pub enum Request {
     /// address must not answer for the old one).
     Raft { group: u64, target: u64, kind: u8, body: Vec<u8> },
     /// To the master: node `node_id` (0: a new node, which gets an id) serves at
-    /// `addr`. Nodes send it every second; it is how the master knows who is alive.
-    RegisterNode { node_id: u64, addr: String },
+    /// `addr`, and leads these tablets' groups. Nodes send it every second; it is
+    /// how the master knows who is alive and where leaders are.
+    RegisterNode { node_id: u64, addr: String, leading: Vec<TabletId> },
     /// Create this node's replica of `tablet` in a group of `members` (node id, RPC
     /// address). The `bootstrap` replica makes the members the group's first
     /// configuration. Idempotent.
@@ -185,6 +186,14 @@ pub enum Request {
     EnsureStatusTablet {
         node: u64,
     },
+    /// To a tablet's leader (from the master, evening out leaders): hand the
+    /// leadership to voter `to` (node id), which must have caught up. Answers
+    /// `Done` once `to` was told to `Campaign`; the move completes about a
+    /// follower lease later (`pinax_raft::group` docs).
+    TransferLeader { tablet: TabletId, to: u64 },
+    /// To a tablet's follower whose leader hands over to it: start an election
+    /// once the other followers' leases ran out.
+    Campaign { tablet: TabletId },
 }
 
 /// What `Request::Sequence` does. A sequence's state is PostgreSQL's: the last

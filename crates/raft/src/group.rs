@@ -12,6 +12,17 @@
 //!   `t + election_timeout_min / 2` (the lease) without another round. A group of one
 //!   voter needs no round at all.
 //!
+//! Leadership moves on request ([`RaftGroup::hand_over`], openraft 0.9 has no
+//! transfer): the leader stops its heartbeats and serves nothing (answers
+//! NotLeader naming the target) for [`HANDOVER`]; the target, caught up and told
+//! to [`RaftGroup::campaign`], starts an election once every follower's lease on
+//! the old leader has run out (`election_timeout_max` after the last heartbeat).
+//! It then wins before any other follower's own election timer fires (that takes
+//! the lease plus `election_timeout_min`), and the old leader steps down when it
+//! hears the new term. The lease argument for reads is untouched: the election
+//! still needs a majority whose leases ran out. If the target does not win, the old
+//! leader resumes when the pause ends (or a new leader emerged by the usual rules).
+//!
 //! A write that is not committed within [`REPLICATE_TIMEOUT`] (the leader lost its
 //! quorum) fails with [`GroupError::Timeout`]; its entry may still commit later. Until
 //! that is settled (applied here, or the term changed), the leader decides nothing
@@ -50,6 +61,9 @@ pub enum GroupError {
 /// How long a write waits to be committed.
 pub const REPLICATE_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// How long a leader handing over stops serving and sending heartbeats.
+pub const HANDOVER: Duration = Duration::from_secs(3);
+
 /// How long a write waits for an election when the group has no leader.
 const ELECTION_WAIT: Duration = Duration::from_secs(5);
 
@@ -70,11 +84,39 @@ pub struct RaftGroup {
     recent: Arc<Mutex<RecentRequests>>,
     /// Dropping it stops the heartbeat task ([`heartbeats`]).
     _heartbeats: tokio::sync::oneshot::Sender<()>,
+    /// Handing leadership over (see the module docs).
+    handover: Arc<Mutex<Option<Handover>>>,
+    /// `election_timeout_max`: followers' lease on their leader.
+    follower_lease: Duration,
 }
 
 /// While this replica leads, send a heartbeat every `every` (openraft's own timer
 /// is off; see [`RaftTiming`]). Ends when `stop` is dropped or the group shuts down.
-async fn heartbeats(raft: Raft, every: Duration, mut stop: tokio::sync::oneshot::Receiver<()>) {
+/// A leader handing over: until when, to whom, in which term (it ends early when
+/// the term changes).
+#[derive(Clone, Copy)]
+struct Handover {
+    until: Instant,
+    to: NodeId,
+    term: u64,
+}
+
+/// The target of `h` if it is still on: this replica leads in its term.
+fn handing_over(h: &Mutex<Option<Handover>>, raft: &Raft) -> Option<NodeId> {
+    let mut h = h.lock();
+    let on = h.is_some_and(|h| {
+        let m = raft.metrics();
+        let m = m.borrow();
+        Instant::now() < h.until && m.state == ServerState::Leader && m.current_term == h.term
+    });
+    if !on {
+        *h = None;
+    }
+    h.map(|h| h.to)
+}
+
+/// None while the leader hands over (`paused`).
+async fn heartbeats(raft: Raft, every: Duration, paused: Arc<Mutex<Option<Handover>>>, mut stop: tokio::sync::oneshot::Receiver<()>) {
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -83,7 +125,7 @@ async fn heartbeats(raft: Raft, every: Duration, mut stop: tokio::sync::oneshot:
             _ = tick.tick() => {}
         }
         let leads = raft.metrics().borrow().state == ServerState::Leader;
-        if leads && raft.trigger().heartbeat().await.is_err() {
+        if leads && handing_over(&paused, &raft).is_none() && raft.trigger().heartbeat().await.is_err() {
             return;
         }
     }
@@ -110,7 +152,8 @@ impl RaftGroup {
         let net = Network { transport, group };
         let raft = rt.block_on(Raft::new(node_id, config(timing), net, log, sm)).map_err(fatal)?;
         let (stop, stopped) = tokio::sync::oneshot::channel();
-        rt.spawn(heartbeats(raft.clone(), Duration::from_millis(timing.heartbeat_ms), stopped));
+        let handover = Arc::new(Mutex::new(None));
+        rt.spawn(heartbeats(raft.clone(), Duration::from_millis(timing.heartbeat_ms), handover.clone(), stopped));
         Ok(RaftGroup {
             group,
             node_id,
@@ -122,6 +165,8 @@ impl RaftGroup {
             unsettled: Mutex::new(None),
             recent,
             _heartbeats: stop,
+            handover,
+            follower_lease: Duration::from_millis(timing.election_max_ms),
         })
     }
 
@@ -194,6 +239,7 @@ impl RaftGroup {
     /// The current term if this replica leads and has applied every entry committed
     /// before it (see the module docs).
     pub fn leader_term(&self) -> Result<u64, GroupError> {
+        self.check_not_handing_over()?;
         let term = match self.is_leader_now() {
             Some(t) => t,
             None => {
@@ -283,6 +329,7 @@ impl RaftGroup {
 
     /// Replicate `cmd` and return once it is committed and applied here.
     pub fn replicate(&self, cmd: Command) -> Result<(), GroupError> {
+        self.check_not_handing_over()?;
         let res = self.rt.block_on(async { tokio::time::timeout(REPLICATE_TIMEOUT, self.raft.client_write(cmd)).await });
         let Ok(res) = res else {
             let m = self.raft.metrics().borrow().clone();
@@ -331,6 +378,63 @@ impl RaftGroup {
             Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_)))) => Err(self.not_leader()),
             Ok(Err(e)) => Err(fatal(e)),
         }
+    }
+
+    /// NotLeader naming the target while this leader hands over.
+    fn check_not_handing_over(&self) -> Result<(), GroupError> {
+        match self.handing_over_to() {
+            Some(to) => {
+                let addr = self.raft.metrics().borrow().membership_config.membership().get_node(&to).map(|n| n.addr.clone());
+                Err(GroupError::NotLeader { leader: Some(to), leader_addr: addr })
+            }
+            None => Ok(()),
+        }
+    }
+
+    fn handing_over_to(&self) -> Option<NodeId> {
+        handing_over(&self.handover, &self.raft)
+    }
+
+    /// Leader: stop serving and sending heartbeats for [`HANDOVER`] so that voter
+    /// `to`, which has every entry of this leader's log, can win an election
+    /// (the caller then tells it to [`RaftGroup::campaign`]). Returns `to`'s address.
+    pub fn hand_over(&self, to: NodeId) -> Result<String, GroupError> {
+        let m = self.raft.metrics().borrow().clone();
+        if m.state != ServerState::Leader || self.handing_over_to().is_some() {
+            return Err(self.not_leader());
+        }
+        let membership = m.membership_config.membership();
+        let addr = match membership.get_node(&to) {
+            Some(n) if to != self.node_id && membership.voter_ids().any(|v| v == to) => n.addr.clone(),
+            _ => return Err(GroupError::Fatal(format!("node {to} is not another voter of group {}", self.group))),
+        };
+        let matched = m.replication.as_ref().and_then(|r| r.get(&to).cloned().flatten()).map(|l| l.index);
+        if matched != m.last_log_index {
+            return Err(GroupError::Fatal(format!("node {to} has not caught up ({matched:?} of {:?})", m.last_log_index)));
+        }
+        *self.handover.lock() = Some(Handover { until: Instant::now() + HANDOVER, to, term: m.current_term });
+        Ok(addr)
+    }
+
+    /// Leader: serve again (a hand-over that could not start).
+    pub fn cancel_hand_over(&self) {
+        *self.handover.lock() = None;
+    }
+
+    /// Follower asked to take over: start an election once the followers' lease
+    /// on the current leader (which stopped its heartbeats) has run out.
+    pub fn campaign(&self) {
+        let raft = self.raft.clone();
+        let wait = self.follower_lease + Duration::from_millis(100);
+        let group = self.group;
+        self.rt.spawn(async move {
+            tokio::time::sleep(wait).await;
+            if raft.metrics().borrow().state != ServerState::Leader {
+                if let Err(e) = raft.trigger().elect().await {
+                    tracing::warn!(group, error = %e, "starting an election to take over");
+                }
+            }
+        });
     }
 
     /// The group's voters (this replica's view).

@@ -152,3 +152,44 @@ fn appends_slower_than_a_heartbeat_commit() {
         r.group.shutdown();
     }
 }
+
+/// Leadership moves to a chosen follower on request (openraft 0.9 has no transfer:
+/// the leader pauses, the target campaigns once the others' leases ran out), and
+/// writes go on there; a target that has not caught up, or is not a voter, is
+/// refused without pausing the leader. Repeated, each time to a chosen node, so a
+/// win by luck (another follower's timer) would show.
+#[test]
+fn leadership_is_handed_over_to_a_chosen_follower() {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let router = Arc::new(Router::default());
+    *router.rt.lock() = Some(rt.handle().clone());
+    let replicas: BTreeMap<NodeId, Replica> = (1..=3).map(|id| (id, start(&rt, &router, id, Arc::new(MemEngine::new())))).collect();
+    let members: BTreeMap<NodeId, String> = (1..=3).map(|id| (id, format!("node-{id}"))).collect();
+    replicas[&1].group.initialize(&members).unwrap();
+    let mut leader = replicas[&1].group.wait_for_leader(Duration::from_secs(10)).expect("a leader");
+    assert!(matches!(replicas[&leader].group.hand_over(9), Err(GroupError::Fatal(_))), "not a voter");
+    replicas[&leader].group.leader_term().unwrap();
+    for round in 0..4 {
+        replicas[&leader].group.replicate(put(&format!("k{round}"))).unwrap();
+        let to = (1..=3).find(|id| *id != leader && (id + round) % 2 == 0).unwrap_or_else(|| (1..=3).find(|id| *id != leader).unwrap());
+        eventually("the target caught up", || has(&replicas[&to].engine, &format!("k{round}")) && replicas[&leader].group.hand_over(to).is_ok());
+        // Paused: the old leader serves nothing and names the target.
+        match replicas[&leader].group.replicate(put("paused")) {
+            Err(GroupError::NotLeader { leader: Some(l), .. }) => assert_eq!(l, to),
+            other => panic!("expected NotLeader naming {to}, got {other:?}"),
+        }
+        let t0 = Instant::now();
+        replicas[&to].group.campaign();
+        eventually("the target leading", || replicas[&to].group.leader_term().is_ok());
+        let took = t0.elapsed();
+        assert!(took < Duration::from_secs(2), "hand-over took {took:?}");
+        eventually("the old leader stepping down", || !replicas[&leader].group.leads_now());
+        leader = to;
+        replicas[&leader].group.replicate(put(&format!("after{round}"))).unwrap();
+    }
+    for r in replicas.values() {
+        eventually("every write everywhere", || (0..4).all(|i| has(&r.engine, &format!("after{i}"))));
+        assert!(!has(&r.engine, "paused"));
+        r.group.shutdown();
+    }
+}

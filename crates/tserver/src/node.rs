@@ -142,6 +142,10 @@ pub struct Node<F: EngineFactory> {
     status_creation: Mutex<()>,
     /// Master only: the nodes that registered (id → address, last heard from).
     nodes: Mutex<BTreeMap<u64, (String, Instant)>>,
+    /// Master only: the user tablets each node leads (as it last said), and when.
+    leaders: Mutex<HashMap<u64, (Vec<TabletId>, Instant)>>,
+    /// Master only: when it last moved a leader.
+    last_leader_move: Mutex<Instant>,
     /// When this node last registered with the master.
     last_register: Mutex<Option<Instant>>,
     /// When replica placement (master) and orphaned replicas were last checked.
@@ -244,6 +248,9 @@ enum CreateFailed {
 /// A node not heard from for this long gets no new replicas.
 const NODE_LIVENESS: Duration = Duration::from_secs(5);
 
+/// The master moves at most one tablet leader this often.
+const LEADER_MOVE_INTERVAL: Duration = Duration::from_secs(2);
+
 /// How long the sweep leaves a committed transaction to the applier.
 const APPLIER_GRACE: Duration = Duration::from_secs(10);
 
@@ -302,6 +309,8 @@ impl<F: EngineFactory> Node<F> {
             status_creation: Mutex::new(()),
             nodes: Mutex::new(BTreeMap::new()),
             last_register: Mutex::new(None),
+            leaders: Mutex::new(HashMap::new()),
+            last_leader_move: Mutex::new(Instant::now()),
             last_placement_check: Mutex::new(Instant::now()),
             leaderless_since: Mutex::new(HashMap::new()),
             directory: RwLock::new(BTreeMap::new()),
@@ -616,9 +625,10 @@ impl<F: EngineFactory> Node<F> {
     }
 
     /// Master: `RegisterNode`.
-    fn register_node(&self, node_id: u64, addr: String) -> Result<Response, RpcError> {
+    fn register_node(&self, node_id: u64, addr: String, leading: Vec<TabletId>) -> Result<Response, RpcError> {
         let catalog = self.catalog()?;
         let node_id = if node_id == 0 { catalog.allocate_node_id().map_err(catalog_err)? } else { node_id };
+        self.leaders.lock().insert(node_id, (leading, Instant::now()));
         catalog.put_node(node_id, &addr).map_err(catalog_err)?;
         let mut nodes = self.nodes.lock();
         // A node that moved to another address is one node, at its new address.
@@ -699,7 +709,8 @@ impl<F: EngineFactory> Node<F> {
             }
             *last = Some(Instant::now());
         }
-        match self.call_master_within(Request::RegisterNode { node_id: self.cfg.node_id, addr: self.cfg.rpc_addr.clone() }, Duration::ZERO) {
+        let leading = self.leading();
+        match self.call_master_within(Request::RegisterNode { node_id: self.cfg.node_id, addr: self.cfg.rpc_addr.clone(), leading }, Duration::ZERO) {
             Ok(Response::Registered { nodes, masters, .. }) => {
                 self.directory.write().extend(nodes);
                 if !masters.is_empty() && *self.masters.read() != masters {
@@ -712,6 +723,12 @@ impl<F: EngineFactory> Node<F> {
             Ok(other) => tracing::warn!(?other, "unexpected answer to RegisterNode"),
             Err(e) => tracing::debug!(error = %e, "registering with the master"),
         }
+    }
+
+    /// The tablets (not status tablets, not the master's) whose group this node
+    /// leads now.
+    fn leading(&self) -> Vec<TabletId> {
+        self.groups.read().iter().filter(|(id, g)| !id.is_status() && **id != TabletId::MASTER && g.group.leads_now()).map(|(id, _)| *id).collect()
     }
 
     /// `txn`'s home node: its client's node (whose status tablet keeps its record,
@@ -1110,6 +1127,24 @@ impl<F: EngineFactory> Node<F> {
                 let g = g.ok_or_else(|| err(ErrorCode::TabletNotFound, format!("tablet {} has no replica on this node", tablet.0)))?;
                 g.group.replace_voter(add, remove, Duration::from_secs(60)).map(|_| Response::Done).map_err(|e| tablet_err(crate::replica::group_err(tablet, e)))
             }
+            Request::TransferLeader { tablet, to } => {
+                let g = self.groups.read().get(&tablet).cloned();
+                let g = g.ok_or_else(|| err(ErrorCode::TabletNotFound, format!("tablet {} has no replica on this node", tablet.0)))?;
+                let addr = g.group.hand_over(to).map_err(|e| tablet_err(crate::replica::group_err(tablet, e)))?;
+                match self.call_node(&addr, Request::Campaign { tablet }) {
+                    Ok(_) => Ok(Response::Done),
+                    Err(e) => {
+                        g.group.cancel_hand_over();
+                        Err(e)
+                    }
+                }
+            }
+            Request::Campaign { tablet } => {
+                let g = self.groups.read().get(&tablet).cloned();
+                let g = g.ok_or_else(|| err(ErrorCode::TabletNotFound, format!("tablet {} has no replica on this node", tablet.0)))?;
+                g.group.campaign();
+                Ok(Response::Done)
+            }
             Request::Raft { target, .. } if target != self.cfg.node_id => Err(err(ErrorCode::Unavailable, format!("node {target} is not at {}", self.cfg.rpc_addr))),
             Request::Raft { group, kind, body, .. } => {
                 let kind = pinax_raft::network::MsgKind::from_u8(kind).ok_or_else(|| err(ErrorCode::InvalidRequest, format!("unknown raft message kind {kind}")))?;
@@ -1130,7 +1165,7 @@ impl<F: EngineFactory> Node<F> {
             Request::CreateTable { name, sharding, if_not_exists } => self.create_table(&name, sharding, if_not_exists).map(Response::Table),
             Request::DropTable { name, if_exists } => self.drop_table(&name, if_exists),
             Request::GetTable { name } => self.catalog()?.get(&name).map(Response::Table).map_err(catalog_err),
-            Request::RegisterNode { node_id, addr } => self.register_node(node_id, addr),
+            Request::RegisterNode { node_id, addr, leading } => self.register_node(node_id, addr, leading),
             Request::EnsureStatusTablet { node } => self.ensure_status_tablet(node),
             Request::LocateTablet { tablet } => self.locate_tablet(tablet),
             other => Err(err(ErrorCode::InvalidRequest, format!("not a catalog request: {other:?}"))),
@@ -1286,8 +1321,8 @@ impl<F: EngineFactory> Node<F> {
             }
         }
         // With every tablet placed and no node in doubt: even out the load.
-        if placed == 0 && settled {
-            self.rebalance(&tables, &live, &load);
+        if placed == 0 && settled && !self.rebalance(&tables, &live, &load) {
+            self.rebalance_leaders(&tables, &live);
         }
     }
 
@@ -1297,22 +1332,65 @@ impl<F: EngineFactory> Node<F> {
     /// preferably one it does not lead. One move per pass (each second), so a
     /// joining node fills up gradually while the cluster serves. The master
     /// group's own replicas stay where they are.
-    fn rebalance(&self, tables: &[TableInfo], live: &[NodeEntry], load: &HashMap<String, usize>) {
+    /// Whether it moved (or tried to move) one.
+    fn rebalance(&self, tables: &[TableInfo], live: &[NodeEntry], load: &HashMap<String, usize>) -> bool {
         let count = |a: &String| load.get(a).copied().unwrap_or(0);
         let (Some(heavy), Some(light)) = (live.iter().max_by_key(|(_, a)| count(a)), live.iter().min_by_key(|(_, a)| count(a))) else {
-            return;
+            return false;
         };
         if count(&heavy.1) < count(&light.1) + 2 {
-            return;
+            return false;
         }
         let candidates = tables.iter().filter(|t| t.name != MASTER_TABLE_NAME).flat_map(|t| t.tablets.iter().map(move |ti| (t, ti)));
         let movable: Vec<(&TableInfo, &TabletInfo)> = candidates.filter(|(_, ti)| ti.replicas.contains(&heavy.1) && !ti.replicas.contains(&light.1)).collect();
         let Some((t, ti)) = movable.iter().find(|(_, ti)| ti.leader != heavy.1).or(movable.first()).copied() else {
-            return;
+            return false;
         };
         match self.move_replica(&t.name, ti, Some((heavy.0, &heavy.1)), (light.0, &light.1), true) {
             Ok(()) => tracing::info!(tablet_id = ti.id.0, from = heavy.0, to = light.0, "tablet replica moved to even out the load"),
             Err(e) => tracing::warn!(tablet_id = ti.id.0, from = heavy.0, to = light.0, error = %e, "could not move a tablet replica"),
+        }
+        true
+    }
+
+    /// Master, replicas being even: when the live node leading the most tablets
+    /// leads two or more more than the one leading the fewest (leaders pile up on
+    /// the nodes that stayed up while another restarted), hand one leadership
+    /// from the first to the second, for a tablet both hold. Leaders are as the
+    /// nodes last said (each second); nothing moves while a live node's report is
+    /// missing, and at most one leader moves per [`LEADER_MOVE_INTERVAL`] (a move
+    /// takes about a follower lease).
+    fn rebalance_leaders(&self, tables: &[TableInfo], live: &[NodeEntry]) {
+        if self.last_leader_move.lock().elapsed() < LEADER_MOVE_INTERVAL {
+            return;
+        }
+        let user: HashMap<TabletId, &TabletInfo> = tables.iter().filter(|t| t.name != MASTER_TABLE_NAME).flat_map(|t| t.tablets.iter().map(|ti| (ti.id, ti))).collect();
+        let mut led: BTreeMap<u64, Vec<TabletId>> = BTreeMap::new();
+        {
+            let reports = self.leaders.lock();
+            for (id, _) in live {
+                let mine = (*id == self.cfg.node_id).then(|| self.leading());
+                let Some(tablets) = mine.or_else(|| reports.get(id).filter(|(_, at)| at.elapsed() < NODE_LIVENESS).map(|(t, _)| t.clone())) else {
+                    return; // not known yet
+                };
+                led.insert(*id, tablets.into_iter().filter(|t| user.contains_key(t)).collect());
+            }
+        }
+        let (Some((heavy, heavy_led)), Some((light, light_led))) = (led.iter().max_by_key(|(_, t)| t.len()), led.iter().min_by_key(|(_, t)| t.len())) else {
+            return;
+        };
+        if heavy_led.len() < light_led.len() + 2 {
+            return;
+        }
+        let addr = |id: u64| live.iter().find(|(n, _)| *n == id).map(|(_, a)| a.clone()).unwrap_or_default();
+        let (heavy_addr, light_addr) = (addr(*heavy), addr(*light));
+        let Some(tablet) = heavy_led.iter().copied().find(|t| user[t].replicas.contains(&light_addr)) else {
+            return;
+        };
+        *self.last_leader_move.lock() = Instant::now();
+        match self.call_node(&heavy_addr, Request::TransferLeader { tablet, to: *light }) {
+            Ok(_) => tracing::info!(tablet_id = tablet.0, from = heavy, to = light, "tablet leader moved to even out the load"),
+            Err(e) => tracing::warn!(tablet_id = tablet.0, from = heavy, to = light, error = %e, "could not move a tablet leader"),
         }
     }
 

@@ -327,7 +327,7 @@ fn published_ddl_is_logged_and_applied_by_the_other_nodes_and_names_share_a_tabl
     master.node.set_ddl_applier(on_master.clone());
     second.node.set_ddl_applier(on_second.clone());
     let c2 = Client::connect(&second.addr).unwrap();
-    c2.call(Request::RegisterNode { node_id: 2, addr: second.addr.clone() }).unwrap();
+    c2.call(Request::RegisterNode { node_id: 2, addr: second.addr.clone(), leading: Vec::new() }).unwrap();
     let entry = |sql: &str| DdlEntry {
         seq: 0,
         origin: 2,
