@@ -10,7 +10,7 @@ use pinax_codec::keys::{self, IntentKind};
 use pinax_common::{HybridClock, HybridTime, TabletId, TxnId};
 use pinax_engine::{Cf, IterOptions, KvEngine, KvIterator, OwnedBatch, Snapshot, WriteBatch, WriteOptions, WritePressure};
 use pinax_mvcc::gc::HistoryCutoff;
-use pinax_mvcc::read::{all_intents_iter, intents_at, intents_on_key, latest_version_at, IntentRecord};
+use pinax_mvcc::read::{intents_cursor, intents_cursor_between, IntentRecord, KeyCursor};
 use pinax_mvcc::{MvccReader, ReadContext, ScanResult, ScanSpec, TxnStatus, TxnStatusResolver};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -94,12 +94,12 @@ const COMPACT_AFTER_RESOLVING: usize = 20_000;
 /// replicates a log entry whenever the batch reaches this size.
 const REWRITE_CHUNK_BYTES: usize = 256 << 10;
 
-/// What a write batch's checks read with: the snapshot, one iterator over the
-/// regular column family, and whether the tablet holds intents at all.
+/// What a write batch's checks read with: a cursor over the regular column
+/// family, and one over the intents of the batch's key range if the tablet holds
+/// intents at all.
 struct Probes<'s, S: Snapshot + 's> {
-    snap: &'s S,
-    regular: S::Iter<'s>,
-    intents: bool,
+    regular: KeyCursor<S::Iter<'s>>,
+    intents: Option<KeyCursor<S::Iter<'s>>>,
 }
 
 /// What the tablet knows about one key while deciding a write batch.
@@ -298,19 +298,25 @@ impl<E: KvEngine> Tablet<E> {
     /// intent of the same statement would replace it).
     fn check_ops<R: TxnStatusResolver + ?Sized>(&self, ops: &[WriteOp], me: Option<TxnId>, read_ht: Option<HybridTime>, resolver: &R, batch: &mut OwnedBatch, has_intents: bool) -> Result<Vec<bool>> {
         let snap = self.engine.snapshot();
-        // One regular-CF iterator for the whole batch, seeked per key: creating
-        // one per key costs more (RocksDB builds a child iterator per memtable and
-        // file), and a large batch has thousands of keys. Intents are read with an
-        // iterator bounded to the key: resolved intents leave tombstones until
-        // compaction, and an iterator without that bound steps over all of them.
-        let mut probes = Probes { snap: &snap, regular: snap.iter(Cf::Regular, IterOptions::default()), intents: has_intents };
+        // One cursor per column family for the whole batch (a large batch has
+        // thousands of keys, usually in ascending order: the cursors step from key
+        // to key). The intents cursor is bounded to the batch's keys: resolved
+        // intents leave tombstones until compaction, and a seek past the last key
+        // would walk all of them.
+        let (Some(first), Some(last)) = (ops.iter().map(|o| &o.key).min(), ops.iter().map(|o| &o.key).max()) else {
+            return Ok(Vec::new());
+        };
+        let mut probes: Probes<E::Snapshot<'_>> = Probes { regular: KeyCursor::new(snap.iter(Cf::Regular, IterOptions::default())), intents: has_intents.then(|| intents_cursor_between(&snap, first, last)) };
         // Per key: its state after this batch's earlier ops, the strength other
         // transactions' intents were checked against, and whether this batch wrote it.
+        // Keys in strictly ascending order are each met once: nothing to remember.
+        let ascending = ops.windows(2).all(|w| w[0].key < w[1].key);
         let mut seen: HashMap<&[u8], (KeyState, LockStrength, bool)> = HashMap::new();
         let mut write = Vec::with_capacity(ops.len());
         for op in ops {
             let strength = op.strength();
-            let (state, checked, written_here) = match seen.get(&op.key[..]).copied() {
+            let earlier = if ascending { None } else { seen.get(&op.key[..]).copied() };
+            let (state, checked, written_here) = match earlier {
                 Some((s, checked, w)) if strength <= checked => (s, checked, w),
                 Some((s, _, w)) => {
                     // A stronger op on a key this batch touched: check the others again.
@@ -330,7 +336,9 @@ impl<E: KvEngine> Tablet<E> {
                 WriteOpKind::Lock | WriteOpKind::LockShared => (state, checked, written_here),
                 kind => (KeyState { live: kind != WriteOpKind::Delete, own: Some(state.own.map_or(strength, |o| o.max(strength))) }, checked, true),
             };
-            seen.insert(&op.key, after);
+            if !ascending {
+                seen.insert(&op.key, after);
+            }
         }
         Ok(write)
     }
@@ -350,7 +358,10 @@ impl<E: KvEngine> Tablet<E> {
         resolver: &R,
         batch: &mut OwnedBatch,
     ) -> Result<KeyState> {
-        let intents = if probes.intents { intents_on_key(probes.snap, key)? } else { Vec::new() };
+        let intents = match probes.intents.as_mut() {
+            Some(c) => c.intents(key)?,
+            None => Vec::new(),
+        };
         let mut own_newest: Option<&IntentRecord> = None;
         let mut inline_commit: Option<(HybridTime, bool)> = None;
         let mut others: Vec<TxnId> = Vec::new();
@@ -388,7 +399,7 @@ impl<E: KvEngine> Tablet<E> {
         // Latest committed state of the key.
         let (latest_ht, latest_live) = match inline_commit {
             Some((ht, live)) => (Some(ht), live),
-            None => latest_version_at(&mut probes.regular, key)?,
+            None => probes.regular.latest_version(key)?,
         };
         if strength == LockStrength::Share && kind.is_lock() && key == &self.partition.start[..] {
             // A SERIALIZABLE range read's lock: a SERIALIZABLE writer here that
@@ -492,14 +503,14 @@ impl<E: KvEngine> Tablet<E> {
         let upper = keys::prefix_upper_bound(&prefix);
         let mut it = snap.iter(Cf::Intents, IterOptions { lower: Some(prefix.clone()), upper, prefix_same_as_start: true });
         it.seek_to_first();
-        let mut ints = all_intents_iter(&snap);
+        let mut ints = intents_cursor(&snap);
         let mut batch = OwnedBatch::new();
         let mut n = 0;
         let mut in_batch = 0;
         while it.valid()? {
             let rkey = it.key().to_vec();
             let (user_key, _) = keys::unescape_prefix(&rkey[prefix.len()..])?;
-            let mine: Vec<IntentRecord> = intents_at(&mut ints, &user_key)?.into_iter().filter(|r| r.txn == txn).collect();
+            let mine: Vec<IntentRecord> = ints.intents(&user_key)?.into_iter().filter(|r| r.txn == txn).collect();
             in_batch += f(&mut batch, &user_key, &rkey, mine);
             // A transaction's intents on a tablet can be megabytes: they are
             // rewritten in several log entries (each key's changes in one). A
