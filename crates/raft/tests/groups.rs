@@ -187,8 +187,15 @@ fn leadership_is_handed_over_to_a_chosen_follower() {
         leader = to;
         replicas[&leader].group.replicate(put(&format!("after{round}"))).unwrap();
     }
-    for r in replicas.values() {
-        eventually("every write everywhere", || (0..4).all(|i| has(&r.engine, &format!("after{i}"))));
+    for (id, r) in &replicas {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !(0..4).all(|i| has(&r.engine, &format!("after{i}"))) {
+            if Instant::now() > deadline {
+                let m: Vec<String> = replicas.iter().map(|(id, r)| format!("{id}: {:?}", r.group.raft().metrics().borrow())).collect();
+                panic!("replica {id} lacks a write: {m:#?}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
         assert!(!has(&r.engine, "paused"));
         r.group.shutdown();
     }
