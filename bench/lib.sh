@@ -80,5 +80,18 @@ cpu_of() {
     pg_cpu "$(postmaster_pid "$dir/stock")"
   fi
 }
+# Wait until SYS's servers are idle (less than 20 ms of CPU in half a second, at
+# most 30 s): work a statement leaves behind (Pinax: applying a transaction's
+# intents; PostgreSQL: autovacuum) then counts towards it.
+wait_idle() {
+  local a b
+  a=$(cpu_of "$1")
+  for _ in $(seq 1 60); do
+    sleep 0.5
+    b=$(cpu_of "$1")
+    (( (b - a) * 1000 / tck < 20 )) && return
+    a=$b
+  done
+}
 port_of() { if [[ $1 == pinax ]]; then echo "$pinax_pg"; else echo "$stock_pg"; fi; }
 psql_on() { local sys=$1; shift; psql -X -q -h 127.0.0.1 -p "$(port_of "$sys")" -U "$user" -d postgres -v ON_ERROR_STOP=1 "$@"; }

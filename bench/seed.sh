@@ -9,7 +9,9 @@
 # commit on, shared_buffers 128MB). Steps alternate between the systems; each is a
 # separate psql call. Per step it prints wall time and server CPU time (PostgreSQL:
 # postmaster + all its processes, including exited backends; Pinax: the same plus the
-# node daemon), and the Pinax/PostgreSQL ratios.
+# node daemon) until the servers are idle again (work left behind counts towards
+# the step: Pinax's intents applied after a commit, PostgreSQL's autovacuum), and
+# the Pinax/PostgreSQL ratios.
 #
 # Usage: bench/seed.sh [ROWS] [ROUNDS]     (default 1000000 rows, 1 round)
 set -euo pipefail
@@ -38,6 +40,10 @@ for r in $(seq 1 "$rounds"); do
       # The backend's CPU reaches the postmaster's cutime only once it is reaped.
       backend=$(head -1 <<<"$res"); out=$(tail -n +2 <<<"$res")
       while [[ -e /proc/$backend ]]; do sleep 0.01; done
+      # Work the statement left behind (Pinax applies a transaction's intents
+      # after its commit returns) counts towards it: without this, a step's CPU
+      # showed part of its predecessor's and the last step's went unmeasured.
+      wait_idle $sys
       c1=$(cpu_of $sys)
       [[ ${names[$i]} == count && "$out" != "$((2 * rows))" ]] && { echo "wrong count on $sys: $out" >&2; exit 1; }
       wall[$sys,$i,$r]=$(( (t1 - t0) / 1000000 ))

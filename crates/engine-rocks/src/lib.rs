@@ -194,8 +194,22 @@ fn table_options(cfg: &RocksConfig, bloom: bool) -> BlockBasedOptions {
 fn cf_options(cfg: &RocksConfig, cf: Cf) -> Options {
     let mut o = Options::default();
     o.set_block_based_table_factory(&table_options(cfg, cf != Cf::Meta));
-    o.set_compression_type(DBCompressionType::Lz4);
-    o.set_bottommost_compression_type(DBCompressionType::Zstd);
+    match cf {
+        // Rows: uncompressed in L0 and L1 (flushes and the first compactions are
+        // on the write path, and their data is rewritten soon), LZ4 below, ZSTD at
+        // the bottom (as TiKV does).
+        Cf::Regular => {
+            use DBCompressionType::{Lz4, None as Plain};
+            o.set_compression_per_level(&[Plain, Plain, Lz4, Lz4, Lz4, Lz4, Lz4]);
+            o.set_bottommost_compression_type(DBCompressionType::Zstd);
+        }
+        // Intents and the Raft log are short-lived (resolved, purged): compressing
+        // them only costs CPU. Meta is a few keys.
+        _ => {
+            o.set_compression_type(DBCompressionType::None);
+            o.set_bottommost_compression_type(DBCompressionType::None);
+        }
+    }
     o.set_write_buffer_size(cfg.write_buffer_size);
     if cf == Cf::Regular {
         if let Some(factory) = &cfg.compaction_filter {

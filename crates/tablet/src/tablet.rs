@@ -387,12 +387,12 @@ impl<E: KvEngine> Tablet<E> {
                 TxnStatus::Committed { commit_ht } => {
                     self.clock.update(commit_ht);
                     self.note_predicate_writes(&recs, commit_ht, batch);
-                    if let Some(live) = resolve_key_intents(batch, key, other, Some(commit_ht), &recs) {
+                    if let Some(live) = resolve_key_intents(batch, key, other, Some(commit_ht), &recs, true) {
                         inline_commit = Some((commit_ht, live));
                     }
                 }
                 TxnStatus::Aborted => {
-                    resolve_key_intents(batch, key, other, None, &recs);
+                    resolve_key_intents(batch, key, other, None, &recs, true);
                 }
             }
         }
@@ -479,7 +479,7 @@ impl<E: KvEngine> Tablet<E> {
     pub fn rollback_intents(&self, txn: TxnId, from_seq: u32) -> Result<usize> {
         let mut guard = self.write_lock.lock();
         self.lead(&mut guard)?;
-        self.rewrite_txn_intents(txn, self.clock.now(), |batch, user_key, rkey, mine| {
+        self.rewrite_txn_intents(txn, self.clock.now(), false, |batch, user_key, rkey, mine| {
             let mut dropped = 0;
             for r in mine.iter().filter(|r| r.seq >= from_seq) {
                 batch.delete(Cf::Intents, &keys::intent_key(user_key, txn, r.seq));
@@ -497,7 +497,13 @@ impl<E: KvEngine> Tablet<E> {
     /// which adds what to change to the batch and returns how many changes it made;
     /// the batch is replicated (decided at `ht`) if any. Caller holds the write lock
     /// and leads.
-    fn rewrite_txn_intents(&self, txn: TxnId, ht: HybridTime, mut f: impl FnMut(&mut OwnedBatch, &[u8], &[u8], Vec<IntentRecord>) -> usize) -> Result<usize> {
+    ///
+    /// `clear_reverse`: the whole reverse index goes (commit, abort; `f` leaves
+    /// it): a chunk of many keys drops its entries with one range deletion (the
+    /// entries of a transaction are contiguous), a small one key by key (range
+    /// tombstones are cheap to write but each one costs every later read of the
+    /// column family until compaction, so small transactions do not leave one).
+    fn rewrite_txn_intents(&self, txn: TxnId, ht: HybridTime, clear_reverse: bool, mut f: impl FnMut(&mut OwnedBatch, &[u8], &[u8], Vec<IntentRecord>) -> usize) -> Result<usize> {
         let snap = self.engine.snapshot();
         let prefix = keys::reverse_prefix(txn);
         let upper = keys::prefix_upper_bound(&prefix);
@@ -507,21 +513,28 @@ impl<E: KvEngine> Tablet<E> {
         let mut batch = OwnedBatch::new();
         let mut n = 0;
         let mut in_batch = 0;
+        // The reverse-index keys of the chunk being built (clear_reverse).
+        let mut reverse: Vec<Vec<u8>> = Vec::new();
         while it.valid()? {
             let rkey = it.key().to_vec();
             let (user_key, _) = keys::unescape_prefix(&rkey[prefix.len()..])?;
             let mine: Vec<IntentRecord> = ints.intents(&user_key)?.into_iter().filter(|r| r.txn == txn).collect();
             in_batch += f(&mut batch, &user_key, &rkey, mine);
+            if clear_reverse {
+                reverse.push(rkey);
+            }
             // A transaction's intents on a tablet can be megabytes: they are
             // rewritten in several log entries (each key's changes in one). A
             // reader between two finds the rest still intents of the same
             // transaction, whose status decides them the same way.
             if batch.as_bytes().len() >= REWRITE_CHUNK_BYTES {
+                clear_reverse_keys(&mut batch, &mut reverse);
                 self.log.replicate(ht, std::mem::take(&mut batch), 0)?;
                 n += std::mem::take(&mut in_batch);
             }
             it.next();
         }
+        clear_reverse_keys(&mut batch, &mut reverse);
         drop(it);
         drop(ints);
         drop(snap);
@@ -545,12 +558,12 @@ impl<E: KvEngine> Tablet<E> {
     fn resolve_txn_locked(&self, txn: TxnId, commit_ht: Option<HybridTime>) -> Result<usize> {
         let mut guard = self.write_lock.lock();
         self.lead(&mut guard)?;
-        let n = self.rewrite_txn_intents(txn, commit_ht.unwrap_or_else(|| self.clock.now()), |batch, user_key, _, mine| {
+        let n = self.rewrite_txn_intents(txn, commit_ht.unwrap_or_else(|| self.clock.now()), true, |batch, user_key, _, mine| {
             let recs: Vec<&IntentRecord> = mine.iter().collect();
             if let Some(ht) = commit_ht {
                 self.note_predicate_writes(&recs, ht, batch);
             }
-            resolve_key_intents(batch, user_key, txn, commit_ht, &recs);
+            resolve_key_intents(batch, user_key, txn, commit_ht, &recs, false);
             1
         })?;
         guard.intent_txns.remove(&txn);
@@ -599,9 +612,9 @@ impl<E: KvEngine> Tablet<E> {
 
 /// Resolve one transaction's intents on `key` into `batch`: when it committed, write
 /// the version its newest non-lock intent leaves at `commit_ht`; then delete its
-/// intents and reverse-index entry. Returns whether the applied version is a live
-/// row (`None` when nothing was applied: aborted, or only locks).
-fn resolve_key_intents(batch: &mut OwnedBatch, key: &[u8], txn: TxnId, commit_ht: Option<HybridTime>, recs: &[&IntentRecord]) -> Option<bool> {
+/// intents and (`reverse`) its reverse-index entry. Returns whether the applied
+/// version is a live row (`None` when nothing was applied: aborted, or only locks).
+fn resolve_key_intents(batch: &mut OwnedBatch, key: &[u8], txn: TxnId, commit_ht: Option<HybridTime>, recs: &[&IntentRecord], reverse: bool) -> Option<bool> {
     let live = commit_ht.and_then(|ht| {
         let newest = recs.iter().filter(|r| r.kind != IntentKind::Lock).max_by_key(|r| r.seq)?;
         let vk = keys::version_key(key, ht);
@@ -618,6 +631,28 @@ fn resolve_key_intents(batch: &mut OwnedBatch, key: &[u8], txn: TxnId, commit_ht
     for r in recs {
         batch.delete(Cf::Intents, &keys::intent_key(key, txn, r.seq));
     }
-    batch.delete(Cf::Intents, &keys::reverse_key(txn, key));
+    if reverse {
+        batch.delete(Cf::Intents, &keys::reverse_key(txn, key));
+    }
     live
+}
+
+/// A chunk of a transaction's keys with at least this many reverse-index entries
+/// drops them with one range deletion.
+const REVERSE_RANGE_DELETE_MIN: usize = 64;
+
+/// Delete the reverse-index entries `keys` (consecutive entries of one
+/// transaction, in order) into `batch`, and forget them.
+fn clear_reverse_keys(batch: &mut OwnedBatch, keys: &mut Vec<Vec<u8>>) {
+    if keys.len() >= REVERSE_RANGE_DELETE_MIN {
+        let (first, last) = (&keys[0], &keys[keys.len() - 1]);
+        let mut end = last.clone();
+        end.push(0); // the key right after `last`
+        batch.delete_range(Cf::Intents, first, &end);
+    } else {
+        for k in keys.iter() {
+            batch.delete(Cf::Intents, k);
+        }
+    }
+    keys.clear();
 }

@@ -231,6 +231,57 @@ fn commit_is_atomic_across_tablets() {
     assert!(w.tablets.iter().all(|t| t.txns_with_intents().unwrap().is_empty()));
 }
 
+/// Large transactions drop their reverse index by range (chunks of 64+ keys),
+/// small ones key by key: either way nothing of the resolved transaction is left
+/// in the intents column family, and another transaction's intents (whose
+/// reverse-index entries sort right next to it) stay.
+#[test]
+fn resolving_large_and_small_transactions_leaves_no_intents_and_keeps_others() {
+    let w = World::new();
+    let t = &w.tablets[1]; // keys from "m"
+    let keys = |prefix: &str, n: u32| -> Vec<WriteOp> { (0..n).map(|i| WriteOp::put(format!("{prefix}{i:05}"), "v")).collect() };
+    let (big, small, other_before, other_after) = (tid(20), tid(21), tid(19), tid(22));
+    for txn in [big, small, other_before, other_after] {
+        w.status.create(txn).unwrap();
+    }
+    let r = w.now();
+    // Enough keys for several rewrite chunks (256 KiB each) of range deletions.
+    let mut wide = keys("n", 3000);
+    for op in &mut wide {
+        op.value = vec![b'v'; 200];
+    }
+    t.write_intents(0, big, 1, r, &wide, &w.resolver()).unwrap();
+    t.write_intents(0, small, 1, r, &keys("p", 3), &w.resolver()).unwrap();
+    t.write_intents(0, other_before, 1, r, &keys("q", 100), &w.resolver()).unwrap();
+    t.write_intents(0, other_after, 1, r, &keys("r", 100), &w.resolver()).unwrap();
+    let c_big = w.status.commit(big, vec![t.id()]).unwrap();
+    let c_small = w.status.commit(small, vec![t.id()]).unwrap();
+    assert_eq!(t.apply_intents(big, c_big).unwrap(), 3000);
+    assert_eq!(t.apply_intents(small, c_small).unwrap(), 3);
+    assert_eq!(t.apply_intents(big, c_big).unwrap(), 0, "idempotent");
+    let mut left = t.txns_with_intents().unwrap();
+    left.sort();
+    assert_eq!(left, vec![other_before, other_after]);
+    // Only the two open transactions' intents and reverse entries remain.
+    use pinax_engine::{KvIterator, Snapshot};
+    let snap = w.engines[1].snapshot();
+    let mut it = snap.iter(Cf::Intents, Default::default());
+    it.seek_to_first();
+    let mut n = 0;
+    while it.valid().unwrap() {
+        n += 1;
+        it.next();
+    }
+    assert_eq!(n, 2 * 2 * 100);
+    drop(it);
+    assert_eq!(w.get_at("n02999", w.now()).as_deref().map(str::len), Some(200));
+    assert_eq!(w.get_at("p00002", w.now()).as_deref(), Some("v"));
+    // The open ones still resolve.
+    let c = w.status.commit(other_after, vec![t.id()]).unwrap();
+    assert_eq!(t.apply_intents(other_after, c).unwrap(), 100);
+    assert_eq!(t.txns_with_intents().unwrap(), vec![other_before]);
+}
+
 #[test]
 fn abort_removes_intents() {
     let w = World::new();
