@@ -52,7 +52,60 @@ unsafe extern "C-unwind" fn walker(ps: *mut pg_sys::PlanState, ctx: *mut std::ff
     if (*ps).type_ == pg_sys::NodeTag::T_IndexOnlyScanState && is_pinax_node(ps as *mut pg_sys::IndexOnlyScanState) {
         pg_sys::ExecSetExecProcNode(ps, Some(exec));
     }
+    // A plain aggregate that reads no column of a sequential scan without a filter
+    // (count(*)): the tablets count the rows, none is shipped (`exec_count`).
+    if (*ps).type_ == pg_sys::NodeTag::T_AggState {
+        let agg = (*ps).plan as *mut pg_sys::Agg;
+        let child = (*ps).lefttree;
+        if (*agg).aggstrategy == pg_sys::AggStrategy::AGG_PLAIN
+            && !child.is_null()
+            && (*child).type_ == pg_sys::NodeTag::T_SeqScanState
+            && var_columns(&[(*agg).plan.targetlist.cast(), (*agg).plan.qual.cast()], pg_sys::OUTER_VAR) == Some(0)
+            && counts_alone(child as *mut pg_sys::SeqScanState)
+        {
+            pg_sys::ExecSetExecProcNode(child, Some(exec_count));
+        }
+    }
     pg_sys::planstate_tree_walker(ps, Some(walker), ctx)
+}
+
+/// Whether sequential scan `node` of a Pinax table may be replaced by a count: no
+/// filter, and its outputs are plain columns (nothing to evaluate, so nothing
+/// that could fail or have effects is skipped).
+unsafe fn counts_alone(node: *mut pg_sys::SeqScanState) -> bool {
+    let rel = (*node).ss.ss_currentRelation;
+    if rel.is_null() || !meta::is_pinax_table(rel) || !(*node).ss.ps.qual.is_null() {
+        return false;
+    }
+    let tlist = (*(*node).ss.ps.plan).targetlist;
+    if tlist.is_null() {
+        return true;
+    }
+    (0..(*tlist).length as usize).all(|j| {
+        let entry = (*(*tlist).elements.add(j)).ptr_value as *mut pg_sys::TargetEntry;
+        !(*entry).expr.is_null() && (*(*entry).expr).type_ == pg_sys::NodeTag::T_Var
+    })
+}
+
+/// `ExecSeqScan` for a scan only counted: all-NULL tuples, as many as the
+/// tablets count (the aggregate above reads none of their columns).
+#[pg_guard]
+unsafe extern "C-unwind" fn exec_count(ps: *mut pg_sys::PlanState) -> *mut pg_sys::TupleTableSlot {
+    pg_sys::check_for_interrupts!();
+    let node = ps as *mut pg_sys::SeqScanState;
+    // The parent reads the node's result: the projection's slot when it projects
+    // (its columns, all NULL here, are plain Vars: see `counts_alone`).
+    let slot = if (*ps).ps_ProjInfo.is_null() { (*node).ss.ss_ScanTupleSlot } else { (*ps).ps_ResultTupleSlot };
+    let mut scan = (*node).ss.ss_currentScanDesc;
+    if scan.is_null() {
+        scan = pg_sys::table_beginscan((*node).ss.ss_currentRelation, (*(*ps).state).es_snapshot, 0, std::ptr::null_mut());
+        (*node).ss.ss_currentScanDesc = scan;
+    }
+    if crate::am::table::next_counted(scan) {
+        pg_sys::ExecStoreAllNullTuple(slot)
+    } else {
+        pg_sys::ExecClearTuple(slot)
+    }
 }
 
 /// Whether index-only scan `node` scans a Pinax index of a Pinax table.

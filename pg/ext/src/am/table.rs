@@ -38,6 +38,8 @@ struct ScanState {
     /// ANALYZE: rows the tablets counted but did not ship (sampling), to add to
     /// the live rows once.
     analyze_unshipped: u64,
+    /// A counting scan ([`next_counted`]): the rows left to hand out, once counted.
+    counted: Option<u64>,
 }
 
 #[pg_guard]
@@ -90,7 +92,7 @@ unsafe extern "C-unwind" fn scan_begin(
     (*d).base.rs_nkeys = nkeys;
     (*d).base.rs_key = key;
     (*d).base.rs_flags = flags;
-    let st = ScanState { pager: Pager::new(m.storage.clone(), Vec::new(), None, false, snapshot_cid(snapshot)), relid: m.relid, analyze_block_done: false, analyze_unshipped: 0 };
+    let st = ScanState { pager: Pager::new(m.storage.clone(), Vec::new(), None, false, snapshot_cid(snapshot)), relid: m.relid, analyze_block_done: false, analyze_unshipped: 0, counted: None };
     (*d).state = Box::into_raw(Box::new(st));
     (*d).cb.func = Some(free_scan_state);
     (*d).cb.arg = d.cast();
@@ -111,6 +113,24 @@ unsafe extern "C-unwind" fn scan_rescan(scan: pg_sys::TableScanDesc, _key: *mut 
     let d = scan as *mut PinaxScanDesc;
     let st = &mut *(*d).state;
     st.pager = Pager::new(st.pager.storage.clone(), Vec::new(), None, false, snapshot_cid((*scan).rs_snapshot));
+    st.counted = None;
+}
+
+/// A scan whose rows nobody reads (a plain `count(*)` over a sequential scan
+/// without a filter, see `index_only.rs`): the tablets count the visible rows
+/// (none is shipped), and this answers true that many times, false after.
+///
+/// # Safety
+/// `scan` must be a scan of a Pinax table begun by [`scan_begin`].
+pub unsafe fn next_counted(scan: pg_sys::TableScanDesc) -> bool {
+    let d = scan as *mut PinaxScanDesc;
+    let st = &mut *(*d).state;
+    let left = match st.counted {
+        Some(n) => n,
+        None => st.pager.next_count().or_raise().unwrap_or(0),
+    };
+    st.counted = Some(left.saturating_sub(1));
+    left > 0
 }
 
 /// Hand the next row of `pager` to PostgreSQL in `slot`.

@@ -80,3 +80,31 @@ RESET enable_seqscan;
 RESET enable_bitmapscan;
 DROP TABLE io;
 DROP TYPE mood;
+-- count(*) over a sequential scan without a filter is counted in storage (no row
+-- shipped); with a filter, a column read, or an expression to evaluate, rows are
+-- read. Own writes, savepoints and rescans (a correlated subquery) included.
+CREATE TABLE nokey (v int, w text);
+INSERT INTO nokey SELECT g, 'w' || g FROM generate_series(1, 500) g;
+SELECT count(*) FROM nokey;
+SELECT count(*) FROM nokey WHERE v > 250;
+SELECT count(*), count(w), sum(v) FROM nokey;
+SELECT count(*) FROM (SELECT v, w FROM nokey) s;
+SELECT count(*) FILTER (WHERE v < 10) FROM nokey;
+SELECT g, (SELECT count(*) FROM nokey WHERE g > 1) FROM generate_series(1, 3) g;
+SELECT g, (SELECT count(*) + g FROM nokey) FROM generate_series(1, 2) g;
+BEGIN;
+INSERT INTO nokey SELECT g, NULL FROM generate_series(1, 10) g;
+SELECT count(*) FROM nokey;
+SAVEPOINT s;
+DELETE FROM nokey WHERE v <= 100;
+SELECT count(*) FROM nokey;
+ROLLBACK TO SAVEPOINT s;
+SELECT count(*) FROM nokey;
+ROLLBACK;
+SELECT count(*) FROM nokey;
+-- A dropped column: the scan projects (no physical target list).
+ALTER TABLE nokey DROP COLUMN w;
+SELECT count(*) FROM nokey;
+TRUNCATE nokey;
+SELECT count(*) FROM nokey;
+DROP TABLE nokey;
