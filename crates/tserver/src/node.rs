@@ -1123,13 +1123,11 @@ impl<F: EngineFactory> Node<F> {
                 Ok(Response::Done)
             }
             Request::ChangeReplicas { tablet, add, remove } => {
-                let g = self.groups.read().get(&tablet).cloned();
-                let g = g.ok_or_else(|| err(ErrorCode::TabletNotFound, format!("tablet {} has no replica on this node", tablet.0)))?;
+                let g = self.replica_group(tablet)?;
                 g.group.replace_voter(add, remove, Duration::from_secs(60)).map(|_| Response::Done).map_err(|e| tablet_err(crate::replica::group_err(tablet, e)))
             }
             Request::TransferLeader { tablet, to } => {
-                let g = self.groups.read().get(&tablet).cloned();
-                let g = g.ok_or_else(|| err(ErrorCode::TabletNotFound, format!("tablet {} has no replica on this node", tablet.0)))?;
+                let g = self.replica_group(tablet)?;
                 let addr = g.group.hand_over(to).map_err(|e| tablet_err(crate::replica::group_err(tablet, e)))?;
                 match self.call_node(&addr, Request::Campaign { tablet }) {
                     Ok(_) => Ok(Response::Done),
@@ -1140,19 +1138,23 @@ impl<F: EngineFactory> Node<F> {
                 }
             }
             Request::Campaign { tablet } => {
-                let g = self.groups.read().get(&tablet).cloned();
-                let g = g.ok_or_else(|| err(ErrorCode::TabletNotFound, format!("tablet {} has no replica on this node", tablet.0)))?;
+                let g = self.replica_group(tablet)?;
                 g.group.campaign();
                 Ok(Response::Done)
             }
             Request::Raft { target, .. } if target != self.cfg.node_id => Err(err(ErrorCode::Unavailable, format!("node {target} is not at {}", self.cfg.rpc_addr))),
             Request::Raft { group, kind, body, .. } => {
                 let kind = pinax_raft::network::MsgKind::from_u8(kind).ok_or_else(|| err(ErrorCode::InvalidRequest, format!("unknown raft message kind {kind}")))?;
-                let g = self.groups.read().get(&TabletId(group)).cloned();
-                let g = g.ok_or_else(|| err(ErrorCode::TabletNotFound, format!("tablet {group} has no replica on this node")))?;
+                let g = self.replica_group(TabletId(group))?;
                 self.rt.block_on(pinax_raft::network::serve(g.group.raft(), kind, &body)).map(Response::Raft).map_err(|m| err(ErrorCode::InvalidRequest, format!("bad raft message: {m}")))
             }
         }
+    }
+
+    /// This node's replica (Raft group) of `tablet`.
+    fn replica_group(&self, tablet: TabletId) -> Result<Arc<RaftReplicator>, RpcError> {
+        let g = self.groups.read().get(&tablet).cloned();
+        g.ok_or_else(|| err(ErrorCode::TabletNotFound, format!("tablet {} has no replica on this node", tablet.0)))
     }
 
     /// A catalog request at the master (NotLeader unless this node leads it).
