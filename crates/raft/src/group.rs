@@ -90,8 +90,6 @@ pub struct RaftGroup {
     follower_lease: Duration,
 }
 
-/// While this replica leads, send a heartbeat every `every` (openraft's own timer
-/// is off; see [`RaftTiming`]). Ends when `stop` is dropped or the group shuts down.
 /// A leader handing over: until when, to whom, in which term (it ends early when
 /// the term changes).
 #[derive(Clone, Copy)]
@@ -115,7 +113,9 @@ fn handing_over(h: &Mutex<Option<Handover>>, raft: &Raft) -> Option<NodeId> {
     h.map(|h| h.to)
 }
 
-/// None while the leader hands over (`paused`).
+/// While this replica leads, send a heartbeat every `every` (openraft's own timer
+/// is off; see [`RaftTiming`]), except while it hands over (`paused`). Ends when
+/// `stop` is dropped or the group shuts down.
 async fn heartbeats(raft: Raft, every: Duration, paused: Arc<Mutex<Option<Handover>>>, mut stop: tokio::sync::oneshot::Receiver<()>) {
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

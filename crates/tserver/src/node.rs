@@ -322,8 +322,6 @@ impl<F: EngineFactory> Node<F> {
         };
         node.directory.write().insert(node.cfg.node_id, node.cfg.rpc_addr.clone());
         node.nodes.lock().insert(node.cfg.node_id, (node.cfg.rpc_addr.clone(), Instant::now()));
-        // Open every replica this node serves; drop engines of tablets it does not
-        // (left by a crash between creating tablets and committing their table).
         let member = node.local.member().map_err(catalog_err)?;
         if let Some(id) = member.filter(|id| *id != node.cfg.node_id) {
             return Err(err(ErrorCode::InvalidRequest, format!("this data directory belongs to node {id}, not to node {}", node.cfg.node_id)));
@@ -333,6 +331,8 @@ impl<F: EngineFactory> Node<F> {
         // restarted without --join finds the masters it recorded instead of
         // starting a second, empty catalog.
         let fresh = !node.local.is_member().map_err(catalog_err)?;
+        // Open every replica this node serves; drop engines of tablets it does not
+        // (left by a crash between creating tablets and committing their table).
         let mut records = node.local.replicas().map_err(catalog_err)?;
         // A data directory from before the master was replicated keeps the
         // catalog among this node's own records.
