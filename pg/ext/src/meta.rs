@@ -38,6 +38,9 @@ pub struct TableMeta {
     /// Unique per metadata build (identity that survives address reuse).
     pub generation: u64,
     pub relid: u32,
+    /// The file node the metadata was built for (its storage table's name is made
+    /// from it; a rewrite or TRUNCATE gives the relation a new one).
+    pub relnode: u32,
     pub storage: String,
     pub hashed: bool,
     pub pk: Option<Rc<IndexMeta>>,
@@ -136,12 +139,15 @@ pub unsafe fn index_meta(idx: pg_sys::Relation, table_hashed: bool) -> IndexMeta
 /// `rel` must be a valid, open Pinax table.
 pub unsafe fn table_meta(rel: pg_sys::Relation) -> Result<Rc<TableMeta>, ClientError> {
     let relid = (*rel).rd_id.to_u32();
-    let storage = table_storage_name(pg_sys::MyDatabaseId.to_u32(), (*rel).rd_node.relNode.to_u32());
+    let relnode = (*rel).rd_node.relNode.to_u32();
+    // Checked by file node: no storage name formatted per call (this runs several
+    // times per statement).
     if let Some(m) = TABLES.with(|t| t.borrow().get(&relid).cloned()) {
-        if m.storage == storage {
+        if m.relnode == relnode {
             return Ok(m);
         }
     }
+    let storage = table_storage_name(pg_sys::MyDatabaseId.to_u32(), relnode);
     let info = state::with(|b| b.client())?.table(&storage)?;
     let hashed = matches!(info.sharding, Sharding::Hash { .. });
     let list = pg_sys::RelationGetIndexList(rel);
@@ -178,7 +184,7 @@ pub unsafe fn table_meta(rel: pg_sys::Relation) -> Result<Rc<TableMeta>, ClientE
         g.set(g.get() + 1);
         g.get()
     });
-    let meta = Rc::new(TableMeta { generation, relid, storage, hashed, pk, secondary });
+    let meta = Rc::new(TableMeta { generation, relid, relnode, storage, hashed, pk, secondary });
     TABLES.with(|t| t.borrow_mut().insert(relid, meta.clone()));
     Ok(meta)
 }
