@@ -360,14 +360,13 @@ impl KvEngine for RocksEngine {
             return Err(Error::Other(format!("write batch of another database written to {}", self.path.display())));
         }
         let mut wo = rocksdb::WriteOptions::default();
-        let no_wal = self.disable_wal || opts.skip_log;
-        if no_wal {
+        if self.disable_wal {
             wo.disable_wal(true);
         } else {
             wo.set_sync(opts.sync);
         }
         self.db.write_opt(batch.wb, &wo).map_err(map_error)?;
-        if no_wal && opts.sync {
+        if self.disable_wal && opts.sync {
             self.flush()?;
         }
         Ok(())
