@@ -14,7 +14,7 @@
 //! only when the cluster starts: restarted after its directory was wiped it joins
 //! as a new node (a fresh node 1 without `--join` would start a second cluster).
 
-use crate::{alive, default_data_dir, read_pid, start, stop, DirArgs, NodeArgs};
+use crate::{alive, default_data_dir, has_data, read_pid, start, stop, DirArgs, NodeArgs};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use pinax_client::Client;
@@ -133,8 +133,7 @@ fn join_for(dir: &Path, l: &Layout, i: u32) -> Option<String> {
     let others: Vec<u32> = (1..=l.nodes).filter(|j| *j != i).collect();
     let live = others.iter().copied().find(|j| running(dir, *j));
     if i == 1 {
-        let fresh = !node_dir(dir, 1).join("node_id").exists() && !node_dir(dir, 1).join("data-dirs").exists()
-            && std::fs::read_dir(node_dir(dir, 1).join("data")).map(|mut d| d.next().is_none()).unwrap_or(true);
+        let fresh = !node_dir(dir, 1).join("node_id").exists() && !has_data(&node_dir(dir, 1));
         return live.filter(|_| fresh).map(|j| addr(l, j));
     }
     Some(addr(l, live.unwrap_or(1)))
