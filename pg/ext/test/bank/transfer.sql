@@ -5,5 +5,5 @@
 BEGIN;
 UPDATE bank_accounts SET balance = balance - :amount WHERE id = :src;
 UPDATE bank_accounts SET balance = balance + :amount WHERE id = :dst;
-INSERT INTO bank_transfers (src, dst, amount) VALUES (:src, :dst, :amount);
+INSERT INTO bank_transfers (src, dst, amount, client) VALUES (:src, :dst, :amount, :client_id);
 COMMIT;
