@@ -360,13 +360,14 @@ impl KvEngine for RocksEngine {
             return Err(Error::Other(format!("write batch of another database written to {}", self.path.display())));
         }
         let mut wo = rocksdb::WriteOptions::default();
-        if self.disable_wal {
+        let no_wal = self.disable_wal || opts.skip_log;
+        if no_wal {
             wo.disable_wal(true);
         } else {
             wo.set_sync(opts.sync);
         }
         self.db.write_opt(batch.wb, &wo).map_err(map_error)?;
-        if self.disable_wal && opts.sync {
+        if no_wal && opts.sync {
             self.flush()?;
         }
         Ok(())

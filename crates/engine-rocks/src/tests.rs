@@ -14,7 +14,7 @@ fn small_config() -> RocksConfig {
 fn put(e: &RocksEngine, cf: Cf, k: &[u8], v: &[u8], sync: bool) {
     let mut b = e.new_batch();
     b.put(cf, k, v);
-    e.write(b, WriteOptions { sync }).unwrap();
+    e.write(b, WriteOptions { sync, ..Default::default() }).unwrap();
 }
 
 fn key(i: u32) -> Vec<u8> {
@@ -33,7 +33,7 @@ fn sync_write_survives_reopen_without_flush() {
         let mut b = e.new_batch();
         b.delete(Cf::Regular, b"durable");
         b.put(Cf::Regular, b"durable2", b"x");
-        e.write(b, WriteOptions { sync: true }).unwrap();
+        e.write(b, WriteOptions { sync: true, ..Default::default() }).unwrap();
         assert_eq!(e.stats().l0_files, 0, "nothing flushed: recovery must come from the WAL");
     }
     let e = RocksEngine::open(dir.path(), &cfg).unwrap();
@@ -56,11 +56,28 @@ fn crash_child_entry() {
     let mut cfg = small_config();
     cfg.disable_wal = mode == "nowal";
     let e = RocksEngine::open(dir, &cfg).unwrap();
+    if mode == "skiplog" {
+        // Raft's pattern: the log entry synced, its apply not logged; the first
+        // half of the applies flushed.
+        for i in 0..CRASH_KEYS {
+            let mut b = e.new_batch();
+            b.put(Cf::Log, &key(i), b"l");
+            e.write(b, WriteOptions { sync: true, ..Default::default() }).unwrap();
+            let mut b = e.new_batch();
+            b.put(Cf::Regular, &key(i), b"v");
+            b.put(Cf::Meta, b"applied", &key(i));
+            e.write(b, WriteOptions { sync: false, skip_log: true }).unwrap();
+            if i + 1 == CRASH_KEYS / 2 {
+                e.flush().unwrap();
+            }
+        }
+        std::process::abort();
+    }
     for i in 0..CRASH_KEYS {
         let mut b = e.new_batch();
         b.put(Cf::Regular, &key(i), b"v");
         b.put(Cf::Intents, &key(i), b"i");
-        e.write(b, WriteOptions { sync: true }).unwrap();
+        e.write(b, WriteOptions { sync: true, ..Default::default() }).unwrap();
     }
     std::process::abort();
 }
@@ -79,6 +96,17 @@ fn crash_and_check(mode: &str) {
     let mut cfg = small_config();
     cfg.disable_wal = mode == "nowal";
     let e = RocksEngine::open(dir.path(), &cfg).unwrap();
+    if mode == "skiplog" {
+        // Every logged write survives; unlogged ones only up to the flush, and
+        // the flushed state is consistent across column families.
+        for i in 0..CRASH_KEYS {
+            assert_eq!(e.get(Cf::Log, &key(i)).unwrap(), Some(b"l".to_vec()), "log entry {i}");
+            let applied = e.get(Cf::Regular, &key(i)).unwrap();
+            assert_eq!(applied.is_some(), i < CRASH_KEYS / 2, "apply {i}: unlogged, flushed or lost");
+        }
+        assert_eq!(e.get(Cf::Meta, b"applied").unwrap(), Some(key(CRASH_KEYS / 2 - 1)));
+        return;
+    }
     for i in 0..CRASH_KEYS {
         assert_eq!(e.get(Cf::Regular, &key(i)).unwrap(), Some(b"v".to_vec()), "{mode}: key {i}");
         assert_eq!(e.get(Cf::Intents, &key(i)).unwrap(), Some(b"i".to_vec()), "{mode}: key {i}");
@@ -93,6 +121,11 @@ fn sync_writes_survive_process_abort() {
 #[test]
 fn sync_writes_survive_process_abort_without_wal() {
     crash_and_check("nowal");
+}
+
+#[test]
+fn unlogged_writes_survive_a_crash_only_once_flushed() {
+    crash_and_check("skiplog");
 }
 
 struct DropPrefix {

@@ -327,7 +327,7 @@ pub fn batch_semantics<E: KvEngine>(e: &E) {
     assert_eq!(b.count(), 0);
     e.write(b, WriteOptions::default()).expect("write cleared batch");
     assert_eq!(get(e, Cf::Regular, b"a"), None, "a cleared batch writes nothing");
-    e.write(e.new_batch(), WriteOptions { sync: true }).expect("write empty batch");
+    e.write(e.new_batch(), WriteOptions { sync: true, ..Default::default() }).expect("write empty batch");
 
     put(e, Cf::Regular, b"pre", b"old");
     put(e, Cf::Regular, b"r2", b"old");
@@ -875,7 +875,7 @@ pub fn maintenance_keeps_data<E: KvEngine>(e: &E) {
                 b.put(cf, &key(i), format!("{round}-{i}").as_bytes());
             }
         }
-        e.write(b, WriteOptions { sync: round % 2 == 0 }).expect("write");
+        e.write(b, WriteOptions { sync: round % 2 == 0, ..Default::default() }).expect("write");
         e.flush().expect("flush");
     }
     write_batch(e, |b| {
@@ -1046,7 +1046,7 @@ pub fn randomized_model<E: KvEngine>(e: &E) {
                 }
             }
         }
-        e.write(b, WriteOptions { sync: rng.chance(5) }).expect("write");
+        e.write(b, WriteOptions { sync: rng.chance(5), ..Default::default() }).expect("write");
 
         if rng.chance(10) {
             snaps.push((e.snapshot(), model.clone()));

@@ -72,6 +72,10 @@ pub type Result<T> = std::result::Result<T, Error>;
 pub struct WriteOptions {
     /// Durable on return (fsync of the engine's log).
     pub sync: bool,
+    /// Not written to the engine's log: lost in a crash unless a later
+    /// [`KvEngine::flush`] made it durable. For data that can be rebuilt after a
+    /// crash (a Raft state machine's applies, redone from the Raft log).
+    pub skip_log: bool,
 }
 
 /// Bounds of an iterator: `lower` inclusive, `upper` exclusive; `None` = unbounded.

@@ -231,7 +231,7 @@ impl<E: KvEngine> CatalogLog for LocalLog<E> {
     fn write(&self, batch: OwnedBatch) -> Result<(), CatalogError> {
         let mut b = self.engine.new_batch();
         batch.replay(&mut b);
-        Ok(self.engine.write(b, WriteOptions { sync: true })?)
+        Ok(self.engine.write(b, WriteOptions { sync: true, ..Default::default() })?)
     }
     fn term(&self) -> Result<u64, CatalogError> {
         Ok(1)

@@ -58,7 +58,7 @@ impl<E: KvEngine> LocalRecords<E> {
     fn write(&self, f: impl FnOnce(&mut E::Batch)) -> Result<(), CatalogError> {
         let mut b = self.engine.new_batch();
         f(&mut b);
-        Ok(self.engine.write(b, WriteOptions { sync: true })?)
+        Ok(self.engine.write(b, WriteOptions { sync: true, ..Default::default() })?)
     }
 
     /// Remember a replica this node serves (synced).
@@ -161,7 +161,7 @@ mod tests {
         let mut b = engine.new_batch();
         b.put(Cf::Regular, b"t/x", b"table");
         b.put(Cf::Regular, b"next_id", &5u64.to_be_bytes());
-        engine.write(b, WriteOptions { sync: true }).unwrap();
+        engine.write(b, WriteOptions { sync: true, ..Default::default() }).unwrap();
         let l = LocalRecords::open(engine);
         assert_eq!(l.replicas().unwrap(), vec![r]);
         assert_eq!(l.masters().unwrap(), vec!["a".to_string(), "b".to_string()]);

@@ -87,7 +87,7 @@ impl<E: KvEngine> LogStore<E> {
     }
 
     fn write(&self, b: E::Batch, sync: bool, subject: ErrorSubject<u64>) -> Result<(), StorageError> {
-        self.engine.write(b, WriteOptions { sync }).map_err(|e| io_err(subject, ErrorVerb::Write, e))
+        self.engine.write(b, WriteOptions { sync, ..Default::default() }).map_err(|e| io_err(subject, ErrorVerb::Write, e))
     }
 
     /// Delete entries with index in `[from, to)`.
@@ -173,7 +173,7 @@ impl<E: KvEngine> RaftLogStorage<TypeConfig> for LogStore<E> {
             last = Some(e.log_id);
         }
         if last.is_some() {
-            if let Err(e) = self.engine.write(b, WriteOptions { sync: true }) {
+            if let Err(e) = self.engine.write(b, WriteOptions { sync: true, ..Default::default() }) {
                 let msg = e.to_string();
                 callback.log_io_completed(Err(std::io::Error::other(msg.clone())));
                 return Err(io_err(ErrorSubject::Logs, ErrorVerb::Write, msg));

@@ -1,9 +1,15 @@
 //! The state machine of one group: the tablet engine's data column families.
 //!
 //! Applying a batch of committed entries is one engine write: every command's ops,
-//! plus the last applied log id and the membership (in `Cf::Meta`). It is not
-//! synced: the entries it applies were synced to the log in the same engine, and a
-//! crash loses at most applies the restart redoes from the log.
+//! plus the last applied log id and the membership (in `Cf::Meta`). It is neither
+//! synced nor written to the engine's write-ahead log (`skip_log`): the Raft log
+//! is the write-ahead log, and the entries it applies were synced to it (in the
+//! same engine) before they were committed. A crash loses the applies since the
+//! last memtable flush, with the applied id written alongside them (flushes are
+//! atomic across column families): the restart redoes them from the log. (Writing
+//! them to RocksDB's log too copied every command into it a second time.) So the
+//! log must keep every entry past the flushed applied id: `build_snapshot`, which
+//! lets openraft purge the log behind the applied id it reports, flushes first.
 //!
 //! Snapshots: the engine is the snapshot. `build_snapshot` records the applied id
 //! (so openraft may purge the log behind it) without copying anything; a peer that
@@ -87,6 +93,9 @@ impl<E: KvEngine> StateMachine<E> {
 impl<E: KvEngine> RaftSnapshotBuilder<TypeConfig> for StateMachine<E> {
     async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError> {
         let (applied, membership) = Self::read_state(&self.engine.snapshot())?;
+        // The applies through `applied` were not logged (see the module docs):
+        // durable before the log behind them may go.
+        self.engine.flush().map_err(|e| sm_err(ErrorVerb::Write, e))?;
         let meta = SnapshotMeta { last_log_id: applied, last_membership: membership, snapshot_id: snapshot_id(&applied) };
         *self.built.lock() = Some(meta.clone());
         // Only the meta of a built snapshot is used (to purge the log behind it).
@@ -134,7 +143,7 @@ impl<E: KvEngine> RaftStateMachine<TypeConfig> for StateMachine<E> {
             if newest_ht.0 != 0 {
                 self.clock.update(newest_ht);
             }
-            self.engine.write(b, WriteOptions { sync: false }).map_err(|e| sm_err(ErrorVerb::Write, e))?;
+            self.engine.write(b, WriteOptions { sync: false, skip_log: true }).map_err(|e| sm_err(ErrorVerb::Write, e))?;
             let mut recent = self.recent.lock();
             for (id, ht) in requests {
                 recent.insert(id, ht);
@@ -171,7 +180,7 @@ impl<E: KvEngine> RaftStateMachine<TypeConfig> for StateMachine<E> {
             None => b.delete(Cf::Meta, APPLIED_KEY),
         }
         b.put(Cf::Meta, MEMBERSHIP_KEY, &encode(&meta.last_membership));
-        self.engine.write(b, WriteOptions { sync: true }).map_err(|e| sm_err(ErrorVerb::Write, e))?;
+        self.engine.write(b, WriteOptions { sync: true, ..Default::default() }).map_err(|e| sm_err(ErrorVerb::Write, e))?;
         *self.built.lock() = Some(meta.clone());
         Ok(())
     }

@@ -66,7 +66,7 @@ impl<E: KvEngine> Replicator for DirectWrite<E> {
     fn replicate(&self, ht: HybridTime, batch: OwnedBatch, request: u128) -> Result<()> {
         let mut b = self.engine.new_batch();
         batch.replay(&mut b);
-        self.engine.write(b, WriteOptions { sync: self.sync })?;
+        self.engine.write(b, WriteOptions { sync: self.sync, ..Default::default() })?;
         self.recent.lock().insert(request, ht);
         Ok(())
     }

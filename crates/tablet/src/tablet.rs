@@ -134,7 +134,7 @@ impl<E: KvEngine> Tablet<E> {
             None => {
                 let mut b = engine.new_batch();
                 b.put(Cf::Meta, META_FORMAT_VERSION, &expected.to_be_bytes());
-                engine.write(b, WriteOptions { sync: true })?;
+                engine.write(b, WriteOptions { sync: true, ..Default::default() })?;
             }
         }
         let t = Tablet { id, engine, log, clock, partition, mvcc: MvccManager::default(), write_lock: Mutex::new(WriteState::default()), cutoff, predicate_write_ht: AtomicU64::new(0), pressure: Mutex::new((None, WritePressure::None)) };
