@@ -1,8 +1,8 @@
 //! pinax-engine-rocks: [`RocksEngine`], the production [`KvEngine`] on RocksDB
 //! (via `rust-rocksdb` 0.25).
 //!
-//! Each tablet is one RocksDB database with three column families: `default`
-//! ([`Cf::Regular`]), `intents` and `meta`. All tablets of a node share one
+//! Each tablet is one RocksDB database with four column families: `default`
+//! ([`Cf::Regular`]), `intents`, `meta` and `raft` ([`Cf::Log`], the tablet's Raft log). All tablets of a node share one
 //! [`SharedResources`] (an LRU block cache and a `WriteBufferManager` that caps the
 //! memtable memory of the whole node); create it once per node and put a clone of it
 //! in every tablet's [`RocksConfig`].
@@ -13,6 +13,9 @@
 //!   is on, so even without a WAL no flush persists one CF of a batch but not another;
 //! - `write` with `sync: true` fsyncs the WAL before returning; with the WAL disabled it
 //!   flushes all memtables instead, so "durable on return" holds either way;
+//! - a write with `skip_log` (a Raft state machine's applies) bypasses the WAL: it is
+//!   durable only once a flush persists it, and closing the engine does not flush it
+//!   (`avoid_flush_during_shutdown`: its writer rebuilds it, as after a crash);
 //! - integrity: every SST block carries a checksum (XXH3, set explicitly) and every WAL
 //!   record a CRC32c; reads pass `verify_checksums` (on by default), so a damaged block
 //!   surfaces as [`Error::Corruption`] instead of wrong data;
