@@ -35,12 +35,11 @@ for iso in "read committed" "repeatable read" "serializable"; do
           -c "$clients" -j "$clients" -T "$secs" --max-tries=1000 --verbose-errors -D accounts="$accounts" \
           -f "$here/transfer.sql@8" -f "$here/audit.sql@1" -f "$here/counter.sql@1" 2>&1) || { grep -iE "error|fatal" <<<"$out" | head -5; echo "$out" | tail -3; status=1; }
   # Log lines: client, transaction number, latency (or "failed"), script number, ...
-  script_txns() { cat "$logs"/tx* | awk -v s="$1" '$4 == s && $3 ~ /^[0-9]+$/ { n++ } END { print n + 0 }'; }
-  transfers=$(script_txns 0)
-  audits=$(script_txns 1)
-  increments=$(script_txns 2)
-  # Committed transfers per client, as "client:count" in client order.
-  per_client=$(cat "$logs"/tx* | awk '$4 == 0 && $3 ~ /^[0-9]+$/ { n[$1]++ } END { for (c in n) print c ":" n[c] }' | sort -n | paste -sd,)
+  # Committed transactions per script (transfers, audits, increments), then the
+  # committed transfers per client as "client:count,..." in client order.
+  read -r transfers audits increments per_client < <(cat "$logs"/tx* | awk -v clients="$clients" '
+    $3 ~ /^[0-9]+$/ { n[$4]++; if ($4 == 0) c[$1]++ }
+    END { for (k = 0; k < clients; k++) if (k in c) p = p (p == "" ? "" : ",") k ":" c[k]; print n[0] + 0, n[1] + 0, n[2] + 0, p }')
   failed=$(awk -F'[: ]+' '/^number of failed transactions/ { print $5; exit }' <<<"$out")
   retried=$(awk -F'[: ]+' '/^number of transactions retried/ { print $5; exit }' <<<"$out")
   check=$(psql_ -tA -F' ' -c "SELECT (SELECT sum(balance) FROM bank_accounts), (SELECT count(*) FROM bank_transfers), (SELECT sum(n) FROM bank_counters),
