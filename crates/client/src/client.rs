@@ -45,6 +45,8 @@ pub(crate) struct Inner {
     heartbeat_started: AtomicBool,
     /// The seed node's id: transaction ids start with it (see `Txn::new`).
     pub(crate) seed_node_id: std::sync::atomic::AtomicU64,
+    /// What the latest answer said of uncertainty windows ([`Client::reads_uncertain`]).
+    pub(crate) uncertain: AtomicBool,
 }
 
 /// A handle to a cluster. Cheap to clone; clones share connections and caches.
@@ -80,6 +82,7 @@ impl Client {
                 active_txns: Mutex::new(HashMap::new()),
                 heartbeat_started: AtomicBool::new(false),
                 seed_node_id: std::sync::atomic::AtomicU64::new(0),
+                uncertain: AtomicBool::new(true),
             }),
         };
         match c.call(Request::Ping)? {
@@ -94,6 +97,12 @@ impl Client {
     /// Id of the node the client connected to (its seed).
     pub fn node_id(&self) -> u64 {
         self.inner.seed_node_id.load(Ordering::Relaxed)
+    }
+
+    /// Whether the latest answer said reads use a clock-uncertainty window (so a
+    /// read may need a restart); true until an answer says otherwise.
+    pub fn reads_uncertain(&self) -> bool {
+        self.inner.uncertain.load(Ordering::Relaxed)
     }
 
     /// The client's hybrid clock (advanced by every response).
@@ -140,6 +149,7 @@ impl Client {
         };
         self.inner.pool.lock().entry(addr.to_string()).or_default().push(conn);
         self.inner.clock.update(resp.ht);
+        self.inner.uncertain.store(resp.uncertain, Ordering::Relaxed);
         if let Err(RpcError { code: ErrorCode::ReadRestart, restart_ht, .. }) = &resp.result {
             // A read to restart later: this client's next read time must be past
             // the value it met.

@@ -626,6 +626,7 @@ fn reads_restart_past_values_written_by_a_clock_that_runs_ahead() {
     let c = wait_client(&cluster.addr(0));
     let c3 = wait_client(&cluster.addr(2));
     let table = create_rf3(&c, 6);
+    assert!(c.reads_uncertain(), "a node of a cluster says its reads use an uncertainty window");
     let real_now = || HybridTime::from_micros(pinax_common::Clock::now_micros(&pinax_common::SystemClock));
     let plain = |read_ht| ReadPoint { read_ht, txn: None, uncertain_from: HybridTime::INVALID };
     let window = |read_ht| ReadPoint { read_ht, txn: None, uncertain_from: read_ht };

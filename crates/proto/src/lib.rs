@@ -368,5 +368,8 @@ pub struct RequestEnvelope {
 pub struct ResponseEnvelope {
     /// Server's hybrid time after handling the request.
     pub ht: HybridTime,
+    /// Whether reads this server serves use a clock-uncertainty window (it knows
+    /// another node): only then can a read need a restart.
+    pub uncertain: bool,
     pub result: Result<Response, RpcError>,
 }

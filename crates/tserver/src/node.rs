@@ -1025,6 +1025,13 @@ impl<F: EngineFactory> Node<F> {
         }
     }
 
+    /// Whether reads served here use an uncertainty window (told to clients with
+    /// every answer: a SQL node holds back a SELECT's output only when one may
+    /// have to run again).
+    pub fn reads_uncertain(&self) -> bool {
+        self.max_clock_skew_micros() > 0
+    }
+
     /// Execute one request.
     pub fn handle(&self, req: Request) -> Result<Response, RpcError> {
         self.requests.fetch_add(1, Ordering::Relaxed);

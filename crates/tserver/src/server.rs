@@ -115,7 +115,7 @@ fn serve_connection<F: EngineFactory>(node: Arc<Node<F>>, stream: &TcpStream) {
                     FrameError::Checksum => ErrorCode::Corruption,
                     _ => ErrorCode::InvalidRequest,
                 };
-                let resp = ResponseEnvelope { ht: node.clock().now(), result: Err(RpcError::new(code, format!("bad request frame: {e}"))) };
+                let resp = ResponseEnvelope { ht: node.clock().now(), uncertain: node.reads_uncertain(), result: Err(RpcError::new(code, format!("bad request frame: {e}"))) };
                 let _ = frame::write_frame(&mut writer, &resp, &mut wbuf);
                 let _ = writer.flush();
                 return;
@@ -130,7 +130,7 @@ fn serve_connection<F: EngineFactory>(node: Arc<Node<F>>, stream: &TcpStream) {
                 Err(RpcError::new(ErrorCode::Internal, format!("internal error: {msg}")))
             }
         };
-        let resp = ResponseEnvelope { ht: node.clock().now(), result };
+        let resp = ResponseEnvelope { ht: node.clock().now(), uncertain: node.reads_uncertain(), result };
         if frame::write_frame(&mut writer, &resp, &mut wbuf).is_err() || writer.flush().is_err() {
             return;
         }

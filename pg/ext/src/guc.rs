@@ -12,6 +12,7 @@ static REPLICATE_DDL: GucSetting<bool> = GucSetting::<bool>::new(true);
 static REPLAYING: GucSetting<bool> = GucSetting::<bool>::new(false);
 static REPLAY_NAMES: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 static READ_TIME_LAG_MS: GucSetting<i32> = GucSetting::<i32>::new(0);
+static OUTPUT_BUFFER_SIZE: GucSetting<i32> = GucSetting::<i32>::new(256 * 1024);
 
 pub fn init() {
     GucRegistry::define_string_guc(
@@ -49,6 +50,16 @@ pub fn init() {
         1_000_000,
         GucContext::Userset,
         GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"pinax.output_buffer_size",
+        c"Bytes of a READ COMMITTED SELECT's rows held back from the client, so that the SELECT can run again after a read restart.",
+        c"A SELECT that meets a value in its clock-uncertainty window after it has read rows runs again whole at a later read time, as long as none of its rows was sent to the client; rows are sent once they exceed this size (or the SELECT ends). 0: SELECTs are not run again (the read restart is reported as 40001).",
+        &OUTPUT_BUFFER_SIZE,
+        0,
+        i32::MAX,
+        GucContext::Userset,
+        GucFlags::UNIT_BYTE,
     );
     GucRegistry::define_int_guc(
         c"pinax.sequence_cache_min",
@@ -99,6 +110,12 @@ pub fn init() {
 /// `pinax.read_time_lag_ms` in microseconds.
 pub fn read_time_lag_micros() -> u64 {
     READ_TIME_LAG_MS.get().max(0) as u64 * 1000
+}
+
+/// `pinax.output_buffer_size`: bytes of a SELECT's rows held back (0: SELECTs are not
+/// run again after a read restart).
+pub fn output_buffer_size() -> usize {
+    OUTPUT_BUFFER_SIZE.get().max(0) as usize
 }
 
 /// Fewest values taken from a cluster-wide sequence at a time.

@@ -92,10 +92,15 @@ impl Pager {
                     state::with(|b| b.read_served());
                     return Ok((v, read_ht, at));
                 }
-                Err(e) => match e.restart_ht() {
-                    Some(ht) if self.at.is_none() && state::with(|b| b.read_restart(ht)) => continue,
-                    _ => return Err(storage_err(e)),
-                },
+                Err(e) => {
+                    if let Some(ht) = e.restart_ht() {
+                        if self.at.is_none() && state::with(|b| b.read_restart(ht)) {
+                            continue;
+                        }
+                        state::with(|b| b.read_restart_failed(ht));
+                    }
+                    return Err(storage_err(e));
+                }
             }
         }
     }

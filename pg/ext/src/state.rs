@@ -66,6 +66,10 @@ pub struct Backend {
     buf_bytes: usize,
     /// The read time of the current statement (READ COMMITTED) or transaction.
     stmt: Option<ReadTime>,
+    /// A read met a value in its uncertainty window at this time and could not
+    /// restart in place: a statement run again reads from there (keeping the
+    /// window's start, so that restarts end).
+    rerun_at: Option<HybridTime>,
     pub tids: TidMap,
     pub pending_create: Option<CreateOptions>,
     /// Writes so far in this transaction.
@@ -277,10 +281,35 @@ impl Backend {
         true
     }
 
-    /// A READ COMMITTED statement runs again after a write conflict (its writes
-    /// were rolled back with its subtransaction): it reads at a new read time.
+    /// Whether reads may meet values in a clock-uncertainty window (the node
+    /// said so in its latest answer; true before any).
+    pub fn reads_uncertain(&self) -> bool {
+        self.client.as_ref().is_none_or(|c| c.reads_uncertain())
+    }
+
+    /// Whether the read time (the transaction's, under REPEATABLE READ and
+    /// SERIALIZABLE) is still free to move: nothing written or locked, and no read
+    /// at it has returned rows. A plain SELECT may then run again at a later one.
+    pub fn read_time_unused(&self) -> bool {
+        self.txn.is_none() && self.buf.is_empty() && self.stmt.is_none_or(|rt| !rt.served)
+    }
+
+    /// A read met a value in its uncertainty window at `restart_ht` after rows
+    /// were read at the current read time: the statement fails (40001), and if it
+    /// runs again (hooks/restart.rs) it reads from `restart_ht`.
+    pub fn read_restart_failed(&mut self, restart_ht: HybridTime) {
+        self.rerun_at = Some(self.rerun_at.map_or(restart_ht, |h| h.max(restart_ht)));
+    }
+
+    /// A statement runs again after a write conflict or a read restart (its writes
+    /// were rolled back with its subtransaction). After a read restart it reads
+    /// from the restart time, in the same uncertainty window (which ends: a value
+    /// written after the statement began lies beyond it); else at a new read time.
     pub fn restart_statement(&mut self) {
-        self.stmt = None;
+        self.stmt = match (self.stmt, self.rerun_at.take()) {
+            (Some(rt), Some(ht)) => Some(ReadTime { ht: ht.max(rt.ht), served: false, ..rt }),
+            _ => None,
+        };
     }
 
     /// Send every buffered write (as part of a storage transaction). A write that
@@ -465,6 +494,7 @@ impl Backend {
             let _ = txn.abort();
         }
         self.stmt = None;
+        self.rerun_at = None;
         self.tids.clear();
         self.pending_create = None;
         self.writes = 0;

@@ -23,6 +23,16 @@
 //! row count handed to the original executor, which the portal then finishes and
 //! ends without running anything.
 //!
+//! A plain SELECT (no row locks, no data-modifying WITH) is restarted the same way
+//! after a read restart it could not take in place (it met a value in its
+//! clock-uncertainty window after it had read rows): it runs again from that
+//! value's time, in the same window ([`state::Backend::restart_statement`]). Its
+//! output is held back ([`HeldOutput`], up to `pinax.output_buffer_size`, as
+//! YugabyteDB's `ysql_output_buffer_size`) and sent once it exceeds that or the
+//! statement ends; once rows went out, the 40001 stands. Under REPEATABLE READ and
+//! SERIALIZABLE too while the transaction's read time is unused. Only when the node
+//! says its reads use an uncertainty window: a lone node's never do.
+//!
 //! Statements of DO blocks and procedures (CALL) are restarted one by one. Not
 //! restarted: REPEATABLE READ and SERIALIZABLE (40001 is their answer), statements
 //! inside functions called by another statement (the top-level statement restarts
@@ -82,6 +92,16 @@ unsafe extern "C-unwind" {
     fn raw_executor_end(qd: *mut pg_sys::QueryDesc);
     #[link_name = "FreeQueryDesc"]
     fn raw_free_query_desc(qd: *mut pg_sys::QueryDesc);
+    #[link_name = "palloc"]
+    fn raw_palloc(size: usize) -> *mut std::ffi::c_void;
+    #[link_name = "repalloc"]
+    fn raw_repalloc(pointer: *mut std::ffi::c_void, size: usize) -> *mut std::ffi::c_void;
+    #[link_name = "MakeSingleTupleTableSlot"]
+    fn raw_make_single_tuple_table_slot(desc: pg_sys::TupleDesc, ops: *const pg_sys::TupleTableSlotOps) -> *mut pg_sys::TupleTableSlot;
+    #[link_name = "ExecStoreMinimalTuple"]
+    fn raw_exec_store_minimal_tuple(tuple: pg_sys::MinimalTuple, slot: *mut pg_sys::TupleTableSlot, should_free: bool) -> *mut pg_sys::TupleTableSlot;
+    #[link_name = "ExecDropSingleTupleTableSlot"]
+    fn raw_exec_drop_single_tuple_table_slot(slot: *mut pg_sys::TupleTableSlot);
     fn SetTuplestoreDestReceiverParams(
         dest: *mut pg_sys::DestReceiver,
         store: *mut pg_sys::Tuplestorestate,
@@ -217,13 +237,23 @@ unsafe fn restartable(qd: *mut pg_sys::QueryDesc, count: u64, execute_once: bool
     if count != 0 || guc::statement_restarts() == 0 || !(execute_once || fetched_once(qd)) {
         return false;
     }
-    if pg_sys::XactIsoLevel >= pg_sys::XACT_REPEATABLE_READ as i32 {
-        return false;
-    }
     if (*qd).instrument_options != 0 || !(*qd).totaltime.is_null() || (*qd).estate.is_null() {
         return false;
     }
     let ps = (*qd).plannedstmt;
+    if plain_select(ps) {
+        // Its only conflict is a read restart it could not take in place (none on
+        // a lone node: no uncertainty windows there); under REPEATABLE READ and
+        // SERIALIZABLE only while the transaction's read time is still free to
+        // move (nothing read or written at it yet).
+        return guc::output_buffer_size() > 0
+            && state::with(|b| b.reads_uncertain())
+            && (pg_sys::XactIsoLevel < pg_sys::XACT_REPEATABLE_READ as i32 || state::with(|b| b.read_time_unused()))
+            && any_relation(ps, pg_sys::AccessShareLock, |rel| meta::is_pinax_table(rel));
+    }
+    if pg_sys::XactIsoLevel >= pg_sys::XACT_REPEATABLE_READ as i32 {
+        return false;
+    }
     match (*ps).commandType {
         CMD_UPDATE | CMD_DELETE | CMD_MERGE => pinax_relation(ps, false),
         // A plain INSERT only races on uniqueness (it waits, then reports 23505),
@@ -233,6 +263,12 @@ unsafe fn restartable(qd: *mut pg_sys::QueryDesc, count: u64, execute_once: bool
         CMD_SELECT if !(*ps).rowMarks.is_null() || (*ps).hasModifyingCTE => pinax_relation(ps, false),
         _ => false,
     }
+}
+
+/// A SELECT that neither locks rows nor writes (through a data-modifying WITH): its
+/// output can be held back and the whole statement run again.
+unsafe fn plain_select(ps: *mut pg_sys::PlannedStmt) -> bool {
+    (*ps).commandType == pg_sys::CmdType::CMD_SELECT && (*ps).rowMarks.is_null() && !(*ps).hasModifyingCTE
 }
 
 /// Whether `qd` is the query of the active portal, run to completion by its first
@@ -352,7 +388,11 @@ unsafe fn deferrable_triggers(ps: *mut pg_sys::PlannedStmt) -> bool {
 /// Run the statement of `qd` in a restartable copy (see the module header).
 unsafe fn run_restarting(qd: *mut pg_sys::QueryDesc, direction: pg_sys::ScanDirection::Type) {
     let ps = (*qd).plannedstmt;
-    let send = (*ps).commandType == pg_sys::CmdType::CMD_SELECT || (*ps).hasReturning;
+    // A plain SELECT holds its output back only up to pinax.output_buffer_size
+    // (then sends it, and can no longer run again); statements that write collect
+    // all of it (sending any before their writes are accepted would be wrong).
+    let held = plain_select(ps);
+    let send = !held && ((*ps).commandType == pg_sys::CmdType::CMD_SELECT || (*ps).hasReturning);
     let eflags = (*(*qd).estate).es_top_eflags;
     let outer = pg_sys::CurrentMemoryContext;
     let owner = pg_sys::CurrentResourceOwner;
@@ -367,10 +407,13 @@ unsafe fn run_restarting(qd: *mut pg_sys::QueryDesc, direction: pg_sys::ScanDire
         pg_sys::BeginInternalSubTransaction(std::ptr::null());
         pg_sys::MemoryContextSwitchTo(cxt);
         let store = if send { pg_sys::tuplestore_begin_heap(false, false, pg_sys::work_mem) } else { std::ptr::null_mut() };
+        let holder = if held { HeldOutput::create(cxt, qd) } else { std::ptr::null_mut() };
         let dest = if send {
             let d = pg_sys::CreateDestReceiver(pg_sys::CommandDest::DestTuplestore);
             SetTuplestoreDestReceiverParams(d, store, cxt, false, std::ptr::null_mut(), std::ptr::null());
             d
+        } else if held {
+            holder as *mut pg_sys::DestReceiver
         } else {
             (*qd).dest
         };
@@ -421,14 +464,19 @@ unsafe fn run_restarting(qd: *mut pg_sys::QueryDesc, direction: pg_sys::ScanDire
                     replay(store, qd);
                     pg_sys::tuplestore_end(store);
                 }
+                if held {
+                    HeldOutput::finish(holder);
+                }
                 pg_sys::MemoryContextDelete(cxt);
                 (*(*qd).estate).es_processed = processed;
                 RAN_ELSEWHERE.with(|r| r.borrow_mut().push(qd as usize));
                 return;
             }
             Err(failure) => {
+                // Rows already sent: the client would see them twice.
+                let sent_rows = held && (*holder).sent;
                 abort_attempt(outer, owner, cxt);
-                let conflict = match &failure {
+                let conflict = !sent_rows && match &failure {
                     Failure::Error(edata) => (**edata).sqlerrcode == crate::error::sqlstate_code("40001") as i32 && crate::error::was_restartable(*edata),
                     Failure::Flush(e) => crate::error::restartable(e.error.code()),
                 };
@@ -437,7 +485,7 @@ unsafe fn run_restarting(qd: *mut pg_sys::QueryDesc, direction: pg_sys::ScanDire
                     if let Failure::Error(edata) = failure {
                         pg_sys::FreeErrorData(edata);
                     }
-                    pgrx::debug1!("pinax: write conflict; running the statement again at a new read time (restart {restarts})");
+                    pgrx::debug1!("pinax: write conflict or read restart; running the statement again (restart {restarts})");
                     state::with(|b| b.restart_statement());
                     pg_sys::check_for_interrupts!();
                     continue;
@@ -452,6 +500,123 @@ unsafe fn run_restarting(qd: *mut pg_sys::QueryDesc, direction: pg_sys::ScanDire
             }
         }
     }
+}
+
+/// The destination of a plain SELECT's attempt: holds rows back (copies in the
+/// attempt's memory context) until they exceed `pinax.output_buffer_size`, then
+/// sends them and every later row to the statement's real destination. Until then
+/// the attempt can be thrown away unseen.
+#[repr(C)]
+struct HeldOutput {
+    /// First, so that a pointer to it is a `DestReceiver` pointer.
+    base: pg_sys::DestReceiver,
+    real: *mut pg_sys::DestReceiver,
+    /// The statement's result shape (the original executor's: it outlives the
+    /// attempt's).
+    tupdesc: pg_sys::TupleDesc,
+    operation: c_int,
+    cxt: pg_sys::MemoryContext,
+    rows: *mut pg_sys::MinimalTuple,
+    len: usize,
+    cap: usize,
+    bytes: usize,
+    limit: usize,
+    /// The real destination was started (rows went, or may have gone, out).
+    sent: bool,
+}
+
+impl HeldOutput {
+    /// A receiver for `qd`'s statement, allocated in `cxt` (gone with it).
+    unsafe fn create(cxt: pg_sys::MemoryContext, qd: *mut pg_sys::QueryDesc) -> *mut HeldOutput {
+        let h = pg_sys::MemoryContextAllocZero(cxt, std::mem::size_of::<HeldOutput>()) as *mut HeldOutput;
+        (*h).base.receiveSlot = Some(held_receive);
+        (*h).base.rStartup = Some(held_startup);
+        (*h).base.rShutdown = Some(held_shutdown);
+        (*h).base.rDestroy = Some(held_shutdown);
+        (*h).base.mydest = pg_sys::CommandDest::DestNone;
+        (*h).real = (*qd).dest;
+        (*h).tupdesc = (*qd).tupDesc;
+        (*h).operation = (*(*qd).plannedstmt).commandType as c_int;
+        (*h).cxt = cxt;
+        (*h).limit = guc::output_buffer_size();
+        h
+    }
+
+    /// Start the real destination (once) and send it the rows held.
+    /// Called from inside the executor (no Rust values owned here: an error
+    /// jumps over this frame).
+    unsafe fn release(h: *mut HeldOutput) {
+        let real = (*h).real;
+        if !(*h).sent {
+            (*h).sent = true;
+            if let Some(startup) = (*real).rStartup {
+                startup(real, (*h).operation, (*h).tupdesc);
+            }
+        }
+        if (*h).len == 0 {
+            return;
+        }
+        let slot = raw_make_single_tuple_table_slot((*h).tupdesc, &pg_sys::TTSOpsMinimalTuple);
+        for i in 0..(*h).len {
+            // The slot frees each copy when cleared.
+            raw_exec_store_minimal_tuple(*(*h).rows.add(i), slot, true);
+            if let Some(receive) = (*real).receiveSlot {
+                receive(slot, real);
+            }
+            if let Some(clear) = (*(*slot).tts_ops).clear {
+                clear(slot);
+            }
+        }
+        raw_exec_drop_single_tuple_table_slot(slot);
+        (*h).len = 0;
+        (*h).bytes = 0;
+    }
+
+    /// The attempt succeeded: send what is held and end the real destination.
+    unsafe fn finish(h: *mut HeldOutput) {
+        pg_sys::ffi::pg_guard_ffi_boundary(|| {
+            HeldOutput::release(h);
+            if let Some(shutdown) = (*(*h).real).rShutdown {
+                shutdown((*h).real);
+            }
+        });
+    }
+}
+
+unsafe extern "C-unwind" fn held_startup(_dest: *mut pg_sys::DestReceiver, _operation: c_int, _typeinfo: pg_sys::TupleDesc) {}
+
+unsafe extern "C-unwind" fn held_shutdown(_dest: *mut pg_sys::DestReceiver) {}
+
+unsafe extern "C-unwind" fn held_receive(slot: *mut pg_sys::TupleTableSlot, dest: *mut pg_sys::DestReceiver) -> bool {
+    let h = dest as *mut HeldOutput;
+    if (*h).sent {
+        let real = (*h).real;
+        return match (*real).receiveSlot {
+            Some(receive) => receive(slot, real),
+            None => true,
+        };
+    }
+    let Some(copy) = (*(*slot).tts_ops).copy_minimal_tuple else {
+        // (Every slot type has it.)
+        HeldOutput::release(h);
+        return held_receive(slot, dest);
+    };
+    let old = pg_sys::MemoryContextSwitchTo((*h).cxt);
+    if (*h).len == (*h).cap {
+        let cap = ((*h).cap * 2).max(64);
+        let size = cap * std::mem::size_of::<pg_sys::MinimalTuple>();
+        (*h).rows = if (*h).rows.is_null() { raw_palloc(size) } else { raw_repalloc((*h).rows as *mut std::ffi::c_void, size) } as *mut pg_sys::MinimalTuple;
+        (*h).cap = cap;
+    }
+    let row = copy(slot);
+    pg_sys::MemoryContextSwitchTo(old);
+    *(*h).rows.add((*h).len) = row;
+    (*h).len += 1;
+    (*h).bytes += (*row).t_len as usize;
+    if (*h).bytes > (*h).limit {
+        HeldOutput::release(h);
+    }
+    true
 }
 
 /// Roll an attempt's internal subtransaction back and free its memory context,
