@@ -187,13 +187,21 @@ impl Client {
         loop {
             let (res, back) = self.call_at_returning(&addr, req);
             req = back;
+            // Whether to wait before following the hint.
+            let mut pause = false;
             let hint = match &res {
-                // A hint outside the replicas this client knows is followed once:
-                // it may be a replica added since, or the old leader whose replica
-                // was just removed (its followers name it until they elect anew).
+                // A hint outside the replicas this client knows may be a replica
+                // added since (even the leader now: leaders move to even out the
+                // load), or the old leader whose replica was just removed (its
+                // followers name it until they elect anew). It is followed at once
+                // the first time, after a backoff later: a removed replica answers
+                // TabletNotFound, which ends in fresh locations.
                 Err(ClientError::Rpc(e)) if e.code == ErrorCode::NotLeader => {
-                    let mut known = |l: &String| ti.replicas.contains(l) || !std::mem::replace(&mut followed_unknown, true);
-                    e.leader.clone().filter(|l| *l != addr && known(l))
+                    let hint = e.leader.clone().filter(|l| *l != addr);
+                    if hint.as_ref().is_some_and(|l| !ti.replicas.contains(l)) {
+                        pause = std::mem::replace(&mut followed_unknown, true);
+                    }
+                    hint
                 }
                 Err(ClientError::Unavailable { .. }) if ti.replicas.len() > 1 => None,
                 // A leader that could not reach a quorum in time (cut off from
@@ -227,7 +235,13 @@ impl Client {
             }
             moved = true;
             addr = match hint {
-                Some(l) => l,
+                Some(l) => {
+                    if pause {
+                        std::thread::sleep(backoff);
+                        backoff = (backoff * 2).min(Duration::from_millis(100));
+                    }
+                    l
+                }
                 None => {
                     std::thread::sleep(backoff);
                     backoff = (backoff * 2).min(Duration::from_millis(100));
