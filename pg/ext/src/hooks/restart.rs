@@ -31,7 +31,8 @@
 //! YugabyteDB's `ysql_output_buffer_size`) and sent once it exceeds that or the
 //! statement ends; once rows went out, the 40001 stands. Under REPEATABLE READ and
 //! SERIALIZABLE too while the transaction's read time is unused. Only when the node
-//! says its reads use an uncertainty window: a lone node's never do.
+//! says its reads use an uncertainty window (a lone node's never do), and not for a
+//! lookup of one primary key (its single read restarts in place).
 //!
 //! Statements of DO blocks and procedures (CALL) are restarted one by one. Not
 //! restarted: REPEATABLE READ and SERIALIZABLE (40001 is their answer), statements
@@ -248,6 +249,7 @@ unsafe fn restartable(qd: *mut pg_sys::QueryDesc, count: u64, execute_once: bool
         // move (nothing read or written at it yet).
         return guc::output_buffer_size() > 0
             && state::with(|b| b.reads_uncertain())
+            && !primary_key_lookup(ps)
             && (pg_sys::XactIsoLevel < pg_sys::XACT_REPEATABLE_READ as i32 || state::with(|b| b.read_time_unused()))
             && any_relation(ps, pg_sys::AccessShareLock, |rel| meta::is_pinax_table(rel));
     }
@@ -269,6 +271,74 @@ unsafe fn restartable(qd: *mut pg_sys::QueryDesc, count: u64, execute_once: bool
 /// output can be held back and the whole statement run again.
 unsafe fn plain_select(ps: *mut pg_sys::PlannedStmt) -> bool {
     (*ps).commandType == pg_sys::CmdType::CMD_SELECT && (*ps).rowMarks.is_null() && !(*ps).hasModifyingCTE
+}
+
+/// Whether the statement is one primary-key lookup and nothing else: an index scan
+/// of a Pinax table's primary key with one equality per key column, no subplans,
+/// and only immutable functions (none that could read another table at the same
+/// read time). Its single read restarts in place (nothing was read before it), so
+/// it needs no re-run and skips the wrapper's cost (a subtransaction, a second
+/// executor start, a copy of its row).
+unsafe fn primary_key_lookup(ps: *mut pg_sys::PlannedStmt) -> bool {
+    use pg_sys::NodeTag::{T_IndexOnlyScan, T_IndexScan};
+    let plan = (*ps).planTree;
+    if plan.is_null() || !(*ps).subplans.is_null() && (*(*ps).subplans).length > 0 || !(*plan).initPlan.is_null() {
+        return false;
+    }
+    let (indexid, quals) = match (*plan).type_ {
+        T_IndexScan => {
+            let ix = plan as *mut pg_sys::IndexScan;
+            ((*ix).indexid, (*ix).indexqual)
+        }
+        T_IndexOnlyScan => {
+            let ix = plan as *mut pg_sys::IndexOnlyScan;
+            ((*ix).indexid, (*ix).indexqual)
+        }
+        _ => return false,
+    };
+    if quals.is_null() || pg_sys::contain_mutable_functions((*plan).targetlist as *mut pg_sys::Node) || pg_sys::contain_mutable_functions((*plan).qual as *mut pg_sys::Node) {
+        return false;
+    }
+    let index = pg_sys::RelationIdGetRelation(indexid);
+    if index.is_null() {
+        return false;
+    }
+    let form = (*index).rd_index;
+    let mut point = !form.is_null() && (*form).indisprimary && {
+        let heap = pg_sys::RelationIdGetRelation((*form).indrelid);
+        let pinax = !heap.is_null() && meta::is_pinax_table(heap);
+        if !heap.is_null() {
+            pg_sys::RelationClose(heap);
+        }
+        pinax
+    };
+    if point {
+        // Each key column exactly once, by an equality operator of its family.
+        let nkeys = (*form).indnkeyatts as usize;
+        let mut seen = vec![false; nkeys];
+        for i in 0..(*quals).length as usize {
+            let q = (*(*quals).elements.add(i)).ptr_value as *mut pg_sys::Node;
+            if (*q).type_ != pg_sys::NodeTag::T_OpExpr {
+                point = false;
+                break;
+            }
+            let op = q as *mut pg_sys::OpExpr;
+            let left = if (*op).args.is_null() { std::ptr::null_mut() } else { (*(*(*op).args).elements).ptr_value as *mut pg_sys::Node };
+            if left.is_null() || (*left).type_ != pg_sys::NodeTag::T_Var {
+                point = false;
+                break;
+            }
+            let col = (*(left as *mut pg_sys::Var)).varattno as usize;
+            if col == 0 || col > nkeys || seen[col - 1] || pg_sys::get_op_opfamily_strategy((*op).opno, *(*index).rd_opfamily.add(col - 1)) != pg_sys::BTEqualStrategyNumber as i32 {
+                point = false;
+                break;
+            }
+            seen[col - 1] = true;
+        }
+        point = point && seen.iter().all(|s| *s);
+    }
+    pg_sys::RelationClose(index);
+    point
 }
 
 /// Whether `qd` is the query of the active portal, run to completion by its first
@@ -393,6 +463,9 @@ unsafe fn run_restarting(qd: *mut pg_sys::QueryDesc, direction: pg_sys::ScanDire
     // all of it (sending any before their writes are accepted would be wrong).
     let held = plain_select(ps);
     let send = !held && ((*ps).commandType == pg_sys::CmdType::CMD_SELECT || (*ps).hasReturning);
+    if held && pg_sys::message_level_is_interesting(pg_sys::DEBUG2 as i32) {
+        pgrx::debug2!("pinax: the SELECT's rows are held back, so that it can run again after a read restart");
+    }
     let eflags = (*(*qd).estate).es_top_eflags;
     let outer = pg_sys::CurrentMemoryContext;
     let owner = pg_sys::CurrentResourceOwner;
