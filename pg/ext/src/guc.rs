@@ -13,6 +13,7 @@ static REPLAYING: GucSetting<bool> = GucSetting::<bool>::new(false);
 static REPLAY_NAMES: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 static READ_TIME_LAG_MS: GucSetting<i32> = GucSetting::<i32>::new(0);
 static OUTPUT_BUFFER_SIZE: GucSetting<i32> = GucSetting::<i32>::new(256 * 1024);
+static HOLD_SELECTS_ALWAYS: GucSetting<bool> = GucSetting::<bool>::new(false);
 
 pub fn init() {
     GucRegistry::define_string_guc(
@@ -60,6 +61,14 @@ pub fn init() {
         i32::MAX,
         GucContext::Userset,
         GucFlags::UNIT_BYTE,
+    );
+    GucRegistry::define_bool_guc(
+        c"pinax.hold_selects_always",
+        c"Plain SELECTs hold their rows back for a re-run even where no read can need one (a lone node). For tests.",
+        c"The SQL tests run once with it on, so that every SELECT of theirs also goes through the re-run path.",
+        &HOLD_SELECTS_ALWAYS,
+        GucContext::Suset,
+        GucFlags::default(),
     );
     GucRegistry::define_int_guc(
         c"pinax.sequence_cache_min",
@@ -116,6 +125,11 @@ pub fn read_time_lag_micros() -> u64 {
 /// run again after a read restart).
 pub fn output_buffer_size() -> usize {
     OUTPUT_BUFFER_SIZE.get().max(0) as usize
+}
+
+/// `pinax.hold_selects_always` (tests).
+pub fn hold_selects_always() -> bool {
+    HOLD_SELECTS_ALWAYS.get()
 }
 
 /// Fewest values taken from a cluster-wide sequence at a time.

@@ -5,6 +5,8 @@
 # test of `schedule` twice with pg_regress: in a database whose default table access
 # method is pinax, and in one where it is heap (stock PostgreSQL). Both runs must
 # print exactly `expected/<test>.out`, so Pinax is held to what PostgreSQL prints.
+# A third run on Pinax sends every plain SELECT through the re-run path of
+# multi-node clusters (pinax.hold_selects_always).
 # Tests in `schedule_pinax` run on Pinax only (EXPLAIN output, restart durability).
 #
 # Usage: pg/ext/test/run.sh [--keep] [test ...]
@@ -77,6 +79,12 @@ fi
 for mode in pinax heap; do
   run_regress "regress_$mode" "$mode" "${tests[@]}"
 done
+# Once more on Pinax with every plain SELECT going through the re-run path that
+# only a multi-node cluster uses (held rows, internal subtransaction): the same
+# output is expected.
+psql_ -d postgres -c "CREATE DATABASE regress_pinax_held TEMPLATE template1"
+psql_ -d postgres -c "ALTER DATABASE regress_pinax_held SET pinax.hold_selects_always = on"
+run_regress regress_pinax_held pinax_held "${tests[@]}"
 # Pinax-only tests (no heap twin).
 if [[ ${#@} == 0 ]]; then
   mapfile -t ptests < <(schedule_tests schedule_pinax)

@@ -248,7 +248,7 @@ unsafe fn restartable(qd: *mut pg_sys::QueryDesc, count: u64, execute_once: bool
         // SERIALIZABLE only while the transaction's read time is still free to
         // move (nothing read or written at it yet).
         return guc::output_buffer_size() > 0
-            && state::with(|b| b.reads_uncertain())
+            && (state::with(|b| b.reads_uncertain()) || guc::hold_selects_always())
             && !primary_key_lookup(ps)
             && (pg_sys::XactIsoLevel < pg_sys::XACT_REPEATABLE_READ as i32 || state::with(|b| b.read_time_unused()))
             && any_relation(ps, pg_sys::AccessShareLock, |rel| meta::is_pinax_table(rel));
