@@ -254,6 +254,9 @@ impl Backend {
         let ht = self.client()?.now().sub_micros(crate::guc::read_time_lag_micros());
         let rt = ReadTime { ident, ht, origin: ht, served: false };
         self.stmt = Some(rt);
+        // A read restart met by an earlier statement (its error caught) says
+        // nothing about this one.
+        self.rerun_at = None;
         Ok(rt)
     }
 
