@@ -187,7 +187,8 @@ impl Client {
         loop {
             let (res, back) = self.call_at_returning(&addr, req);
             req = back;
-            // Whether to wait before following the hint.
+            // Whether to wait before following the hint (there is always a wait
+            // before trying the next replica).
             let mut pause = false;
             let hint = match &res {
                 // A hint outside the replicas this client knows may be a replica
@@ -234,17 +235,13 @@ impl Client {
                 return (res, req);
             }
             moved = true;
+            if pause || hint.is_none() {
+                std::thread::sleep(backoff);
+                backoff = (backoff * 2).min(Duration::from_millis(100));
+            }
             addr = match hint {
-                Some(l) => {
-                    if pause {
-                        std::thread::sleep(backoff);
-                        backoff = (backoff * 2).min(Duration::from_millis(100));
-                    }
-                    l
-                }
+                Some(l) => l,
                 None => {
-                    std::thread::sleep(backoff);
-                    backoff = (backoff * 2).min(Duration::from_millis(100));
                     let at = ti.replicas.iter().position(|r| *r == addr).map_or(0, |i| i + 1);
                     ti.replicas.get(at % ti.replicas.len().max(1)).cloned().unwrap_or(addr)
                 }
