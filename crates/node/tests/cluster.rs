@@ -127,11 +127,13 @@ fn create_rf3(c: &Client, tablets: u32) -> std::sync::Arc<pinax_proto::TableInfo
 }
 
 /// Wait (up to 60 s) until every tablet of "rf3", as the catalog places it,
-/// satisfies `placed`; else fail with `what` and the last placement.
+/// satisfies `placed`; else fail with `what` and the last placement. (The catalog
+/// is the master's: a node killed by the test may have led it, so each read waits
+/// out an election as `with_master` does.)
 fn wait_for_placement(c: &Client, what: &str, placed: impl Fn(&pinax_proto::TabletInfo) -> bool) {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let t = c.refresh_table("rf3").unwrap();
+        let t = with_master("reading the placement", || c.refresh_table("rf3"));
         if t.tablets.iter().all(&placed) {
             return;
         }
