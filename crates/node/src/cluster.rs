@@ -18,6 +18,7 @@ use crate::{alive, default_data_dir, has_data, read_pid, start, stop, DirArgs, N
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use pinax_client::Client;
+use pinax_master::MASTER_TABLE_NAME;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -181,7 +182,7 @@ pub fn run(cmd: ClusterCmd) -> Result<()> {
             for i in 2..=l.nodes {
                 start(node_args(&dir, &l, i))?;
             }
-            wait_joined(&format!("127.0.0.1:{}", l.base_port), l.nodes as usize)?;
+            wait_joined(&format!("127.0.0.1:{}", l.base_port), l.nodes as usize, l.replication_factor.min(l.nodes) as usize)?;
             start(node_args(&dir, &l, 1))?;
             println!("pinax cluster of {} nodes started (replication factor {}), data in {}", l.nodes, l.replication_factor.min(l.nodes), dir.display());
             Ok(())
@@ -233,17 +234,20 @@ fn kill(dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Wait until the master at `master` reports `n` live nodes.
-fn wait_joined(master: &str, n: usize) -> Result<()> {
+/// Wait until the master at `master` reports `n` live nodes and its own group
+/// has `masters` replicas. (The group grows by one replica a second as nodes
+/// register; until it is whole, losing a node may take the master with it.)
+fn wait_joined(master: &str, n: usize, masters: usize) -> Result<()> {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        if let Ok(s) = Client::connect(master).and_then(|c| c.status()) {
-            if s.nodes.len() >= n {
+        if let Ok(c) = Client::connect(master) {
+            let joined = c.status().is_ok_and(|s| s.nodes.len() >= n);
+            if joined && c.refresh_table(MASTER_TABLE_NAME).is_ok_and(|t| t.tablets[0].replicas.len() >= masters) {
                 return Ok(());
             }
         }
         if Instant::now() > deadline {
-            bail!("the master at {master} did not see {n} nodes within 60 s");
+            bail!("the master at {master} did not see {n} nodes with {masters} master replicas within 60 s");
         }
         std::thread::sleep(Duration::from_millis(100));
     }

@@ -110,10 +110,28 @@ fn write_all(c: &Client, range: std::ops::Range<u32>, acked: &mut Vec<u32>) -> D
     longest
 }
 
+/// Wait (up to 60 s) until the master group has three replicas. It grows by one
+/// replica a tick as nodes register, so a test that kills a node right after the
+/// cluster formed could take the master's quorum with it (a dead node's replicas
+/// move only while a master leads).
+fn wait_for_master_replicas(c: &Client) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Ok(t) = c.refresh_table("$master") {
+            if t.tablets[0].replicas.len() == 3 {
+                return;
+            }
+        }
+        assert!(Instant::now() < deadline, "the master group never got three replicas");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 /// Create table "rf3" with `tablets` tablets of three replicas each. The master
 /// places replicas on nodes it has heard from: until all three registered, drop and
 /// create again.
 fn create_rf3(c: &Client, tablets: u32) -> std::sync::Arc<pinax_proto::TableInfo> {
+    wait_for_master_replicas(c);
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let t = c.create_table("rf3", Sharding::Hash { tablets }).unwrap();
@@ -230,6 +248,7 @@ fn a_dead_nodes_replicas_move_to_live_nodes() {
         assert!(Instant::now() < deadline, "the master never saw four nodes");
         std::thread::sleep(Duration::from_millis(100));
     }
+    wait_for_master_replicas(&c);
     let table = c.create_table("rf3", Sharding::Hash { tablets: 4 }).unwrap();
     let gone = cluster.addr(1);
     assert!(table.tablets.iter().any(|ti| ti.replicas.contains(&gone)));
@@ -290,6 +309,7 @@ fn five_nodes_lose_two_one_after_the_other_without_losing_service() {
         assert!(Instant::now() < deadline, "the master never saw five nodes");
         std::thread::sleep(Duration::from_millis(100));
     }
+    wait_for_master_replicas(&c);
     let table = c.create_table("rf3", Sharding::Hash { tablets: 5 }).unwrap();
     assert!(table.tablets.iter().all(|ti| ti.replicas.len() == 3), "{table:?}");
     let addrs: Vec<String> = (0..5).map(|i| cluster.addr(i)).collect();
@@ -699,16 +719,7 @@ fn the_master_is_replicated_and_survives_its_first_node() {
     // no new nodes and no re-replication.)
     let mut cluster = Cluster::start(4);
     let c1 = wait_client(&cluster.addr(0));
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Ok(t) = c1.refresh_table("$master") {
-            if t.tablets[0].replicas.len() == 3 {
-                break;
-            }
-        }
-        assert!(Instant::now() < deadline, "the master group never got three replicas");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    wait_for_master_replicas(&c1);
     let masters = c1.refresh_table("$master").unwrap().tablets[0].replicas.clone();
     assert!(masters.contains(&cluster.addr(0)), "{masters:?}");
     create_rf3(&c1, 4);
