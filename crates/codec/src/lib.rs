@@ -5,6 +5,8 @@
 //!   tagged value format. Pinned by golden tests; bump [`FORMAT_VERSION`] on change.
 //! - `datum`: memcomparable encoding of SQL values (byte order == SQL order).
 //! - `hash`: the 16-bit hash that prefixes hash-sharded row keys.
+//! - [`heap_tuple`]: where attribute values are in a stored row (a PostgreSQL heap
+//!   tuple), for filters evaluated in the tablets.
 //!
 //! Invariants: every encoding here is order-preserving where it is used as a key and
 //! self-delimiting; every decoder returns `Err` on bad input and never panics.
@@ -14,6 +16,7 @@ pub mod blob;
 pub mod datum;
 pub mod error;
 pub mod hash;
+pub mod heap_tuple;
 pub mod keys;
 pub mod status_record;
 

@@ -14,6 +14,9 @@ pub enum Error {
     /// another node's clock, so the read must run again at `restart_ht` or later.
     #[error("could not serialize access: read restart required at {restart_ht}")]
     ReadRestart { restart_ht: HybridTime },
+    /// The request itself is malformed (a bad pushed-down filter).
+    #[error("{0}")]
+    InvalidRequest(String),
 }
 
 impl Error {
@@ -23,6 +26,7 @@ impl Error {
             Error::Engine(_) => ErrorCode::Io,
             Error::StatusUnavailable { code, .. } => *code,
             Error::ReadRestart { .. } => ErrorCode::ReadRestart,
+            Error::InvalidRequest(_) => ErrorCode::InvalidRequest,
         }
     }
 }

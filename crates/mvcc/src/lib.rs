@@ -7,6 +7,8 @@
 //!   versions with intents.
 //! - [`TxnStatusResolver`]: how a reader learns the fate of another transaction's
 //!   intent (the status tablet answers; tests use a map).
+//! - [`filter::RowMatcher`]: a scan's pushed-down `WHERE` conditions, checked on
+//!   each visible row before it is returned or counted.
 //! - [`gc::HistoryGcFilterFactory`]: the compaction filter that drops versions older
 //!   than the history cutoff.
 //!
@@ -24,6 +26,7 @@
 //! [`pinax_engine::Snapshot`] and the resolver. Start at `read.rs`.
 
 pub mod error;
+pub mod filter;
 pub mod gc;
 pub mod read;
 pub mod status;

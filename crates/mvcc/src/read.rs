@@ -129,6 +129,7 @@ impl<'a, S: Snapshot, R: TxnStatusResolver + ?Sized> MvccReader<'a, S, R> {
                 i.seek_to_first();
             }
         }
+        let mut matcher = spec.filter.as_ref().map(crate::filter::RowMatcher::new).transpose()?;
         let mut out = ScanResult::default();
         let mut bytes = 0usize;
         // The escaped key of the current row (one buffer for the whole scan: no
@@ -168,7 +169,8 @@ impl<'a, S: Snapshot, R: TxnStatusResolver + ?Sized> MvccReader<'a, S, R> {
             // Whether this key's row, if visible, is returned (its value is read).
             let returned = !spec.count_only && (spec.sample_every <= 1 || (out.count + 1) % spec.sample_every as u64 == 0);
             let from_regular = if in_regular {
-                let (found, uncertain) = read_version_group(&mut reg, &esc, &self.ctx, spec.reverse, returned)?;
+                // A filtered row's value is read even when it is only counted.
+                let (found, uncertain) = read_version_group(&mut reg, &esc, &self.ctx, spec.reverse, returned || matcher.is_some())?;
                 if let Some(ht) = uncertain {
                     self.restart.set(self.restart.get().max(ht));
                 }
@@ -182,6 +184,16 @@ impl<'a, S: Snapshot, R: TxnStatusResolver + ?Sized> MvccReader<'a, S, R> {
             let visible = match from_intents {
                 Found::Nothing => from_regular,
                 decided => decided,
+            };
+            let visible = match (visible, matcher.as_mut()) {
+                (Found::Value(v), Some(m)) => {
+                    if m.may_match(&v) {
+                        Found::Value(v)
+                    } else {
+                        Found::Nothing
+                    }
+                }
+                (v, _) => v,
             };
             if let Found::Value(v) = visible {
                 out.count += 1;

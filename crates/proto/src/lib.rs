@@ -14,10 +14,12 @@
 //! Errors travel as [`RpcError`] with a stable [`pinax_common::ErrorCode`].
 //! Depends only on `pinax-common`. Start at [`Request`].
 
+pub mod filter;
 pub mod frame;
 pub mod types;
 pub mod wire;
 
+pub use filter::*;
 pub use types::*;
 
 use pinax_common::{ErrorCode, HybridTime, TableId, TabletId, TxnId};

@@ -143,6 +143,9 @@ pub struct ScanSpec {
     /// Return only every `sample_every`-th visible row (0 or 1: all), still
     /// counting all of them in `ScanResult::count`: ANALYZE's sample.
     pub sample_every: u32,
+    /// Only rows this may match are returned (or counted): a `WHERE` clause's
+    /// pushed-down conditions (see [`crate::filter`]).
+    pub filter: Option<crate::filter::RowFilter>,
 }
 
 /// A row as storage returns it: (key, value).
