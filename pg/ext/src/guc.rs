@@ -14,6 +14,7 @@ static REPLAY_NAMES: GucSetting<Option<CString>> = GucSetting::<Option<CString>>
 static READ_TIME_LAG_MS: GucSetting<i32> = GucSetting::<i32>::new(0);
 static OUTPUT_BUFFER_SIZE: GucSetting<i32> = GucSetting::<i32>::new(256 * 1024);
 static HOLD_SELECTS_ALWAYS: GucSetting<bool> = GucSetting::<bool>::new(false);
+static ENABLE_FILTER_PUSHDOWN: GucSetting<bool> = GucSetting::<bool>::new(true);
 
 pub fn init() {
     GucRegistry::define_string_guc(
@@ -104,6 +105,14 @@ pub fn init() {
         GucContext::Userset,
         GucFlags::default(),
     );
+    GucRegistry::define_bool_guc(
+        c"pinax.enable_filter_pushdown",
+        c"Sequential scans of Pinax tables send their WHERE conditions on columns to the tablets, which return only rows that may match.",
+        c"Comparisons of a column with a constant or parameter (integers, floats, bool, text, bytea, date and time stamps, uuid), IS [NOT] NULL, AND, OR, NOT. EXPLAIN shows them as Storage Filter on a Custom Scan (PinaxScan). PostgreSQL still checks the whole WHERE clause on the rows that arrive.",
+        &ENABLE_FILTER_PUSHDOWN,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
     GucRegistry::define_int_guc(
         c"pinax.read_time_lag_ms",
         c"Takes read times this many milliseconds in the past, as a backend whose clock lags would (tests of read restarts).",
@@ -125,6 +134,11 @@ pub fn read_time_lag_micros() -> u64 {
 /// run again after a read restart).
 pub fn output_buffer_size() -> usize {
     OUTPUT_BUFFER_SIZE.get().max(0) as usize
+}
+
+/// `pinax.enable_filter_pushdown`.
+pub fn enable_filter_pushdown() -> bool {
+    ENABLE_FILTER_PUSHDOWN.get()
 }
 
 /// `pinax.hold_selects_always` (tests).

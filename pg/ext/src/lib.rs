@@ -34,6 +34,7 @@ pub mod hooks;
 pub mod keys;
 pub mod meta;
 pub mod pgtry;
+pub mod pushdown;
 pub mod scan;
 pub mod sequence;
 pub mod state;

@@ -3,7 +3,7 @@
 use crate::state::{self, FlushError};
 use pgrx::pg_sys;
 use pinax_client::{Client, ClientError};
-use pinax_proto::{ReadPoint, Row, ScanSpec};
+use pinax_proto::{ReadPoint, Row, RowFilter, ScanSpec};
 use std::collections::VecDeque;
 
 /// Rows fetched per storage round trip, at most...
@@ -39,11 +39,13 @@ pub struct Pager {
     done: bool,
     /// Rows to ask for in the next page.
     page: usize,
+    /// Conditions the tablets check before returning a row (pushed down).
+    pub filter: Option<RowFilter>,
 }
 
 impl Pager {
     pub fn new(storage: String, start: Vec<u8>, end: Option<Vec<u8>>, reverse: bool, curcid: u32) -> Pager {
-        Pager { storage, start, end, reverse, curcid, at: None, rows: VecDeque::new(), done: false, page: FIRST_PAGE_ROWS }
+        Pager { storage, start, end, reverse, curcid, at: None, rows: VecDeque::new(), done: false, page: FIRST_PAGE_ROWS, filter: None }
     }
 
     /// How many rows the walk would return, counted in the tablets (no rows are
@@ -67,7 +69,7 @@ impl Pager {
 
     /// The rest of the walk's range, at most `limit` rows (0: all).
     fn spec(&self, limit: usize) -> ScanSpec {
-        ScanSpec { start: self.start.clone(), end: self.end.clone(), reverse: self.reverse, limit, ..ScanSpec::default() }
+        ScanSpec { start: self.start.clone(), end: self.end.clone(), reverse: self.reverse, limit, filter: self.filter.clone(), ..ScanSpec::default() }
     }
 
     /// The read point this walk uses: the statement's until the walk's first read

@@ -116,6 +116,17 @@ unsafe extern "C-unwind" fn scan_rescan(scan: pg_sys::TableScanDesc, _key: *mut 
     st.counted = None;
 }
 
+/// Have the tablets return only rows that may satisfy `filter` (pushed-down
+/// `WHERE` conditions, see `pushdown.rs`), from the next page on; set before the
+/// first row is read and again after each rescan.
+///
+/// # Safety
+/// `scan` must be a scan of a Pinax table begun by [`scan_begin`].
+pub unsafe fn set_filter(scan: pg_sys::TableScanDesc, filter: Option<pinax_proto::RowFilter>) {
+    let d = scan as *mut PinaxScanDesc;
+    (*(*d).state).pager.filter = filter;
+}
+
 /// A scan whose rows nobody reads (a plain `count(*)` over a sequential scan
 /// without a filter, see `index_only.rs`): the tablets count the visible rows
 /// (none is shipped), and this answers true that many times, false after.

@@ -18,4 +18,5 @@ pub unsafe fn install() {
     restart::install();
     xact::install();
     crate::sequence::install();
+    crate::pushdown::install();
 }

@@ -1,0 +1,584 @@
+//! Filter pushdown: a sequential scan of a Pinax table sends the conditions of its
+//! `WHERE` clause that the tablets can check to the tablets, which return only
+//! the rows that may satisfy them (YugabyteDB's "remote filter").
+//!
+//! Planning (`set_rel_pathlist_hook`): for a Pinax table with such conditions, a
+//! custom path (`PinaxScan`) is offered next to the sequential scan, at a lower
+//! cost (rows dropped in the tablets are never shipped or looked at here). Its plan
+//! keeps the whole `WHERE` clause as its qual, which PostgreSQL checks on every row
+//! that arrives, and lists the pushed conditions in `custom_exprs`; so the tablets
+//! only ever pre-filter, and an answer cannot change (see `pinax_proto::filter`).
+//!
+//! What is pushed: `column OP value` where the value is a constant or a
+//! parameter, for integers, floats, bool, text and varchar (equality under a
+//! deterministic collation, order under "C"), bytea, date, timestamp(tz) and uuid
+//! with their btree operators (`<`, `<=`, `=`, `>=`, `>`, `<>`); `column IS [NOT]
+//! NULL`; a bool column; and AND, OR, NOT of those. Values are taken when the scan
+//! starts (again after a rescan: parameters of a nested loop change).
+//!
+//! Execution: PostgreSQL 15's custom-scan node; this file opens the table scan
+//! (`table_beginscan`, which takes the same SERIALIZABLE range locks as a
+//! sequential scan), hands the compiled filter to it (`am::table::set_filter`),
+//! and returns its rows through `ExecScan`, so EvalPlanQual rechecks, row locks,
+//! projections and the qual behave as for a sequential scan. EXPLAIN shows the
+//! pushed conditions as "Storage Filter". `pinax.enable_filter_pushdown = off`
+//! turns the path off.
+
+use crate::am::table;
+use crate::guc;
+use crate::meta;
+use pgrx::pg_guard;
+use pgrx::pg_sys;
+use pinax_proto::{AttrLayout, CmpOp, FilterOp, FilterValue, RowFilter, MAX_FILTER_OPS};
+use std::ffi::CStr;
+use std::sync::OnceLock;
+
+/// A method table PostgreSQL reads through a pointer (raw pointers are not `Sync`).
+struct Methods<T>(T);
+unsafe impl<T> Sync for Methods<T> {}
+
+const NAME: &CStr = c"PinaxScan";
+
+static PATH_METHODS: Methods<pg_sys::CustomPathMethods> =
+    Methods(pg_sys::CustomPathMethods { CustomName: NAME.as_ptr(), PlanCustomPath: Some(plan_path), ReparameterizeCustomPathByChild: None });
+
+static SCAN_METHODS: Methods<pg_sys::CustomScanMethods> = Methods(pg_sys::CustomScanMethods { CustomName: NAME.as_ptr(), CreateCustomScanState: Some(create_state) });
+
+static EXEC_METHODS: Methods<pg_sys::CustomExecMethods> = Methods(pg_sys::CustomExecMethods {
+    CustomName: NAME.as_ptr(),
+    BeginCustomScan: Some(begin),
+    ExecCustomScan: Some(exec),
+    EndCustomScan: Some(end),
+    ReScanCustomScan: Some(rescan),
+    MarkPosCustomScan: None,
+    RestrPosCustomScan: None,
+    EstimateDSMCustomScan: None,
+    InitializeDSMCustomScan: None,
+    ReInitializeDSMCustomScan: None,
+    InitializeWorkerCustomScan: None,
+    ShutdownCustomScan: None,
+    ExplainCustomScan: Some(explain),
+});
+
+static PREV: OnceLock<pg_sys::set_rel_pathlist_hook_type> = OnceLock::new();
+
+/// Nesting of AND/OR/NOT pushed at most (deeper conditions stay in PostgreSQL).
+const MAX_DEPTH: usize = 32;
+
+/// Install the planner hook and register the plan node (once, from `_PG_init`).
+///
+/// # Safety
+/// Only while loading shared_preload_libraries in the postmaster.
+pub unsafe fn install() {
+    let _ = PREV.set(pg_sys::set_rel_pathlist_hook);
+    pg_sys::set_rel_pathlist_hook = Some(set_rel_pathlist);
+    pg_sys::RegisterCustomScanMethods(&SCAN_METHODS.0);
+}
+
+/// Elements of a `List` of pointers.
+unsafe fn list_ptrs<T>(l: *mut pg_sys::List) -> Vec<*mut T> {
+    if l.is_null() {
+        return Vec::new();
+    }
+    (0..(*l).length as usize).map(|i| (*(*l).elements.add(i)).ptr_value as *mut T).collect()
+}
+
+unsafe fn tag(n: *mut pg_sys::Node) -> pg_sys::NodeTag {
+    (*n).type_
+}
+
+/// `n` without binary-compatible casts (a varchar column compared as text).
+unsafe fn strip_relabel(mut n: *mut pg_sys::Node) -> *mut pg_sys::Node {
+    while !n.is_null() && tag(n) == pg_sys::NodeTag::T_RelabelType {
+        n = (*(n as *mut pg_sys::RelabelType)).arg as *mut pg_sys::Node;
+    }
+    n
+}
+
+/// What a condition is built against: the scanned relation's range-table index
+/// and row type.
+struct Target {
+    relid: i32,
+    desc: pg_sys::TupleDesc,
+}
+
+impl Target {
+    /// The 0-based attribute `n` (possibly under a relabel) reads, if it is a
+    /// live column of the target.
+    unsafe fn column(&self, n: *mut pg_sys::Node) -> Option<(u16, pg_sys::Oid)> {
+        let n = strip_relabel(n);
+        if n.is_null() || tag(n) != pg_sys::NodeTag::T_Var {
+            return None;
+        }
+        let v = n as *mut pg_sys::Var;
+        if (*v).varno != self.relid || (*v).varlevelsup != 0 || (*v).varattno <= 0 || (*v).varattno as i32 > (*self.desc).natts {
+            return None;
+        }
+        let att = (*self.desc).attrs.as_ptr().add((*v).varattno as usize - 1);
+        if (*att).attisdropped || (*att).atttypid != (*v).vartype {
+            return None;
+        }
+        Some(((*v).varattno as u16 - 1, (*v).vartype))
+    }
+}
+
+/// How a column's value is compared (see `pinax_proto::FilterValue`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Int,
+    Float,
+    Bool,
+    Bytes,
+    Uuid,
+}
+
+/// A condition ready to be instantiated when the scan starts.
+enum Tmpl {
+    Cmp { att: u16, op: CmpOp, kind: Kind, value: Value },
+    IsNull { att: u16, negate: bool },
+    And(Vec<Tmpl>),
+    Or(Vec<Tmpl>),
+    Not(Box<Tmpl>),
+}
+
+/// A comparison's other operand.
+enum Value {
+    /// Evaluated when the scan starts (a constant or a parameter), of this type.
+    Expr(*mut pg_sys::ExprState, pg_sys::Oid),
+    /// `true` (a bool column standing alone).
+    True,
+}
+
+/// The btree operator family and value types a column of type `t` is compared
+/// with, and how.
+fn family_of(t: pg_sys::Oid) -> Option<(u32, Kind, &'static [pg_sys::Oid])> {
+    use pg_sys::*;
+    const INTS: &[Oid] = &[INT2OID, INT4OID, INT8OID];
+    const FLOATS: &[Oid] = &[FLOAT4OID, FLOAT8OID];
+    Some(match t {
+        INT2OID | INT4OID | INT8OID => (1976, Kind::Int, INTS),
+        FLOAT4OID | FLOAT8OID => (1970, Kind::Float, FLOATS),
+        BOOLOID => (424, Kind::Bool, &[BOOLOID]),
+        TEXTOID | VARCHAROID => (1994, Kind::Bytes, &[TEXTOID, VARCHAROID]),
+        BYTEAOID => (428, Kind::Bytes, &[BYTEAOID]),
+        DATEOID => (434, Kind::Int, &[DATEOID]),
+        TIMESTAMPOID => (434, Kind::Int, &[TIMESTAMPOID]),
+        TIMESTAMPTZOID => (434, Kind::Int, &[TIMESTAMPTZOID]),
+        UUIDOID => (2968, Kind::Uuid, &[UUIDOID]),
+        _ => return None,
+    })
+}
+
+/// Whether text under collation `coll` orders byte-wise ("C").
+unsafe fn collation_is_c(coll: pg_sys::Oid) -> bool {
+    if coll == pg_sys::C_COLLATION_OID || coll == pg_sys::POSIX_COLLATION_OID {
+        return true;
+    }
+    if coll == pg_sys::DEFAULT_COLLATION_OID {
+        let lc = pg_sys::GetConfigOption(c"lc_collate".as_ptr(), true, false);
+        return !lc.is_null() && matches!(CStr::from_ptr(lc).to_bytes(), b"C" | b"POSIX");
+    }
+    false
+}
+
+/// `node` as a condition the tablets can check, or None. With `ps` (executor),
+/// value operands get their expression states.
+unsafe fn build(node: *mut pg_sys::Node, t: &Target, ps: Option<*mut pg_sys::PlanState>, depth: usize) -> Option<Tmpl> {
+    if node.is_null() || depth > MAX_DEPTH {
+        return None;
+    }
+    match tag(node) {
+        pg_sys::NodeTag::T_BoolExpr => {
+            let b = node as *mut pg_sys::BoolExpr;
+            let args: Option<Vec<Tmpl>> = list_ptrs::<pg_sys::Node>((*b).args).into_iter().map(|a| build(a, t, ps, depth + 1)).collect();
+            let mut args = args?;
+            match (*b).boolop {
+                pg_sys::BoolExprType::AND_EXPR if !args.is_empty() => Some(Tmpl::And(args)),
+                pg_sys::BoolExprType::OR_EXPR if !args.is_empty() => Some(Tmpl::Or(args)),
+                pg_sys::BoolExprType::NOT_EXPR if args.len() == 1 => Some(Tmpl::Not(Box::new(args.pop()?))),
+                _ => None,
+            }
+        }
+        pg_sys::NodeTag::T_NullTest => {
+            let n = node as *mut pg_sys::NullTest;
+            if (*n).argisrow {
+                return None;
+            }
+            let (att, _) = t.column((*n).arg as *mut pg_sys::Node)?;
+            Some(Tmpl::IsNull { att, negate: (*n).nulltesttype == pg_sys::NullTestType::IS_NOT_NULL })
+        }
+        pg_sys::NodeTag::T_Var => {
+            let (att, ty) = t.column(node)?;
+            (ty == pg_sys::BOOLOID).then_some(Tmpl::Cmp { att, op: CmpOp::Eq, kind: Kind::Bool, value: Value::True })
+        }
+        pg_sys::NodeTag::T_OpExpr => {
+            let op = node as *mut pg_sys::OpExpr;
+            let args = list_ptrs::<pg_sys::Node>((*op).args);
+            if args.len() != 2 {
+                return None;
+            }
+            let (col, val, commuted) = match (t.column(args[0]), t.column(args[1])) {
+                (Some(c), None) => (c, args[1], false),
+                (None, Some(c)) => (c, args[0], true),
+                _ => return None,
+            };
+            let (att, ty) = col;
+            let val = strip_relabel(val);
+            let val_type = match tag(val) {
+                pg_sys::NodeTag::T_Const => (*(val as *mut pg_sys::Const)).consttype,
+                pg_sys::NodeTag::T_Param => (*(val as *mut pg_sys::Param)).paramtype,
+                _ => return None,
+            };
+            let (family, kind, value_types) = family_of(ty)?;
+            if !value_types.contains(&val_type) {
+                return None;
+            }
+            let fam = pg_sys::Oid::from(family);
+            let mut cmp = match pg_sys::get_op_opfamily_strategy((*op).opno, fam) {
+                1 => CmpOp::Lt,
+                2 => CmpOp::Le,
+                3 => CmpOp::Eq,
+                4 => CmpOp::Ge,
+                5 => CmpOp::Gt,
+                _ => {
+                    let neg = pg_sys::get_negator((*op).opno);
+                    if neg != pg_sys::InvalidOid && pg_sys::get_op_opfamily_strategy(neg, fam) == 3 {
+                        CmpOp::Ne
+                    } else {
+                        return None;
+                    }
+                }
+            };
+            if commuted {
+                cmp = match cmp {
+                    CmpOp::Lt => CmpOp::Gt,
+                    CmpOp::Le => CmpOp::Ge,
+                    CmpOp::Ge => CmpOp::Le,
+                    CmpOp::Gt => CmpOp::Lt,
+                    c => c,
+                };
+            }
+            if family == 1994 {
+                // Text: byte equality is equality under a deterministic collation;
+                // byte order is the order only under "C".
+                let coll = (*op).inputcollid;
+                let ok = match cmp {
+                    CmpOp::Eq | CmpOp::Ne => coll != pg_sys::InvalidOid && pg_sys::get_collation_isdeterministic(coll),
+                    _ => collation_is_c(coll),
+                };
+                if !ok {
+                    return None;
+                }
+            }
+            let state = match ps {
+                Some(ps) => pg_sys::ExecInitExpr(val as *mut pg_sys::Expr, ps),
+                None => std::ptr::null_mut(),
+            };
+            Some(Tmpl::Cmp { att, op: cmp, kind, value: Value::Expr(state, val_type) })
+        }
+        _ => None,
+    }
+}
+
+/// Append `tmpl`'s program to `out` with its values taken now; false if it cannot
+/// be pushed this time (a NULL value: PostgreSQL decides such rows itself).
+unsafe fn emit(tmpl: &Tmpl, econtext: *mut pg_sys::ExprContext, out: &mut Vec<FilterOp>, max_att: &mut u16) -> bool {
+    match tmpl {
+        Tmpl::Cmp { att, op, kind, value } => {
+            *max_att = (*max_att).max(*att);
+            let v = match value {
+                Value::True => FilterValue::Bool(true),
+                Value::Expr(state, ty) => match evaluate(*state, econtext, *kind, *ty) {
+                    Some(v) => v,
+                    None => return false,
+                },
+            };
+            out.push(FilterOp::Cmp { att: *att, op: *op, value: v });
+        }
+        Tmpl::IsNull { att, negate } => {
+            *max_att = (*max_att).max(*att);
+            out.push(FilterOp::IsNull { att: *att });
+            if *negate {
+                out.push(FilterOp::Not);
+            }
+        }
+        Tmpl::And(args) | Tmpl::Or(args) => {
+            for a in args {
+                if !emit(a, econtext, out, max_att) {
+                    return false;
+                }
+            }
+            let n = args.len() as u16;
+            out.push(if matches!(tmpl, Tmpl::And(_)) { FilterOp::And(n) } else { FilterOp::Or(n) });
+        }
+        Tmpl::Not(a) => {
+            if !emit(a, econtext, out, max_att) {
+                return false;
+            }
+            out.push(FilterOp::Not);
+        }
+    }
+    true
+}
+
+/// The value of `state` (of type `ty`) as the tablets compare it; None if NULL.
+unsafe fn evaluate(state: *mut pg_sys::ExprState, econtext: *mut pg_sys::ExprContext, kind: Kind, ty: pg_sys::Oid) -> Option<FilterValue> {
+    let eval = (*state).evalfunc?;
+    let old = pg_sys::MemoryContextSwitchTo((*econtext).ecxt_per_tuple_memory);
+    let mut isnull = false;
+    let d = eval(state, econtext, &mut isnull);
+    let v = if isnull {
+        None
+    } else {
+        let raw = d.value();
+        Some(match kind {
+            Kind::Int => FilterValue::Int(match ty {
+                pg_sys::INT2OID => raw as i16 as i64,
+                pg_sys::INT4OID | pg_sys::DATEOID => raw as i32 as i64,
+                _ => raw as i64,
+            }),
+            Kind::Float => FilterValue::Float(if ty == pg_sys::FLOAT4OID { (f32::from_bits(raw as u32) as f64).to_bits() } else { raw as u64 }),
+            Kind::Bool => FilterValue::Bool(raw != 0),
+            Kind::Bytes => {
+                let p = pg_sys::pg_detoast_datum_packed(d.cast_mut_ptr());
+                let bytes = std::slice::from_raw_parts(pgrx::varlena::vardata_any(p) as *const u8, pgrx::varlena::varsize_any_exhdr(p));
+                FilterValue::Bytes(bytes.to_vec())
+            }
+            Kind::Uuid => FilterValue::Fixed(std::slice::from_raw_parts(d.cast_mut_ptr::<u8>(), 16).to_vec()),
+        })
+    };
+    pg_sys::MemoryContextSwitchTo(old);
+    v
+}
+
+/// The executor state of a `PinaxScan` node.
+#[repr(C)]
+struct NodeState {
+    css: pg_sys::CustomScanState,
+    inner: *mut Inner,
+    cb: pg_sys::MemoryContextCallback,
+}
+
+struct Inner {
+    /// The pushed conditions (an implicit AND).
+    conjuncts: Vec<Tmpl>,
+    /// The filter was handed to the current table scan.
+    filter_set: bool,
+}
+
+impl Inner {
+    /// The filter for a scan starting now, if any condition can be pushed.
+    unsafe fn instantiate(&self, econtext: *mut pg_sys::ExprContext, desc: pg_sys::TupleDesc) -> Option<RowFilter> {
+        let mut ops = Vec::new();
+        let mut max_att = 0u16;
+        let mut n = 0u16;
+        for c in &self.conjuncts {
+            let mut part = Vec::new();
+            let mut part_max = 0u16;
+            if emit(c, econtext, &mut part, &mut part_max) && ops.len() + part.len() < MAX_FILTER_OPS {
+                ops.extend(part);
+                max_att = max_att.max(part_max);
+                n += 1;
+            }
+        }
+        if n == 0 {
+            return None;
+        }
+        if n > 1 {
+            ops.push(FilterOp::And(n));
+        }
+        let attrs = (0..=max_att as usize)
+            .map(|i| {
+                let a = (*desc).attrs.as_ptr().add(i);
+                let align = match (*a).attalign as u8 {
+                    b's' => 2,
+                    b'i' => 4,
+                    b'd' => 8,
+                    _ => 1,
+                };
+                AttrLayout { len: (*a).attlen, align }
+            })
+            .collect();
+        Some(RowFilter { attrs, ops })
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn free_inner(arg: *mut std::ffi::c_void) {
+    let s = arg as *mut NodeState;
+    if !(*s).inner.is_null() {
+        drop(Box::from_raw((*s).inner));
+        (*s).inner = std::ptr::null_mut();
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn set_rel_pathlist(root: *mut pg_sys::PlannerInfo, rel: *mut pg_sys::RelOptInfo, rti: pg_sys::Index, rte: *mut pg_sys::RangeTblEntry) {
+    if let Some(prev) = PREV.get().copied().flatten() {
+        prev(root, rel, rti, rte);
+    }
+    if !guc::enable_filter_pushdown()
+        || (*rte).rtekind != pg_sys::RTEKind::RTE_RELATION
+        || (*rte).inh
+        || (*rte).relkind as u8 != pg_sys::RELKIND_RELATION
+        || (*rel).baserestrictinfo.is_null()
+    {
+        return;
+    }
+    // The sequential scan this path competes with (none: not a plain table scan).
+    let Some(seq) = list_ptrs::<pg_sys::Path>((*rel).pathlist).into_iter().find(|p| (**p).pathtype == pg_sys::NodeTag::T_SeqScan && (**p).param_info.is_null()) else {
+        return;
+    };
+    let r = pg_sys::table_open((*rte).relid, pg_sys::NoLock as pg_sys::LOCKMODE);
+    let mut pushed: *mut pg_sys::List = std::ptr::null_mut();
+    if meta::is_pinax_table(r) {
+        let t = Target { relid: (*rel).relid as i32, desc: (*r).rd_att };
+        for ri in list_ptrs::<pg_sys::RestrictInfo>((*rel).baserestrictinfo) {
+            let clause = (*ri).clause as *mut pg_sys::Node;
+            if !(*ri).pseudoconstant && build(clause, &t, None, 0).is_some() {
+                pushed = pg_sys::lappend(pushed, pg_sys::copyObjectImpl(clause.cast()));
+            }
+        }
+    }
+    pg_sys::table_close(r, pg_sys::NoLock as pg_sys::LOCKMODE);
+    if pushed.is_null() {
+        return;
+    }
+    let cp = pg_sys::palloc0(std::mem::size_of::<pg_sys::CustomPath>()) as *mut pg_sys::CustomPath;
+    (*cp).path.type_ = pg_sys::NodeTag::T_CustomPath;
+    (*cp).path.pathtype = pg_sys::NodeTag::T_CustomScan;
+    (*cp).path.parent = rel;
+    (*cp).path.pathtarget = (*rel).reltarget;
+    (*cp).path.rows = (*seq).rows;
+    (*cp).path.startup_cost = (*seq).startup_cost;
+    // Rows the tablets drop are neither shipped nor looked at here; and the path
+    // is never worse than the plain scan (it reads the same), so it is also made
+    // cheaper by more than add_path's fuzz when the conditions drop little.
+    let dropped = ((*rel).tuples - (*seq).rows).max(0.0);
+    (*cp).path.total_cost = ((*seq).total_cost * 0.98 - dropped * pg_sys::cpu_tuple_cost).max((*seq).startup_cost);
+    (*cp).custom_private = pushed;
+    (*cp).methods = &PATH_METHODS.0;
+    pg_sys::add_path(rel, cp as *mut pg_sys::Path);
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn plan_path(
+    _root: *mut pg_sys::PlannerInfo,
+    rel: *mut pg_sys::RelOptInfo,
+    best: *mut pg_sys::CustomPath,
+    tlist: *mut pg_sys::List,
+    clauses: *mut pg_sys::List,
+    _custom_plans: *mut pg_sys::List,
+) -> *mut pg_sys::Plan {
+    let cs = pg_sys::palloc0(std::mem::size_of::<pg_sys::CustomScan>()) as *mut pg_sys::CustomScan;
+    (*cs).scan.plan.type_ = pg_sys::NodeTag::T_CustomScan;
+    (*cs).scan.plan.targetlist = tlist;
+    // Every condition stays PostgreSQL's to check: the tablets only pre-filter.
+    (*cs).scan.plan.qual = pg_sys::extract_actual_clauses(clauses, false);
+    (*cs).scan.scanrelid = (*rel).relid;
+    (*cs).flags = (*best).flags;
+    (*cs).custom_exprs = (*best).custom_private;
+    (*cs).methods = &SCAN_METHODS.0;
+    cs as *mut pg_sys::Plan
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn create_state(_cscan: *mut pg_sys::CustomScan) -> *mut pg_sys::Node {
+    let s = pg_sys::palloc0(std::mem::size_of::<NodeState>()) as *mut NodeState;
+    (*s).css.ss.ps.type_ = pg_sys::NodeTag::T_CustomScanState;
+    (*s).css.methods = &EXEC_METHODS.0;
+    s as *mut pg_sys::Node
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *mut pg_sys::EState, eflags: i32) {
+    let rel = (*node).ss.ss_currentRelation;
+    let cscan = (*node).ss.ps.plan as *mut pg_sys::CustomScan;
+    // PostgreSQL 15 gives a custom scan a virtual scan slot; rows of the table come
+    // as heap tuples, as to a sequential scan: use that slot kind, and build the
+    // projection and the qual again for it.
+    pg_sys::ExecInitScanTupleSlot(estate, &mut (*node).ss, (*rel).rd_att, pg_sys::table_slot_callbacks(rel));
+    pg_sys::ExecAssignScanProjectionInfoWithVarno(&mut (*node).ss, (*cscan).scan.scanrelid as i32);
+    (*node).ss.ps.qual = pg_sys::ExecInitQual((*cscan).scan.plan.qual, node as *mut pg_sys::PlanState);
+    if eflags as u32 & pg_sys::EXEC_FLAG_EXPLAIN_ONLY != 0 {
+        return;
+    }
+    let t = Target { relid: (*cscan).scan.scanrelid as i32, desc: (*rel).rd_att };
+    let conjuncts = list_ptrs::<pg_sys::Node>((*cscan).custom_exprs).into_iter().filter_map(|e| build(e, &t, Some(node as *mut pg_sys::PlanState), 0)).collect();
+    let s = node as *mut NodeState;
+    (*s).inner = Box::into_raw(Box::new(Inner { conjuncts, filter_set: false }));
+    (*s).cb.func = Some(free_inner);
+    (*s).cb.arg = s.cast();
+    pg_sys::MemoryContextRegisterResetCallback(pg_sys::CurrentMemoryContext, &mut (*s).cb);
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn exec(node: *mut pg_sys::CustomScanState) -> *mut pg_sys::TupleTableSlot {
+    pg_sys::ExecScan(&mut (*node).ss, Some(next), Some(recheck))
+}
+
+/// `SeqNext` with the filter handed to the scan when it starts.
+#[pg_guard]
+unsafe extern "C-unwind" fn next(ss: *mut pg_sys::ScanState) -> *mut pg_sys::TupleTableSlot {
+    let s = ss as *mut NodeState;
+    let rel = (*ss).ss_currentRelation;
+    let mut scan = (*ss).ss_currentScanDesc;
+    if scan.is_null() {
+        scan = pg_sys::table_beginscan(rel, (*(*ss).ps.state).es_snapshot, 0, std::ptr::null_mut());
+        (*ss).ss_currentScanDesc = scan;
+    }
+    if let Some(inner) = (*s).inner.as_mut() {
+        if !inner.filter_set {
+            table::set_filter(scan, inner.instantiate((*ss).ps.ps_ExprContext, (*rel).rd_att));
+            inner.filter_set = true;
+        }
+    }
+    let slot = (*ss).ss_ScanTupleSlot;
+    if pg_sys::table_scan_getnextslot(scan, pg_sys::ScanDirection::ForwardScanDirection, slot) {
+        slot
+    } else {
+        std::ptr::null_mut()
+    }
+}
+
+/// Rows handed back for an EvalPlanQual recheck: the plan's qual decides, as for
+/// a sequential scan.
+#[pg_guard]
+unsafe extern "C-unwind" fn recheck(_ss: *mut pg_sys::ScanState, _slot: *mut pg_sys::TupleTableSlot) -> bool {
+    true
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn end(node: *mut pg_sys::CustomScanState) {
+    let scan = (*node).ss.ss_currentScanDesc;
+    if !scan.is_null() {
+        pg_sys::table_endscan(scan);
+        (*node).ss.ss_currentScanDesc = std::ptr::null_mut();
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn rescan(node: *mut pg_sys::CustomScanState) {
+    let scan = (*node).ss.ss_currentScanDesc;
+    if !scan.is_null() {
+        pg_sys::table_rescan(scan, std::ptr::null_mut());
+    }
+    // Parameters may have changed: values are taken again.
+    if let Some(inner) = (*(node as *mut NodeState)).inner.as_mut() {
+        inner.filter_set = false;
+    }
+    pg_sys::ExecScanReScan(&mut (*node).ss);
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn explain(node: *mut pg_sys::CustomScanState, ancestors: *mut pg_sys::List, es: *mut pg_sys::ExplainState) {
+    let plan = (*node).ss.ps.plan;
+    let exprs = (*(plan as *mut pg_sys::CustomScan)).custom_exprs;
+    if exprs.is_null() {
+        return;
+    }
+    let ctx = pg_sys::set_deparse_context_plan((*es).deparse_cxt, plan, ancestors);
+    let prefix = pg_sys::list_length((*es).rtable) > 1 || (*es).verbose;
+    let text = pg_sys::deparse_expression(pg_sys::make_ands_explicit(exprs) as *mut pg_sys::Node, ctx, prefix, false);
+    pg_sys::ExplainPropertyText(c"Storage Filter".as_ptr(), text, es);
+}
