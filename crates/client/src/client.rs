@@ -389,12 +389,16 @@ impl Client {
     }
 
     /// How many rows [`Client::scan_at`] would return (counted in the tablets, no
-    /// rows shipped); `spec.limit` bounds the count.
-    pub fn count_at(&self, table: &str, mut spec: ScanSpec, at: ReadPoint) -> Result<(u64, HybridTime)> {
+    /// rows shipped); `spec.limit` bounds the count. With a `spec.filter`: how many
+    /// certainly match it, and the rows it cannot decide (shipped, not counted).
+    pub fn count_at(&self, table: &str, mut spec: ScanSpec, at: ReadPoint) -> Result<((u64, Vec<Row>), HybridTime)> {
         spec.count_only = true;
-        let mut n = 0;
-        let ht = self.scan_each(table, spec, at, |r| n += r.count)?;
-        Ok((n, ht))
+        let (mut n, mut rows) = (0, Vec::new());
+        let ht = self.scan_each(table, spec, at, |r| {
+            n += r.count;
+            rows.extend(r.rows)
+        })?;
+        Ok(((n, rows), ht))
     }
 
     /// ANALYZE's sample: every `every`-th row of [`Client::scan_at`] (all when

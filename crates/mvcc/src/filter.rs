@@ -19,6 +19,15 @@ enum V {
     Unknown,
 }
 
+/// What a filter says of a row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    Yes,
+    No,
+    /// Cannot tell here (see the module header): the SQL layer decides.
+    Maybe,
+}
+
 /// A filter checked once, with buffers reused for every row.
 pub struct RowMatcher {
     layouts: Vec<(i16, u8)>,
@@ -64,6 +73,12 @@ impl RowMatcher {
     /// Whether the row whose stored value is `tuple` may satisfy the filter (false
     /// only when it certainly does not).
     pub fn may_match(&mut self, tuple: &[u8]) -> bool {
+        self.verdict(tuple) != Verdict::No
+    }
+
+    /// Whether the row whose stored value is `tuple` satisfies the filter: certainly
+    /// (true), certainly not (false or NULL), or cannot tell.
+    pub fn verdict(&mut self, tuple: &[u8]) -> Verdict {
         deform(tuple, &self.layouts, &mut self.attrs);
         self.stack.clear();
         for op in &self.ops {
@@ -106,7 +121,11 @@ impl RowMatcher {
             };
             self.stack.push(v);
         }
-        !matches!(self.stack.as_slice(), [V::False] | [V::Null])
+        match self.stack.as_slice() {
+            [V::True] => Verdict::Yes,
+            [V::False] | [V::Null] => Verdict::No,
+            _ => Verdict::Maybe,
+        }
     }
 }
 
@@ -281,8 +300,12 @@ mod tests {
         // NOT of an unknown stays unknown: kept.
         let mut not_unknown = matcher(vec![cmp(2, CmpOp::Eq, FilterValue::Bytes(b"x".to_vec())), FilterOp::Not]);
         assert!(not_unknown.may_match(&short));
-        // A malformed tuple: kept.
+        // A malformed tuple: kept, undecided.
         assert!(m.may_match(&[1, 2, 3]));
+        assert_eq!(m.verdict(&[1, 2, 3]), Verdict::Maybe);
+        assert_eq!(and.verdict(&short), Verdict::Maybe);
+        assert_eq!(m.verdict(&row(Some(7), None, None)), Verdict::Yes);
+        assert_eq!(not.verdict(&row(None, None, None)), Verdict::No);
     }
 
     #[test]

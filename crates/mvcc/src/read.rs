@@ -1,6 +1,7 @@
 //! MVCC reads: point lookups and bounded scans at a hybrid time, merging committed
 //! versions (regular CF) with provisional records (intents CF).
 
+use crate::filter::Verdict;
 use crate::status::{TxnStatus, TxnStatusResolver};
 use crate::Result;
 use pinax_codec::keys::{self, IntentKind, StoredValue};
@@ -185,14 +186,20 @@ impl<'a, S: Snapshot, R: TxnStatusResolver + ?Sized> MvccReader<'a, S, R> {
                 Found::Nothing => from_regular,
                 decided => decided,
             };
+            // A filtered count ships the rows the filter cannot decide (the SQL
+            // layer decides them) and counts the others that match.
             let visible = match (visible, matcher.as_mut()) {
-                (Found::Value(v), Some(m)) => {
-                    if m.may_match(&v) {
-                        Found::Value(v)
-                    } else {
+                (Found::Value(v), Some(m)) => match m.verdict(&v) {
+                    Verdict::Yes => Found::Value(v),
+                    Verdict::No => Found::Nothing,
+                    Verdict::Maybe if spec.count_only => {
+                        let (user_key, _) = keys::unescape_prefix(&esc)?;
+                        bytes += user_key.len() + v.len();
+                        out.rows.push((user_key, v));
                         Found::Nothing
                     }
-                }
+                    Verdict::Maybe => Found::Value(v),
+                },
                 (v, _) => v,
             };
             if let Found::Value(v) = visible {

@@ -139,6 +139,8 @@ pub struct ScanSpec {
     pub max_bytes: usize,
     /// Return no rows, only how many are visible (`ScanResult::count`; `limit` then
     /// bounds the count): `count(*)` through an index-only scan reading no column.
+    /// With a `filter`: how many certainly match it, and (in `rows`) the rows it
+    /// cannot decide, for the SQL layer to decide.
     pub count_only: bool,
     /// Return only every `sample_every`-th visible row (0 or 1: all), still
     /// counting all of them in `ScanResult::count`: ANALYZE's sample.

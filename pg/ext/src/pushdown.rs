@@ -362,13 +362,25 @@ struct NodeState {
 struct Inner {
     /// The pushed conditions (an implicit AND).
     conjuncts: Vec<Tmpl>,
-    /// The filter was handed to the current table scan.
+    /// Every condition of the plan's qual is among them.
+    all_pushed: bool,
+    /// The filter was handed to the current table scan...
     filter_set: bool,
+    /// ...and has every condition (none was left out for a NULL value).
+    filter_complete: bool,
+    /// The rows are only counted (`count_in_storage`).
+    count_mode: bool,
+    /// Count mode: matching rows counted by the tablets not yet handed out (None:
+    /// not counted yet in this scan).
+    counted_left: Option<u64>,
+    /// Count mode: rows counted by the tablets, in all scans (EXPLAIN ANALYZE).
+    counted_total: u64,
 }
 
 impl Inner {
-    /// The filter for a scan starting now, if any condition can be pushed.
-    unsafe fn instantiate(&self, econtext: *mut pg_sys::ExprContext, desc: pg_sys::TupleDesc) -> Option<RowFilter> {
+    /// The filter for a scan starting now, if any condition can be pushed; and
+    /// whether all of them were.
+    unsafe fn instantiate(&self, econtext: *mut pg_sys::ExprContext, desc: pg_sys::TupleDesc) -> (Option<RowFilter>, bool) {
         let mut ops = Vec::new();
         let mut max_att = 0u16;
         let mut n = 0u16;
@@ -381,8 +393,9 @@ impl Inner {
                 n += 1;
             }
         }
+        let complete = n as usize == self.conjuncts.len();
         if n == 0 {
-            return None;
+            return (None, complete);
         }
         if n > 1 {
             ops.push(FilterOp::And(n));
@@ -399,7 +412,7 @@ impl Inner {
                 AttrLayout { len: (*a).attlen, align }
             })
             .collect();
-        Some(RowFilter { attrs, ops })
+        (Some(RowFilter { attrs, ops }), complete)
     }
 }
 
@@ -504,35 +517,89 @@ unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *m
         return;
     }
     let t = Target { relid: (*cscan).scan.scanrelid as i32, desc: (*rel).rd_att };
-    let conjuncts = list_ptrs::<pg_sys::Node>((*cscan).custom_exprs).into_iter().filter_map(|e| build(e, &t, Some(node as *mut pg_sys::PlanState), 0)).collect();
+    let exprs = list_ptrs::<pg_sys::Node>((*cscan).custom_exprs);
+    let conjuncts: Vec<Tmpl> = exprs.iter().filter_map(|e| build(*e, &t, Some(node as *mut pg_sys::PlanState), 0)).collect();
+    let all_pushed = conjuncts.len() == exprs.len() && exprs.len() == pg_sys::list_length((*cscan).scan.plan.qual) as usize;
     let s = node as *mut NodeState;
-    (*s).inner = Box::into_raw(Box::new(Inner { conjuncts, filter_set: false }));
+    let inner = Inner { conjuncts, all_pushed, filter_set: false, filter_complete: false, count_mode: false, counted_left: None, counted_total: 0 };
+    (*s).inner = Box::into_raw(Box::new(inner));
     (*s).cb.func = Some(free_inner);
     (*s).cb.arg = s.cast();
     pg_sys::MemoryContextRegisterResetCallback(pg_sys::CurrentMemoryContext, &mut (*s).cb);
 }
 
-#[pg_guard]
-unsafe extern "C-unwind" fn exec(node: *mut pg_sys::CustomScanState) -> *mut pg_sys::TupleTableSlot {
-    pg_sys::ExecScan(&mut (*node).ss, Some(next), Some(recheck))
+/// Have the rows of scan node `node` (under a plain aggregate that reads none of
+/// its columns: `count(*) WHERE ...`) counted by the tablets, when every condition
+/// of its qual is pushed and it outputs plain columns: then a matching row needs
+/// nothing evaluated here. Rows the filter cannot decide still come and go
+/// through the qual. Called from the ExecutorStart hook's walk (`index_only.rs`).
+///
+/// # Safety
+/// `node` must be an initialized custom scan state.
+pub unsafe fn count_in_storage(node: *mut pg_sys::CustomScanState) {
+    if (*node).methods != &EXEC_METHODS.0 {
+        return;
+    }
+    if let Some(inner) = (*(node as *mut NodeState)).inner.as_mut() {
+        inner.count_mode = inner.all_pushed && crate::am::index_only::outputs_plain_columns(&mut (*node).ss);
+    }
 }
 
-/// `SeqNext` with the filter handed to the scan when it starts.
 #[pg_guard]
-unsafe extern "C-unwind" fn next(ss: *mut pg_sys::ScanState) -> *mut pg_sys::TupleTableSlot {
-    let s = ss as *mut NodeState;
+unsafe extern "C-unwind" fn exec(node: *mut pg_sys::CustomScanState) -> *mut pg_sys::TupleTableSlot {
+    let ss = &mut (*node).ss as *mut pg_sys::ScanState;
+    if let Some(inner) = (*(node as *mut NodeState)).inner.as_mut() {
+        if inner.count_mode {
+            let scan = start(ss, inner);
+            if inner.filter_complete {
+                let left = match inner.counted_left {
+                    Some(n) => n,
+                    None => {
+                        let n = table::count_matching(scan);
+                        inner.counted_total += n;
+                        n
+                    }
+                };
+                if left > 0 {
+                    inner.counted_left = Some(left - 1);
+                    pg_sys::check_for_interrupts!();
+                    // The parent reads none of the columns (see count_in_storage).
+                    let slot = if (*ss).ps.ps_ProjInfo.is_null() { (*ss).ss_ScanTupleSlot } else { (*ss).ps.ps_ResultTupleSlot };
+                    return pg_sys::ExecStoreAllNullTuple(slot);
+                }
+                inner.counted_left = Some(0);
+                // Then the rows the filter could not decide, through the qual.
+            }
+        }
+    }
+    pg_sys::ExecScan(ss, Some(next), Some(recheck))
+}
+
+/// The node's table scan, begun (with its filter) if it was not.
+unsafe fn start(ss: *mut pg_sys::ScanState, inner: &mut Inner) -> pg_sys::TableScanDesc {
     let rel = (*ss).ss_currentRelation;
     let mut scan = (*ss).ss_currentScanDesc;
     if scan.is_null() {
         scan = pg_sys::table_beginscan(rel, (*(*ss).ps.state).es_snapshot, 0, std::ptr::null_mut());
         (*ss).ss_currentScanDesc = scan;
     }
-    if let Some(inner) = (*s).inner.as_mut() {
-        if !inner.filter_set {
-            table::set_filter(scan, inner.instantiate((*ss).ps.ps_ExprContext, (*rel).rd_att));
-            inner.filter_set = true;
-        }
+    if !inner.filter_set {
+        let (filter, complete) = inner.instantiate((*ss).ps.ps_ExprContext, (*rel).rd_att);
+        table::set_filter(scan, filter);
+        inner.filter_set = true;
+        inner.filter_complete = complete;
     }
+    scan
+}
+
+/// `SeqNext` with the filter handed to the scan when it starts.
+#[pg_guard]
+unsafe extern "C-unwind" fn next(ss: *mut pg_sys::ScanState) -> *mut pg_sys::TupleTableSlot {
+    let s = ss as *mut NodeState;
+    let scan = match (*s).inner.as_mut() {
+        Some(inner) => start(ss, inner),
+        None => std::ptr::null_mut(),
+    };
     let slot = (*ss).ss_ScanTupleSlot;
     if pg_sys::table_scan_getnextslot(scan, pg_sys::ScanDirection::ForwardScanDirection, slot) {
         slot
@@ -566,6 +633,7 @@ unsafe extern "C-unwind" fn rescan(node: *mut pg_sys::CustomScanState) {
     // Parameters may have changed: values are taken again.
     if let Some(inner) = (*(node as *mut NodeState)).inner.as_mut() {
         inner.filter_set = false;
+        inner.counted_left = None;
     }
     pg_sys::ExecScanReScan(&mut (*node).ss);
 }
@@ -581,4 +649,9 @@ unsafe extern "C-unwind" fn explain(node: *mut pg_sys::CustomScanState, ancestor
     let prefix = pg_sys::list_length((*es).rtable) > 1 || (*es).verbose;
     let text = pg_sys::deparse_expression(pg_sys::make_ands_explicit(exprs) as *mut pg_sys::Node, ctx, prefix, false);
     pg_sys::ExplainPropertyText(c"Storage Filter".as_ptr(), text, es);
+    if let Some(inner) = (*(node as *mut NodeState)).inner.as_ref() {
+        if (*es).analyze && inner.count_mode {
+            pg_sys::ExplainPropertyInteger(c"Rows Counted in Storage".as_ptr(), std::ptr::null(), inner.counted_total as i64, es);
+        }
+    }
 }

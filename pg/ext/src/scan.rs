@@ -49,14 +49,16 @@ impl Pager {
     }
 
     /// How many rows the walk would return, counted in the tablets (no rows are
-    /// shipped): the whole range at once, then `None`.
+    /// shipped): the whole range at once, then `None`. With a filter: how many
+    /// certainly match it; the rows it cannot decide are queued for `next_row`.
     pub fn next_count(&mut self) -> Result<Option<u64>, FlushError> {
         if self.done {
             return Ok(None);
         }
-        let (n, read_ht, at) = self.reading(|client, storage, spec, at| client.count_at(storage, spec, at), 0)?;
+        let ((n, undecided), read_ht, at) = self.reading(|client, storage, spec, at| client.count_at(storage, spec, at), 0)?;
         self.at = Some(ReadPoint { read_ht, ..at });
         self.done = true;
+        self.rows.extend(undecided);
         Ok(Some(n))
     }
 

@@ -66,6 +66,20 @@ unsafe extern "C-unwind" fn walker(ps: *mut pg_sys::PlanState, ctx: *mut std::ff
             pg_sys::ExecSetExecProcNode(child, Some(exec_count));
         }
     }
+    // The same over a scan with pushed-down conditions (count(*) WHERE ...): the
+    // tablets count the rows that match (`pushdown::count_in_storage` checks that
+    // every condition is pushed).
+    if (*ps).type_ == pg_sys::NodeTag::T_AggState {
+        let agg = (*ps).plan as *mut pg_sys::Agg;
+        let child = (*ps).lefttree;
+        if (*agg).aggstrategy == pg_sys::AggStrategy::AGG_PLAIN
+            && !child.is_null()
+            && (*child).type_ == pg_sys::NodeTag::T_CustomScanState
+            && var_columns(&[(*agg).plan.targetlist.cast(), (*agg).plan.qual.cast()], pg_sys::OUTER_VAR) == Some(0)
+        {
+            crate::pushdown::count_in_storage(child as *mut pg_sys::CustomScanState);
+        }
+    }
     pg_sys::planstate_tree_walker(ps, Some(walker), ctx)
 }
 
@@ -77,7 +91,16 @@ unsafe fn counts_alone(node: *mut pg_sys::SeqScanState) -> bool {
     if rel.is_null() || !meta::is_pinax_table(rel) || !(*node).ss.ps.qual.is_null() {
         return false;
     }
-    let tlist = (*(*node).ss.ps.plan).targetlist;
+    outputs_plain_columns(&mut (*node).ss)
+}
+
+/// Whether scan `ss` outputs plain columns only (nothing to evaluate, so nothing
+/// that could fail or have effects is skipped when its rows are only counted).
+///
+/// # Safety
+/// `ss` must be an initialized scan state.
+pub unsafe fn outputs_plain_columns(ss: *mut pg_sys::ScanState) -> bool {
+    let tlist = (*(*ss).ps.plan).targetlist;
     if tlist.is_null() {
         return true;
     }

@@ -127,6 +127,17 @@ pub unsafe fn set_filter(scan: pg_sys::TableScanDesc, filter: Option<pinax_proto
     (*(*d).state).pager.filter = filter;
 }
 
+/// For a scan with a filter whose rows nobody reads (`count(*) WHERE ...`, see
+/// `pushdown.rs`): how many rows certainly match, counted in the tablets. The
+/// rows the filter cannot decide are returned by the scan afterwards.
+///
+/// # Safety
+/// `scan` must be a scan of a Pinax table begun by [`scan_begin`].
+pub unsafe fn count_matching(scan: pg_sys::TableScanDesc) -> u64 {
+    let d = scan as *mut PinaxScanDesc;
+    (*(*d).state).pager.next_count().or_raise().unwrap_or(0)
+}
+
 /// A scan whose rows nobody reads (a plain `count(*)` over a sequential scan
 /// without a filter, see `index_only.rs`): the tablets count the visible rows
 /// (none is shipped), and this answers true that many times, false after.

@@ -65,6 +65,20 @@ RESET pinax.enable_filter_pushdown;
 EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT id FROM pd WHERE t = 'x';
 EXPLAIN (VERBOSE, COSTS OFF) SELECT p.id FROM pd p JOIN pd_heap h USING (id) WHERE p.i4 = 7 AND p.f8 > 10;
 
+-- count(*) over a scan whose every condition is pushed: the tablets count the
+-- rows that match (none is shipped), and ship only those they cannot decide
+-- (compressed values) for PostgreSQL to check. With a condition left here
+-- (i4 + 1 = 8), rows are shipped and counted here.
+EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT count(*) FROM pd WHERE i4 = 7 AND f8 > 10;
+PREPARE long_t(text) AS SELECT count(*) FROM pd WHERE t = $1;
+SET plan_cache_mode = force_generic_plan;
+EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) EXECUTE long_t(repeat('x', 5000));
+RESET plan_cache_mode;
+DEALLOCATE long_t;
+EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT count(*) FROM pd WHERE i4 = 7 AND i4 + 1 = 8;
+SELECT (SELECT count(*) FROM pd WHERE t <> 'a1' OR i4 IS NULL) AS pinax, (SELECT count(*) FROM pd_heap WHERE t <> 'a1' OR i4 IS NULL) AS heap;
+SELECT (SELECT count(*) FROM pd WHERE t = repeat('x', 5000)) AS pinax, (SELECT count(*) FROM pd_heap WHERE t = repeat('x', 5000)) AS heap;
+
 -- Parameters: a generic plan's values are taken when the scan starts; a
 -- correlated subquery's at each rescan; a NULL value pushes nothing.
 PREPARE q(int, float8) AS SELECT count(*) FROM pd WHERE i4 = $1 AND f8 > $2;
@@ -75,7 +89,8 @@ EXECUTE q(6, 100);
 EXECUTE q(NULL, 0);
 RESET plan_cache_mode;
 DEALLOCATE q;
-SELECT v, (SELECT count(*) FROM pd WHERE i4 = v) FROM generate_series(3, 5) v;
+SELECT v, (SELECT count(*) FROM pd WHERE i4 = v) AS pinax, (SELECT count(*) FROM pd_heap WHERE i4 = v) AS heap FROM generate_series(3, 5) v;
+SELECT left(v, 5), (SELECT count(*) FROM pd WHERE t = v) AS pinax, (SELECT count(*) FROM pd_heap WHERE t = v) AS heap FROM (VALUES ('b3'), (repeat('x', 5000)), (NULL)) x(v);
 
 -- Writes through a pushed-down scan; the transaction's own writes are filtered
 -- as they are seen; row locks.
