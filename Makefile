@@ -87,6 +87,7 @@ check: deps
 bench: build ext
 	bash bench/client_writes.sh
 	PINAX_BIN=$(PINAX_BIN) bash bench/seed.sh
+	PINAX_BIN=$(PINAX_BIN) bash bench/filters.sh
 	PINAX_BIN=$(PINAX_BIN) bash bench/ycsb.sh
 	PINAX_BIN=$(PINAX_BIN) bash bench/inserts.sh
 	PINAX_BIN=$(PINAX_BIN) bash bench/sequences.sh
