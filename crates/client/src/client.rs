@@ -24,11 +24,21 @@ pub struct ClientOptions {
     /// NotLeader answers and, for replicated tablets, unreachable replicas): covers
     /// an election after a leader failed.
     pub leader_wait: Duration,
+    /// The node on this machine: its address, and the Unix socket it also listens
+    /// on. Connections to that address use the socket (cheaper than loopback TCP),
+    /// or TCP when the socket does not answer.
+    pub local_socket: Option<(String, std::path::PathBuf)>,
 }
 
 impl Default for ClientOptions {
     fn default() -> Self {
-        ClientOptions { connect_timeout: Duration::from_secs(5), max_location_retries: 3, heartbeat_interval: Duration::from_secs(1), leader_wait: Duration::from_secs(15) }
+        ClientOptions {
+            connect_timeout: Duration::from_secs(5),
+            max_location_retries: 3,
+            heartbeat_interval: Duration::from_secs(1),
+            leader_wait: Duration::from_secs(15),
+            local_socket: None,
+        }
     }
 }
 
@@ -128,7 +138,7 @@ impl Client {
             match pooled {
                 Some(c) if c.is_broken() => continue, // the node went away since: drop it
                 Some(c) => break c,
-                None => match Conn::connect(addr, self.inner.opts.connect_timeout) {
+                None => match Conn::connect(addr, self.inner.opts.connect_timeout, self.local_socket_for(addr)) {
                     Ok(c) => break c,
                     Err(e) => return (Err(e), req),
                 },
@@ -156,6 +166,16 @@ impl Client {
             self.inner.clock.update(*restart_ht);
         }
         (resp.result.map_err(ClientError::from), env.request)
+    }
+
+    /// The Unix socket to reach the node at `addr` through, if it is the local one.
+    fn local_socket_for(&self, addr: &str) -> Option<&std::path::Path> {
+        self.inner.opts.local_socket.as_ref().filter(|(a, _)| a == addr).map(|(_, p)| p.as_path())
+    }
+
+    /// Whether a pooled connection to `addr` is a Unix-domain socket (tests).
+    pub fn uses_local_socket(&self, addr: &str) -> bool {
+        self.inner.pool.lock().get(addr).is_some_and(|v| v.iter().any(|c| c.is_local()))
     }
 
     /// The address this client sends tablet `ti`'s requests to.

@@ -3,29 +3,44 @@
 use crate::error::{ClientError, Result};
 use pinax_proto::frame::{self, FrameError};
 use pinax_proto::{RequestEnvelope, ResponseEnvelope};
+use pinax_proto::stream::Stream;
 use std::io::{BufReader, BufWriter, Write};
 use std::net::TcpStream;
+use std::os::unix::net::UnixStream;
+use std::path::Path;
 use std::time::Duration;
 
 pub struct Conn {
     addr: String,
-    reader: BufReader<TcpStream>,
-    writer: BufWriter<TcpStream>,
+    reader: BufReader<Stream>,
+    writer: BufWriter<Stream>,
     rbuf: Vec<u8>,
     wbuf: Vec<u8>,
 }
 
 impl Conn {
-    pub fn connect(addr: &str, timeout: Duration) -> Result<Conn> {
+    /// Connect to the node at `addr`: through the Unix socket `unix` when given
+    /// (the node is on this machine; over TCP if the socket does not answer).
+    pub fn connect(addr: &str, timeout: Duration, unix: Option<&Path>) -> Result<Conn> {
         let unavailable = |e: std::io::Error| ClientError::Unavailable { addr: addr.to_string(), message: e.to_string() };
-        let sockaddr = std::net::ToSocketAddrs::to_socket_addrs(addr)
-            .map_err(unavailable)?
-            .next()
-            .ok_or_else(|| ClientError::Unavailable { addr: addr.to_string(), message: "address did not resolve".into() })?;
-        let s = TcpStream::connect_timeout(&sockaddr, timeout).map_err(unavailable)?;
-        s.set_nodelay(true).map_err(unavailable)?;
+        let s = match unix.and_then(|p| UnixStream::connect(p).ok()) {
+            Some(u) => Stream::Unix(u),
+            None => {
+                let sockaddr = std::net::ToSocketAddrs::to_socket_addrs(addr)
+                    .map_err(unavailable)?
+                    .next()
+                    .ok_or_else(|| ClientError::Unavailable { addr: addr.to_string(), message: "address did not resolve".into() })?;
+                Stream::Tcp(TcpStream::connect_timeout(&sockaddr, timeout).map_err(unavailable)?)
+            }
+        };
+        s.set_nodelay().map_err(unavailable)?;
         let w = s.try_clone().map_err(unavailable)?;
         Ok(Conn { addr: addr.to_string(), reader: BufReader::with_capacity(64 << 10, s), writer: BufWriter::with_capacity(64 << 10, w), rbuf: Vec::new(), wbuf: Vec::new() })
+    }
+
+    /// Whether the connection is a Unix-domain socket.
+    pub fn is_local(&self) -> bool {
+        matches!(self.reader.get_ref(), Stream::Unix(_))
     }
 
     pub fn addr(&self) -> &str {

@@ -137,6 +137,13 @@ fn default_data_dir(d: Option<PathBuf>) -> PathBuf {
 fn pid_file(dir: &Path) -> PathBuf {
     dir.join("pinax.pid")
 }
+/// The Unix-domain socket the node also serves on, for its PostgreSQL's backends
+/// (cheaper than loopback TCP); None when the path is too long for one (108
+/// bytes with the NUL): they use TCP then.
+pub(crate) fn socket_file(dir: &Path) -> Option<PathBuf> {
+    let p = dir.join("pinax.sock");
+    (p.as_os_str().len() < 100).then_some(p)
+}
 fn addr_file(dir: &Path) -> PathBuf {
     dir.join("rpc_address")
 }
@@ -362,7 +369,24 @@ fn run(a: NodeArgs) -> Result<()> {
     let physical = pinax_common::SkewedClock::new(pinax_common::SystemClock, a.clock_offset_ms.saturating_mul(1000));
     let clock = HybridClock::new(Arc::new(physical)).with_max_skew(a.max_clock_skew_ms.saturating_mul(1000));
     let node = Node::open(cfg, factory, Arc::new(clock)).map_err(|e| anyhow::anyhow!("opening the node: {e}"))?;
-    let mut server = RpcServer::serve(node.clone(), listener).with_context(|| format!("serving on {addr}"))?;
+    let unix = socket_file(&dir).and_then(|p| {
+        // A socket left by a node that did not stop cleanly (this node's pid file
+        // was checked: none is running here).
+        let _ = std::fs::remove_file(&p);
+        match std::os::unix::net::UnixListener::bind(&p) {
+            Ok(l) => {
+                // Any local user may connect, as to the TCP port.
+                use std::os::unix::fs::PermissionsExt;
+                let _ = std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o666));
+                Some(l)
+            }
+            Err(e) => {
+                tracing::warn!(path = %p.display(), error = %e, "not serving on a Unix socket; local clients use TCP");
+                None
+            }
+        }
+    });
+    let mut server = RpcServer::serve_with(node.clone(), listener, unix).with_context(|| format!("serving on {addr}"))?;
     std::fs::write(pid_file(&dir), std::process::id().to_string())?;
     std::fs::write(addr_file(&dir), &addr)?;
     let term = Arc::new(AtomicBool::new(false));
@@ -388,6 +412,9 @@ fn run(a: NodeArgs) -> Result<()> {
     let _ = replay.join();
     node.flush_all();
     node.close();
+    if let Some(p) = socket_file(&dir) {
+        let _ = std::fs::remove_file(p);
+    }
     let _ = std::fs::remove_file(pid_file(&dir));
     tracing::info!("stopped");
     Ok(())

@@ -111,10 +111,14 @@ pub fn start(dir: &Path, port: u16, rpc_addr: &str) -> Result<()> {
         text.push_str("\n# Pinax settings (rewritten by `pinax start`)\ninclude_if_exists = 'pinax.conf'\n");
         std::fs::write(&conf, text).context("writing postgresql.conf")?;
     }
-    let settings = format!(
+    let mut settings = format!(
         "listen_addresses = '127.0.0.1'\nport = {port}\nunix_socket_directories = '{}'\nshared_preload_libraries = 'pinax'\ndefault_table_access_method = 'pinax'\npinax.address = '{rpc_addr}'\nlogging_collector = off\n",
         d.display()
     );
+    // Backends reach this node through its Unix socket (see `crate::socket_file`).
+    if let Some(sock) = crate::socket_file(dir) {
+        settings.push_str(&format!("pinax.socket = '{}'\n", sock.display()));
+    }
     let pinax_conf = d.join("pinax.conf");
     std::fs::write(&pinax_conf, settings).context("writing pinax.conf")?;
     if is_root() {

@@ -16,6 +16,7 @@
 
 pub mod filter;
 pub mod frame;
+pub mod stream;
 pub mod types;
 pub mod wire;
 

@@ -1,4 +1,5 @@
-//! Thread-per-connection RPC server over TCP.
+//! Thread-per-connection RPC server over TCP, and optionally a Unix-domain socket
+//! for clients on the same machine (the node's PostgreSQL backends).
 //!
 //! A backend holds one connection for its lifetime, so a thread per connection costs
 //! little and keeps the request path free of scheduler hops. A frame that fails its
@@ -14,7 +15,9 @@ use pinax_proto::{RequestEnvelope, ResponseEnvelope, RpcError};
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::io::{BufReader, BufWriter, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use pinax_proto::stream::Stream;
+use std::net::{SocketAddr, TcpListener};
+use std::os::unix::net::UnixListener;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -26,7 +29,7 @@ pub struct RpcServer {
     stop: Arc<AtomicBool>,
     accept: Option<JoinHandle<()>>,
     /// Open connections, shut down on stop so their threads end.
-    conns: Arc<Mutex<HashMap<u64, TcpStream>>>,
+    conns: Arc<Mutex<HashMap<u64, Stream>>>,
 }
 
 impl RpcServer {
@@ -38,17 +41,34 @@ impl RpcServer {
     /// Serve `node` on an already bound listener (lets a caller learn the port
     /// before the node is opened with its advertised address).
     pub fn serve<F: EngineFactory>(node: Arc<Node<F>>, listener: TcpListener) -> std::io::Result<RpcServer> {
+        Self::serve_with(node, listener, None)
+    }
+
+    /// [`RpcServer::serve`], and also on the Unix-domain socket `unix`.
+    pub fn serve_with<F: EngineFactory>(node: Arc<Node<F>>, listener: TcpListener, unix: Option<UnixListener>) -> std::io::Result<RpcServer> {
         let addr = listener.local_addr()?;
         listener.set_nonblocking(true)?;
+        if let Some(u) = &unix {
+            u.set_nonblocking(true)?;
+        }
         let stop = Arc::new(AtomicBool::new(false));
         let stop2 = stop.clone();
-        let conns: Arc<Mutex<HashMap<u64, TcpStream>>> = Arc::default();
+        let conns: Arc<Mutex<HashMap<u64, Stream>>> = Arc::default();
         let conns2 = conns.clone();
         let accept = std::thread::Builder::new().name("rpc-accept".into()).spawn(move || {
             let mut next_id = 0u64;
             while !stop2.load(Ordering::SeqCst) {
-                match listener.accept() {
-                    Ok((stream, _)) => {
+                let accepted = match listener.accept() {
+                    Ok((s, _)) => Ok(Stream::Tcp(s)),
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => match unix.as_ref().map(|u| u.accept()) {
+                        Some(Ok((s, _))) => Ok(Stream::Unix(s)),
+                        Some(Err(e)) if e.kind() != std::io::ErrorKind::WouldBlock => Err(e),
+                        _ => Err(e),
+                    },
+                    Err(e) => Err(e),
+                };
+                match accepted {
+                    Ok(stream) => {
                         let _ = stream.set_nonblocking(false);
                         next_id += 1;
                         let id = next_id;
@@ -60,7 +80,7 @@ impl RpcServer {
                         let _ = std::thread::Builder::new().name("rpc-conn".into()).spawn(move || {
                             serve_connection(node, &stream);
                             // The registry holds a clone: shut the socket so the peer sees EOF.
-                            let _ = stream.shutdown(std::net::Shutdown::Both);
+                            let _ = stream.shutdown();
                             conns3.lock().remove(&id);
                         });
                     }
@@ -85,7 +105,7 @@ impl RpcServer {
             let _ = h.join();
         }
         for (_, c) in self.conns.lock().drain() {
-            let _ = c.shutdown(std::net::Shutdown::Both);
+            let _ = c.shutdown();
         }
     }
 }
@@ -96,8 +116,8 @@ impl Drop for RpcServer {
     }
 }
 
-fn serve_connection<F: EngineFactory>(node: Arc<Node<F>>, stream: &TcpStream) {
-    let _ = stream.set_nodelay(true);
+fn serve_connection<F: EngineFactory>(node: Arc<Node<F>>, stream: &Stream) {
+    let _ = stream.set_nodelay();
     let (Ok(rstream), Ok(wstream)) = (stream.try_clone(), stream.try_clone()) else {
         return;
     };

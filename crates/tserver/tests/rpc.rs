@@ -465,3 +465,46 @@ fn a_catalog_of_an_earlier_version_moves_into_the_master_group() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn local_clients_reach_the_node_over_its_unix_socket() {
+    // A client told the node's Unix socket uses it for that node's address (the
+    // SQL layer on the node's machine); a bad frame there is refused as over TCP;
+    // a socket that does not answer falls back to TCP.
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("pinax.sock");
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let cfg = NodeConfig { sync: false, rpc_addr: addr.clone(), ..NodeConfig::default() };
+    let node = Node::open(cfg, MemFactory::default(), Arc::new(HybridClock::system())).unwrap();
+    let unix = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    let mut server = RpcServer::serve_with(node.clone(), listener, Some(unix)).unwrap();
+    let n = node.clone();
+    std::thread::spawn(move || n.run_applier());
+
+    let local = pinax_client::ClientOptions { local_socket: Some((addr.clone(), sock.clone())), ..Default::default() };
+    let c = Client::connect_with(&addr, local).unwrap();
+    assert!(c.uses_local_socket(&addr));
+    c.create_table("u", Sharding::Hash { tablets: 2 }).unwrap();
+    c.write("u", (0..50).map(|i| WriteOp::put(hash_key(i), vec![i as u8])).collect()).unwrap();
+    assert_eq!(c.scan("u", ScanSpec::default()).unwrap().len(), 50);
+    let mut txn = c.begin();
+    txn.write("u", vec![WriteOp::put(hash_key(1), b"t".to_vec())]).unwrap();
+    txn.commit().unwrap();
+    assert!(c.uses_local_socket(&addr));
+
+    let mut s = std::os::unix::net::UnixStream::connect(&sock).unwrap();
+    let garbage = vec![0xEEu8; 32];
+    let mut f = (garbage.len() as u32).to_be_bytes().to_vec();
+    f.extend_from_slice(&crc32c::crc32c(&garbage).to_be_bytes());
+    f.extend_from_slice(&garbage);
+    s.write_all(&f).unwrap();
+    let resp: ResponseEnvelope = frame::read_frame(&mut s, &mut Vec::new()).unwrap().unwrap();
+    assert_eq!(resp.result.unwrap_err().code, ErrorCode::InvalidRequest);
+
+    let elsewhere = pinax_client::ClientOptions { local_socket: Some((addr.clone(), dir.path().join("none.sock"))), ..Default::default() };
+    let tcp = Client::connect_with(&addr, elsewhere).unwrap();
+    assert!(!tcp.uses_local_socket(&addr));
+    assert_eq!(tcp.scan("u", ScanSpec::default()).unwrap().len(), 50);
+    server.stop();
+}

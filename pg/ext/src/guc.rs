@@ -4,6 +4,7 @@ use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
 use std::ffi::CString;
 
 static ADDRESS: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(c"127.0.0.1:7100"));
+static SOCKET: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 static TABLETS: GucSetting<i32> = GucSetting::<i32>::new(8);
 static INDEX_ONLY_FETCH_ROWS: GucSetting<bool> = GucSetting::<bool>::new(false);
 static STATEMENT_RESTARTS: GucSetting<i32> = GucSetting::<i32>::new(100);
@@ -22,6 +23,14 @@ pub fn init() {
         c"Address (host:port) of the Pinax node daemon this server uses.",
         c"Set by `pinax start`; every backend connects there on first use of a Pinax table.",
         &ADDRESS,
+        GucContext::Sighup,
+        GucFlags::default(),
+    );
+    GucRegistry::define_string_guc(
+        c"pinax.socket",
+        c"Unix-domain socket of the node daemon at pinax.address, used instead of TCP to reach it.",
+        c"Set by `pinax start`. Empty, or a socket that does not answer: TCP.",
+        &SOCKET,
         GucContext::Sighup,
         GucFlags::default(),
     );
@@ -169,6 +178,11 @@ pub fn replay_names() -> String {
 /// The node daemon's address.
 pub fn address() -> String {
     ADDRESS.get().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "127.0.0.1:7100".to_string())
+}
+
+/// `pinax.socket`: the local node's Unix socket, if set.
+pub fn socket() -> Option<std::path::PathBuf> {
+    SOCKET.get().map(|s| std::path::PathBuf::from(s.to_string_lossy().into_owned())).filter(|p| !p.as_os_str().is_empty())
 }
 
 /// Default tablet count for new tables.

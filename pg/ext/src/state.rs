@@ -142,7 +142,8 @@ impl Backend {
             return Ok(c.clone());
         }
         let addr = guc::address();
-        let c = Client::connect(&addr)?;
+        let opts = pinax_client::ClientOptions { local_socket: guc::socket().map(|p| (addr.clone(), p)), ..Default::default() };
+        let c = Client::connect_with(&addr, opts)?;
         self.client = Some(c.clone());
         Ok(c)
     }
