@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Selective sequential scans on Pinax (filter pushdown on and off) and on stock
+# Selective sequential scans and aggregates on Pinax (pushdown on and off) and on stock
 # PostgreSQL 15, side by side in one run.
 #
 #   create table f (id int primary key, v float8, k int, s text);  -- ROWS rows
 #   select count(*) from f where v > 0.99                -- 1% of the rows
 #   select * from f where k = 7                          -- 0.1%, rows returned
 #   select count(*) from f where s = 'x' || (id % 50)    -- not pushed (an expression): the same on and off
+#   select sum(k), avg(v), max(v) from f                 -- aggregates computed in the tablets
 #
 # Each query runs ROUNDS times per system, interleaved (pinax pushdown on, pinax
 # off, stock); per query the median wall ms and server CPU ms (the backend and, on
@@ -29,8 +30,9 @@ queries=(
   "select count(*) from f where v > 0.99"
   "select * from f where k = 7"
   "select count(*) from f where s = 'x' || (id % 50)"
+  "select sum(k), avg(v), max(v) from f"
 )
-names=(count_1pct rows_0.1pct not_pushed)
+names=(count_1pct rows_0.1pct not_pushed sum_avg_max)
 variants=(on off stock)
 declare -A wall cpu
 for r in $(seq 1 "$rounds"); do

@@ -421,6 +421,24 @@ impl Client {
         Ok(((n, rows), ht))
     }
 
+    /// `spec.aggregates` over the rows of [`Client::scan_at`] that match
+    /// `spec.filter`, computed in the tablets: the merged partials, and the rows the
+    /// tablets could not decide or fold (for the caller to check and fold).
+    pub fn aggregate_at(&self, table: &str, mut spec: ScanSpec, at: ReadPoint) -> Result<((Vec<pinax_proto::AggValue>, Vec<Row>), HybridTime)> {
+        spec.count_only = true;
+        spec.limit = 0;
+        let funcs: Vec<pinax_proto::AggFunc> = spec.aggregates.iter().map(|a| a.func).collect();
+        let mut acc: Vec<pinax_proto::AggValue> = funcs.iter().map(|f| f.empty()).collect();
+        let mut rows = Vec::new();
+        let ht = self.scan_each(table, spec, at, |r| {
+            for ((f, a), p) in funcs.iter().zip(acc.iter_mut()).zip(r.aggregates) {
+                f.merge(a, p);
+            }
+            rows.extend(r.rows)
+        })?;
+        Ok(((acc, rows), ht))
+    }
+
     /// ANALYZE's sample: every `every`-th row of [`Client::scan_at`] (all when
     /// `every <= 1`), and how many rows it would return in all.
     pub fn sample_at(&self, table: &str, mut spec: ScanSpec, at: ReadPoint, every: u32) -> Result<(Vec<Row>, u64, HybridTime)> {

@@ -7,7 +7,7 @@
 
 use crate::{Error, Result};
 use pinax_codec::heap_tuple::{deform, Attr};
-use pinax_proto::{CmpOp, FilterOp, FilterValue, RowFilter, MAX_FILTER_OPS};
+use pinax_proto::{float_order, AggFunc, AggSpec, AggValue, CmpOp, FilterOp, FilterValue, RowFilter, MAX_FILTER_OPS};
 use std::cmp::Ordering;
 
 /// The value of a (sub)condition.
@@ -64,7 +64,8 @@ impl RowMatcher {
             }
             depth = depth - pops + 1;
         }
-        if depth != 1 {
+        // An empty program is no condition (a scan that only aggregates).
+        if depth != 1 && !f.ops.is_empty() {
             return bad(format!("the program leaves {depth} values"));
         }
         Ok(RowMatcher { layouts: f.attrs.iter().map(|a| (a.len, a.align)).collect(), ops: f.ops.clone(), attrs: Vec::new(), stack: Vec::new() })
@@ -122,10 +123,81 @@ impl RowMatcher {
             self.stack.push(v);
         }
         match self.stack.as_slice() {
-            [V::True] => Verdict::Yes,
+            [] | [V::True] => Verdict::Yes,
             [V::False] | [V::Null] => Verdict::No,
             _ => Verdict::Maybe,
         }
+    }
+}
+
+impl RowMatcher {
+    /// Check `aggs` against the filter's layouts.
+    pub fn check_aggregates(&self, aggs: &[AggSpec]) -> Result<()> {
+        for a in aggs {
+            let len = self.layouts.get(a.att as usize).map(|l| l.0);
+            let ok = match a.func {
+                AggFunc::CountRows => true,
+                AggFunc::CountValues => len.is_some(),
+                AggFunc::SumInt | AggFunc::MinInt | AggFunc::MaxInt => matches!(len, Some(2 | 4 | 8)),
+                AggFunc::SumFloat4 => len == Some(4),
+                AggFunc::SumFloat8 | AggFunc::MinFloat | AggFunc::MaxFloat => matches!(len, Some(4 | 8)),
+            };
+            if !ok {
+                return Err(Error::InvalidRequest(format!("bad aggregate {a:?} over attributes {:?}", self.layouts)));
+            }
+        }
+        Ok(())
+    }
+
+    /// Fold the row `tuple` (which the filter certainly matches) into `acc`, one
+    /// partial per `aggs` entry; false, and nothing folded, if an aggregated value
+    /// cannot be read here (the SQL layer folds that row).
+    pub fn fold(&mut self, tuple: &[u8], aggs: &[AggSpec], acc: &mut [AggValue]) -> bool {
+        deform(tuple, &self.layouts, &mut self.attrs);
+        let attrs = &self.attrs;
+        let value = |att: u16| -> Option<Option<&[u8]>> {
+            match attrs.get(att as usize)? {
+                Attr::Null => Some(None),
+                Attr::Unknown => None,
+                a => a.bytes(tuple).map(Some),
+            }
+        };
+        if aggs.iter().any(|a| a.func != AggFunc::CountRows && value(a.att).is_none()) {
+            return false;
+        }
+        for (a, acc) in aggs.iter().zip(acc.iter_mut()) {
+            let v = match a.func {
+                AggFunc::CountRows => {
+                    a.func.merge(acc, AggValue::Count(1));
+                    continue;
+                }
+                _ => match value(a.att).flatten() {
+                    Some(v) => v,
+                    None => continue, // NULL: skipped by every aggregate but count(*)
+                },
+            };
+            let int = || match v.len() {
+                2 => i16::from_le_bytes([v[0], v[1]]) as i64,
+                4 => i32::from_le_bytes(v.try_into().unwrap_or_default()) as i64,
+                _ => i64::from_le_bytes(v.try_into().unwrap_or_default()),
+            };
+            let float = || match v.len() {
+                4 => f32::from_le_bytes(v.try_into().unwrap_or_default()) as f64,
+                _ => f64::from_le_bytes(v.try_into().unwrap_or_default()),
+            };
+            let one = match a.func {
+                AggFunc::CountRows | AggFunc::CountValues => AggValue::Count(1),
+                AggFunc::SumInt => AggValue::IntSum { sum: int() as i128, n: 1 },
+                AggFunc::SumFloat4 | AggFunc::SumFloat8 => {
+                    let f = float();
+                    AggValue::FloatSum { bits: f.to_bits(), n: 1, inf_input: f.is_infinite() }
+                }
+                AggFunc::MinInt | AggFunc::MaxInt => AggValue::Int(Some(int())),
+                AggFunc::MinFloat | AggFunc::MaxFloat => AggValue::Float(Some(float().to_bits())),
+            };
+            a.func.merge(acc, one);
+        }
+        true
     }
 }
 
@@ -155,7 +227,7 @@ fn compare(tuple: &[u8], attr: &Attr, op: CmpOp, value: &FilterValue, len: i16) 
                 (8, 8) => f64::from_le_bytes(bytes.try_into().unwrap_or_default()),
                 _ => return V::Unknown,
             };
-            float_cmp(v, f64::from_bits(*bits))
+            float_order(v, f64::from_bits(*bits))
         }
         FilterValue::Bool(c) => match (len, bytes) {
             (1, [b]) => (*b != 0).cmp(c),
@@ -188,17 +260,6 @@ fn compare(tuple: &[u8], attr: &Attr, op: CmpOp, value: &FilterValue, len: i16) 
         V::True
     } else {
         V::False
-    }
-}
-
-/// PostgreSQL's float order (`float8_cmp_internal`): NaNs are equal to each
-/// other and above everything else; otherwise numeric order (-0 = 0).
-fn float_cmp(a: f64, b: f64) -> Ordering {
-    match (a.is_nan(), b.is_nan()) {
-        (true, true) => Ordering::Equal,
-        (true, false) => Ordering::Greater,
-        (false, true) => Ordering::Less,
-        (false, false) => a.partial_cmp(&b).unwrap_or(Ordering::Equal),
     }
 }
 
@@ -311,7 +372,7 @@ mod tests {
     #[test]
     fn bad_filters_are_refused() {
         let f = |ops: Vec<FilterOp>| RowMatcher::new(&RowFilter { attrs: layout(), ops }).is_err();
-        assert!(f(vec![]));
+        assert!(!f(vec![]), "no condition: every row matches");
         assert!(f(vec![FilterOp::And(2)]));
         assert!(f(vec![FilterOp::IsNull { att: 0 }, FilterOp::IsNull { att: 1 }]));
         assert!(f(vec![FilterOp::IsNull { att: 3 }]));

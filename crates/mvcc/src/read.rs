@@ -132,6 +132,14 @@ impl<'a, S: Snapshot, R: TxnStatusResolver + ?Sized> MvccReader<'a, S, R> {
         }
         let mut matcher = spec.filter.as_ref().map(crate::filter::RowMatcher::new).transpose()?;
         let mut out = ScanResult::default();
+        let aggs = &spec.aggregates;
+        if !aggs.is_empty() {
+            match &matcher {
+                Some(m) => m.check_aggregates(aggs)?,
+                None => return Err(crate::Error::InvalidRequest("aggregates need a filter (for the attributes' layout)".into())),
+            }
+            out.aggregates = aggs.iter().map(|a| a.func.empty()).collect();
+        }
         let mut bytes = 0usize;
         // The escaped key of the current row (one buffer for the whole scan: no
         // allocation per row on the way to a count).
@@ -190,9 +198,19 @@ impl<'a, S: Snapshot, R: TxnStatusResolver + ?Sized> MvccReader<'a, S, R> {
             // layer decides them) and counts the others that match.
             let visible = match (visible, matcher.as_mut()) {
                 (Found::Value(v), Some(m)) => match m.verdict(&v) {
+                    Verdict::Yes if !aggs.is_empty() => {
+                        if m.fold(&v, aggs, &mut out.aggregates) {
+                            out.count += 1;
+                        } else {
+                            let (user_key, _) = keys::unescape_prefix(&esc)?;
+                            bytes += user_key.len() + v.len();
+                            out.rows.push((user_key, v));
+                        }
+                        Found::Nothing
+                    }
                     Verdict::Yes => Found::Value(v),
                     Verdict::No => Found::Nothing,
-                    Verdict::Maybe if spec.count_only => {
+                    Verdict::Maybe if spec.count_only || !aggs.is_empty() => {
                         let (user_key, _) = keys::unescape_prefix(&esc)?;
                         bytes += user_key.len() + v.len();
                         out.rows.push((user_key, v));

@@ -84,3 +84,119 @@ pub enum FilterOp {
     /// Pop one value, push its SQL NOT.
     Not,
 }
+
+/// An aggregate a scan computes over the rows that match its filter (whose
+/// `attrs` give the layout of the aggregated attribute too): `count(*)`,
+/// `count(col)`, `sum`, `min`, `max` (and `avg` as sum and count). A row whose
+/// aggregated value cannot be read in place is shipped instead of folded, as a row
+/// the filter cannot decide is (see `ScanSpec::aggregates`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AggSpec {
+    pub func: AggFunc,
+    /// 0-based attribute (ignored by `CountRows`).
+    pub att: u16,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum AggFunc {
+    /// Rows.
+    CountRows,
+    /// Rows whose attribute is not NULL.
+    CountValues,
+    /// Sum of an integer attribute (int2, int4, int8), exact.
+    SumInt,
+    /// Sum of a float4 attribute in float4 arithmetic (PostgreSQL's `sum(float4)`).
+    SumFloat4,
+    /// Sum of a float4 or float8 attribute in float8 arithmetic.
+    SumFloat8,
+    MinInt,
+    MaxInt,
+    /// Of a float4 or float8 attribute, in PostgreSQL's float order (NaN last).
+    MinFloat,
+    MaxFloat,
+}
+
+/// A partial aggregate: one tablet's, or several merged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum AggValue {
+    Count(u64),
+    /// Sum of `n` values (NULLs skipped).
+    IntSum { sum: i128, n: u64 },
+    /// Sum (f64 bits; for `SumFloat4` an f32 widened) of `n` values, and whether
+    /// any value was infinite (an infinite sum of finite values overflowed).
+    FloatSum { bits: u64, n: u64, inf_input: bool },
+    Int(Option<i64>),
+    /// f64 bits.
+    Float(Option<u64>),
+}
+
+impl AggFunc {
+    /// The value of this aggregate over no rows.
+    pub fn empty(self) -> AggValue {
+        match self {
+            AggFunc::CountRows | AggFunc::CountValues => AggValue::Count(0),
+            AggFunc::SumInt => AggValue::IntSum { sum: 0, n: 0 },
+            AggFunc::SumFloat4 | AggFunc::SumFloat8 => AggValue::FloatSum { bits: 0f64.to_bits(), n: 0, inf_input: false },
+            AggFunc::MinInt | AggFunc::MaxInt => AggValue::Int(None),
+            AggFunc::MinFloat | AggFunc::MaxFloat => AggValue::Float(None),
+        }
+    }
+
+    /// Fold `other` (a partial of this aggregate) into `acc`.
+    pub fn merge(self, acc: &mut AggValue, other: AggValue) {
+        use std::cmp::Ordering;
+        match (acc, other) {
+            (AggValue::Count(a), AggValue::Count(b)) => *a += b,
+            (AggValue::IntSum { sum, n }, AggValue::IntSum { sum: s, n: m }) => {
+                *sum = sum.saturating_add(s);
+                *n += m;
+            }
+            (AggValue::FloatSum { bits, n, inf_input }, AggValue::FloatSum { bits: b, n: m, inf_input: i }) => {
+                *bits = if self == AggFunc::SumFloat4 {
+                    ((f64::from_bits(*bits) as f32) + (f64::from_bits(b) as f32)) as f64
+                } else {
+                    f64::from_bits(*bits) + f64::from_bits(b)
+                }
+                .to_bits();
+                *n += m;
+                *inf_input |= i;
+            }
+            (AggValue::Int(a), AggValue::Int(Some(b))) => {
+                *a = Some(match *a {
+                    None => b,
+                    Some(x) if self == AggFunc::MinInt => x.min(b),
+                    Some(x) => x.max(b),
+                })
+            }
+            (AggValue::Float(a), AggValue::Float(Some(b))) => {
+                let keep_new = match *a {
+                    None => true,
+                    Some(x) => {
+                        let ord = float_order(f64::from_bits(b), f64::from_bits(x));
+                        if self == AggFunc::MinFloat {
+                            ord == Ordering::Less
+                        } else {
+                            ord == Ordering::Greater
+                        }
+                    }
+                };
+                if keep_new {
+                    *a = Some(b);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// PostgreSQL's float order (`float8_cmp_internal`): NaNs equal each other and
+/// sort above everything else; otherwise numeric order (-0 = 0).
+pub fn float_order(a: f64, b: f64) -> std::cmp::Ordering {
+    use std::cmp::Ordering;
+    match (a.is_nan(), b.is_nan()) {
+        (true, true) => Ordering::Equal,
+        (true, false) => Ordering::Greater,
+        (false, true) => Ordering::Less,
+        (false, false) => a.partial_cmp(&b).unwrap_or(Ordering::Equal),
+    }
+}

@@ -148,6 +148,10 @@ pub struct ScanSpec {
     /// Only rows this may match are returned (or counted): a `WHERE` clause's
     /// pushed-down conditions (see [`crate::filter`]).
     pub filter: Option<crate::filter::RowFilter>,
+    /// Instead of rows, these aggregates over the rows that match `filter`
+    /// (which must be given, for the attributes' layout; `ScanResult::aggregates`);
+    /// only rows the tablet cannot decide or fold are returned, for the SQL layer.
+    pub aggregates: Vec<crate::filter::AggSpec>,
 }
 
 /// A row as storage returns it: (key, value).
@@ -162,6 +166,8 @@ pub struct ScanResult {
     pub resume: Option<Vec<u8>>,
     /// Rows found: `rows.len()`, or for a `count_only` scan the rows counted.
     pub count: u64,
+    /// One partial per `ScanSpec::aggregates` entry.
+    pub aggregates: Vec<crate::filter::AggValue>,
 }
 
 /// Fate of a transaction as seen by a reader or writer meeting its intent.

@@ -29,7 +29,7 @@ use crate::guc;
 use crate::meta;
 use pgrx::pg_guard;
 use pgrx::pg_sys;
-use pinax_proto::{AttrLayout, CmpOp, FilterOp, FilterValue, RowFilter, MAX_FILTER_OPS};
+use pinax_proto::{AggFunc, AggSpec, AggValue, AttrLayout, CmpOp, FilterOp, FilterValue, RowFilter, MAX_FILTER_OPS};
 use std::ffi::CStr;
 use std::sync::OnceLock;
 
@@ -375,6 +375,42 @@ struct Inner {
     counted_left: Option<u64>,
     /// Count mode: rows counted by the tablets, in all scans (EXPLAIN ANALYZE).
     counted_total: u64,
+    /// The aggregates the tablets compute for the plain aggregate above
+    /// (`aggregate_in_storage`), and their names for EXPLAIN.
+    aggs: Vec<PushedAgg>,
+    agg_names: Vec<String>,
+}
+
+/// An aggregate of the node above computed in storage.
+#[derive(Clone, Copy)]
+struct PushedAgg {
+    spec: AggSpec,
+    /// Where its value goes (`ecxt_aggvalues[aggno]`).
+    aggno: usize,
+    /// The column of the scan's output it reads (1-based; 0 for count(*)).
+    out_att: usize,
+    /// The type of that column.
+    col_type: pg_sys::Oid,
+    result: AggResult,
+}
+
+/// How a partial becomes PostgreSQL's result.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum AggResult {
+    /// count: int8.
+    Count,
+    /// sum(int2/int4): int8.
+    SumBigint,
+    /// sum(int8): numeric.
+    SumNumeric,
+    /// avg(int2/int4/int8): numeric.
+    AvgNumeric,
+    /// sum(float4): float4; sum(float8): float8.
+    SumFloat,
+    /// avg(float4/float8): float8.
+    AvgFloat,
+    /// min, max: the column's type.
+    Same,
 }
 
 impl Inner {
@@ -382,7 +418,8 @@ impl Inner {
     /// whether all of them were.
     unsafe fn instantiate(&self, econtext: *mut pg_sys::ExprContext, desc: pg_sys::TupleDesc) -> (Option<RowFilter>, bool) {
         let mut ops = Vec::new();
-        let mut max_att = 0u16;
+        // Aggregates need the layout of what they read, even with no condition.
+        let mut max_att = self.aggs.iter().map(|a| a.spec.att).max().unwrap_or(0);
         let mut n = 0u16;
         for c in &self.conjuncts {
             let mut part = Vec::new();
@@ -394,7 +431,7 @@ impl Inner {
             }
         }
         let complete = n as usize == self.conjuncts.len();
-        if n == 0 {
+        if n == 0 && self.aggs.is_empty() {
             return (None, complete);
         }
         if n > 1 {
@@ -430,12 +467,18 @@ unsafe extern "C-unwind" fn set_rel_pathlist(root: *mut pg_sys::PlannerInfo, rel
     if let Some(prev) = PREV.get().copied().flatten() {
         prev(root, rel, rti, rte);
     }
-    if !guc::enable_filter_pushdown()
-        || (*rte).rtekind != pg_sys::RTEKind::RTE_RELATION
-        || (*rte).inh
-        || (*rte).relkind as u8 != pg_sys::RELKIND_RELATION
-        || (*rel).baserestrictinfo.is_null()
-    {
+    if !guc::enable_filter_pushdown() || (*rte).rtekind != pg_sys::RTEKind::RTE_RELATION || (*rte).inh || (*rte).relkind as u8 != pg_sys::RELKIND_RELATION {
+        return;
+    }
+    // A plain aggregate over this table alone may be computed in the tablets
+    // (`aggregate_in_storage`): offered even without conditions to push.
+    let parse = (*root).parse;
+    let lone_aggregate = (*parse).hasAggs
+        && (*parse).groupClause.is_null()
+        && (*parse).groupingSets.is_null()
+        && !(*parse).hasWindowFuncs
+        && pg_sys::bms_num_members((*root).all_baserels) == 1;
+    if (*rel).baserestrictinfo.is_null() && !lone_aggregate {
         return;
     }
     // The sequential scan this path competes with (none: not a plain table scan).
@@ -453,8 +496,9 @@ unsafe extern "C-unwind" fn set_rel_pathlist(root: *mut pg_sys::PlannerInfo, rel
             }
         }
     }
+    let pinax = meta::is_pinax_table(r);
     pg_sys::table_close(r, pg_sys::NoLock as pg_sys::LOCKMODE);
-    if pushed.is_null() {
+    if !pinax || (pushed.is_null() && !lone_aggregate) {
         return;
     }
     let cp = pg_sys::palloc0(std::mem::size_of::<pg_sys::CustomPath>()) as *mut pg_sys::CustomPath;
@@ -513,15 +557,24 @@ unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *m
     pg_sys::ExecInitScanTupleSlot(estate, &mut (*node).ss, (*rel).rd_att, pg_sys::table_slot_callbacks(rel));
     pg_sys::ExecAssignScanProjectionInfoWithVarno(&mut (*node).ss, (*cscan).scan.scanrelid as i32);
     (*node).ss.ps.qual = pg_sys::ExecInitQual((*cscan).scan.plan.qual, node as *mut pg_sys::PlanState);
-    if eflags as u32 & pg_sys::EXEC_FLAG_EXPLAIN_ONLY != 0 {
-        return;
-    }
+    // EXPLAIN alone: the conditions' values are never taken (no expression states).
+    let ps = (eflags as u32 & pg_sys::EXEC_FLAG_EXPLAIN_ONLY == 0).then_some(node as *mut pg_sys::PlanState);
     let t = Target { relid: (*cscan).scan.scanrelid as i32, desc: (*rel).rd_att };
     let exprs = list_ptrs::<pg_sys::Node>((*cscan).custom_exprs);
-    let conjuncts: Vec<Tmpl> = exprs.iter().filter_map(|e| build(*e, &t, Some(node as *mut pg_sys::PlanState), 0)).collect();
+    let conjuncts: Vec<Tmpl> = exprs.iter().filter_map(|e| build(*e, &t, ps, 0)).collect();
     let all_pushed = conjuncts.len() == exprs.len() && exprs.len() == pg_sys::list_length((*cscan).scan.plan.qual) as usize;
     let s = node as *mut NodeState;
-    let inner = Inner { conjuncts, all_pushed, filter_set: false, filter_complete: false, count_mode: false, counted_left: None, counted_total: 0 };
+    let inner = Inner {
+        conjuncts,
+        all_pushed,
+        filter_set: false,
+        filter_complete: false,
+        count_mode: false,
+        counted_left: None,
+        counted_total: 0,
+        aggs: Vec::new(),
+        agg_names: Vec::new(),
+    };
     (*s).inner = Box::into_raw(Box::new(inner));
     (*s).cb.func = Some(free_inner);
     (*s).cb.arg = s.cast();
@@ -543,6 +596,261 @@ pub unsafe fn count_in_storage(node: *mut pg_sys::CustomScanState) {
     if let Some(inner) = (*(node as *mut NodeState)).inner.as_mut() {
         inner.count_mode = inner.all_pushed && crate::am::index_only::outputs_plain_columns(&mut (*node).ss);
     }
+}
+
+/// The aggregate function `fnoid` over a column of type `ty`, if the tablets can
+/// compute it: what they compute, and how its result is made.
+fn pushable_aggregate(fnoid: u32, ty: pg_sys::Oid) -> Option<(AggFunc, AggResult)> {
+    use pg_sys::{FLOAT4OID, FLOAT8OID, INT2OID, INT4OID, INT8OID};
+    let is_int = matches!(ty, INT2OID | INT4OID | INT8OID);
+    let is_float = matches!(ty, FLOAT4OID | FLOAT8OID);
+    Some(match fnoid {
+        2803 => (AggFunc::CountRows, AggResult::Count),   // count(*)
+        2147 => (AggFunc::CountValues, AggResult::Count), // count(any)
+        2108 | 2109 if is_int => (AggFunc::SumInt, AggResult::SumBigint),
+        2107 if is_int => (AggFunc::SumInt, AggResult::SumNumeric),
+        2100..=2102 if is_int => (AggFunc::SumInt, AggResult::AvgNumeric),
+        2110 if ty == FLOAT4OID => (AggFunc::SumFloat4, AggResult::SumFloat),
+        2111 if is_float => (AggFunc::SumFloat8, AggResult::SumFloat),
+        2104 | 2105 if is_float => (AggFunc::SumFloat8, AggResult::AvgFloat),
+        2115..=2117 if is_int => (AggFunc::MaxInt, AggResult::Same),
+        2131..=2133 if is_int => (AggFunc::MinInt, AggResult::Same),
+        2119 | 2120 if is_float => (AggFunc::MaxFloat, AggResult::Same),
+        2135 | 2136 if is_float => (AggFunc::MinFloat, AggResult::Same),
+        _ => return None,
+    })
+}
+
+/// Have the tablets compute the aggregates of plain aggregate node `agg` over
+/// scan node `child`, when every condition of the scan is pushed, it outputs
+/// plain columns, and every aggregate is `count`, or `sum`, `avg`, `min`, `max` of
+/// an integer or float column, with no FILTER, DISTINCT or ORDER BY. The node
+/// then returns its one row from the partials (`exec_agg`) and the scan ships
+/// only rows the tablets could not decide or fold. Called from the ExecutorStart
+/// hook's walk (`index_only.rs`).
+///
+/// # Safety
+/// `agg` must be an initialized plain aggregate state whose child is `child`.
+pub unsafe fn aggregate_in_storage(agg: *mut pg_sys::AggState, child: *mut pg_sys::CustomScanState) {
+    if (*child).methods != &EXEC_METHODS.0 || !(*((*agg).ss.ps.plan as *mut pg_sys::Agg)).groupingSets.is_null() {
+        return;
+    }
+    let Some(inner) = (*(child as *mut NodeState)).inner.as_mut() else { return };
+    if !inner.all_pushed || !crate::am::index_only::outputs_plain_columns(&mut (*child).ss) {
+        return;
+    }
+    let tlist = list_ptrs::<pg_sys::TargetEntry>((*(*child).ss.ps.plan).targetlist);
+    let desc = (*(*child).ss.ss_currentRelation).rd_att;
+    let mut pushed = Vec::new();
+    let mut names = Vec::new();
+    for i in 0..(*agg).numaggs as usize {
+        let aggref = (*(*agg).peragg.add(i)).aggref;
+        if aggref.is_null()
+            || !(*aggref).aggfilter.is_null()
+            || !(*aggref).aggdistinct.is_null()
+            || !(*aggref).aggorder.is_null()
+            || !(*aggref).aggdirectargs.is_null()
+            || (*aggref).aggvariadic
+            || (*aggref).agglevelsup != 0
+            || (*aggref).aggsplit != pg_sys::AggSplit::AGGSPLIT_SIMPLE
+            || (*aggref).aggkind as u8 != b'n'
+        {
+            return;
+        }
+        let args = list_ptrs::<pg_sys::TargetEntry>((*aggref).args);
+        let fname = CStr::from_ptr(pg_sys::get_func_name((*aggref).aggfnoid)).to_string_lossy().into_owned();
+        let (out_att, att, ty) = match args.as_slice() {
+            [] => (0, 0u16, pg_sys::InvalidOid),
+            [te] => {
+                // An output column of the scan that is a column of the table.
+                let v = (**te).expr as *mut pg_sys::Node;
+                if v.is_null() || tag(v) != pg_sys::NodeTag::T_Var || (*(v as *mut pg_sys::Var)).varno != pg_sys::OUTER_VAR {
+                    return;
+                }
+                let k = (*(v as *mut pg_sys::Var)).varattno as usize;
+                let Some(out) = k.checked_sub(1).and_then(|j| tlist.get(j)) else { return };
+                let col = (**out).expr as *mut pg_sys::Var;
+                if col.is_null() || tag(col as *mut pg_sys::Node) != pg_sys::NodeTag::T_Var || (*col).varattno <= 0 {
+                    return;
+                }
+                (k, (*col).varattno as u16 - 1, (*col).vartype)
+            }
+            _ => return,
+        };
+        let Some((func, result)) = pushable_aggregate((*aggref).aggfnoid.to_u32(), ty) else { return };
+        let col = if out_att == 0 {
+            "*".to_string()
+        } else {
+            CStr::from_ptr((*(*desc).attrs.as_ptr().add(att as usize)).attname.data.as_ptr()).to_string_lossy().into_owned()
+        };
+        names.push(format!("{fname}({col})"));
+        pushed.push(PushedAgg { spec: AggSpec { func, att }, aggno: (*aggref).aggno as usize, out_att, col_type: ty, result });
+    }
+    if pushed.is_empty() {
+        return;
+    }
+    inner.aggs = pushed;
+    inner.agg_names = names;
+    pg_sys::ExecSetExecProcNode(agg as *mut pg_sys::PlanState, Some(exec_agg));
+}
+
+/// A plain aggregate's one row (`agg_retrieve_direct`), from the partials the
+/// tablets computed and the rows they shipped (checked by the scan's qual and
+/// folded here).
+#[pg_guard]
+unsafe extern "C-unwind" fn exec_agg(ps: *mut pg_sys::PlanState) -> *mut pg_sys::TupleTableSlot {
+    let agg = ps as *mut pg_sys::AggState;
+    if (*agg).agg_done {
+        return std::ptr::null_mut();
+    }
+    let child = (*ps).lefttree;
+    if !(*child).chgParam.is_null() {
+        pg_sys::ExecReScan(child);
+    }
+    let ss = child as *mut pg_sys::ScanState;
+    let Some(inner) = (*(child as *mut NodeState)).inner.as_mut() else { return std::ptr::null_mut() };
+    let pushed = inner.aggs.clone();
+    let specs: Vec<AggSpec> = pushed.iter().map(|p| p.spec).collect();
+    let scan = start(ss, inner);
+    let mut acc = if inner.filter_complete { table::aggregate(scan, &specs) } else { Vec::new() };
+    if acc.len() != specs.len() {
+        // Not every condition could be pushed this time (a NULL value): every row
+        // comes here and is checked and folded.
+        acc = specs.iter().map(|s| s.func.empty()).collect();
+    }
+    let exec_child = (*child).ExecProcNode.expect("an initialized plan node");
+    loop {
+        pg_sys::check_for_interrupts!();
+        let slot = exec_child(child);
+        if slot.is_null() || (*slot).tts_flags & pg_sys::TTS_FLAG_EMPTY as u16 != 0 {
+            break;
+        }
+        for (p, a) in pushed.iter().zip(acc.iter_mut()) {
+            fold_slot(p, slot, a);
+        }
+    }
+    let econtext = (*ps).ps_ExprContext;
+    for (p, a) in pushed.iter().zip(acc.iter()) {
+        let (d, isnull) = finalize(p, a);
+        *(*econtext).ecxt_aggvalues.add(p.aggno) = d;
+        *(*econtext).ecxt_aggnulls.add(p.aggno) = isnull;
+    }
+    (*agg).agg_done = true;
+    // HAVING, then the target list (`project_aggregates`). The node reads no
+    // column of its input outside the aggregates: an all-NULL input row.
+    let input = if (*child).ps_ProjInfo.is_null() { (*ss).ss_ScanTupleSlot } else { (*child).ps_ResultTupleSlot };
+    (*econtext).ecxt_outertuple = pg_sys::ExecStoreAllNullTuple(input);
+    if !(*ps).qual.is_null() && !eval_bool((*ps).qual, econtext) {
+        return std::ptr::null_mut();
+    }
+    project((*ps).ps_ProjInfo)
+}
+
+/// Fold the value of `p`'s column in the scan's output row `slot` into `acc`.
+unsafe fn fold_slot(p: &PushedAgg, slot: *mut pg_sys::TupleTableSlot, acc: &mut AggValue) {
+    let one = if p.out_att == 0 {
+        AggValue::Count(1)
+    } else {
+        let mut isnull = false;
+        let d = pg_sys::slot_getattr(slot, p.out_att as i32, &mut isnull);
+        if isnull {
+            return;
+        }
+        let raw = d.value();
+        let int = || match p.col_type {
+            pg_sys::INT2OID => raw as i16 as i64,
+            pg_sys::INT4OID => raw as i32 as i64,
+            _ => raw as i64,
+        };
+        let float = || if p.col_type == pg_sys::FLOAT4OID { f32::from_bits(raw as u32) as f64 } else { f64::from_bits(raw as u64) };
+        match p.spec.func {
+            AggFunc::CountRows | AggFunc::CountValues => AggValue::Count(1),
+            AggFunc::SumInt => AggValue::IntSum { sum: int() as i128, n: 1 },
+            AggFunc::SumFloat4 | AggFunc::SumFloat8 => AggValue::FloatSum { bits: float().to_bits(), n: 1, inf_input: float().is_infinite() },
+            AggFunc::MinInt | AggFunc::MaxInt => AggValue::Int(Some(int())),
+            AggFunc::MinFloat | AggFunc::MaxFloat => AggValue::Float(Some(float().to_bits())),
+        }
+    };
+    p.spec.func.merge(acc, one);
+}
+
+/// A numeric datum of `v`.
+unsafe fn numeric_of(v: i128) -> pg_sys::Datum {
+    const NUMERIC_IN: u32 = 1701;
+    let text = std::ffi::CString::new(v.to_string()).unwrap_or_default();
+    pg_sys::OidInputFunctionCall(pg_sys::Oid::from(NUMERIC_IN), text.as_ptr() as *mut std::ffi::c_char, pg_sys::InvalidOid, -1)
+}
+
+/// Raise 22003 (numeric value out of range).
+fn out_of_range(what: &'static str) -> ! {
+    pgrx::ereport!(ERROR, pgrx::PgSqlErrorCode::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE, what);
+}
+
+/// PostgreSQL's result of aggregate `p` from its partial `a`: (value, is NULL).
+unsafe fn finalize(p: &PushedAgg, a: &AggValue) -> (pg_sys::Datum, bool) {
+    let null = (pg_sys::Datum::from(0usize), true);
+    let float = |f: f64| if p.col_type == pg_sys::FLOAT4OID && p.result != AggResult::AvgFloat { pg_sys::Datum::from((f as f32).to_bits() as usize) } else { pg_sys::Datum::from(f.to_bits() as usize) };
+    match (*a, p.result) {
+        (AggValue::Count(n), _) => (pg_sys::Datum::from(n as i64), false),
+        (AggValue::IntSum { n: 0, .. }, _) | (AggValue::FloatSum { n: 0, .. }, _) => null,
+        (AggValue::IntSum { sum, .. }, AggResult::SumBigint) => match i64::try_from(sum) {
+            Ok(v) => (pg_sys::Datum::from(v), false),
+            Err(_) => out_of_range("bigint out of range"),
+        },
+        (AggValue::IntSum { sum, .. }, AggResult::SumNumeric) => (numeric_of(sum), false),
+        (AggValue::IntSum { sum, n }, _) => {
+            const NUMERIC_DIV: u32 = 1727;
+            (pg_sys::OidFunctionCall2Coll(pg_sys::Oid::from(NUMERIC_DIV), pg_sys::InvalidOid, numeric_of(sum), numeric_of(n as i128)), false)
+        }
+        (AggValue::FloatSum { bits, n, inf_input }, result) => {
+            let sum = f64::from_bits(bits);
+            if sum.is_infinite() && !inf_input {
+                out_of_range("value out of range: overflow");
+            }
+            if result == AggResult::AvgFloat {
+                (float(sum / n as f64), false)
+            } else {
+                (float(sum), false)
+            }
+        }
+        (AggValue::Int(None), _) | (AggValue::Float(None), _) => null,
+        (AggValue::Int(Some(v)), _) => (
+            match p.col_type {
+                pg_sys::INT2OID => pg_sys::Datum::from(v as i16),
+                pg_sys::INT4OID => pg_sys::Datum::from(v as i32),
+                _ => pg_sys::Datum::from(v),
+            },
+            false,
+        ),
+        (AggValue::Float(Some(bits)), _) => (float(f64::from_bits(bits)), false),
+    }
+}
+
+/// `ExecQual` (an inline function of executor.h).
+unsafe fn eval_bool(state: *mut pg_sys::ExprState, econtext: *mut pg_sys::ExprContext) -> bool {
+    let Some(eval) = (*state).evalfunc else { return true };
+    let old = pg_sys::MemoryContextSwitchTo((*econtext).ecxt_per_tuple_memory);
+    let mut isnull = false;
+    let d = eval(state, econtext, &mut isnull);
+    pg_sys::MemoryContextSwitchTo(old);
+    !isnull && d.value() != 0
+}
+
+/// `ExecProject` (an inline function of executor.h).
+unsafe fn project(proj: *mut pg_sys::ProjectionInfo) -> *mut pg_sys::TupleTableSlot {
+    let state = &mut (*proj).pi_state as *mut pg_sys::ExprState;
+    let slot = (*state).resultslot;
+    pg_sys::ExecClearTuple(slot);
+    let econtext = (*proj).pi_exprContext;
+    if let Some(eval) = (*state).evalfunc {
+        let old = pg_sys::MemoryContextSwitchTo((*econtext).ecxt_per_tuple_memory);
+        let mut isnull = false;
+        eval(state, econtext, &mut isnull);
+        pg_sys::MemoryContextSwitchTo(old);
+    }
+    (*slot).tts_flags &= !(pg_sys::TTS_FLAG_EMPTY as u16);
+    (*slot).tts_nvalid = (*(*slot).tts_tupleDescriptor).natts as i16;
+    slot
 }
 
 #[pg_guard]
@@ -642,14 +950,17 @@ unsafe extern "C-unwind" fn rescan(node: *mut pg_sys::CustomScanState) {
 unsafe extern "C-unwind" fn explain(node: *mut pg_sys::CustomScanState, ancestors: *mut pg_sys::List, es: *mut pg_sys::ExplainState) {
     let plan = (*node).ss.ps.plan;
     let exprs = (*(plan as *mut pg_sys::CustomScan)).custom_exprs;
-    if exprs.is_null() {
-        return;
+    if !exprs.is_null() {
+        let ctx = pg_sys::set_deparse_context_plan((*es).deparse_cxt, plan, ancestors);
+        let prefix = pg_sys::list_length((*es).rtable) > 1 || (*es).verbose;
+        let text = pg_sys::deparse_expression(pg_sys::make_ands_explicit(exprs) as *mut pg_sys::Node, ctx, prefix, false);
+        pg_sys::ExplainPropertyText(c"Storage Filter".as_ptr(), text, es);
     }
-    let ctx = pg_sys::set_deparse_context_plan((*es).deparse_cxt, plan, ancestors);
-    let prefix = pg_sys::list_length((*es).rtable) > 1 || (*es).verbose;
-    let text = pg_sys::deparse_expression(pg_sys::make_ands_explicit(exprs) as *mut pg_sys::Node, ctx, prefix, false);
-    pg_sys::ExplainPropertyText(c"Storage Filter".as_ptr(), text, es);
     if let Some(inner) = (*(node as *mut NodeState)).inner.as_ref() {
+        if !inner.agg_names.is_empty() {
+            let names = std::ffi::CString::new(inner.agg_names.join(", ")).unwrap_or_default();
+            pg_sys::ExplainPropertyText(c"Storage Aggregates".as_ptr(), names.as_ptr(), es);
+        }
         if (*es).analyze && inner.count_mode {
             pg_sys::ExplainPropertyInteger(c"Rows Counted in Storage".as_ptr(), std::ptr::null(), inner.counted_total as i64, es);
         }

@@ -3,7 +3,7 @@
 use crate::state::{self, FlushError};
 use pgrx::pg_sys;
 use pinax_client::{Client, ClientError};
-use pinax_proto::{ReadPoint, Row, RowFilter, ScanSpec};
+use pinax_proto::{AggSpec, AggValue, ReadPoint, Row, RowFilter, ScanSpec};
 use std::collections::VecDeque;
 
 /// Rows fetched per storage round trip, at most...
@@ -60,6 +60,24 @@ impl Pager {
         self.done = true;
         self.rows.extend(undecided);
         Ok(Some(n))
+    }
+
+    /// `aggs` over the rows the walk would return that match its filter, computed
+    /// in the tablets: once, then `None`. The rows the tablets could not decide or
+    /// fold are queued for `next_row`.
+    pub fn next_aggregate(&mut self, aggs: &[AggSpec]) -> Result<Option<Vec<AggValue>>, FlushError> {
+        if self.done {
+            return Ok(None);
+        }
+        let op = |client: &Client, storage: &str, mut spec: ScanSpec, at| {
+            spec.aggregates = aggs.to_vec();
+            client.aggregate_at(storage, spec, at)
+        };
+        let ((partials, undecided), read_ht, at) = self.reading(op, 0)?;
+        self.at = Some(ReadPoint { read_ht, ..at });
+        self.done = true;
+        self.rows.extend(undecided);
+        Ok(Some(partials))
     }
 
     /// The storage client and this walk's read point.

@@ -138,6 +138,17 @@ pub unsafe fn count_matching(scan: pg_sys::TableScanDesc) -> u64 {
     (*(*d).state).pager.next_count().or_raise().unwrap_or(0)
 }
 
+/// For a scan with a filter under an aggregate computed in storage (see
+/// `pushdown.rs`): the partials of `aggs` over the matching rows. The rows the
+/// tablets could not decide or fold are returned by the scan afterwards.
+///
+/// # Safety
+/// `scan` must be a scan of a Pinax table begun by [`scan_begin`].
+pub unsafe fn aggregate(scan: pg_sys::TableScanDesc, aggs: &[pinax_proto::AggSpec]) -> Vec<pinax_proto::AggValue> {
+    let d = scan as *mut PinaxScanDesc;
+    (*(*d).state).pager.next_aggregate(aggs).or_raise().unwrap_or_default()
+}
+
 /// A scan whose rows nobody reads (a plain `count(*)` over a sequential scan
 /// without a filter, see `index_only.rs`): the tablets count the visible rows
 /// (none is shipped), and this answers true that many times, false after.

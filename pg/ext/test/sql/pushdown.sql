@@ -79,6 +79,46 @@ EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT count(*) FROM pd WH
 SELECT (SELECT count(*) FROM pd WHERE t <> 'a1' OR i4 IS NULL) AS pinax, (SELECT count(*) FROM pd_heap WHERE t <> 'a1' OR i4 IS NULL) AS heap;
 SELECT (SELECT count(*) FROM pd WHERE t = repeat('x', 5000)) AS pinax, (SELECT count(*) FROM pd_heap WHERE t = repeat('x', 5000)) AS heap;
 
+-- Aggregates over one table, no GROUP BY: count, and sum, avg, min, max of
+-- integer and float columns, computed in the tablets (Storage Aggregates); rows
+-- the tablets cannot decide are shipped and folded here. The answers are the
+-- heap table's (floats in the data are exact in binary, so sums do not depend
+-- on the order of addition).
+CREATE FUNCTION pd_agg(sel text, cond text DEFAULT 'true') RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+  line text;
+  pushed bool := false;
+  a text;
+  b text;
+BEGIN
+  FOR line IN EXECUTE format('EXPLAIN (COSTS OFF) SELECT %s FROM pd WHERE %s', sel, cond) LOOP
+    pushed := pushed OR line LIKE '%Storage Aggregates%';
+  END LOOP;
+  EXECUTE format('SELECT (%s)::text FROM (SELECT %s FROM pd WHERE %s) x', 'x', sel, cond) INTO a;
+  EXECUTE format('SELECT (%s)::text FROM (SELECT %s FROM pd_heap WHERE %s) x', 'x', sel, cond) INTO b;
+  RETURN format('%s %s %s', a, CASE WHEN a IS NOT DISTINCT FROM b THEN '=' ELSE '<> heap ' || b END, CASE WHEN pushed THEN 'pushed' ELSE 'not pushed' END);
+END $$;
+SELECT sel, cond, pd_agg(sel, cond) FROM (VALUES
+  ('count(*), count(i4), sum(i4), avg(i4), min(i4), max(i4)', 'true'),
+  ('sum(i2), avg(i2), min(i2), max(i2), sum(i8), avg(i8), min(i8), max(i8)', 'true'),
+  ('count(f8), min(f8), max(f8), min(f4), max(f4)', 'true'),
+  ('sum(f8), avg(f8), sum(f4), avg(f4)', 'f8 < ''Infinity'' AND f4 < 100 AND f4 > 0'),
+  ('count(t), count(u), count(*)', 'i4 < 30'),
+  ('sum(i4), max(f8)', 'b AND i2 IS NOT NULL'),
+  ('sum(i4), count(*)', 'i4 > 1000'),
+  ('sum(i4) + 1, max(i4) - min(i4)', 'i4 <> 3'),
+  ('sum(i4 + 1)', 'true'),
+  ('count(DISTINCT i4)', 'true'),
+  ('sum(i4) FILTER (WHERE b)', 'true'),
+  ('sum(n), min(d)', 'true'),
+  ('sum(i4)', 'i4 + 1 = 5')
+) v(sel, cond);
+EXPLAIN (COSTS OFF) SELECT sum(i4), avg(f8), count(*) FROM pd WHERE i2 < 5;
+EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT sum(i4), max(f8) FROM pd WHERE b;
+SELECT sum(i4) FROM pd HAVING sum(i4) > 0;
+SELECT sum(i4) FROM pd HAVING sum(i4) < 0;
+SELECT v, (SELECT sum(i4) FROM pd WHERE i2 = v) AS pinax, (SELECT sum(i4) FROM pd_heap WHERE i2 = v) AS heap FROM generate_series(1, 3) v;
+
 -- Parameters: a generic plan's values are taken when the scan starts; a
 -- correlated subquery's at each rescan; a NULL value pushes nothing.
 PREPARE q(int, float8) AS SELECT count(*) FROM pd WHERE i4 = $1 AND f8 > $2;
@@ -114,8 +154,10 @@ ALTER TABLE pd_heap ADD COLUMN extra int DEFAULT 7;
 INSERT INTO pd (id, i4, extra) VALUES (6001, 1, 8), (6002, 1, NULL);
 INSERT INTO pd_heap (id, i4, extra) VALUES (6001, 1, 8), (6002, 1, NULL);
 SELECT pd_check('extra = 7'), pd_check('extra = 8'), pd_check('extra IS NULL');
+SELECT pd_agg('sum(extra), count(extra), max(extra)'), pd_agg('count(*), sum(i4)', 'extra = 7');
 ALTER TABLE pd DROP COLUMN i2;
 ALTER TABLE pd_heap DROP COLUMN i2;
 SELECT pd_check('i4 = 5'), pd_check('f8 > 200 AND b'), pd_check('u = md5(''7'')::uuid');
 DROP FUNCTION pd_check(text);
+DROP FUNCTION pd_agg(text, text);
 DROP TABLE pd, pd_heap;
