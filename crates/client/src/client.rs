@@ -42,6 +42,10 @@ impl Default for ClientOptions {
     }
 }
 
+/// What [`Client::aggregate_at`] computed: the merged partials, and the rows the
+/// tablets could not decide or fold.
+pub type Aggregated = (Vec<pinax_proto::AggValue>, Vec<Row>);
+
 pub(crate) struct Inner {
     pub(crate) seed: String,
     opts: ClientOptions,
@@ -424,7 +428,7 @@ impl Client {
     /// `spec.aggregates` over the rows of [`Client::scan_at`] that match
     /// `spec.filter`, computed in the tablets: the merged partials, and the rows the
     /// tablets could not decide or fold (for the caller to check and fold).
-    pub fn aggregate_at(&self, table: &str, mut spec: ScanSpec, at: ReadPoint) -> Result<((Vec<pinax_proto::AggValue>, Vec<Row>), HybridTime)> {
+    pub fn aggregate_at(&self, table: &str, mut spec: ScanSpec, at: ReadPoint) -> Result<(Aggregated, HybridTime)> {
         spec.count_only = true;
         spec.limit = 0;
         let funcs: Vec<pinax_proto::AggFunc> = spec.aggregates.iter().map(|a| a.func).collect();

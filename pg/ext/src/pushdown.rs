@@ -13,7 +13,8 @@
 //! parameter, for integers, floats, bool, text and varchar (equality under a
 //! deterministic collation, order under "C"), bytea, date, timestamp(tz) and uuid
 //! with their btree operators (`<`, `<=`, `=`, `>=`, `>`, `<>`); `column IS [NOT]
-//! NULL`; a bool column; and AND, OR, NOT of those. Values are taken when the scan
+//! NULL`; `column IN (...)` and `column NOT IN (...)` lists of up to 100 values;
+//! a bool column; and AND, OR, NOT of those. Values are taken when the scan
 //! starts (again after a rescan: parameters of a nested loop change).
 //!
 //! Execution: PostgreSQL 15's custom-scan node; this file opens the table scan
@@ -135,6 +136,8 @@ enum Kind {
 /// A condition ready to be instantiated when the scan starts.
 enum Tmpl {
     Cmp { att: u16, op: CmpOp, kind: Kind, value: Value },
+    /// `att OP ANY (array)` (`any`) or `att OP ALL (array)`.
+    InList { att: u16, op: CmpOp, kind: Kind, array: *mut pg_sys::ExprState, elem_type: pg_sys::Oid, any: bool },
     IsNull { att: u16, negate: bool },
     And(Vec<Tmpl>),
     Or(Vec<Tmpl>),
@@ -222,63 +225,96 @@ unsafe fn build(node: *mut pg_sys::Node, t: &Target, ps: Option<*mut pg_sys::Pla
                 (None, Some(c)) => (c, args[0], true),
                 _ => return None,
             };
-            let (att, ty) = col;
             let val = strip_relabel(val);
-            let val_type = match tag(val) {
-                pg_sys::NodeTag::T_Const => (*(val as *mut pg_sys::Const)).consttype,
-                pg_sys::NodeTag::T_Param => (*(val as *mut pg_sys::Param)).paramtype,
-                _ => return None,
-            };
-            let (family, kind, value_types) = family_of(ty)?;
-            if !value_types.contains(&val_type) {
+            let (cmp, kind, val_type) = comparison((*op).opno, (*op).inputcollid, col.1, value_type(val)?, commuted)?;
+            Some(Tmpl::Cmp { att: col.0, op: cmp, kind, value: Value::Expr(expr_state(val, ps), val_type) })
+        }
+        pg_sys::NodeTag::T_ScalarArrayOpExpr => {
+            // column = ANY (array), column <> ALL (array): IN and NOT IN lists.
+            let op = node as *mut pg_sys::ScalarArrayOpExpr;
+            let args = list_ptrs::<pg_sys::Node>((*op).args);
+            if args.len() != 2 {
                 return None;
             }
-            let fam = pg_sys::Oid::from(family);
-            let mut cmp = match pg_sys::get_op_opfamily_strategy((*op).opno, fam) {
-                1 => CmpOp::Lt,
-                2 => CmpOp::Le,
-                3 => CmpOp::Eq,
-                4 => CmpOp::Ge,
-                5 => CmpOp::Gt,
-                _ => {
-                    let neg = pg_sys::get_negator((*op).opno);
-                    if neg != pg_sys::InvalidOid && pg_sys::get_op_opfamily_strategy(neg, fam) == 3 {
-                        CmpOp::Ne
-                    } else {
-                        return None;
-                    }
-                }
-            };
-            if commuted {
-                cmp = match cmp {
-                    CmpOp::Lt => CmpOp::Gt,
-                    CmpOp::Le => CmpOp::Ge,
-                    CmpOp::Ge => CmpOp::Le,
-                    CmpOp::Gt => CmpOp::Lt,
-                    c => c,
-                };
+            let (att, ty) = t.column(args[0])?;
+            let arr = strip_relabel(args[1]);
+            let elem_type = pg_sys::get_element_type(value_type(arr)?);
+            if elem_type == pg_sys::InvalidOid {
+                return None;
             }
-            if family == 1994 {
-                // Text: byte equality is equality under a deterministic collation;
-                // byte order is the order only under "C".
-                let coll = (*op).inputcollid;
-                let ok = match cmp {
-                    CmpOp::Eq | CmpOp::Ne => coll != pg_sys::InvalidOid && pg_sys::get_collation_isdeterministic(coll),
-                    _ => collation_is_c(coll),
-                };
-                if !ok {
-                    return None;
-                }
-            }
-            let state = match ps {
-                Some(ps) => pg_sys::ExecInitExpr(val as *mut pg_sys::Expr, ps),
-                None => std::ptr::null_mut(),
-            };
-            Some(Tmpl::Cmp { att, op: cmp, kind, value: Value::Expr(state, val_type) })
+            let (cmp, kind, elem_type) = comparison((*op).opno, (*op).inputcollid, ty, elem_type, false)?;
+            Some(Tmpl::InList { att, op: cmp, kind, array: expr_state(arr, ps), elem_type, any: (*op).useOr })
         }
         _ => None,
     }
 }
+
+/// The type of a value operand (a constant or a parameter), or None.
+unsafe fn value_type(val: *mut pg_sys::Node) -> Option<pg_sys::Oid> {
+    match tag(val) {
+        pg_sys::NodeTag::T_Const => Some((*(val as *mut pg_sys::Const)).consttype),
+        pg_sys::NodeTag::T_Param => Some((*(val as *mut pg_sys::Param)).paramtype),
+        _ => None,
+    }
+}
+
+/// The expression state of a value operand in the executor (`ps`); null when planning.
+unsafe fn expr_state(val: *mut pg_sys::Node, ps: Option<*mut pg_sys::PlanState>) -> *mut pg_sys::ExprState {
+    match ps {
+        Some(ps) => pg_sys::ExecInitExpr(val as *mut pg_sys::Expr, ps),
+        None => std::ptr::null_mut(),
+    }
+}
+
+/// Operator `opno` (input collation `coll`) between a column of type `ty` and a
+/// value of type `val_type` (value first when `commuted`), as the tablets compare
+/// them: the comparison, how, and the value's type; None if they cannot.
+unsafe fn comparison(opno: pg_sys::Oid, coll: pg_sys::Oid, ty: pg_sys::Oid, val_type: pg_sys::Oid, commuted: bool) -> Option<(CmpOp, Kind, pg_sys::Oid)> {
+    let (family, kind, value_types) = family_of(ty)?;
+    if !value_types.contains(&val_type) {
+        return None;
+    }
+    let fam = pg_sys::Oid::from(family);
+    let mut cmp = match pg_sys::get_op_opfamily_strategy(opno, fam) {
+        1 => CmpOp::Lt,
+        2 => CmpOp::Le,
+        3 => CmpOp::Eq,
+        4 => CmpOp::Ge,
+        5 => CmpOp::Gt,
+        _ => {
+            let neg = pg_sys::get_negator(opno);
+            if neg != pg_sys::InvalidOid && pg_sys::get_op_opfamily_strategy(neg, fam) == 3 {
+                CmpOp::Ne
+            } else {
+                return None;
+            }
+        }
+    };
+    if commuted {
+        cmp = match cmp {
+            CmpOp::Lt => CmpOp::Gt,
+            CmpOp::Le => CmpOp::Ge,
+            CmpOp::Ge => CmpOp::Le,
+            CmpOp::Gt => CmpOp::Lt,
+            c => c,
+        };
+    }
+    if family == 1994 {
+        // Text: byte equality is equality under a deterministic collation;
+        // byte order is the order only under "C".
+        let ok = match cmp {
+            CmpOp::Eq | CmpOp::Ne => coll != pg_sys::InvalidOid && pg_sys::get_collation_isdeterministic(coll),
+            _ => collation_is_c(coll),
+        };
+        if !ok {
+            return None;
+        }
+    }
+    Some((cmp, kind, val_type))
+}
+
+/// Most elements of an IN list pushed (longer lists stay in PostgreSQL).
+const MAX_IN_LIST: usize = 100;
 
 /// Append `tmpl`'s program to `out` with its values taken now; false if it cannot
 /// be pushed this time (a NULL value: PostgreSQL decides such rows itself).
@@ -294,6 +330,15 @@ unsafe fn emit(tmpl: &Tmpl, econtext: *mut pg_sys::ExprContext, out: &mut Vec<Fi
                 },
             };
             out.push(FilterOp::Cmp { att: *att, op: *op, value: v });
+        }
+        Tmpl::InList { att, op, kind, array, elem_type, any } => {
+            *max_att = (*max_att).max(*att);
+            let Some(values) = evaluate_array(*array, econtext, *kind, *elem_type) else { return false };
+            let n = values.len();
+            for v in values {
+                out.push(FilterOp::Cmp { att: *att, op: *op, value: v });
+            }
+            out.push(if *any { FilterOp::Or(n as u16) } else { FilterOp::And(n as u16) });
         }
         Tmpl::IsNull { att, negate } => {
             *max_att = (*max_att).max(*att);
@@ -327,28 +372,54 @@ unsafe fn evaluate(state: *mut pg_sys::ExprState, econtext: *mut pg_sys::ExprCon
     let old = pg_sys::MemoryContextSwitchTo((*econtext).ecxt_per_tuple_memory);
     let mut isnull = false;
     let d = eval(state, econtext, &mut isnull);
-    let v = if isnull {
-        None
-    } else {
-        let raw = d.value();
-        Some(match kind {
-            Kind::Int => FilterValue::Int(match ty {
-                pg_sys::INT2OID => raw as i16 as i64,
-                pg_sys::INT4OID | pg_sys::DATEOID => raw as i32 as i64,
-                _ => raw as i64,
-            }),
-            Kind::Float => FilterValue::Float(if ty == pg_sys::FLOAT4OID { (f32::from_bits(raw as u32) as f64).to_bits() } else { raw as u64 }),
-            Kind::Bool => FilterValue::Bool(raw != 0),
-            Kind::Bytes => {
-                let p = pg_sys::pg_detoast_datum_packed(d.cast_mut_ptr());
-                let bytes = std::slice::from_raw_parts(pgrx::varlena::vardata_any(p) as *const u8, pgrx::varlena::varsize_any_exhdr(p));
-                FilterValue::Bytes(bytes.to_vec())
-            }
-            Kind::Uuid => FilterValue::Fixed(std::slice::from_raw_parts(d.cast_mut_ptr::<u8>(), 16).to_vec()),
-        })
-    };
+    let v = (!isnull).then(|| filter_value(d, kind, ty));
     pg_sys::MemoryContextSwitchTo(old);
     v
+}
+
+/// The elements of the array `state` evaluates to (elements of type `ty`); None
+/// if it or an element is NULL, it is empty or longer than `MAX_IN_LIST`.
+unsafe fn evaluate_array(state: *mut pg_sys::ExprState, econtext: *mut pg_sys::ExprContext, kind: Kind, ty: pg_sys::Oid) -> Option<Vec<FilterValue>> {
+    let eval = (*state).evalfunc?;
+    let old = pg_sys::MemoryContextSwitchTo((*econtext).ecxt_per_tuple_memory);
+    let mut isnull = false;
+    let d = eval(state, econtext, &mut isnull);
+    let mut out = None;
+    if !isnull {
+        let arr = pg_sys::pg_detoast_datum(d.cast_mut_ptr()) as *mut pg_sys::ArrayType;
+        let (mut len, mut byval, mut align) = (0i16, false, 0 as std::ffi::c_char);
+        pg_sys::get_typlenbyvalalign(ty, &mut len, &mut byval, &mut align);
+        let mut elems: *mut pg_sys::Datum = std::ptr::null_mut();
+        let mut nulls: *mut bool = std::ptr::null_mut();
+        let mut n = 0i32;
+        pg_sys::deconstruct_array(arr, ty, len as i32, byval, align, &mut elems, &mut nulls, &mut n);
+        let n = n.max(0) as usize;
+        if n > 0 && n <= MAX_IN_LIST && !(0..n).any(|i| *nulls.add(i)) {
+            out = Some((0..n).map(|i| filter_value(*elems.add(i), kind, ty)).collect());
+        }
+    }
+    pg_sys::MemoryContextSwitchTo(old);
+    out
+}
+
+/// Datum `d` of type `ty` as the tablets compare it.
+unsafe fn filter_value(d: pg_sys::Datum, kind: Kind, ty: pg_sys::Oid) -> FilterValue {
+    let raw = d.value();
+    match kind {
+        Kind::Int => FilterValue::Int(match ty {
+            pg_sys::INT2OID => raw as i16 as i64,
+            pg_sys::INT4OID | pg_sys::DATEOID => raw as i32 as i64,
+            _ => raw as i64,
+        }),
+        Kind::Float => FilterValue::Float(if ty == pg_sys::FLOAT4OID { (f32::from_bits(raw as u32) as f64).to_bits() } else { raw as u64 }),
+        Kind::Bool => FilterValue::Bool(raw != 0),
+        Kind::Bytes => {
+            let p = pg_sys::pg_detoast_datum_packed(d.cast_mut_ptr());
+            let bytes = std::slice::from_raw_parts(pgrx::varlena::vardata_any(p) as *const u8, pgrx::varlena::varsize_any_exhdr(p));
+            FilterValue::Bytes(bytes.to_vec())
+        }
+        Kind::Uuid => FilterValue::Fixed(std::slice::from_raw_parts(d.cast_mut_ptr::<u8>(), 16).to_vec()),
+    }
 }
 
 /// The executor state of a `PinaxScan` node.

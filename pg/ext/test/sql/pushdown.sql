@@ -52,7 +52,9 @@ SELECT cond, pd_check(cond) FROM (VALUES
   ('d >= ''2022-01-01'''), ('ts < ''2020-01-10 12:00'''), ('tz > ''2020-01-20 00:00+00'''), ('d < ''2020-02-01''::timestamp'),
   ('u = md5(''7'')::uuid'), ('u <> md5(''7'')::uuid'), ('n > 300'),
   ('i4 IS NULL OR t IS NOT NULL'), ('NOT (i4 > 50 AND f8 < 100)'), ('(i4 = 1 OR i4 = 2) AND b'), ('i4 + 1 = 5'), ('i4 = 4 AND i4 + 1 = 5'),
-  ('i4 > NULL::int'), ('NOT (i4 IS NULL)'), ('t IS NULL AND i2 IS NULL')
+  ('i4 > NULL::int'), ('NOT (i4 IS NULL)'), ('t IS NULL AND i2 IS NULL'),
+  ('i4 IN (1, 2, 3)'), ('i4 NOT IN (1, 2)'), ('t IN (''a1'', ''b2'')'), ('i4 IN (1, NULL)'), ('i4 NOT IN (1, NULL)'),
+  ('f8 = ANY (ARRAY[1.0, 2.5, ''NaN''])'), ('i8 > ALL (ARRAY[10, 20])'), ('NOT (i2 IN (3, 4) OR b)'), ('i4 IN (SELECT 1)')
 ) v(cond);
 
 -- The tablets drop rows: PostgreSQL's filter removes none (with pushdown off it
