@@ -185,17 +185,7 @@ impl RowMatcher {
                 4 => f32::from_le_bytes(v.try_into().unwrap_or_default()) as f64,
                 _ => f64::from_le_bytes(v.try_into().unwrap_or_default()),
             };
-            let one = match a.func {
-                AggFunc::CountRows | AggFunc::CountValues => AggValue::Count(1),
-                AggFunc::SumInt => AggValue::IntSum { sum: int() as i128, n: 1 },
-                AggFunc::SumFloat4 | AggFunc::SumFloat8 => {
-                    let f = float();
-                    AggValue::FloatSum { bits: f.to_bits(), n: 1, inf_input: f.is_infinite() }
-                }
-                AggFunc::MinInt | AggFunc::MaxInt => AggValue::Int(Some(int())),
-                AggFunc::MinFloat | AggFunc::MaxFloat => AggValue::Float(Some(float().to_bits())),
-            };
-            a.func.merge(acc, one);
+            a.func.merge(acc, a.func.of_value(int, float));
         }
         true
     }

@@ -142,6 +142,21 @@ impl AggFunc {
         }
     }
 
+    /// The partial of this aggregate over one non-NULL value, read as an integer
+    /// or as a float, as the aggregate needs.
+    pub fn of_value(self, int: impl Fn() -> i64, float: impl Fn() -> f64) -> AggValue {
+        match self {
+            AggFunc::CountRows | AggFunc::CountValues => AggValue::Count(1),
+            AggFunc::SumInt => AggValue::IntSum { sum: int() as i128, n: 1 },
+            AggFunc::SumFloat4 | AggFunc::SumFloat8 => {
+                let f = float();
+                AggValue::FloatSum { bits: f.to_bits(), n: 1, inf_input: f.is_infinite() }
+            }
+            AggFunc::MinInt | AggFunc::MaxInt => AggValue::Int(Some(int())),
+            AggFunc::MinFloat | AggFunc::MaxFloat => AggValue::Float(Some(float().to_bits())),
+        }
+    }
+
     /// Fold `other` (a partial of this aggregate) into `acc`.
     pub fn merge(self, acc: &mut AggValue, other: AggValue) {
         use std::cmp::Ordering;

@@ -834,13 +834,7 @@ unsafe fn fold_slot(p: &PushedAgg, slot: *mut pg_sys::TupleTableSlot, acc: &mut 
             _ => raw as i64,
         };
         let float = || if p.col_type == pg_sys::FLOAT4OID { f32::from_bits(raw as u32) as f64 } else { f64::from_bits(raw as u64) };
-        match p.spec.func {
-            AggFunc::CountRows | AggFunc::CountValues => AggValue::Count(1),
-            AggFunc::SumInt => AggValue::IntSum { sum: int() as i128, n: 1 },
-            AggFunc::SumFloat4 | AggFunc::SumFloat8 => AggValue::FloatSum { bits: float().to_bits(), n: 1, inf_input: float().is_infinite() },
-            AggFunc::MinInt | AggFunc::MaxInt => AggValue::Int(Some(int())),
-            AggFunc::MinFloat | AggFunc::MaxFloat => AggValue::Float(Some(float().to_bits())),
-        }
+        p.spec.func.of_value(int, float)
     };
     p.spec.func.merge(acc, one);
 }
