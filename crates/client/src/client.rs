@@ -28,7 +28,15 @@ pub struct ClientOptions {
     /// on. Connections to that address use the socket (cheaper than loopback TCP),
     /// or TCP when the socket does not answer.
     pub local_socket: Option<(String, std::path::PathBuf)>,
+    /// Asked between the requests of a scan (which then visit at most
+    /// `SCAN_REQUEST_KEYS` keys each): true stops the scan with
+    /// `ClientError::Interrupted` (a canceled SQL statement).
+    pub interrupted: Option<fn() -> bool>,
 }
+
+/// Keys one scan request visits at most when the client can be interrupted
+/// (about 10-50 ms of a tablet's time).
+pub const SCAN_REQUEST_KEYS: u64 = 50_000;
 
 impl Default for ClientOptions {
     fn default() -> Self {
@@ -38,6 +46,7 @@ impl Default for ClientOptions {
             heartbeat_interval: Duration::from_secs(1),
             leader_wait: Duration::from_secs(15),
             local_socket: None,
+            interrupted: None,
         }
     }
 }
@@ -474,10 +483,18 @@ impl Client {
         };
         let order: Vec<usize> = if spec.reverse { (first..=last).rev().collect() } else { (first..=last).collect() };
         let mut found = 0usize;
+        let interrupted = self.inner.opts.interrupted;
+        let mut first = true;
         for idx in order {
             let ti = &t.tablets[idx];
             let mut s = spec.clone();
+            if interrupted.is_some() && s.max_examined == 0 {
+                s.max_examined = SCAN_REQUEST_KEYS;
+            }
             loop {
+                if !std::mem::take(&mut first) && interrupted.is_some_and(|stop| stop()) {
+                    return Err(ClientError::Interrupted);
+                }
                 if spec.limit > 0 {
                     s.limit = spec.limit - found;
                 }

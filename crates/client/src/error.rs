@@ -16,6 +16,9 @@ pub enum ClientError {
     /// The transaction was already committed or aborted.
     #[error("transaction is already finished")]
     TxnFinished,
+    /// `ClientOptions::interrupted` said stop (between the pages of a scan).
+    #[error("the scan was interrupted")]
+    Interrupted,
 }
 
 impl From<RpcError> for ClientError {
@@ -31,6 +34,7 @@ impl ClientError {
             ClientError::Unavailable { .. } => ErrorCode::Unavailable,
             ClientError::Protocol(_) => ErrorCode::Internal,
             ClientError::TxnFinished => ErrorCode::InvalidRequest,
+            ClientError::Interrupted => ErrorCode::Cancelled,
         }
     }
     /// The transaction whose pending intent this write conflicted with, if any: the

@@ -42,6 +42,8 @@ pub enum ErrorCode {
     Busy = 31,
     /// The node is shutting down (retryable).
     ShuttingDown = 32,
+    /// The caller asked to stop (its statement was canceled) between requests.
+    Cancelled = 34,
 }
 
 impl ErrorCode {
@@ -81,6 +83,7 @@ impl ErrorCode {
             ErrorCode::NotLeader => "57P03",
             ErrorCode::Busy => "53000",
             ErrorCode::ShuttingDown => "57P01",
+            ErrorCode::Cancelled => "57014",
         }
     }
 }

@@ -144,7 +144,24 @@ impl<'a, S: Snapshot, R: TxnStatusResolver + ?Sized> MvccReader<'a, S, R> {
         // The escaped key of the current row (one buffer for the whole scan: no
         // allocation per row on the way to a count).
         let mut esc: Vec<u8> = Vec::new();
+        let mut examined = 0u64;
         loop {
+            if spec.max_examined > 0 && examined >= spec.max_examined && !esc.is_empty() {
+                // The budget is spent: continue after the last key visited.
+                let more_intents = match int.as_ref() {
+                    Some(i) => i.valid()?,
+                    None => false,
+                };
+                if reg.valid()? || more_intents {
+                    let mut last = keys::unescape_prefix(&esc)?.0;
+                    if !spec.reverse {
+                        last.push(0);
+                    }
+                    out.resume = Some(last);
+                }
+                break;
+            }
+            examined += 1;
             let (in_regular, in_intents) = {
                 let a = if reg.valid()? { Some(keys::split_version_key(reg.key())?.0) } else { None };
                 let b = match int.as_ref() {

@@ -152,6 +152,11 @@ pub struct ScanSpec {
     /// (which must be given, for the attributes' layout; `ScanResult::aggregates`);
     /// only rows the tablet cannot decide or fold are returned, for the SQL layer.
     pub aggregates: Vec<crate::filter::AggSpec>,
+    /// Stop after visiting this many keys (0 = no limit), with `resume` set, even
+    /// if fewer rows than `limit` were found: bounds one request's time when a
+    /// filter drops most rows, so the caller can check for cancellation between
+    /// requests.
+    pub max_examined: u64,
 }
 
 /// A row as storage returns it: (key, value).

@@ -1128,3 +1128,41 @@ fn aggregates_are_computed_over_the_matching_visible_rows() {
     let bad = ScanSpec { filter: Some(f), aggregates: vec![AggSpec { func: AggFunc::SumFloat4, att: 0 }, AggSpec { func: AggFunc::MaxInt, att: 1 }], ..Default::default() };
     assert_eq!(t.scan(ReadContext::at(w.now()), &bad, &w.resolver()).unwrap_err().code(), ErrorCode::InvalidRequest);
 }
+
+#[test]
+fn a_scan_with_a_key_budget_stops_and_resumes_where_it_stopped() {
+    // `max_examined` bounds the keys one request visits (rows the filter drops
+    // included): the request returns what it found and where to go on; the pages
+    // together are the scan, forwards and backwards, for rows and counts alike.
+    use pinax_proto::{AttrLayout, CmpOp, FilterOp, FilterValue, RowFilter};
+    let w = World::new();
+    let t = &w.tablets[0];
+    for i in 0..40 {
+        t.write_fast(0, &[WriteOp::put(format!("k{i:02}").as_str(), int4_row(i))], None, &w.resolver()).unwrap();
+    }
+    t.write_fast(0, &[WriteOp::delete("k05")], None, &w.resolver()).unwrap();
+    let filter = RowFilter { attrs: vec![AttrLayout { len: 4, align: 4 }], ops: vec![FilterOp::Cmp { att: 0, op: CmpOp::Ge, value: FilterValue::Int(33) }] };
+    let ctx = ReadContext::at(w.now());
+    for reverse in [false, true] {
+        for count_only in [false, true] {
+            let whole = ScanSpec { reverse, count_only, filter: Some(filter.clone()), ..Default::default() };
+            let want = t.scan(ctx, &whole, &w.resolver()).unwrap();
+            let mut spec = ScanSpec { max_examined: 7, ..whole };
+            let (mut rows, mut count, mut requests) = (Vec::new(), 0, 0);
+            loop {
+                let page = t.scan(ctx, &spec, &w.resolver()).unwrap();
+                requests += 1;
+                assert!(page.count <= 7);
+                rows.extend(page.rows);
+                count += page.count;
+                match page.resume {
+                    Some(r) if reverse => spec.end = Some(r),
+                    Some(r) => spec.start = r,
+                    None => break,
+                }
+            }
+            assert_eq!((rows, count), (want.rows, want.count), "reverse {reverse}, count_only {count_only}");
+            assert!((6..=7).contains(&requests), "{requests} requests for 39 keys by 7");
+        }
+    }
+}

@@ -508,3 +508,20 @@ fn local_clients_reach_the_node_over_its_unix_socket() {
     assert_eq!(tcp.scan("u", ScanSpec::default()).unwrap().len(), 50);
     server.stop();
 }
+
+#[test]
+fn an_interrupted_client_stops_a_scan_between_requests() {
+    // The SQL layer's cancel check: asked before every request of a scan but
+    // the first; true ends the scan with Interrupted (SQLSTATE 57014).
+    let n = start(NodeConfig { sync: false, ..NodeConfig::default() });
+    let c = Client::connect(&n.addr).unwrap();
+    c.create_table("s", Sharding::Hash { tablets: 2 }).unwrap();
+    c.write("s", (0..100).map(|i| WriteOp::put(hash_key(i), vec![1])).collect()).unwrap();
+    let stop = pinax_client::ClientOptions { interrupted: Some(|| true), ..Default::default() };
+    let e = Client::connect_with(&n.addr, stop).unwrap().scan("s", ScanSpec::default()).unwrap_err();
+    assert!(matches!(e, pinax_client::ClientError::Interrupted), "{e}");
+    assert_eq!(e.code().sqlstate(), "57014");
+    assert!(!e.is_retryable());
+    let go_on = pinax_client::ClientOptions { interrupted: Some(|| false), ..Default::default() };
+    assert_eq!(Client::connect_with(&n.addr, go_on).unwrap().scan("s", ScanSpec::default()).unwrap().len(), 100);
+}

@@ -6,6 +6,7 @@
 //! follow PostgreSQL's style guide: lower case, no trailing period, details apart.
 
 use pgrx::pg_sys::panic::ErrorReport;
+use pgrx::pg_sys;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
 use pinax_client::ClientError;
 use pinax_common::ErrorCode;
@@ -45,6 +46,7 @@ pub fn message_for(e: &ClientError) -> String {
             }
         }
         ErrorCode::Deadlock => "deadlock detected".to_string(),
+        ErrorCode::Cancelled => "canceling statement: the storage scan was interrupted".to_string(),
         ErrorCode::Unavailable => format!("pinax storage is unavailable: {e}"),
         _ => format!("pinax storage error: {e}"),
     }
@@ -83,6 +85,11 @@ pub unsafe fn was_restartable(edata: *const pgrx::pg_sys::ErrorData) -> bool {
 
 /// Raise `e` as a PostgreSQL ERROR (never returns).
 pub fn raise(e: &ClientError) -> ! {
+    if e.code() == ErrorCode::Cancelled {
+        // PostgreSQL's own report of the cancellation (statement timeout, user
+        // request, termination), if it makes one now.
+        pg_sys::check_for_interrupts!();
+    }
     let message = message_for(e);
     RESTARTABLE.with(|r| *r.borrow_mut() = restartable(e.code()).then(|| message.clone()));
     let mut report = ErrorReport::new(sqlstate_for(e.code()), message, "pinax");

@@ -130,6 +130,15 @@ thread_local! {
     static BACKEND: RefCell<Backend> = RefCell::new(Backend::default());
 }
 
+/// Whether this backend's statement is being canceled or the backend terminated
+/// (statement_timeout, pg_cancel_backend, ...): the storage client stops a long
+/// scan between requests (`ClientError::Interrupted`), and raising that error
+/// first lets PostgreSQL report the cancellation its own way.
+fn cancel_pending() -> bool {
+    // SAFETY: plain reads of signal-set flags on the backend's own thread.
+    unsafe { pg_sys::QueryCancelPending != 0 || pg_sys::ProcDiePending != 0 }
+}
+
 /// Run `f` with the backend state. Do not call back into code that uses the state.
 pub fn with<R>(f: impl FnOnce(&mut Backend) -> R) -> R {
     BACKEND.with(|b| f(&mut b.borrow_mut()))
@@ -142,7 +151,7 @@ impl Backend {
             return Ok(c.clone());
         }
         let addr = guc::address();
-        let opts = pinax_client::ClientOptions { local_socket: guc::socket().map(|p| (addr.clone(), p)), ..Default::default() };
+        let opts = pinax_client::ClientOptions { local_socket: guc::socket().map(|p| (addr.clone(), p)), interrupted: Some(cancel_pending), ..Default::default() };
         let c = Client::connect_with(&addr, opts)?;
         self.client = Some(c.clone());
         Ok(c)
