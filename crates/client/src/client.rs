@@ -51,9 +51,16 @@ impl Default for ClientOptions {
     }
 }
 
-/// What [`Client::aggregate_at`] computed: the merged partials, and the rows the
-/// tablets could not decide or fold.
-pub type Aggregated = (Vec<pinax_proto::AggValue>, Vec<Row>);
+/// What [`Client::aggregate_at`] computed.
+#[derive(Debug, Default)]
+pub struct Aggregated {
+    /// The tablets' partials, merged: one per requested aggregate.
+    pub partials: Vec<pinax_proto::AggValue>,
+    /// The rows the tablets could not decide or fold.
+    pub undecided: Vec<Row>,
+    /// How many rows the tablets folded.
+    pub folded: u64,
+}
 
 pub(crate) struct Inner {
     pub(crate) seed: String,
@@ -441,15 +448,15 @@ impl Client {
         spec.count_only = true;
         spec.limit = 0;
         let funcs: Vec<pinax_proto::AggFunc> = spec.aggregates.iter().map(|a| a.func).collect();
-        let mut acc: Vec<pinax_proto::AggValue> = funcs.iter().map(|f| f.empty()).collect();
-        let mut rows = Vec::new();
+        let mut out = Aggregated { partials: funcs.iter().map(|f| f.empty()).collect(), ..Default::default() };
         let ht = self.scan_each(table, spec, at, |r| {
-            for ((f, a), p) in funcs.iter().zip(acc.iter_mut()).zip(r.aggregates) {
+            for ((f, a), p) in funcs.iter().zip(out.partials.iter_mut()).zip(r.aggregates) {
                 f.merge(a, p);
             }
-            rows.extend(r.rows)
+            out.folded += r.count;
+            out.undecided.extend(r.rows)
         })?;
-        Ok(((acc, rows), ht))
+        Ok((out, ht))
     }
 
     /// ANALYZE's sample: every `every`-th row of [`Client::scan_at`] (all when

@@ -21,7 +21,7 @@ pub mod conn;
 pub mod error;
 pub mod txn;
 
-pub use client::{Client, ClientOptions};
+pub use client::{Aggregated, Client, ClientOptions};
 pub use pinax_proto::Row;
 pub use error::{ClientError, Result};
 pub use txn::Txn;

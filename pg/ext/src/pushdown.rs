@@ -444,7 +444,8 @@ struct Inner {
     /// Count mode: matching rows counted by the tablets not yet handed out (None:
     /// not counted yet in this scan).
     counted_left: Option<u64>,
-    /// Count mode: rows counted by the tablets, in all scans (EXPLAIN ANALYZE).
+    /// Rows counted (count mode) or folded into aggregates by the tablets, in all
+    /// scans (EXPLAIN ANALYZE).
     counted_total: u64,
     /// The aggregates the tablets compute for the plain aggregate above
     /// (`aggregate_in_storage`), and their names for EXPLAIN.
@@ -783,7 +784,13 @@ unsafe extern "C-unwind" fn exec_agg(ps: *mut pg_sys::PlanState) -> *mut pg_sys:
     let pushed = inner.aggs.clone();
     let specs: Vec<AggSpec> = pushed.iter().map(|p| p.spec).collect();
     let scan = start(ss, inner);
-    let mut acc = if inner.filter_complete { table::aggregate(scan, &specs) } else { Vec::new() };
+    let mut acc = if inner.filter_complete {
+        let (partials, folded) = table::aggregate(scan, &specs);
+        inner.counted_total += folded;
+        partials
+    } else {
+        Vec::new()
+    };
     if acc.len() != specs.len() {
         // Not every condition could be pushed this time (a NULL value): every row
         // comes here and is checked and folded.
@@ -1028,6 +1035,9 @@ unsafe extern "C-unwind" fn explain(node: *mut pg_sys::CustomScanState, ancestor
         }
         if (*es).analyze && inner.count_mode {
             pg_sys::ExplainPropertyInteger(c"Rows Counted in Storage".as_ptr(), std::ptr::null(), inner.counted_total as i64, es);
+        }
+        if (*es).analyze && !inner.aggs.is_empty() {
+            pg_sys::ExplainPropertyInteger(c"Rows Aggregated in Storage".as_ptr(), std::ptr::null(), inner.counted_total as i64, es);
         }
     }
 }

@@ -65,7 +65,7 @@ impl Pager {
     /// `aggs` over the rows the walk would return that match its filter, computed
     /// in the tablets: once, then `None`. The rows the tablets could not decide or
     /// fold are queued for `next_row`.
-    pub fn next_aggregate(&mut self, aggs: &[AggSpec]) -> Result<Option<Vec<AggValue>>, FlushError> {
+    pub fn next_aggregate(&mut self, aggs: &[AggSpec]) -> Result<Option<(Vec<AggValue>, u64)>, FlushError> {
         if self.done {
             return Ok(None);
         }
@@ -73,11 +73,11 @@ impl Pager {
             spec.aggregates = aggs.to_vec();
             client.aggregate_at(storage, spec, at)
         };
-        let ((partials, undecided), read_ht, at) = self.reading(op, 0)?;
+        let (agg, read_ht, at) = self.reading(op, 0)?;
         self.at = Some(ReadPoint { read_ht, ..at });
         self.done = true;
-        self.rows.extend(undecided);
-        Ok(Some(partials))
+        self.rows.extend(agg.undecided);
+        Ok(Some((agg.partials, agg.folded)))
     }
 
     /// The storage client and this walk's read point.

@@ -139,12 +139,13 @@ pub unsafe fn count_matching(scan: pg_sys::TableScanDesc) -> u64 {
 }
 
 /// For a scan with a filter under an aggregate computed in storage (see
-/// `pushdown.rs`): the partials of `aggs` over the matching rows. The rows the
-/// tablets could not decide or fold are returned by the scan afterwards.
+/// `pushdown.rs`): the partials of `aggs` over the matching rows, and how many rows
+/// they folded. The rows the tablets could not decide or fold are returned by the
+/// scan afterwards.
 ///
 /// # Safety
 /// `scan` must be a scan of a Pinax table begun by [`scan_begin`].
-pub unsafe fn aggregate(scan: pg_sys::TableScanDesc, aggs: &[pinax_proto::AggSpec]) -> Vec<pinax_proto::AggValue> {
+pub unsafe fn aggregate(scan: pg_sys::TableScanDesc, aggs: &[pinax_proto::AggSpec]) -> (Vec<pinax_proto::AggValue>, u64) {
     let d = scan as *mut PinaxScanDesc;
     (*(*d).state).pager.next_aggregate(aggs).or_raise().unwrap_or_default()
 }
