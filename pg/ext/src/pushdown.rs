@@ -673,9 +673,11 @@ pub unsafe fn count_in_storage(node: *mut pg_sys::CustomScanState) {
 /// The aggregate function `fnoid` over a column of type `ty`, if the tablets can
 /// compute it: what they compute, and how its result is made.
 fn pushable_aggregate(fnoid: u32, ty: pg_sys::Oid) -> Option<(AggFunc, AggResult)> {
-    use pg_sys::{FLOAT4OID, FLOAT8OID, INT2OID, INT4OID, INT8OID};
+    use pg_sys::{DATEOID, FLOAT4OID, FLOAT8OID, INT2OID, INT4OID, INT8OID, TIMESTAMPOID, TIMESTAMPTZOID};
     let is_int = matches!(ty, INT2OID | INT4OID | INT8OID);
     let is_float = matches!(ty, FLOAT4OID | FLOAT8OID);
+    // Stored and ordered as integers (min and max only).
+    let is_time = matches!(ty, DATEOID | TIMESTAMPOID | TIMESTAMPTZOID);
     Some(match fnoid {
         2803 => (AggFunc::CountRows, AggResult::Count),   // count(*)
         2147 => (AggFunc::CountValues, AggResult::Count), // count(any)
@@ -688,6 +690,8 @@ fn pushable_aggregate(fnoid: u32, ty: pg_sys::Oid) -> Option<(AggFunc, AggResult
         2115..=2117 if is_int => (AggFunc::MaxInt, AggResult::Same),
         2131..=2133 if is_int => (AggFunc::MinInt, AggResult::Same),
         2119 | 2120 if is_float => (AggFunc::MaxFloat, AggResult::Same),
+        2122 | 2126 | 2127 if is_time => (AggFunc::MaxInt, AggResult::Same),
+        2138 | 2142 | 2143 if is_time => (AggFunc::MinInt, AggResult::Same),
         2135 | 2136 if is_float => (AggFunc::MinFloat, AggResult::Same),
         _ => return None,
     })
@@ -696,7 +700,8 @@ fn pushable_aggregate(fnoid: u32, ty: pg_sys::Oid) -> Option<(AggFunc, AggResult
 /// Have the tablets compute the aggregates of plain aggregate node `agg` over
 /// scan node `child`, when every condition of the scan is pushed, it outputs
 /// plain columns, and every aggregate is `count`, or `sum`, `avg`, `min`, `max` of
-/// an integer or float column, with no FILTER, DISTINCT or ORDER BY. The node
+/// an integer or float column (`min`, `max` also of date and time stamps), with no
+/// FILTER, DISTINCT or ORDER BY. The node
 /// then returns its one row from the partials (`exec_agg`) and the scan ships
 /// only rows the tablets could not decide or fold. Called from the ExecutorStart
 /// hook's walk (`index_only.rs`).
@@ -837,7 +842,7 @@ unsafe fn fold_slot(p: &PushedAgg, slot: *mut pg_sys::TupleTableSlot, acc: &mut 
         let raw = d.value();
         let int = || match p.col_type {
             pg_sys::INT2OID => raw as i16 as i64,
-            pg_sys::INT4OID => raw as i32 as i64,
+            pg_sys::INT4OID | pg_sys::DATEOID => raw as i32 as i64,
             _ => raw as i64,
         };
         let float = || if p.col_type == pg_sys::FLOAT4OID { f32::from_bits(raw as u32) as f64 } else { f64::from_bits(raw as u64) };
@@ -889,7 +894,7 @@ unsafe fn finalize(p: &PushedAgg, a: &AggValue) -> (pg_sys::Datum, bool) {
         (AggValue::Int(Some(v)), _) => (
             match p.col_type {
                 pg_sys::INT2OID => pg_sys::Datum::from(v as i16),
-                pg_sys::INT4OID => pg_sys::Datum::from(v as i32),
+                pg_sys::INT4OID | pg_sys::DATEOID => pg_sys::Datum::from(v as i32),
                 _ => pg_sys::Datum::from(v),
             },
             false,

@@ -112,6 +112,8 @@ SELECT sel, cond, pd_agg(sel, cond) FROM (VALUES
   ('sum(i4 + 1)', 'true'),
   ('count(DISTINCT i4)', 'true'),
   ('sum(i4) FILTER (WHERE b)', 'true'),
+  ('min(d), max(d), min(ts), max(ts), min(tz), max(tz)', 'true'),
+  ('max(tz), count(*)', 'tz < ''2020-01-05'''),
   ('sum(n), min(d)', 'true'),
   ('sum(i4)', 'i4 + 1 = 5')
 ) v(sel, cond);
