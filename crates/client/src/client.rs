@@ -60,6 +60,9 @@ pub struct Aggregated {
     pub undecided: Vec<Row>,
     /// How many rows the tablets folded.
     pub folded: u64,
+    /// With `ScanSpec::group_by`: the partials per group, merged (instead of
+    /// `partials`), in no particular order.
+    pub groups: Vec<pinax_proto::AggGroup>,
 }
 
 pub(crate) struct Inner {
@@ -449,13 +452,21 @@ impl Client {
         spec.limit = 0;
         let funcs: Vec<pinax_proto::AggFunc> = spec.aggregates.iter().map(|a| a.func).collect();
         let mut out = Aggregated { partials: funcs.iter().map(|f| f.empty()).collect(), ..Default::default() };
+        let mut groups: HashMap<pinax_proto::GroupKey, pinax_proto::GroupState> = HashMap::new();
         let ht = self.scan_each(table, spec, at, |r| {
             for ((f, a), p) in funcs.iter().zip(out.partials.iter_mut()).zip(r.aggregates) {
                 f.merge(a, p);
             }
+            for g in r.groups {
+                let (_, acc) = groups.entry(g.key).or_insert_with(|| (g.shown, funcs.iter().map(|f| f.empty()).collect()));
+                for ((f, a), p) in funcs.iter().zip(acc.iter_mut()).zip(g.values) {
+                    f.merge(a, p);
+                }
+            }
             out.folded += r.count;
             out.undecided.extend(r.rows)
         })?;
+        out.groups = groups.into_iter().map(|(key, (shown, values))| pinax_proto::AggGroup { key, shown, values }).collect();
         Ok((out, ht))
     }
 

@@ -7,7 +7,7 @@
 
 use crate::{Error, Result};
 use pinax_codec::heap_tuple::{deform, Attr};
-use pinax_proto::{float_order, AggFunc, AggSpec, AggValue, CmpOp, FilterOp, FilterValue, RowFilter, MAX_FILTER_OPS};
+use pinax_proto::{canonical_float_key, float_order, AggFunc, AggSpec, AggValue, CmpOp, FilterOp, FilterValue, GroupBy, RowFilter, MAX_FILTER_OPS};
 use std::cmp::Ordering;
 
 /// The value of a (sub)condition.
@@ -131,6 +131,11 @@ impl RowMatcher {
 }
 
 impl RowMatcher {
+    /// How many attributes the filter's layouts describe.
+    pub fn attributes(&self) -> usize {
+        self.layouts.len()
+    }
+
     /// Check `aggs` against the filter's layouts.
     pub fn check_aggregates(&self, aggs: &[AggSpec]) -> Result<()> {
         for a in aggs {
@@ -147,6 +152,20 @@ impl RowMatcher {
             }
         }
         Ok(())
+    }
+
+    /// The group key of the row `tuple` under `g`, and its value's stored bytes
+    /// (see `pinax_proto::AggGroup`); None if the attribute cannot be read here.
+    pub fn group_key(&mut self, tuple: &[u8], g: &GroupBy) -> Option<(Option<Vec<u8>>, Vec<u8>)> {
+        deform(tuple, &self.layouts, &mut self.attrs);
+        match self.attrs.get(g.att as usize)? {
+            Attr::Null => Some((None, Vec::new())),
+            Attr::Unknown => None,
+            a => {
+                let b = a.bytes(tuple)?;
+                Some((Some(if g.float { canonical_float_key(b) } else { b.to_vec() }), b.to_vec()))
+            }
+        }
     }
 
     /// Fold the row `tuple` (which the filter certainly matches) into `acc`, one

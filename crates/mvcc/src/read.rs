@@ -2,6 +2,7 @@
 //! versions (regular CF) with provisional records (intents CF).
 
 use crate::filter::Verdict;
+use pinax_proto::AggValue;
 use crate::status::{TxnStatus, TxnStatusResolver};
 use crate::Result;
 use pinax_codec::keys::{self, IntentKind, StoredValue};
@@ -140,6 +141,12 @@ impl<'a, S: Snapshot, R: TxnStatusResolver + ?Sized> MvccReader<'a, S, R> {
             }
             out.aggregates = aggs.iter().map(|a| a.func.empty()).collect();
         }
+        if let (Some(g), Some(m)) = (&spec.group_by, &matcher) {
+            if aggs.is_empty() || g.att as usize >= m.attributes() {
+                return Err(crate::Error::InvalidRequest(format!("bad grouping {g:?}")));
+            }
+        }
+        let mut groups: std::collections::BTreeMap<pinax_proto::GroupKey, pinax_proto::GroupState> = std::collections::BTreeMap::new();
         let mut bytes = 0usize;
         // The escaped key of the current row (one buffer for the whole scan: no
         // allocation per row on the way to a count).
@@ -216,7 +223,26 @@ impl<'a, S: Snapshot, R: TxnStatusResolver + ?Sized> MvccReader<'a, S, R> {
             let visible = match (visible, matcher.as_mut()) {
                 (Found::Value(v), Some(m)) => match m.verdict(&v) {
                     Verdict::Yes if !aggs.is_empty() => {
-                        if m.fold(&v, aggs, &mut out.aggregates) {
+                        let folded = match &spec.group_by {
+                            None => m.fold(&v, aggs, &mut out.aggregates),
+                            // A row whose key or values cannot be read here is
+                            // shipped, and creates no group.
+                            Some(g) => match m.group_key(&v, g) {
+                                None => false,
+                                Some((k, shown)) => {
+                                    let mut one: Vec<AggValue> = aggs.iter().map(|a| a.func.empty()).collect();
+                                    let ok = m.fold(&v, aggs, &mut one);
+                                    if ok {
+                                        let (_, acc) = groups.entry(k).or_insert_with(|| (shown, aggs.iter().map(|a| a.func.empty()).collect()));
+                                        for ((a, acc), p) in aggs.iter().zip(acc.iter_mut()).zip(one) {
+                                            a.func.merge(acc, p);
+                                        }
+                                    }
+                                    ok
+                                }
+                            },
+                        };
+                        if folded {
                             out.count += 1;
                         } else {
                             let (user_key, _) = keys::unescape_prefix(&esc)?;
@@ -262,6 +288,7 @@ impl<'a, S: Snapshot, R: TxnStatusResolver + ?Sized> MvccReader<'a, S, R> {
                 }
             }
         }
+        out.groups = groups.into_iter().map(|(key, (shown, values))| pinax_proto::AggGroup { key, shown, values }).collect();
         Ok(out)
     }
 

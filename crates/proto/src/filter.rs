@@ -116,6 +116,49 @@ pub enum AggFunc {
     MaxFloat,
 }
 
+/// Aggregates computed per value of one attribute (`GROUP BY col`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupBy {
+    /// 0-based attribute.
+    pub att: u16,
+    /// A float attribute: -0 groups with 0, and every NaN with every other NaN.
+    pub float: bool,
+}
+
+/// One group's partials: its key (the attribute's stored bytes, floats made
+/// canonical; None: NULL), the stored bytes of one of its rows' values (what the
+/// group shows: a group of -0 floats shows -0, as PostgreSQL's does), and one
+/// partial per aggregate.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AggGroup {
+    pub key: Option<Vec<u8>>,
+    pub shown: Vec<u8>,
+    pub values: Vec<AggValue>,
+}
+
+/// A group's key (see [`AggGroup`]).
+pub type GroupKey = Option<Vec<u8>>;
+/// What a group shows, and its partials, while groups are gathered.
+pub type GroupState = (Vec<u8>, Vec<AggValue>);
+
+/// The canonical group key of a float attribute's stored bytes (4 or 8, little
+/// endian): -0 as 0, every NaN as one NaN.
+pub fn canonical_float_key(bytes: &[u8]) -> Vec<u8> {
+    match bytes.len() {
+        4 => {
+            let f = f32::from_le_bytes(bytes.try_into().unwrap_or_default());
+            let f = if f.is_nan() { f32::NAN } else if f == 0.0 { 0.0 } else { f };
+            f.to_le_bytes().to_vec()
+        }
+        8 => {
+            let f = f64::from_le_bytes(bytes.try_into().unwrap_or_default());
+            let f = if f.is_nan() { f64::NAN } else if f == 0.0 { 0.0 } else { f };
+            f.to_le_bytes().to_vec()
+        }
+        _ => bytes.to_vec(),
+    }
+}
+
 /// A partial aggregate: one tablet's, or several merged.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum AggValue {

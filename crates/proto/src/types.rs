@@ -157,6 +157,9 @@ pub struct ScanSpec {
     /// filter drops most rows, so the caller can check for cancellation between
     /// requests.
     pub max_examined: u64,
+    /// With `aggregates`: compute them per value of this attribute
+    /// (`ScanResult::groups`) instead of once.
+    pub group_by: Option<crate::filter::GroupBy>,
 }
 
 /// A row as storage returns it: (key, value).
@@ -173,6 +176,8 @@ pub struct ScanResult {
     pub count: u64,
     /// One partial per `ScanSpec::aggregates` entry.
     pub aggregates: Vec<crate::filter::AggValue>,
+    /// With `ScanSpec::group_by`: the partials per group, instead of `aggregates`.
+    pub groups: Vec<crate::filter::AggGroup>,
 }
 
 /// Fate of a transaction as seen by a reader or writer meeting its intent.

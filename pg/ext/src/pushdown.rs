@@ -30,7 +30,7 @@ use crate::guc;
 use crate::meta;
 use pgrx::pg_guard;
 use pgrx::pg_sys;
-use pinax_proto::{AggFunc, AggSpec, AggValue, AttrLayout, CmpOp, FilterOp, FilterValue, RowFilter, MAX_FILTER_OPS};
+use pinax_proto::{canonical_float_key, AggFunc, AggSpec, AggValue, AttrLayout, CmpOp, FilterOp, FilterValue, GroupBy, RowFilter, MAX_FILTER_OPS};
 use std::ffi::CStr;
 use std::sync::OnceLock;
 
@@ -451,6 +451,23 @@ struct Inner {
     /// (`aggregate_in_storage`), and their names for EXPLAIN.
     aggs: Vec<PushedAgg>,
     agg_names: Vec<String>,
+    /// The aggregate above groups by one column (a hashed aggregate).
+    group: Option<Grouping>,
+    /// Its groups, computed; and the next to return.
+    group_rows: Vec<(Option<Vec<u8>>, Vec<AggValue>)>,
+    /// What each group shows (by key): the stored bytes of one of its values.
+    group_shown: std::collections::HashMap<Option<Vec<u8>>, Vec<u8>>,
+    group_pos: usize,
+}
+
+/// `GROUP BY col` of an aggregate computed in storage.
+struct Grouping {
+    by: GroupBy,
+    /// The column in the scan's output (1-based) and its type.
+    out_att: usize,
+    col_type: pg_sys::Oid,
+    /// A slot of the scan's output type holding a group's key for the target list.
+    slot: *mut pg_sys::TupleTableSlot,
 }
 
 /// An aggregate of the node above computed in storage.
@@ -542,11 +559,12 @@ unsafe extern "C-unwind" fn set_rel_pathlist(root: *mut pg_sys::PlannerInfo, rel
     if !guc::enable_filter_pushdown() || (*rte).rtekind != pg_sys::RTEKind::RTE_RELATION || (*rte).inh || (*rte).relkind as u8 != pg_sys::RELKIND_RELATION {
         return;
     }
-    // A plain aggregate over this table alone may be computed in the tablets
-    // (`aggregate_in_storage`): offered even without conditions to push.
+    // A plain aggregate, or one grouped by one column, over this table alone may
+    // be computed in the tablets (`aggregate_in_storage`): offered even without
+    // conditions to push.
     let parse = (*root).parse;
     let lone_aggregate = (*parse).hasAggs
-        && (*parse).groupClause.is_null()
+        && pg_sys::list_length((*parse).groupClause) <= 1
         && (*parse).groupingSets.is_null()
         && !(*parse).hasWindowFuncs
         && pg_sys::bms_num_members((*root).all_baserels) == 1;
@@ -646,6 +664,10 @@ unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *m
         counted_total: 0,
         aggs: Vec::new(),
         agg_names: Vec::new(),
+        group: None,
+        group_rows: Vec::new(),
+        group_shown: std::collections::HashMap::new(),
+        group_pos: 0,
     };
     (*s).inner = Box::into_raw(Box::new(inner));
     (*s).cb.func = Some(free_inner);
@@ -709,7 +731,15 @@ fn pushable_aggregate(fnoid: u32, ty: pg_sys::Oid) -> Option<(AggFunc, AggResult
 /// # Safety
 /// `agg` must be an initialized plain aggregate state whose child is `child`.
 pub unsafe fn aggregate_in_storage(agg: *mut pg_sys::AggState, child: *mut pg_sys::CustomScanState) {
-    if (*child).methods != &EXEC_METHODS.0 || !(*((*agg).ss.ps.plan as *mut pg_sys::Agg)).groupingSets.is_null() {
+    let plan = (*agg).ss.ps.plan as *mut pg_sys::Agg;
+    if (*child).methods != &EXEC_METHODS.0 || !(*plan).groupingSets.is_null() {
+        return;
+    }
+    let hashed = (*plan).aggstrategy == pg_sys::AggStrategy::AGG_HASHED;
+    if !hashed && ((*plan).aggstrategy != pg_sys::AggStrategy::AGG_PLAIN || (*plan).numCols != 0) {
+        return;
+    }
+    if hashed && (*plan).numCols != 1 {
         return;
     }
     let Some(inner) = (*(child as *mut NodeState)).inner.as_mut() else { return };
@@ -766,9 +796,171 @@ pub unsafe fn aggregate_in_storage(agg: *mut pg_sys::AggState, child: *mut pg_sy
     if pushed.is_empty() {
         return;
     }
+    if hashed {
+        // One grouping column: a column of the table, of a type whose equal
+        // values have equal stored bytes (floats made canonical), under a
+        // deterministic collation.
+        let k = *(*plan).grpColIdx as usize;
+        let Some(out) = k.checked_sub(1).and_then(|j| tlist.get(j)) else { return };
+        let col = (**out).expr as *mut pg_sys::Var;
+        if col.is_null() || tag(col as *mut pg_sys::Node) != pg_sys::NodeTag::T_Var || (*col).varattno <= 0 {
+            return;
+        }
+        let ty = (*col).vartype;
+        use pg_sys::*;
+        let float = matches!(ty, FLOAT4OID | FLOAT8OID);
+        if !float && !matches!(ty, INT2OID | INT4OID | INT8OID | BOOLOID | DATEOID | TIMESTAMPOID | TIMESTAMPTZOID | UUIDOID | TEXTOID | VARCHAROID | BYTEAOID) {
+            return;
+        }
+        let coll = *(*plan).grpCollations;
+        if matches!(ty, TEXTOID | VARCHAROID) && (coll == InvalidOid || !get_collation_isdeterministic(coll)) {
+            return;
+        }
+        let att = (*col).varattno as u16 - 1;
+        let desc = pg_sys::ExecGetResultType(child as *mut pg_sys::PlanState);
+        let slot = pg_sys::ExecInitExtraTupleSlot((*agg).ss.ps.state, desc, &pg_sys::TTSOpsVirtual);
+        let colname = CStr::from_ptr((*(*(*(*child).ss.ss_currentRelation).rd_att).attrs.as_ptr().add(att as usize)).attname.data.as_ptr()).to_string_lossy().into_owned();
+        names.push(format!("grouped by {colname}"));
+        inner.group = Some(Grouping { by: GroupBy { att, float }, out_att: k, col_type: ty, slot });
+        // (A layout for the grouping column: the filter's attributes reach it.)
+        pushed.push(PushedAgg { spec: AggSpec { func: AggFunc::CountValues, att }, aggno: usize::MAX, out_att: k, col_type: ty, result: AggResult::Count });
+    }
     inner.aggs = pushed;
     inner.agg_names = names;
-    pg_sys::ExecSetExecProcNode(agg as *mut pg_sys::PlanState, Some(exec_agg));
+    pg_sys::ExecSetExecProcNode(agg as *mut pg_sys::PlanState, Some(if hashed { exec_group } else { exec_agg }));
+}
+
+/// The group key of value `d` of type `ty` (as the tablets store it, floats made
+/// canonical), and its stored bytes.
+unsafe fn group_key_of(d: pg_sys::Datum, ty: pg_sys::Oid, float: bool) -> (Vec<u8>, Vec<u8>) {
+    let raw = d.value();
+    let b = match ty {
+        pg_sys::INT2OID => (raw as i16).to_le_bytes().to_vec(),
+        pg_sys::INT4OID | pg_sys::DATEOID => (raw as i32).to_le_bytes().to_vec(),
+        pg_sys::FLOAT4OID => (raw as u32).to_le_bytes().to_vec(),
+        pg_sys::BOOLOID => vec![(raw != 0) as u8],
+        pg_sys::UUIDOID => std::slice::from_raw_parts(d.cast_mut_ptr::<u8>(), 16).to_vec(),
+        pg_sys::TEXTOID | pg_sys::VARCHAROID | pg_sys::BYTEAOID => {
+            let p = pg_sys::pg_detoast_datum_packed(d.cast_mut_ptr());
+            std::slice::from_raw_parts(pgrx::varlena::vardata_any(p) as *const u8, pgrx::varlena::varsize_any_exhdr(p)).to_vec()
+        }
+        _ => (raw as i64).to_le_bytes().to_vec(),
+    };
+    if float {
+        (canonical_float_key(&b), b)
+    } else {
+        (b.clone(), b)
+    }
+}
+
+/// The datum of group key `key` of type `ty` (allocated in the current memory
+/// context when by reference).
+unsafe fn group_datum(key: &[u8], ty: pg_sys::Oid) -> pg_sys::Datum {
+    let n = |k: usize| -> [u8; 8] {
+        let mut b = [0u8; 8];
+        b[..k.min(key.len())].copy_from_slice(&key[..k.min(key.len())]);
+        b
+    };
+    match ty {
+        pg_sys::INT2OID => pg_sys::Datum::from(i16::from_le_bytes([n(2)[0], n(2)[1]])),
+        pg_sys::INT4OID | pg_sys::DATEOID => pg_sys::Datum::from(i32::from_le_bytes(n(4)[..4].try_into().unwrap_or_default())),
+        pg_sys::FLOAT4OID => pg_sys::Datum::from(u32::from_le_bytes(n(4)[..4].try_into().unwrap_or_default()) as usize),
+        pg_sys::BOOLOID => pg_sys::Datum::from(key.first().is_some_and(|b| *b != 0)),
+        pg_sys::UUIDOID => {
+            let p = pg_sys::palloc(16) as *mut u8;
+            std::ptr::copy_nonoverlapping(key.as_ptr(), p, key.len().min(16));
+            pg_sys::Datum::from(p)
+        }
+        pg_sys::TEXTOID | pg_sys::VARCHAROID | pg_sys::BYTEAOID => pg_sys::Datum::from(pg_sys::cstring_to_text_with_len(key.as_ptr() as *const std::ffi::c_char, key.len() as i32)),
+        _ => pg_sys::Datum::from(i64::from_le_bytes(n(8))),
+    }
+}
+
+/// A hashed aggregate's rows, one per group (`agg_retrieve_hash_table`), from the
+/// groups the tablets computed and the rows they shipped (checked by the scan's
+/// qual and folded here). Its rescans always rebuild the groups: the node's
+/// `hash_ever_spilled` is set, so `ExecReScanAgg` never just re-reads
+/// PostgreSQL's (unused) hash table.
+#[pg_guard]
+unsafe extern "C-unwind" fn exec_group(ps: *mut pg_sys::PlanState) -> *mut pg_sys::TupleTableSlot {
+    let agg = ps as *mut pg_sys::AggState;
+    if (*agg).agg_done {
+        return std::ptr::null_mut();
+    }
+    let child = (*ps).lefttree;
+    let ss = child as *mut pg_sys::ScanState;
+    let Some(inner) = (*(child as *mut NodeState)).inner.as_mut() else { return std::ptr::null_mut() };
+    let Some(g) = inner.group.as_ref() else { return std::ptr::null_mut() };
+    let (by, out_att, col_type, key_slot) = (g.by, g.out_att, g.col_type, g.slot);
+    // The aggregates proper (the last entry only gives the grouping column a layout).
+    let pushed: Vec<PushedAgg> = inner.aggs.iter().filter(|p| p.aggno != usize::MAX).copied().collect();
+    if !(*agg).table_filled {
+        if !(*child).chgParam.is_null() {
+            pg_sys::ExecReScan(child);
+        }
+        let all_specs: Vec<AggSpec> = inner.aggs.iter().map(|p| p.spec).collect();
+        let scan = start(ss, inner);
+        let mut groups: std::collections::HashMap<Option<Vec<u8>>, Vec<AggValue>> = std::collections::HashMap::new();
+        let mut shown = std::collections::HashMap::new();
+        if inner.filter_complete {
+            let a = table::aggregate(scan, &all_specs, Some(by));
+            inner.counted_total += a.folded;
+            for grp in a.groups {
+                shown.insert(grp.key.clone(), grp.shown);
+                groups.insert(grp.key, grp.values);
+            }
+        }
+        let exec_child = (*child).ExecProcNode.expect("an initialized plan node");
+        loop {
+            pg_sys::check_for_interrupts!();
+            let slot = exec_child(child);
+            if slot.is_null() || (*slot).tts_flags & pg_sys::TTS_FLAG_EMPTY as u16 != 0 {
+                break;
+            }
+            let mut isnull = false;
+            let d = pg_sys::slot_getattr(slot, out_att as i32, &mut isnull);
+            let (key, value) = if isnull { (None, Vec::new()) } else { let (k, v) = group_key_of(d, col_type, by.float); (Some(k), v) };
+            shown.entry(key.clone()).or_insert(value);
+            let acc = groups.entry(key).or_insert_with(|| inner.aggs.iter().map(|p| p.spec.func.empty()).collect());
+            for (p, a) in inner.aggs.iter().zip(acc.iter_mut()) {
+                fold_slot(p, slot, a);
+            }
+        }
+        inner.group_rows = groups.into_iter().collect();
+        inner.group_shown = shown;
+        inner.group_pos = 0;
+        (*agg).table_filled = true;
+        (*agg).hash_ever_spilled = true;
+    }
+    let econtext = (*ps).ps_ExprContext;
+    while inner.group_pos < inner.group_rows.len() {
+        let (key, acc) = &inner.group_rows[inner.group_pos];
+        inner.group_pos += 1;
+        for (p, a) in pushed.iter().zip(acc.iter()) {
+            let (d, isnull) = finalize(p, a);
+            *(*econtext).ecxt_aggvalues.add(p.aggno) = d;
+            *(*econtext).ecxt_aggnulls.add(p.aggno) = isnull;
+        }
+        // The group's key in the column the target list reads; the others NULL.
+        pg_sys::ExecClearTuple(key_slot);
+        let natts = (*(*key_slot).tts_tupleDescriptor).natts as usize;
+        for i in 0..natts {
+            *(*key_slot).tts_isnull.add(i) = true;
+        }
+        if key.is_some() {
+            let value = inner.group_shown.get(key).map(|v| v.as_slice()).unwrap_or_default();
+            *(*key_slot).tts_values.add(out_att - 1) = group_datum(value, col_type);
+            *(*key_slot).tts_isnull.add(out_att - 1) = false;
+        }
+        pg_sys::ExecStoreVirtualTuple(key_slot);
+        (*econtext).ecxt_outertuple = key_slot;
+        if !(*ps).qual.is_null() && !eval_bool((*ps).qual, econtext) {
+            continue;
+        }
+        return project((*ps).ps_ProjInfo);
+    }
+    (*agg).agg_done = true;
+    std::ptr::null_mut()
 }
 
 /// A plain aggregate's one row (`agg_retrieve_direct`), from the partials the
@@ -790,9 +982,9 @@ unsafe extern "C-unwind" fn exec_agg(ps: *mut pg_sys::PlanState) -> *mut pg_sys:
     let specs: Vec<AggSpec> = pushed.iter().map(|p| p.spec).collect();
     let scan = start(ss, inner);
     let mut acc = if inner.filter_complete {
-        let (partials, folded) = table::aggregate(scan, &specs);
-        inner.counted_total += folded;
-        partials
+        let agg = table::aggregate(scan, &specs, None);
+        inner.counted_total += agg.folded;
+        agg.partials
     } else {
         Vec::new()
     };

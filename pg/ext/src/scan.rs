@@ -3,7 +3,7 @@
 use crate::state::{self, FlushError};
 use pgrx::pg_sys;
 use pinax_client::{Client, ClientError};
-use pinax_proto::{AggSpec, AggValue, ReadPoint, Row, RowFilter, ScanSpec};
+use pinax_proto::{AggSpec, GroupBy, ReadPoint, Row, RowFilter, ScanSpec};
 use std::collections::VecDeque;
 
 /// Rows fetched per storage round trip, at most...
@@ -65,19 +65,20 @@ impl Pager {
     /// `aggs` over the rows the walk would return that match its filter, computed
     /// in the tablets: once, then `None`. The rows the tablets could not decide or
     /// fold are queued for `next_row`.
-    pub fn next_aggregate(&mut self, aggs: &[AggSpec]) -> Result<Option<(Vec<AggValue>, u64)>, FlushError> {
+    pub fn next_aggregate(&mut self, aggs: &[AggSpec], group_by: Option<GroupBy>) -> Result<Option<pinax_client::Aggregated>, FlushError> {
         if self.done {
             return Ok(None);
         }
         let op = |client: &Client, storage: &str, mut spec: ScanSpec, at| {
             spec.aggregates = aggs.to_vec();
+            spec.group_by = group_by;
             client.aggregate_at(storage, spec, at)
         };
-        let (agg, read_ht, at) = self.reading(op, 0)?;
+        let (mut agg, read_ht, at) = self.reading(op, 0)?;
         self.at = Some(ReadPoint { read_ht, ..at });
         self.done = true;
-        self.rows.extend(agg.undecided);
-        Ok(Some((agg.partials, agg.folded)))
+        self.rows.extend(std::mem::take(&mut agg.undecided));
+        Ok(Some(agg))
     }
 
     /// The storage client and this walk's read point.

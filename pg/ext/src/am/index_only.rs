@@ -72,11 +72,12 @@ unsafe extern "C-unwind" fn walker(ps: *mut pg_sys::PlanState, ctx: *mut std::ff
     if (*ps).type_ == pg_sys::NodeTag::T_AggState {
         let agg = (*ps).plan as *mut pg_sys::Agg;
         let child = (*ps).lefttree;
-        if (*agg).aggstrategy == pg_sys::AggStrategy::AGG_PLAIN && !child.is_null() && (*child).type_ == pg_sys::NodeTag::T_CustomScanState {
-            if var_columns(&[(*agg).plan.targetlist.cast(), (*agg).plan.qual.cast()], pg_sys::OUTER_VAR) == Some(0) {
+        if !child.is_null() && (*child).type_ == pg_sys::NodeTag::T_CustomScanState {
+            let plain = (*agg).aggstrategy == pg_sys::AggStrategy::AGG_PLAIN;
+            if plain && var_columns(&[(*agg).plan.targetlist.cast(), (*agg).plan.qual.cast()], pg_sys::OUTER_VAR) == Some(0) {
                 crate::pushdown::count_in_storage(child as *mut pg_sys::CustomScanState);
             } else {
-                // sum, min, max, avg, count of columns.
+                // sum, min, max, avg, count of columns; also per group.
                 crate::pushdown::aggregate_in_storage(ps as *mut pg_sys::AggState, child as *mut pg_sys::CustomScanState);
             }
         }

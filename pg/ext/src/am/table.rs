@@ -145,9 +145,9 @@ pub unsafe fn count_matching(scan: pg_sys::TableScanDesc) -> u64 {
 ///
 /// # Safety
 /// `scan` must be a scan of a Pinax table begun by [`scan_begin`].
-pub unsafe fn aggregate(scan: pg_sys::TableScanDesc, aggs: &[pinax_proto::AggSpec]) -> (Vec<pinax_proto::AggValue>, u64) {
+pub unsafe fn aggregate(scan: pg_sys::TableScanDesc, aggs: &[pinax_proto::AggSpec], group_by: Option<pinax_proto::GroupBy>) -> pinax_client::Aggregated {
     let d = scan as *mut PinaxScanDesc;
-    (*(*d).state).pager.next_aggregate(aggs).or_raise().unwrap_or_default()
+    (*(*d).state).pager.next_aggregate(aggs, group_by).or_raise().unwrap_or_default()
 }
 
 /// A scan whose rows nobody reads (a plain `count(*)` over a sequential scan

@@ -119,6 +119,42 @@ SELECT sel, cond, pd_agg(sel, cond) FROM (VALUES
 ) v(sel, cond);
 EXPLAIN (COSTS OFF) SELECT sum(i4), avg(f8), count(*) FROM pd WHERE i2 < 5;
 EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT sum(i4), max(f8) FROM pd WHERE b;
+-- GROUP BY one column (a hashed aggregate): the tablets compute the groups.
+CREATE FUNCTION pd_grp(sel text, grp text, cond text DEFAULT 'true') RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+  line text;
+  pushed bool := false;
+  a text;
+  b text;
+BEGIN
+  FOR line IN EXECUTE format('EXPLAIN (COSTS OFF) SELECT %s FROM pd WHERE %s GROUP BY %s', sel, cond, grp) LOOP
+    pushed := pushed OR line LIKE '%Storage Aggregates%';
+  END LOOP;
+  EXECUTE format('SELECT count(*) || '' groups, '' || md5(string_agg(x::text, '';'' ORDER BY x::text)) FROM (SELECT %s FROM pd WHERE %s GROUP BY %s) x', sel, cond, grp) INTO a;
+  EXECUTE format('SELECT count(*) || '' groups, '' || md5(string_agg(x::text, '';'' ORDER BY x::text)) FROM (SELECT %s FROM pd_heap WHERE %s GROUP BY %s) x', sel, cond, grp) INTO b;
+  RETURN format('%s %s %s', a, CASE WHEN a IS NOT DISTINCT FROM b THEN '=' ELSE '<> heap ' || b END, CASE WHEN pushed THEN 'pushed' ELSE 'not pushed' END);
+END $$;
+SET enable_sort = off;
+SELECT sel, grp, cond, pd_grp(sel, grp, cond) FROM (VALUES
+  ('i2, count(*), sum(i4), min(f8), max(f8), avg(i8)', 'i2', 'true'),
+  ('b, count(*), count(t), max(i4)', 'b', 'true'),
+  ('t, count(*), sum(i2)', 't', 'i4 < 50'),
+  ('f4, count(*)', 'f4', 'true'),
+  ('f8, count(*), sum(i4)', 'f8', 'f8 < 10 OR f8 IS NULL OR f8 = ''NaN'''),
+  ('d, max(i4)', 'd', 'i4 > 90'),
+  ('u, count(*)', 'u', 'true'),
+  ('vc, sum(i4)', 'vc', 'true'),
+  ('by, count(*)', 'by', 'true'),
+  ('i2 % 3, count(*)', 'i2 % 3', 'true'),
+  ('i2, count(*)', 'i2, b', 'true'),
+  ('n, count(*)', 'n', 'i4 < 5')
+) v(sel, grp, cond);
+EXPLAIN (COSTS OFF) SELECT i2, sum(i4) FROM pd WHERE b GROUP BY i2 HAVING sum(i4) > 100;
+SELECT i2, sum(i4) FROM pd WHERE b GROUP BY i2 HAVING sum(i4) > 900 ORDER BY 1;
+SELECT i2, sum(i4) FROM pd_heap WHERE b GROUP BY i2 HAVING sum(i4) > 900 ORDER BY 1;
+SELECT v, (SELECT string_agg(s::text, ',' ORDER BY s) FROM (SELECT sum(i4) s FROM pd WHERE i2 = v GROUP BY b) x) FROM generate_series(1, 3) v;
+SELECT v, (SELECT string_agg(s::text, ',' ORDER BY s) FROM (SELECT sum(i4) s FROM pd_heap WHERE i2 = v GROUP BY b) x) FROM generate_series(1, 3) v;
+RESET enable_sort;
 SELECT sum(i4) FROM pd HAVING sum(i4) > 0;
 SELECT sum(i4) FROM pd HAVING sum(i4) < 0;
 SELECT v, (SELECT sum(i4) FROM pd WHERE i2 = v) AS pinax, (SELECT sum(i4) FROM pd_heap WHERE i2 = v) AS heap FROM generate_series(1, 3) v;
@@ -164,4 +200,5 @@ ALTER TABLE pd_heap DROP COLUMN i2;
 SELECT pd_check('i4 = 5'), pd_check('f8 > 200 AND b'), pd_check('u = md5(''7'')::uuid');
 DROP FUNCTION pd_check(text);
 DROP FUNCTION pd_agg(text, text);
+DROP FUNCTION pd_grp(text, text, text);
 DROP TABLE pd, pd_heap;
