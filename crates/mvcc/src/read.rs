@@ -2,6 +2,14 @@
 //! versions (regular CF) with provisional records (intents CF).
 
 use crate::filter::Verdict;
+
+/// Most groups one grouped scan request gathers; rows of further groups are
+/// returned as rows (the caller folds them).
+pub const MAX_GROUPS: usize = 10_000;
+
+/// Bytes of undecided rows a count or aggregate request ships at most before it
+/// stops (with `resume`): its answer stays well under the frame limit.
+pub const MAX_SHIPPED_BYTES: usize = 8 << 20;
 use pinax_proto::AggValue;
 use crate::status::{TxnStatus, TxnStatusResolver};
 use crate::Result;
@@ -155,17 +163,7 @@ impl<'a, S: Snapshot, R: TxnStatusResolver + ?Sized> MvccReader<'a, S, R> {
         loop {
             if spec.max_examined > 0 && examined >= spec.max_examined && !esc.is_empty() {
                 // The budget is spent: continue after the last key visited.
-                let more_intents = match int.as_ref() {
-                    Some(i) => i.valid()?,
-                    None => false,
-                };
-                if reg.valid()? || more_intents {
-                    let mut last = keys::unescape_prefix(&esc)?.0;
-                    if !spec.reverse {
-                        last.push(0);
-                    }
-                    out.resume = Some(last);
-                }
+                out.resume = resume_after(&esc, spec.reverse, &mut reg, int.as_mut())?;
                 break;
             }
             examined += 1;
@@ -229,6 +227,10 @@ impl<'a, S: Snapshot, R: TxnStatusResolver + ?Sized> MvccReader<'a, S, R> {
                             // shipped, and creates no group.
                             Some(g) => match m.group_key(&v, g) {
                                 None => false,
+                                // Past the cap, a row of a new group is shipped:
+                                // a request's memory stays bounded whatever the
+                                // number of groups.
+                                Some((k, _)) if groups.len() >= MAX_GROUPS && !groups.contains_key(&k) => false,
                                 Some((k, shown)) => {
                                     let mut one: Vec<AggValue> = aggs.iter().map(|a| a.func.empty()).collect();
                                     let ok = m.fold(&v, aggs, &mut one);
@@ -263,6 +265,7 @@ impl<'a, S: Snapshot, R: TxnStatusResolver + ?Sized> MvccReader<'a, S, R> {
                 },
                 (v, _) => v,
             };
+            let mut full = false;
             if let Found::Value(v) = visible {
                 out.count += 1;
                 if returned {
@@ -270,22 +273,15 @@ impl<'a, S: Snapshot, R: TxnStatusResolver + ?Sized> MvccReader<'a, S, R> {
                     bytes += user_key.len() + v.len();
                     out.rows.push((user_key, v));
                 }
-                let full = (spec.limit > 0 && out.count >= spec.limit as u64) || (spec.max_bytes > 0 && bytes >= spec.max_bytes);
-                if full {
-                    let more_intents = match int.as_ref() {
-                        Some(i) => i.valid()?,
-                        None => false,
-                    };
-                    if reg.valid()? || more_intents {
-                        // The last row counted (returned or not).
-                        let mut last = keys::unescape_prefix(&esc)?.0;
-                        if !spec.reverse {
-                            last.push(0);
-                        }
-                        out.resume = Some(last);
-                    }
-                    break;
-                }
+                full = (spec.limit > 0 && out.count >= spec.limit as u64) || (spec.max_bytes > 0 && bytes >= spec.max_bytes);
+            }
+            // Rows shipped by a count or an aggregate (undecided ones) fill the
+            // answer: it stays well under the frame limit.
+            full |= (spec.count_only || !aggs.is_empty()) && bytes >= MAX_SHIPPED_BYTES;
+            if full {
+                // Continue after the last key seen (counted, returned or not).
+                out.resume = resume_after(&esc, spec.reverse, &mut reg, int.as_mut())?;
+                break;
             }
         }
         out.groups = groups.into_iter().map(|(key, (shown, values))| pinax_proto::AggGroup { key, shown, values }).collect();
@@ -345,6 +341,24 @@ fn intent_found(r: &IntentRecord) -> Found {
 /// Older versions of a key stepped over before seeking past the rest (RocksDB's own
 /// iterator switches from stepping to seeking after 8 as well).
 const SEQUENTIAL_SKIPS: usize = 8;
+
+/// Where a scan stopped after the key `esc` (escaped) continues: the key just
+/// after it (forward, an inclusive start) or the key itself (reverse, an
+/// exclusive end); None when neither iterator has more.
+fn resume_after<I: KvIterator>(esc: &[u8], reverse: bool, reg: &mut I, int: Option<&mut I>) -> Result<Option<Vec<u8>>> {
+    let more_intents = match int {
+        Some(i) => i.valid()?,
+        None => false,
+    };
+    if !reg.valid()? && !more_intents {
+        return Ok(None);
+    }
+    let mut last = keys::unescape_prefix(esc)?.0;
+    if !reverse {
+        last.push(0);
+    }
+    Ok(Some(last))
+}
 
 /// Consume the versions of escaped key `esc` (iterator positioned on its first entry
 /// in scan direction) and return the newest one at or before `ctx.read_ht` (its

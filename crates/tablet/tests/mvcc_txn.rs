@@ -1222,3 +1222,57 @@ fn aggregates_are_computed_per_group() {
     let bad = ScanSpec { group_by: Some(GroupBy { att: 3, float: false }), ..s };
     assert_eq!(t.scan(ReadContext::at(w.now()), &bad, &w.resolver()).unwrap_err().code(), ErrorCode::InvalidRequest);
 }
+
+#[test]
+fn a_grouped_scan_ships_rows_of_groups_past_its_cap() {
+    // One request gathers at most MAX_GROUPS groups; rows of further groups come
+    // back as rows, so a GROUP BY on a unique column cannot exhaust the node's memory.
+    use pinax_proto::{AggFunc, AggSpec, AttrLayout, GroupBy, RowFilter};
+    let w = World::new();
+    let t = &w.tablets[0];
+    let n = pinax_mvcc::read::MAX_GROUPS as i32 + 50;
+    let ops: Vec<WriteOp> = (0..n).map(|i| WriteOp::put(format!("k{i:06}").as_str(), int4_row(i))).collect();
+    t.write_fast(0, &ops, None, &w.resolver()).unwrap();
+    let spec = ScanSpec {
+        count_only: true,
+        filter: Some(RowFilter { attrs: vec![AttrLayout { len: 4, align: 4 }], ops: vec![] }),
+        aggregates: vec![AggSpec { func: AggFunc::CountRows, att: 0 }],
+        group_by: Some(GroupBy { att: 0, float: false }),
+        ..Default::default()
+    };
+    let r = t.scan(ReadContext::at(w.now()), &spec, &w.resolver()).unwrap();
+    assert_eq!(r.groups.len(), pinax_mvcc::read::MAX_GROUPS);
+    assert_eq!(r.rows.len(), 50);
+}
+
+#[test]
+fn a_count_ships_undecided_rows_in_bounded_answers() {
+    // Rows a filtered count cannot decide are shipped; an answer stops past
+    // MAX_SHIPPED_BYTES of them and says where to continue.
+    use pinax_proto::{AttrLayout, CmpOp, FilterOp, FilterValue, RowFilter};
+    let w = World::new();
+    let t = &w.tablets[0];
+    // Tuples with no attributes (written before the column existed), 32 KiB each.
+    let mut old_row = vec![0u8; 32 << 10];
+    old_row[22] = 24;
+    let n = (pinax_mvcc::read::MAX_SHIPPED_BYTES / old_row.len()) as i32 + 20;
+    for i in 0..n {
+        t.write_fast(0, &[WriteOp::put(format!("k{i:04}").as_str(), old_row.clone())], None, &w.resolver()).unwrap();
+    }
+    let filter = RowFilter { attrs: vec![AttrLayout { len: 4, align: 4 }], ops: vec![FilterOp::Cmp { att: 0, op: CmpOp::Ge, value: FilterValue::Int(0) }] };
+    let mut spec = ScanSpec { count_only: true, filter: Some(filter), ..Default::default() };
+    let (mut shipped, mut requests) = (0, 0);
+    loop {
+        let page = t.scan(ReadContext::at(w.now()), &spec, &w.resolver()).unwrap();
+        requests += 1;
+        assert_eq!(page.count, 0);
+        assert!(page.rows.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>() <= pinax_mvcc::read::MAX_SHIPPED_BYTES + old_row.len() + 16);
+        shipped += page.rows.len();
+        match page.resume {
+            Some(r) => spec.start = r,
+            None => break,
+        }
+    }
+    assert_eq!(shipped, n as usize);
+    assert_eq!(requests, 2);
+}
