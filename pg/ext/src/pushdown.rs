@@ -910,13 +910,7 @@ unsafe extern "C-unwind" fn exec_group(ps: *mut pg_sys::PlanState) -> *mut pg_sy
                 groups.insert(grp.key, grp.values);
             }
         }
-        let exec_child = (*child).ExecProcNode.expect("an initialized plan node");
-        loop {
-            pg_sys::check_for_interrupts!();
-            let slot = exec_child(child);
-            if slot.is_null() || (*slot).tts_flags & pg_sys::TTS_FLAG_EMPTY as u16 != 0 {
-                break;
-            }
+        for_each_shipped_row(child, |slot| {
             let mut isnull = false;
             let d = pg_sys::slot_getattr(slot, out_att as i32, &mut isnull);
             let (key, value) = if isnull { (None, Vec::new()) } else { let (k, v) = group_key_of(d, col_type, by.float); (Some(k), v) };
@@ -925,7 +919,7 @@ unsafe extern "C-unwind" fn exec_group(ps: *mut pg_sys::PlanState) -> *mut pg_sy
             for (p, a) in inner.aggs.iter().zip(acc.iter_mut()) {
                 fold_slot(p, slot, a);
             }
-        }
+        });
         inner.group_rows = groups.into_iter().collect();
         inner.group_shown = shown;
         inner.group_pos = 0;
@@ -993,17 +987,11 @@ unsafe extern "C-unwind" fn exec_agg(ps: *mut pg_sys::PlanState) -> *mut pg_sys:
         // comes here and is checked and folded.
         acc = specs.iter().map(|s| s.func.empty()).collect();
     }
-    let exec_child = (*child).ExecProcNode.expect("an initialized plan node");
-    loop {
-        pg_sys::check_for_interrupts!();
-        let slot = exec_child(child);
-        if slot.is_null() || (*slot).tts_flags & pg_sys::TTS_FLAG_EMPTY as u16 != 0 {
-            break;
-        }
+    for_each_shipped_row(child, |slot| {
         for (p, a) in pushed.iter().zip(acc.iter_mut()) {
             fold_slot(p, slot, a);
         }
-    }
+    });
     let econtext = (*ps).ps_ExprContext;
     for (p, a) in pushed.iter().zip(acc.iter()) {
         let (d, isnull) = finalize(p, a);
@@ -1019,6 +1007,20 @@ unsafe extern "C-unwind" fn exec_agg(ps: *mut pg_sys::PlanState) -> *mut pg_sys:
         return std::ptr::null_mut();
     }
     project((*ps).ps_ProjInfo)
+}
+
+/// Run `f` on each row scan node `child` returns (the rows the tablets shipped,
+/// through the scan's qual).
+unsafe fn for_each_shipped_row(child: *mut pg_sys::PlanState, mut f: impl FnMut(*mut pg_sys::TupleTableSlot)) {
+    let exec_child = (*child).ExecProcNode.expect("an initialized plan node");
+    loop {
+        pg_sys::check_for_interrupts!();
+        let slot = exec_child(child);
+        if slot.is_null() || (*slot).tts_flags & pg_sys::TTS_FLAG_EMPTY as u16 != 0 {
+            return;
+        }
+        f(slot);
+    }
 }
 
 /// Fold the value of `p`'s column in the scan's output row `slot` into `acc`.
