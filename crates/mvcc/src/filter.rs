@@ -156,8 +156,8 @@ impl RowMatcher {
 
     /// The group key of the row `tuple` under `g`, and its value's stored bytes
     /// (see `pinax_proto::AggGroup`); None if the attribute cannot be read here.
-    pub fn group_key(&mut self, tuple: &[u8], g: &GroupBy) -> Option<(Option<Vec<u8>>, Vec<u8>)> {
-        deform(tuple, &self.layouts, &mut self.attrs);
+    /// Reads the attributes [`RowMatcher::verdict`] found: call it on `tuple` first.
+    pub fn group_key(&self, tuple: &[u8], g: &GroupBy) -> Option<(Option<Vec<u8>>, Vec<u8>)> {
         match self.attrs.get(g.att as usize)? {
             Attr::Null => Some((None, Vec::new())),
             Attr::Unknown => None,
@@ -170,9 +170,9 @@ impl RowMatcher {
 
     /// Fold the row `tuple` (which the filter certainly matches) into `acc`, one
     /// partial per `aggs` entry; false, and nothing folded, if an aggregated value
-    /// cannot be read here (the SQL layer folds that row).
-    pub fn fold(&mut self, tuple: &[u8], aggs: &[AggSpec], acc: &mut [AggValue]) -> bool {
-        deform(tuple, &self.layouts, &mut self.attrs);
+    /// cannot be read here (the SQL layer folds that row). Reads the attributes
+    /// [`RowMatcher::verdict`] found: call it on `tuple` first.
+    pub fn fold(&self, tuple: &[u8], aggs: &[AggSpec], acc: &mut [AggValue]) -> bool {
         let attrs = &self.attrs;
         let value = |att: u16| -> Option<Option<&[u8]>> {
             match attrs.get(att as usize)? {

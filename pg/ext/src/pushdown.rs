@@ -577,7 +577,8 @@ unsafe extern "C-unwind" fn set_rel_pathlist(root: *mut pg_sys::PlannerInfo, rel
     };
     let r = pg_sys::table_open((*rte).relid, pg_sys::NoLock as pg_sys::LOCKMODE);
     let mut pushed: *mut pg_sys::List = std::ptr::null_mut();
-    if meta::is_pinax_table(r) {
+    let pinax = meta::is_pinax_table(r);
+    if pinax {
         let t = Target { relid: (*rel).relid as i32, desc: (*r).rd_att };
         for ri in list_ptrs::<pg_sys::RestrictInfo>((*rel).baserestrictinfo) {
             let clause = (*ri).clause as *mut pg_sys::Node;
@@ -586,7 +587,6 @@ unsafe extern "C-unwind" fn set_rel_pathlist(root: *mut pg_sys::PlannerInfo, rel
             }
         }
     }
-    let pinax = meta::is_pinax_table(r);
     pg_sys::table_close(r, pg_sys::NoLock as pg_sys::LOCKMODE);
     if !pinax || (pushed.is_null() && !lone_aggregate) {
         return;
