@@ -183,15 +183,24 @@ pub fn prefix_upper_bound(prefix: &[u8]) -> Option<Vec<u8>> {
 pub enum StoredValue<'a> {
     Put(&'a [u8]),
     Tombstone,
+    /// Some columns of the row changed (a [`crate::patch`] over the older versions).
+    Patch(&'a [u8]),
 }
 
 pub const VALUE_PUT: u8 = 0x01;
 pub const VALUE_TOMBSTONE: u8 = 0x02;
+pub const VALUE_PATCH: u8 = 0x03;
 
 pub fn encode_put(out: &mut Vec<u8>, row: &[u8]) {
     out.reserve(row.len() + 1);
     out.push(VALUE_PUT);
     out.extend_from_slice(row);
+}
+
+pub fn encode_patch_value(out: &mut Vec<u8>, patch: &[u8]) {
+    out.reserve(patch.len() + 1);
+    out.push(VALUE_PATCH);
+    out.extend_from_slice(patch);
 }
 
 pub fn encode_tombstone() -> [u8; 1] {
@@ -202,6 +211,7 @@ pub fn decode_value(stored: &[u8]) -> Result<StoredValue<'_>, KeyError> {
     match stored.first() {
         Some(&VALUE_PUT) => Ok(StoredValue::Put(&stored[1..])),
         Some(&VALUE_TOMBSTONE) => Ok(StoredValue::Tombstone),
+        Some(&VALUE_PATCH) => Ok(StoredValue::Patch(&stored[1..])),
         Some(&t) => Err(KeyError::BadTag(t)),
         None => Err(KeyError::Truncated),
     }
@@ -213,6 +223,8 @@ pub enum IntentKind {
     Put = 1,
     Delete = 2,
     Lock = 3,
+    /// A [`crate::patch`]: some columns of the row.
+    Patch = 4,
 }
 
 /// A decoded intent value.
@@ -238,6 +250,7 @@ pub fn decode_intent_value(stored: &[u8]) -> Result<IntentValue<'_>, KeyError> {
         1 => IntentKind::Put,
         2 => IntentKind::Delete,
         3 => IntentKind::Lock,
+        4 => IntentKind::Patch,
         t => return Err(KeyError::BadTag(t)),
     };
     let mut s = [0u8; 4];

@@ -5,6 +5,8 @@
 //!   tagged value format. Pinned by golden tests; bump [`FORMAT_VERSION`] on change.
 //! - `datum`: memcomparable encoding of SQL values (byte order == SQL order).
 //! - `hash`: the 16-bit hash that prefixes hash-sharded row keys.
+//! - [`patch`]: row patches (an update of some columns) and the stacks of them a
+//!   read answers for the SQL layer to merge.
 //! - [`heap_tuple`]: where attribute values are in a stored row (a PostgreSQL heap
 //!   tuple), for filters evaluated in the tablets.
 //!
@@ -18,6 +20,7 @@ pub mod error;
 pub mod hash;
 pub mod heap_tuple;
 pub mod keys;
+pub mod patch;
 pub mod status_record;
 
 pub use datum::{

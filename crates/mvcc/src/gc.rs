@@ -4,7 +4,9 @@
 //! version at or before the cutoff (the one a read at the cutoff sees). Older versions
 //! are dropped. That newest-at-cutoff version, when it is a tombstone, is dropped too,
 //! but only in a bottommost compaction (nothing older can resurface from below).
-//! Entries that do not parse are always kept.
+//! When that version is a patch (some columns of the row), the versions under it
+//! are kept down to the first full one (a put or a tombstone): a read at the
+//! cutoff lays the patches over it. Entries that do not parse are always kept.
 
 use pinax_codec::keys::{self, StoredValue};
 use pinax_common::HybridTime;
@@ -32,7 +34,7 @@ pub struct HistoryGcFilterFactory {
 
 impl CompactionFilterFactory for HistoryGcFilterFactory {
     fn create(&self, bottommost: bool) -> Box<dyn CompactionFilter> {
-        Box::new(HistoryGcFilter { cutoff: self.cutoff.get(), bottommost, current: Vec::new(), seen_below: false })
+        Box::new(HistoryGcFilter { cutoff: self.cutoff.get(), bottommost, current: Vec::new(), below: Below::None })
     }
 }
 
@@ -40,7 +42,17 @@ pub struct HistoryGcFilter {
     cutoff: HybridTime,
     bottommost: bool,
     current: Vec<u8>,
-    seen_below: bool,
+    below: Below,
+}
+
+/// What the current key's versions at or below the cutoff met so far.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Below {
+    None,
+    /// Only patches: their full version is still to come.
+    Patches,
+    /// The version a read at the cutoff rests on: the rest go.
+    Full,
 }
 
 impl CompactionFilter for HistoryGcFilter {
@@ -51,16 +63,31 @@ impl CompactionFilter for HistoryGcFilter {
         if esc != &self.current[..] {
             self.current.clear();
             self.current.extend_from_slice(esc);
-            self.seen_below = false;
+            self.below = Below::None;
         }
         if ht > self.cutoff {
             return true;
         }
-        if self.seen_below {
-            return false;
+        let first = match self.below {
+            Below::Full => return false,
+            Below::None => true,
+            Below::Patches => false,
+        };
+        match keys::decode_value(value) {
+            Ok(StoredValue::Patch(_)) => {
+                self.below = Below::Patches;
+                true
+            }
+            // Under patches, a tombstone stays (a read stops there).
+            Ok(StoredValue::Tombstone) => {
+                self.below = Below::Full;
+                !(first && self.bottommost)
+            }
+            _ => {
+                self.below = Below::Full;
+                true
+            }
         }
-        self.seen_below = true;
-        !(self.bottommost && matches!(keys::decode_value(value), Ok(StoredValue::Tombstone)))
     }
 }
 
@@ -91,6 +118,31 @@ mod tests {
         assert!(!filt.keep(&keys::version_key(b"b", HybridTime(2)), &p));
         // garbage kept
         assert!(filt.keep(b"zz", b""));
+    }
+
+    #[test]
+    fn patches_at_the_cutoff_keep_their_full_version() {
+        let cutoff = HistoryCutoff::default();
+        cutoff.advance_to(HybridTime(10));
+        let f = HistoryGcFilterFactory { cutoff };
+        let mut filt = f.create(true);
+        let mut patch = Vec::new();
+        keys::encode_patch_value(&mut patch, &[0, 1, 0, 2, b'r']);
+        let p = put();
+        // "a": 15 patch, 9 patch, 8 patch, 6 put, 4 put
+        assert!(filt.keep(&keys::version_key(b"a", HybridTime(15)), &patch));
+        assert!(filt.keep(&keys::version_key(b"a", HybridTime(9)), &patch));
+        assert!(filt.keep(&keys::version_key(b"a", HybridTime(8)), &patch));
+        assert!(filt.keep(&keys::version_key(b"a", HybridTime(6)), &p));
+        assert!(!filt.keep(&keys::version_key(b"a", HybridTime(4)), &p));
+        // "b": a patch at the cutoff over a tombstone: both stay, then nothing.
+        assert!(filt.keep(&keys::version_key(b"b", HybridTime(10)), &patch));
+        assert!(filt.keep(&keys::version_key(b"b", HybridTime(7)), &keys::encode_tombstone()));
+        assert!(!filt.keep(&keys::version_key(b"b", HybridTime(5)), &p));
+        // "c": a patch above the cutoff only: the newest at the cutoff decides.
+        assert!(filt.keep(&keys::version_key(b"c", HybridTime(12)), &patch));
+        assert!(filt.keep(&keys::version_key(b"c", HybridTime(10)), &p));
+        assert!(!filt.keep(&keys::version_key(b"c", HybridTime(9)), &patch));
     }
 
     #[test]

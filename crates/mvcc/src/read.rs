@@ -14,6 +14,7 @@ use pinax_proto::AggValue;
 use crate::status::{TxnStatus, TxnStatusResolver};
 use crate::Result;
 use pinax_codec::keys::{self, IntentKind, StoredValue};
+use pinax_codec::patch;
 use pinax_common::{HybridTime, TxnId};
 use pinax_engine::{Cf, IterOptions, KvIterator, Snapshot};
 pub use pinax_proto::{ScanResult, ScanSpec};
@@ -69,8 +70,53 @@ pub struct IntentRecord {
 /// Outcome of looking at one layer for one key.
 enum Found {
     Value(Vec<u8>),
+    /// The newest visible version is a patch: the row is a stack (see
+    /// [`MvccReader::stack`]).
+    Patch,
     Deleted,
     Nothing,
+}
+
+/// What one transaction's intents on a key leave when it commits (see
+/// [`txn_effect`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TxnEffect {
+    Put(Vec<u8>),
+    Delete,
+    /// A stored patch (`pinax_codec::patch`).
+    Patch(Vec<u8>),
+}
+
+/// The version a transaction's intents `recs` on one key leave: its newest write;
+/// a newest patch takes in the attributes of its earlier patches since its last
+/// full write (each statement's patch holds the whole row as that statement saw
+/// it, its own earlier changes included), and over its own full write it is a
+/// full row. None: only locks.
+pub fn txn_effect<'r>(recs: impl IntoIterator<Item = &'r IntentRecord>) -> Result<Option<TxnEffect>> {
+    let mut writes: Vec<&IntentRecord> = recs.into_iter().filter(|r| r.kind != IntentKind::Lock).collect();
+    writes.sort_by_key(|r| std::cmp::Reverse(r.seq));
+    let Some(newest) = writes.first() else {
+        return Ok(None);
+    };
+    Ok(Some(match newest.kind {
+        IntentKind::Put => TxnEffect::Put(newest.data.clone()),
+        IntentKind::Delete => TxnEffect::Delete,
+        IntentKind::Lock => unreachable!("locks were left out"),
+        IntentKind::Patch => {
+            let (mut cols, row) = patch::decode_patch(&newest.data)?;
+            for earlier in &writes[1..] {
+                match earlier.kind {
+                    IntentKind::Patch => cols = patch::union(&cols, &patch::decode_patch(&earlier.data)?.0),
+                    // Over its own full write (or, which an update cannot follow,
+                    // a delete) the newest statement's row is the whole row.
+                    _ => return Ok(Some(TxnEffect::Put(row.to_vec()))),
+                }
+            }
+            let mut p = Vec::new();
+            patch::encode_patch(&mut p, &cols, row);
+            TxnEffect::Patch(p)
+        }
+    }))
 }
 
 pub struct MvccReader<'a, S: Snapshot, R: TxnStatusResolver + ?Sized> {
@@ -188,15 +234,11 @@ impl<'a, S: Snapshot, R: TxnStatusResolver + ?Sized> MvccReader<'a, S, R> {
                 esc.extend_from_slice(next);
                 (a == Some(next), b == Some(next))
             };
-            let from_intents = if in_intents {
-                let recs = match int.as_mut() {
-                    Some(i) => collect_intent_group(i, &esc, spec.reverse)?,
-                    None => Vec::new(),
-                };
-                self.decide_intents(&recs)?
-            } else {
-                Found::Nothing
+            let recs = match int.as_mut() {
+                Some(i) if in_intents => collect_intent_group(i, &esc, spec.reverse)?,
+                _ => Vec::new(),
             };
+            let from_intents = if in_intents { self.decide_intents(&recs)? } else { Found::Nothing };
             // Whether this key's row, if visible, is returned (its value is read).
             let returned = !spec.count_only && (spec.sample_every <= 1 || (out.count + 1) % spec.sample_every as u64 == 0);
             let from_regular = if in_regular {
@@ -216,10 +258,16 @@ impl<'a, S: Snapshot, R: TxnStatusResolver + ?Sized> MvccReader<'a, S, R> {
                 Found::Nothing => from_regular,
                 decided => decided,
             };
+            let visible = match visible {
+                Found::Patch if returned || matcher.is_some() => self.stack(&esc, &recs)?,
+                Found::Patch => Found::Value(Vec::new()),
+                v => v,
+            };
             // A filtered count ships the rows the filter cannot decide (the SQL
             // layer decides them) and counts the others that match.
             let visible = match (visible, matcher.as_mut()) {
-                (Found::Value(v), Some(m)) => match m.verdict(&v) {
+                // A stack is merged by the SQL layer, which decides it.
+                (Found::Value(v), Some(m)) => match if patch::is_stack(&v) { Verdict::Maybe } else { m.verdict(&v) } {
                     Verdict::Yes if !aggs.is_empty() => {
                         let folded = match &spec.group_by {
                             None => m.fold(&v, aggs, &mut out.aggregates),
@@ -297,6 +345,76 @@ impl<'a, S: Snapshot, R: TxnStatusResolver + ?Sized> MvccReader<'a, S, R> {
         Ok(s)
     }
 
+    /// The row of escaped key `esc` whose newest visible version is a patch: the
+    /// patches visible to this read, newest first, over the newest full version
+    /// under them, as a stack (`pinax_codec::patch`); `recs`: the key's intents.
+    /// The reader's own writes are newest; other transactions' committed writes
+    /// and the stored versions are ordered by time. (A full write is ordered with
+    /// every other write of its row, so only patches of disjoint attributes have
+    /// an order that does not show in their times.)
+    fn stack(&self, esc: &[u8], recs: &[IntentRecord]) -> Result<Found> {
+        let mut patches: Vec<Vec<u8>> = Vec::new();
+        if let Some(me) = self.ctx.txn {
+            match txn_effect(recs.iter().filter(|r| r.txn == me && r.seq < self.ctx.seq))? {
+                Some(TxnEffect::Put(row)) => return Ok(Found::Value(row)),
+                Some(TxnEffect::Delete) => return Ok(Found::Deleted),
+                Some(TxnEffect::Patch(p)) => patches.push(p),
+                None => {}
+            }
+        }
+        let mut older: Vec<(HybridTime, TxnEffect)> = Vec::new();
+        let mut txns: Vec<TxnId> = recs.iter().map(|r| r.txn).filter(|t| Some(*t) != self.ctx.txn).collect();
+        txns.sort_unstable();
+        txns.dedup();
+        for t in txns {
+            if let TxnStatus::Committed { commit_ht } = self.status_of(t)? {
+                if commit_ht <= self.ctx.read_ht {
+                    if let Some(e) = txn_effect(recs.iter().filter(|r| r.txn == t))? {
+                        older.push((commit_ht, e));
+                    }
+                }
+            }
+        }
+        let upper = keys::prefix_upper_bound(esc);
+        let mut it = self.snap.iter(Cf::Regular, IterOptions { lower: Some(esc.to_vec()), upper, prefix_same_as_start: false });
+        it.seek_to_first();
+        while it.valid()? {
+            let (k, ht) = keys::split_version_key(it.key())?;
+            if k != esc {
+                break;
+            }
+            if ht <= self.ctx.read_ht {
+                let (e, last) = match keys::decode_value(it.value())? {
+                    StoredValue::Put(v) => (TxnEffect::Put(v.to_vec()), true),
+                    StoredValue::Tombstone => (TxnEffect::Delete, true),
+                    StoredValue::Patch(p) => (TxnEffect::Patch(p.to_vec()), false),
+                };
+                older.push((ht, e));
+                if last {
+                    break;
+                }
+            }
+            it.next();
+        }
+        older.sort_by_key(|(ht, _)| std::cmp::Reverse(*ht));
+        for (_, e) in older {
+            match e {
+                TxnEffect::Patch(p) => patches.push(p),
+                TxnEffect::Put(row) if patches.is_empty() => return Ok(Found::Value(row)),
+                TxnEffect::Put(row) => return Ok(Found::Value(patch::encode_stack(&patches.iter().map(|p| &p[..]).collect::<Vec<_>>(), &row))),
+                TxnEffect::Delete => break,
+            }
+        }
+        // No full version under the patches (a patch is never written over a
+        // deleted row): the newest patch's row, a whole row as its writer saw it,
+        // stands in for one.
+        let Some(newest) = patches.first() else {
+            return Ok(Found::Deleted);
+        };
+        let base = patch::decode_patch(newest)?.1.to_vec();
+        Ok(Found::Value(patch::encode_stack(&patches.iter().map(|p| &p[..]).collect::<Vec<_>>(), &base)))
+    }
+
     fn decide_intents(&self, recs: &[IntentRecord]) -> Result<Found> {
         // 1. own intents from earlier statements.
         if let Some(me) = self.ctx.txn {
@@ -333,6 +451,7 @@ impl<'a, S: Snapshot, R: TxnStatusResolver + ?Sized> MvccReader<'a, S, R> {
 fn intent_found(r: &IntentRecord) -> Found {
     match r.kind {
         IntentKind::Put => Found::Value(r.data.clone()),
+        IntentKind::Patch => Found::Patch,
         IntentKind::Delete => Found::Deleted,
         IntentKind::Lock => Found::Nothing,
     }
@@ -396,7 +515,8 @@ fn read_version_group<I: KvIterator>(it: &mut I, esc: &[u8], ctx: &ReadContext, 
         if ht <= read_ht && !decided {
             found = match keys::decode_value(it.value())? {
                 StoredValue::Put(v) if want_value => Found::Value(v.to_vec()),
-                StoredValue::Put(_) => Found::Value(Vec::new()),
+                StoredValue::Patch(_) if want_value => Found::Patch,
+                StoredValue::Put(_) | StoredValue::Patch(_) => Found::Value(Vec::new()),
                 StoredValue::Tombstone => Found::Deleted,
             };
             // Forward: newest first, so the first match is the answer. Reverse:
@@ -510,8 +630,39 @@ impl<I: KvIterator> KeyCursor<I> {
         if k != &esc[..] {
             return Ok((None, false));
         }
-        let live = matches!(keys::decode_value(self.it.value())?, StoredValue::Put(_));
+        let live = matches!(keys::decode_value(self.it.value())?, StoredValue::Put(_) | StoredValue::Patch(_));
         Ok((Some(ht), live))
+    }
+
+    /// The newest committed versions of `key` (over the regular column family),
+    /// newest first, down to the first full one (a put or a tombstone): every one
+    /// newer than `newer_than`, and at least `max` if there are as many. Per
+    /// version: (time, the attributes of a patch or None for a full version,
+    /// whether the row is live).
+    pub fn recent_versions(&mut self, key: &[u8], newer_than: HybridTime, max: usize) -> Result<Vec<(HybridTime, Option<Vec<u16>>, bool)>> {
+        let esc = keys::escape(key);
+        self.position(&esc)?;
+        let mut out = Vec::new();
+        while self.it.valid()? {
+            let (k, ht) = keys::split_version_key(self.it.key())?;
+            if k != &esc[..] || (out.len() >= max && ht <= newer_than) {
+                break;
+            }
+            let (cols, live) = match keys::decode_value(self.it.value())? {
+                StoredValue::Patch(p) => (Some(patch::decode_patch(p)?.0), true),
+                StoredValue::Put(_) => (None, true),
+                StoredValue::Tombstone => (None, false),
+            };
+            let full = cols.is_none();
+            out.push((ht, cols, live));
+            if full {
+                break;
+            }
+            self.it.next();
+        }
+        // The iterator may now be past entries at or after `esc`: seek next time.
+        self.from = None;
+        Ok(out)
     }
 
     /// Every intent on `key`, of any transaction (over the intents column family).

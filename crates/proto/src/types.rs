@@ -18,6 +18,11 @@ pub enum WriteOpKind {
     /// Like `Lock`, but compatible with other transactions' shared locks
     /// (`FOR SHARE`, `FOR KEY SHARE`, foreign-key checks).
     LockShared,
+    /// Overwrite some columns of an existing row (`value`: a patch write op of
+    /// `pinax_codec::patch`: the attributes the update depends on, those it
+    /// changed, and the whole new row). Another transaction's pending or newer
+    /// patch of attributes this one does not depend on is no conflict.
+    Patch,
 }
 
 impl WriteOpKind {
@@ -47,6 +52,10 @@ impl WriteOp {
     pub fn delete(key: impl Into<Vec<u8>>) -> Self {
         WriteOp { kind: WriteOpKind::Delete, key: key.into(), value: Vec::new() }
     }
+    /// `value`: from `pinax_codec::patch::encode_patch_op`.
+    pub fn patch(key: impl Into<Vec<u8>>, value: impl Into<Vec<u8>>) -> Self {
+        WriteOp { kind: WriteOpKind::Patch, key: key.into(), value: value.into() }
+    }
     pub fn lock(key: impl Into<Vec<u8>>) -> Self {
         WriteOp { kind: WriteOpKind::Lock, key: key.into(), value: Vec::new() }
     }
@@ -64,7 +73,7 @@ impl WriteOp {
     /// lock is what it says (`lock`: UPDATE, `lock_shared`: SHARE).
     pub fn strength(&self) -> LockStrength {
         match self.kind {
-            WriteOpKind::Put => LockStrength::NoKeyUpdate,
+            WriteOpKind::Put | WriteOpKind::Patch => LockStrength::NoKeyUpdate,
             WriteOpKind::Insert | WriteOpKind::Delete => LockStrength::Update,
             WriteOpKind::Lock => LockStrength::from_byte(self.value.first().copied()).unwrap_or(LockStrength::Update),
             WriteOpKind::LockShared => LockStrength::from_byte(self.value.first().copied()).unwrap_or(LockStrength::Share),

@@ -10,7 +10,8 @@ use pinax_codec::keys::{self, IntentKind};
 use pinax_common::{HybridClock, HybridTime, TabletId, TxnId};
 use pinax_engine::{Cf, IterOptions, KvEngine, KvIterator, OwnedBatch, Snapshot, WriteBatch, WriteOptions, WritePressure};
 use pinax_mvcc::gc::HistoryCutoff;
-use pinax_mvcc::read::{intents_cursor, intents_cursor_between, IntentRecord, KeyCursor};
+use pinax_codec::patch;
+use pinax_mvcc::read::{intents_cursor, intents_cursor_between, txn_effect, IntentRecord, KeyCursor, TxnEffect};
 use pinax_mvcc::{MvccReader, ReadContext, ScanResult, ScanSpec, TxnStatus, TxnStatusResolver};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -79,7 +80,7 @@ struct WriteState {
 /// data byte says (no byte: UPDATE).
 fn intent_strength(r: &IntentRecord) -> LockStrength {
     match r.kind {
-        IntentKind::Put => LockStrength::NoKeyUpdate,
+        IntentKind::Put | IntentKind::Patch => LockStrength::NoKeyUpdate,
         IntentKind::Delete => LockStrength::Update,
         IntentKind::Lock => LockStrength::from_byte(r.data.first().copied()).unwrap_or(LockStrength::Update),
     }
@@ -109,6 +110,29 @@ struct KeyState {
     /// The writing transaction (or an earlier op of this batch) already wrote it,
     /// holding the row with this strength.
     own: Option<LockStrength>,
+    /// A patch of this row is stored as the whole row (see [`Tablet::resolve_key`]).
+    whole: bool,
+}
+
+/// What a write batch does with one of its ops.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Action {
+    Skip,
+    Write,
+    /// A patch stored as the whole row its writer formed.
+    WriteWhole,
+}
+
+/// The stored patch of a patch op, and the attributes it depends on (written ones
+/// included).
+fn patch_of(op: &WriteOp) -> Result<(Vec<u16>, &[u8])> {
+    let (deps, stored) = patch::decode_patch_op(&op.value).map_err(|e| Error::InvalidRequest(format!("bad patch: {e}")))?;
+    Ok((patch::union(&deps, &patch::decode_patch(stored)?.0), stored))
+}
+
+/// The row of a stored patch (the whole row its writer formed).
+fn patch_row(stored: &[u8]) -> Result<&[u8]> {
+    Ok(patch::decode_patch(stored)?.1)
 }
 
 impl<E: KvEngine> Tablet<E> {
@@ -165,6 +189,9 @@ impl<E: KvEngine> Tablet<E> {
             if !self.partition.contains(&op.key) {
                 return Err(Error::WrongTablet { tablet_id: self.id });
             }
+            if op.kind == WriteOpKind::Patch {
+                patch_of(op)?;
+            }
         }
         Ok(())
     }
@@ -215,15 +242,25 @@ impl<E: KvEngine> Tablet<E> {
             return Ok(ht);
         }
         let mut batch = OwnedBatch::new();
-        let _ = self.check_ops(ops, None, read_ht, resolver, &mut batch, !guard.intent_txns.is_empty())?;
+        let actions = self.check_ops(ops, None, read_ht, resolver, &mut batch, !guard.intent_txns.is_empty())?;
         let ht = self.mvcc.register_write(&self.clock);
         let mut vbuf = Vec::new();
-        for op in ops {
+        for (op, action) in ops.iter().zip(actions) {
             let k = keys::version_key(&op.key, ht);
             match op.kind {
                 WriteOpKind::Put | WriteOpKind::Insert => {
                     vbuf.clear();
                     keys::encode_put(&mut vbuf, &op.value);
+                    batch.put(Cf::Regular, &k, &vbuf);
+                }
+                WriteOpKind::Patch => {
+                    let (_, stored) = patch_of(op)?;
+                    vbuf.clear();
+                    if action == Action::WriteWhole {
+                        keys::encode_put(&mut vbuf, patch_row(stored)?);
+                    } else {
+                        keys::encode_patch_value(&mut vbuf, stored);
+                    }
                     batch.put(Cf::Regular, &k, &vbuf);
                 }
                 WriteOpKind::Delete => batch.put(Cf::Regular, &k, &keys::encode_tombstone()),
@@ -271,12 +308,14 @@ impl<E: KvEngine> Tablet<E> {
             return Ok(());
         }
         let mut batch = OwnedBatch::new();
-        let write = self.check_ops(ops, Some(txn), Some(read_ht), resolver, &mut batch, !guard.intent_txns.is_empty())?;
+        let actions = self.check_ops(ops, Some(txn), Some(read_ht), resolver, &mut batch, !guard.intent_txns.is_empty())?;
         let mut vbuf = Vec::new();
-        for (op, _) in ops.iter().zip(write).filter(|(_, w)| *w) {
+        for (op, action) in ops.iter().zip(actions).filter(|(_, a)| *a != Action::Skip) {
             let strength = [op.strength() as u8];
             let (kind, data): (IntentKind, &[u8]) = match op.kind {
                 WriteOpKind::Put | WriteOpKind::Insert => (IntentKind::Put, &op.value),
+                WriteOpKind::Patch if action == Action::WriteWhole => (IntentKind::Put, patch_row(patch_of(op)?.1)?),
+                WriteOpKind::Patch => (IntentKind::Patch, patch_of(op)?.1),
                 WriteOpKind::Delete => (IntentKind::Delete, &[]),
                 WriteOpKind::Lock | WriteOpKind::LockShared => (IntentKind::Lock, &strength),
             };
@@ -293,10 +332,11 @@ impl<E: KvEngine> Tablet<E> {
     /// Check every op of a batch (conflicts, uniqueness), adding the resolution of
     /// other transactions' intents to `batch`. Caller holds the write lock.
     /// `has_intents` false: the tablet holds no intents (skip looking for them).
-    /// Returns, per op, whether it needs writing (a lock on a key the transaction
-    /// already wrote does not: its write intent excludes others already, and a lock
-    /// intent of the same statement would replace it).
-    fn check_ops<R: TxnStatusResolver + ?Sized>(&self, ops: &[WriteOp], me: Option<TxnId>, read_ht: Option<HybridTime>, resolver: &R, batch: &mut OwnedBatch, has_intents: bool) -> Result<Vec<bool>> {
+    /// Returns, per op, what to write: nothing (a lock on a key the transaction
+    /// already wrote: its write intent excludes others already, and a lock
+    /// intent of the same statement would replace it), the op, or for a patch
+    /// perhaps the whole row.
+    fn check_ops<R: TxnStatusResolver + ?Sized>(&self, ops: &[WriteOp], me: Option<TxnId>, read_ht: Option<HybridTime>, resolver: &R, batch: &mut OwnedBatch, has_intents: bool) -> Result<Vec<Action>> {
         let snap = self.engine.snapshot();
         // One cursor per column family for the whole batch (a large batch has
         // thousands of keys, usually in ascending order: the cursors step from key
@@ -315,15 +355,17 @@ impl<E: KvEngine> Tablet<E> {
         let mut write = Vec::with_capacity(ops.len());
         for op in ops {
             let strength = op.strength();
+            let deps = if op.kind == WriteOpKind::Patch { Some(patch_of(op)?.0) } else { None };
+            let deps = deps.as_deref();
             let earlier = if ascending { None } else { seen.get(&op.key[..]).copied() };
             let (state, checked, written_here) = match earlier {
                 Some((s, checked, w)) if strength <= checked => (s, checked, w),
                 Some((s, _, w)) => {
                     // A stronger op on a key this batch touched: check the others again.
-                    self.resolve_key(&mut probes, &op.key, me, read_ht, op.kind, strength, resolver, batch)?;
+                    self.resolve_key(&mut probes, &op.key, me, read_ht, op.kind, strength, deps, resolver, batch)?;
                     (s, strength, w)
                 }
-                None => (self.resolve_key(&mut probes, &op.key, me, read_ht, op.kind, strength, resolver, batch)?, strength, false),
+                None => (self.resolve_key(&mut probes, &op.key, me, read_ht, op.kind, strength, deps, resolver, batch)?, strength, false),
             };
             if op.kind == WriteOpKind::Insert && state.live {
                 return Err(Error::DuplicateKey { tablet_id: self.id, key: op.key.clone() });
@@ -331,10 +373,20 @@ impl<E: KvEngine> Tablet<E> {
             // A lock no stronger than what the transaction's own write holds adds
             // nothing; nor does one after a write of the same batch (same statement),
             // whose intent it would replace.
-            write.push(!op.kind.is_lock() || (!written_here && state.own.is_none_or(|own| own < strength)));
+            write.push(if op.kind.is_lock() {
+                if !written_here && state.own.is_none_or(|own| own < strength) {
+                    Action::Write
+                } else {
+                    Action::Skip
+                }
+            } else if op.kind == WriteOpKind::Patch && state.whole {
+                Action::WriteWhole
+            } else {
+                Action::Write
+            });
             let after = match op.kind {
                 WriteOpKind::Lock | WriteOpKind::LockShared => (state, checked, written_here),
-                kind => (KeyState { live: kind != WriteOpKind::Delete, own: Some(state.own.map_or(strength, |o| o.max(strength))) }, checked, true),
+                kind => (KeyState { live: kind != WriteOpKind::Delete, own: Some(state.own.map_or(strength, |o| o.max(strength))), whole: false }, checked, true),
             };
             if !ascending {
                 seen.insert(&op.key, after);
@@ -346,6 +398,13 @@ impl<E: KvEngine> Tablet<E> {
     /// Decide what writing `key` meets: resolve other transactions' intents (apply
     /// committed, drop aborted, conflict on pending), check for commits after
     /// `read_ht`, and report whether the key holds a live row.
+    ///
+    /// `deps`: for a patch, the attributes it depends on (reads or writes). Another
+    /// transaction's pending patch, or a patch committed after `read_ht`, of none
+    /// of them is no conflict: both patches stand, and reads lay one over the
+    /// other. A patch over a row already carrying [`patch::MAX_CHAIN`] patches is
+    /// stored whole when nothing concurrent is in the way (its row is then the
+    /// latest state with its changes): reads merge a bounded number of patches.
     #[allow(clippy::too_many_arguments)]
     fn resolve_key<S: Snapshot, R: TxnStatusResolver + ?Sized>(
         &self,
@@ -355,6 +414,7 @@ impl<E: KvEngine> Tablet<E> {
         read_ht: Option<HybridTime>,
         kind: WriteOpKind,
         strength: LockStrength,
+        deps: Option<&[u16]>,
         resolver: &R,
         batch: &mut OwnedBatch,
     ) -> Result<KeyState> {
@@ -363,7 +423,8 @@ impl<E: KvEngine> Tablet<E> {
             None => Vec::new(),
         };
         let mut own_newest: Option<&IntentRecord> = None;
-        let mut inline_commit: Option<(HybridTime, bool)> = None;
+        // Committed versions of the key: (time, a patch's attributes, live).
+        let mut versions: Vec<(HybridTime, Option<Vec<u16>>, bool)> = Vec::new();
         let mut others: Vec<TxnId> = Vec::new();
         for r in &intents {
             if Some(r.txn) == me {
@@ -374,33 +435,56 @@ impl<E: KvEngine> Tablet<E> {
                 others.push(r.txn);
             }
         }
+        // Something this patch does not depend on changes the row concurrently.
+        let mut concurrent = false;
         for other in others {
             let recs: Vec<&IntentRecord> = intents.iter().filter(|r| r.txn == other).collect();
             match resolver.status(other, self.clock.now())? {
-                TxnStatus::Pending if recs.iter().all(|r| !strength.conflicts_with(intent_strength(r))) => {
-                    // compatible strengths (KEY SHARE with a non-key update, shared
-                    // locks with each other): both hold the row
-                }
                 TxnStatus::Pending => {
-                    return Err(Error::WriteConflict { tablet_id: self.id, other_txn: Some(other), committed_at: None });
+                    for r in &recs {
+                        if !strength.conflicts_with(intent_strength(r)) {
+                            // compatible strengths (KEY SHARE with a non-key update,
+                            // shared locks with each other): both hold the row
+                            continue;
+                        }
+                        match deps {
+                            Some(d) if r.kind == IntentKind::Patch && !patch::intersects(&patch::decode_patch(&r.data)?.0, d) => concurrent = true,
+                            _ => return Err(Error::WriteConflict { tablet_id: self.id, other_txn: Some(other), committed_at: None }),
+                        }
+                    }
                 }
                 TxnStatus::Committed { commit_ht } => {
                     self.clock.update(commit_ht);
                     self.note_predicate_writes(&recs, commit_ht, batch);
-                    if let Some(live) = resolve_key_intents(batch, key, other, Some(commit_ht), &recs, true) {
-                        inline_commit = Some((commit_ht, live));
+                    if let Some(effect) = resolve_key_intents(batch, key, other, Some(commit_ht), &recs, true)? {
+                        versions.push(match effect {
+                            TxnEffect::Put(_) => (commit_ht, None, true),
+                            TxnEffect::Delete => (commit_ht, None, false),
+                            TxnEffect::Patch(p) => (commit_ht, Some(patch::decode_patch(&p)?.0), true),
+                        });
                     }
                 }
                 TxnStatus::Aborted => {
-                    resolve_key_intents(batch, key, other, None, &recs, true);
+                    resolve_key_intents(batch, key, other, None, &recs, true)?;
                 }
             }
         }
-        // Latest committed state of the key.
-        let (latest_ht, latest_live) = match inline_commit {
-            Some((ht, live)) => (Some(ht), live),
-            None => probes.regular.latest_version(key)?,
-        };
+        // Latest committed state of the key. (Patches of disjoint attributes may
+        // commit in any order, so an intent resolved here can be older than a
+        // stored version.)
+        match deps {
+            Some(_) => {
+                let newer_than = read_ht.unwrap_or(HybridTime::INVALID);
+                versions.extend(probes.regular.recent_versions(key, newer_than, patch::MAX_CHAIN + 1)?);
+            }
+            None => {
+                if let (Some(ht), live) = probes.regular.latest_version(key)? {
+                    versions.push((ht, None, live));
+                }
+            }
+        }
+        versions.sort_by_key(|v| std::cmp::Reverse(v.0));
+        let (latest_ht, latest_live) = versions.first().map_or((None, false), |v| (Some(v.0), v.2));
         if strength == LockStrength::Share && kind.is_lock() && key == &self.partition.start[..] {
             // A SERIALIZABLE range read's lock: a SERIALIZABLE writer here that
             // committed after the read time wrote what the read may have missed.
@@ -411,20 +495,30 @@ impl<E: KvEngine> Tablet<E> {
                 }
             }
         }
-        if let Some(own) = own_newest {
-            // Our own earlier write decides liveness; conflicts were checked then.
-            return Ok(KeyState { live: own.kind == IntentKind::Put, own: Some(intent_strength(own)) });
-        }
-        if kind == WriteOpKind::Insert {
-            // Uniqueness is about the latest committed state, whatever the snapshot.
-            return Ok(KeyState { live: latest_live, own: None });
-        }
-        if let (Some(read_ht), Some(latest)) = (read_ht, latest_ht) {
-            if latest > read_ht {
-                return Err(Error::WriteConflict { tablet_id: self.id, other_txn: None, committed_at: Some(latest) });
+        // Commits after the read time: a conflict, except patches this one does
+        // not depend on. (Uniqueness is about the latest committed state, whatever
+        // the snapshot.)
+        if let (Some(read_ht), true) = (read_ht, kind != WriteOpKind::Insert) {
+            for (ht, cols, _) in versions.iter().filter(|v| v.0 > read_ht) {
+                match (cols, deps) {
+                    (Some(c), Some(d)) if !patch::intersects(c, d) => {
+                        self.clock.update(*ht);
+                        concurrent = true;
+                    }
+                    _ => return Err(Error::WriteConflict { tablet_id: self.id, other_txn: None, committed_at: Some(*ht) }),
+                }
             }
         }
-        Ok(KeyState { live: latest_live, own: None })
+        if let Some(own) = own_newest {
+            // Our own earlier write decides liveness; conflicts were checked then.
+            return Ok(KeyState { live: own.kind != IntentKind::Delete, own: Some(intent_strength(own)), whole: false });
+        }
+        if deps.is_some() && !latest_live {
+            // A patch needs a row under it (the read that found one is outdated).
+            return Err(Error::WriteConflict { tablet_id: self.id, other_txn: None, committed_at: latest_ht });
+        }
+        let patches = versions.iter().take_while(|v| v.1.is_some()).count();
+        Ok(KeyState { live: latest_live, own: None, whole: deps.is_some() && !concurrent && patches >= patch::MAX_CHAIN })
     }
 
     /// Point read.
@@ -488,7 +582,7 @@ impl<E: KvEngine> Tablet<E> {
             if dropped == mine.len() {
                 batch.delete(Cf::Intents, rkey);
             }
-            dropped
+            Ok(dropped)
         })
     }
 
@@ -503,7 +597,7 @@ impl<E: KvEngine> Tablet<E> {
     /// entries of a transaction are contiguous), a small one key by key (range
     /// tombstones are cheap to write but each one costs every later read of the
     /// column family until compaction, so small transactions do not leave one).
-    fn rewrite_txn_intents(&self, txn: TxnId, ht: HybridTime, clear_reverse: bool, mut f: impl FnMut(&mut OwnedBatch, &[u8], &[u8], Vec<IntentRecord>) -> usize) -> Result<usize> {
+    fn rewrite_txn_intents(&self, txn: TxnId, ht: HybridTime, clear_reverse: bool, mut f: impl FnMut(&mut OwnedBatch, &[u8], &[u8], Vec<IntentRecord>) -> Result<usize>) -> Result<usize> {
         let snap = self.engine.snapshot();
         let prefix = keys::reverse_prefix(txn);
         let upper = keys::prefix_upper_bound(&prefix);
@@ -519,7 +613,7 @@ impl<E: KvEngine> Tablet<E> {
             let rkey = it.key().to_vec();
             let (user_key, _) = keys::unescape_prefix(&rkey[prefix.len()..])?;
             let mine: Vec<IntentRecord> = ints.intents(&user_key)?.into_iter().filter(|r| r.txn == txn).collect();
-            in_batch += f(&mut batch, &user_key, &rkey, mine);
+            in_batch += f(&mut batch, &user_key, &rkey, mine)?;
             if clear_reverse {
                 reverse.push(rkey);
             }
@@ -563,8 +657,8 @@ impl<E: KvEngine> Tablet<E> {
             if let Some(ht) = commit_ht {
                 self.note_predicate_writes(&recs, ht, batch);
             }
-            resolve_key_intents(batch, user_key, txn, commit_ht, &recs, false);
-            1
+            resolve_key_intents(batch, user_key, txn, commit_ht, &recs, false)?;
+            Ok(1)
         })?;
         guard.intent_txns.remove(&txn);
         Ok(n)
@@ -611,30 +705,39 @@ impl<E: KvEngine> Tablet<E> {
 }
 
 /// Resolve one transaction's intents on `key` into `batch`: when it committed, write
-/// the version its newest non-lock intent leaves at `commit_ht`; then delete its
-/// intents and (`reverse`) its reverse-index entry. Returns whether the applied
-/// version is a live row (`None` when nothing was applied: aborted, or only locks).
-fn resolve_key_intents(batch: &mut OwnedBatch, key: &[u8], txn: TxnId, commit_ht: Option<HybridTime>, recs: &[&IntentRecord], reverse: bool) -> Option<bool> {
-    let live = commit_ht.and_then(|ht| {
-        let newest = recs.iter().filter(|r| r.kind != IntentKind::Lock).max_by_key(|r| r.seq)?;
-        let vk = keys::version_key(key, ht);
-        let live = newest.kind == IntentKind::Put;
-        if live {
-            let mut v = Vec::with_capacity(newest.data.len() + 1);
-            keys::encode_put(&mut v, &newest.data);
-            batch.put(Cf::Regular, &vk, &v);
-        } else {
-            batch.put(Cf::Regular, &vk, &keys::encode_tombstone());
+/// the version they leave ([`txn_effect`]) at `commit_ht`; then delete its intents
+/// and (`reverse`) its reverse-index entry. Returns what was applied (`None` when
+/// nothing was: aborted, or only locks).
+fn resolve_key_intents(batch: &mut OwnedBatch, key: &[u8], txn: TxnId, commit_ht: Option<HybridTime>, recs: &[&IntentRecord], reverse: bool) -> Result<Option<TxnEffect>> {
+    let effect = match commit_ht {
+        Some(ht) => {
+            let effect = txn_effect(recs.iter().copied())?;
+            let vk = keys::version_key(key, ht);
+            match &effect {
+                Some(TxnEffect::Put(row)) => {
+                    let mut v = Vec::with_capacity(row.len() + 1);
+                    keys::encode_put(&mut v, row);
+                    batch.put(Cf::Regular, &vk, &v);
+                }
+                Some(TxnEffect::Patch(p)) => {
+                    let mut v = Vec::with_capacity(p.len() + 1);
+                    keys::encode_patch_value(&mut v, p);
+                    batch.put(Cf::Regular, &vk, &v);
+                }
+                Some(TxnEffect::Delete) => batch.put(Cf::Regular, &vk, &keys::encode_tombstone()),
+                None => {}
+            }
+            effect
         }
-        Some(live)
-    });
+        None => None,
+    };
     for r in recs {
         batch.delete(Cf::Intents, &keys::intent_key(key, txn, r.seq));
     }
     if reverse {
         batch.delete(Cf::Intents, &keys::reverse_key(txn, key));
     }
-    live
+    Ok(effect)
 }
 
 /// A chunk of a transaction's keys with at least this many reverse-index entries

@@ -1,0 +1,219 @@
+//! Row patches: an update that changed some columns of a row, stored so that a
+//! concurrent update of other columns of the same row need not wait for it.
+//!
+//! A patch is the set of attributes the update changed (1-based attribute
+//! numbers, ascending) and the whole row as its writer formed it; only the changed
+//! attributes are taken from it. A row whose newest versions are patches is the
+//! newest full version (a plain put) with the patches laid over it, oldest first.
+//! Concurrent patches change disjoint attributes (the tablet refuses others), so
+//! their order does not matter.
+//!
+//! The tablets never form a row (they do not know the table's layout): a read that
+//! meets patches answers a *stack* ([`encode_stack`]): the patches, newest first,
+//! then the full row. The SQL layer merges it. A stack starts with [`STACK_TAG`],
+//! which no heap tuple starts with (a tuple's first four bytes are its length
+//! shifted left by two: the low two bits of its first byte are zero).
+//!
+//! Layouts (integers big-endian):
+//! - patch: `n: u16`, `n × attnum: u16`, row bytes;
+//! - patch write op (on the wire): `m: u16`, `m × attnum: u16` (the attributes the
+//!   update depends on: read or written), then a patch;
+//! - stack: [`STACK_TAG`], `layers: u16`, then per layer `len: u32` + bytes (the
+//!   patches, then the full row).
+
+use crate::keys::KeyError;
+
+/// First byte of a stack.
+pub const STACK_TAG: u8 = 0x03;
+
+/// Patches over one row a writer lays down before the tablet stores the row whole
+/// again (when nothing concurrent is in the way): reads merge at most about this
+/// many.
+pub const MAX_CHAIN: usize = 8;
+
+fn put_cols(out: &mut Vec<u8>, cols: &[u16]) {
+    out.extend_from_slice(&(cols.len() as u16).to_be_bytes());
+    for c in cols {
+        out.extend_from_slice(&c.to_be_bytes());
+    }
+}
+
+fn take_cols(b: &[u8]) -> Result<(Vec<u16>, &[u8]), KeyError> {
+    if b.len() < 2 {
+        return Err(KeyError::Truncated);
+    }
+    let n = u16::from_be_bytes([b[0], b[1]]) as usize;
+    let end = 2 + 2 * n;
+    if b.len() < end {
+        return Err(KeyError::Truncated);
+    }
+    let cols: Vec<u16> = b[2..end].chunks_exact(2).map(|c| u16::from_be_bytes([c[0], c[1]])).collect();
+    if cols.windows(2).any(|w| w[0] >= w[1]) || cols.first() == Some(&0) {
+        return Err(KeyError::BadTag(0));
+    }
+    Ok((cols, &b[end..]))
+}
+
+/// A patch: attributes `cols` (ascending, 1-based) of `row` replace the row's.
+pub fn encode_patch(out: &mut Vec<u8>, cols: &[u16], row: &[u8]) {
+    out.reserve(2 + 2 * cols.len() + row.len());
+    put_cols(out, cols);
+    out.extend_from_slice(row);
+}
+
+/// The changed attributes and the row of a patch.
+pub fn decode_patch(b: &[u8]) -> Result<(Vec<u16>, &[u8]), KeyError> {
+    take_cols(b)
+}
+
+/// A patch write op's value: the attributes the update depends on (`deps`), then
+/// the patch.
+pub fn encode_patch_op(cols: &[u16], deps: &[u16], row: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(4 + 2 * (cols.len() + deps.len()) + row.len());
+    put_cols(&mut out, deps);
+    encode_patch(&mut out, cols, row);
+    out
+}
+
+/// (depends-on attributes, the patch as stored) of a patch write op's value.
+pub fn decode_patch_op(b: &[u8]) -> Result<(Vec<u16>, &[u8]), KeyError> {
+    let (deps, patch) = take_cols(b)?;
+    decode_patch(patch)?;
+    Ok((deps, patch))
+}
+
+/// Whether two ascending attribute lists share one.
+pub fn intersects(a: &[u16], b: &[u16]) -> bool {
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(&b[j]) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => return true,
+        }
+    }
+    false
+}
+
+/// Union of two ascending attribute lists.
+pub fn union(a: &[u16], b: &[u16]) -> Vec<u16> {
+    let mut out: Vec<u16> = a.iter().chain(b).copied().collect();
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// Whether a row value is a stack (to merge) rather than a row.
+pub fn is_stack(value: &[u8]) -> bool {
+    value.first() == Some(&STACK_TAG)
+}
+
+/// A stack: `patches` (stored patches, newest first) over the full row `base`.
+pub fn encode_stack(patches: &[&[u8]], base: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(3 + patches.iter().map(|p| 4 + p.len()).sum::<usize>() + 4 + base.len());
+    out.push(STACK_TAG);
+    out.extend_from_slice(&((patches.len() + 1) as u16).to_be_bytes());
+    for layer in patches.iter().chain(std::iter::once(&base)) {
+        out.extend_from_slice(&(layer.len() as u32).to_be_bytes());
+        out.extend_from_slice(layer);
+    }
+    out
+}
+
+/// A decoded stack: the patches newest first (changed attributes, row) and the full
+/// row under them.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Stack<'a> {
+    pub patches: Vec<(Vec<u16>, &'a [u8])>,
+    pub base: &'a [u8],
+}
+
+pub fn decode_stack(b: &[u8]) -> Result<Stack<'_>, KeyError> {
+    if b.len() < 3 {
+        return Err(KeyError::Truncated);
+    }
+    if b[0] != STACK_TAG {
+        return Err(KeyError::BadTag(b[0]));
+    }
+    let n = u16::from_be_bytes([b[1], b[2]]) as usize;
+    if n == 0 {
+        return Err(KeyError::Truncated);
+    }
+    let mut rest = &b[3..];
+    let mut layers = Vec::with_capacity(n);
+    for _ in 0..n {
+        if rest.len() < 4 {
+            return Err(KeyError::Truncated);
+        }
+        let len = u32::from_be_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
+        rest = &rest[4..];
+        if rest.len() < len {
+            return Err(KeyError::Truncated);
+        }
+        layers.push(&rest[..len]);
+        rest = &rest[len..];
+    }
+    if !rest.is_empty() {
+        return Err(KeyError::BadTag(STACK_TAG));
+    }
+    let base = layers.pop().unwrap_or_default();
+    let patches = layers.into_iter().map(decode_patch).collect::<Result<Vec<_>, _>>()?;
+    Ok(Stack { patches, base })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn patches_ops_and_stacks_round_trip() {
+        let mut p = Vec::new();
+        encode_patch(&mut p, &[2, 5], b"row-a");
+        assert_eq!(decode_patch(&p).unwrap(), (vec![2, 5], &b"row-a"[..]));
+        let op = encode_patch_op(&[2, 5], &[1, 2, 5], b"row-a");
+        let (deps, stored) = decode_patch_op(&op).unwrap();
+        assert_eq!((deps, stored), (vec![1, 2, 5], &p[..]));
+        let mut q = Vec::new();
+        encode_patch(&mut q, &[], b"row-b");
+        let s = encode_stack(&[&p, &q], b"base");
+        assert!(is_stack(&s));
+        let d = decode_stack(&s).unwrap();
+        assert_eq!(d, Stack { patches: vec![(vec![2, 5], &b"row-a"[..]), (vec![], &b"row-b"[..])], base: b"base" });
+        // A stack of no patches is the row alone.
+        assert_eq!(decode_stack(&encode_stack(&[], b"x")).unwrap(), Stack { patches: vec![], base: b"x" });
+    }
+
+    #[test]
+    fn a_heap_tuple_is_never_a_stack() {
+        // A formed tuple starts with its length << 2 (little-endian varlena header).
+        for len in [24u32, 27, 100, 1000, 70000] {
+            assert!(!is_stack(&(len << 2).to_le_bytes()));
+        }
+    }
+
+    #[test]
+    fn sets_intersect_and_unite() {
+        assert!(intersects(&[1, 4, 9], &[2, 9]));
+        assert!(!intersects(&[1, 4, 9], &[2, 3, 10]));
+        assert!(!intersects(&[], &[1]));
+        assert_eq!(union(&[1, 4], &[2, 4, 7]), vec![1, 2, 4, 7]);
+    }
+
+    #[test]
+    fn malformed_input_is_an_error_never_a_panic() {
+        let mut p = Vec::new();
+        encode_patch(&mut p, &[2, 5], b"row");
+        let s = encode_stack(&[&p], b"base");
+        for cut in 0..s.len() {
+            let _ = decode_stack(&s[..cut]);
+        }
+        for i in 0..s.len() {
+            let mut t = s.clone();
+            t[i] ^= 0xA5;
+            let _ = decode_stack(&t);
+        }
+        assert!(decode_patch(&[0, 2, 0, 5, 0, 2]).is_err(), "descending attributes");
+        assert!(decode_patch(&[0, 1, 0, 0]).is_err(), "attribute 0");
+        assert!(decode_patch_op(&[0, 1]).is_err());
+    }
+}
