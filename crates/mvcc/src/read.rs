@@ -553,6 +553,10 @@ fn collect_intent_group<I: KvIterator>(it: &mut I, esc: &[u8], reverse: bool) ->
     Ok(out)
 }
 
+/// A committed version as [`KeyCursor::recent_versions`] reports it: (time, the
+/// attributes of a patch or None for a full version, whether the row is live).
+pub type RecentVersion = (HybridTime, Option<Vec<u16>>, bool);
+
 /// Entries a [`KeyCursor`] steps over before it seeks instead.
 const CURSOR_STEPS: usize = 8;
 
@@ -639,7 +643,7 @@ impl<I: KvIterator> KeyCursor<I> {
     /// newer than `newer_than`, and at least `max` if there are as many. Per
     /// version: (time, the attributes of a patch or None for a full version,
     /// whether the row is live).
-    pub fn recent_versions(&mut self, key: &[u8], newer_than: HybridTime, max: usize) -> Result<Vec<(HybridTime, Option<Vec<u16>>, bool)>> {
+    pub fn recent_versions(&mut self, key: &[u8], newer_than: HybridTime, max: usize) -> Result<Vec<RecentVersion>> {
         let esc = keys::escape(key);
         self.position(&esc)?;
         let mut out = Vec::new();

@@ -11,7 +11,7 @@ use pinax_common::{HybridClock, HybridTime, TabletId, TxnId};
 use pinax_engine::{Cf, IterOptions, KvEngine, KvIterator, OwnedBatch, Snapshot, WriteBatch, WriteOptions, WritePressure};
 use pinax_mvcc::gc::HistoryCutoff;
 use pinax_codec::patch;
-use pinax_mvcc::read::{intents_cursor, intents_cursor_between, txn_effect, IntentRecord, KeyCursor, TxnEffect};
+use pinax_mvcc::read::{intents_cursor, intents_cursor_between, txn_effect, IntentRecord, KeyCursor, RecentVersion, TxnEffect};
 use pinax_mvcc::{MvccReader, ReadContext, ScanResult, ScanSpec, TxnStatus, TxnStatusResolver};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -424,7 +424,7 @@ impl<E: KvEngine> Tablet<E> {
         };
         let mut own_newest: Option<&IntentRecord> = None;
         // Committed versions of the key: (time, a patch's attributes, live).
-        let mut versions: Vec<(HybridTime, Option<Vec<u16>>, bool)> = Vec::new();
+        let mut versions: Vec<RecentVersion> = Vec::new();
         let mut others: Vec<TxnId> = Vec::new();
         for r in &intents {
             if Some(r.txn) == me {
