@@ -1282,9 +1282,11 @@ fn patch_op(key: &str, cols: &[u16], deps: &[u16], row: &str) -> WriteOp {
     WriteOp::patch(key, pinax_codec::patch::encode_patch_op(cols, deps, row.as_bytes()))
 }
 
+type Stacked = (Vec<(Vec<u16>, String)>, String);
+
 /// The row of `key` as the tablet answers it: (patches newest first as
 /// (attributes, row), the full row under them).
-fn stacked(w: &World, key: &str, ctx: ReadContext) -> Option<(Vec<(Vec<u16>, String)>, String)> {
+fn stacked(w: &World, key: &str, ctx: ReadContext) -> Option<Stacked> {
     let v = w.tablet_for(key.as_bytes()).read(ctx, key.as_bytes(), &w.resolver()).unwrap()?;
     let s = |b: &[u8]| String::from_utf8(b.to_vec()).unwrap();
     if !pinax_codec::patch::is_stack(&v) {
