@@ -16,6 +16,7 @@ static READ_TIME_LAG_MS: GucSetting<i32> = GucSetting::<i32>::new(0);
 static OUTPUT_BUFFER_SIZE: GucSetting<i32> = GucSetting::<i32>::new(256 * 1024);
 static HOLD_SELECTS_ALWAYS: GucSetting<bool> = GucSetting::<bool>::new(false);
 static ENABLE_FILTER_PUSHDOWN: GucSetting<bool> = GucSetting::<bool>::new(true);
+static COLUMN_CONFLICTS: GucSetting<bool> = GucSetting::<bool>::new(true);
 
 pub fn init() {
     GucRegistry::define_string_guc(
@@ -122,6 +123,14 @@ pub fn init() {
         GucContext::Userset,
         GucFlags::default(),
     );
+    GucRegistry::define_bool_guc(
+        c"pinax.column_conflicts",
+        c"UPDATEs of a Pinax row conflict only with concurrent updates of columns they depend on.",
+        c"An UPDATE (READ COMMITTED or REPEATABLE READ) that keeps the row's key writes only the columns it changed; another transaction's concurrent UPDATE of columns it neither reads nor writes does not make it wait or fail. Tables with row triggers or row-level security, and SERIALIZABLE transactions, always conflict on the whole row.",
+        &COLUMN_CONFLICTS,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
     GucRegistry::define_int_guc(
         c"pinax.read_time_lag_ms",
         c"Takes read times this many milliseconds in the past, as a backend whose clock lags would (tests of read restarts).",
@@ -148,6 +157,11 @@ pub fn output_buffer_size() -> usize {
 /// `pinax.enable_filter_pushdown`.
 pub fn enable_filter_pushdown() -> bool {
     ENABLE_FILTER_PUSHDOWN.get()
+}
+
+/// `pinax.column_conflicts`.
+pub fn column_conflicts() -> bool {
+    COLUMN_CONFLICTS.get()
 }
 
 /// `pinax.hold_selects_always` (tests).

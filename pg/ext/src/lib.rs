@@ -40,6 +40,7 @@ pub mod sequence;
 pub mod state;
 pub mod tid;
 pub mod tuple;
+pub mod update_deps;
 pub mod violation;
 
 pgrx::pg_module_magic!();

@@ -8,6 +8,7 @@
 //! TOAST are detoasted before storing; compressed inline values are kept as they are.
 
 use pgrx::pg_sys;
+use pinax_codec::patch;
 
 const HEAP_XMIN_COMMITTED: u16 = 0x0100;
 const HEAP_XMIN_INVALID: u16 = 0x0200;
@@ -94,4 +95,110 @@ pub unsafe fn store_tuple(slot: *mut pg_sys::TupleTableSlot, bytes: &[u8], tid: 
     pg_sys::ExecForceStoreHeapTuple(tup, slot, true);
     (*slot).tts_tid = tid;
     (*slot).tts_tableOid = relid;
+}
+
+/// A stored row as PostgreSQL reads it: a stack (an update's patches over the
+/// row, `pinax_codec::patch`, as the tablets answer a row whose newest versions
+/// change only some columns) is merged for descriptor `desc`: each patch's
+/// changed attributes, oldest patch first, over the full row. Any other value is
+/// returned as it is.
+///
+/// # Safety
+/// `desc` must be the descriptor of the relation the row belongs to.
+pub unsafe fn merged(desc: pg_sys::TupleDesc, value: Vec<u8>) -> Vec<u8> {
+    if !patch::is_stack(&value) {
+        return value;
+    }
+    let stack = match patch::decode_stack(&value) {
+        Ok(s) => s,
+        Err(e) => crate::error::raise_with(pgrx::PgSqlErrorCode::ERRCODE_DATA_CORRUPTED, format!("pinax: malformed row patches: {e}"), None),
+    };
+    let natts = (*desc).natts as usize;
+    let load = |bytes: &[u8]| {
+        let slot = pg_sys::MakeSingleTupleTableSlot(desc, &raw const pg_sys::TTSOpsHeapTuple);
+        store_tuple(slot, bytes, pg_sys::ItemPointerData::default(), pg_sys::InvalidOid, None);
+        slot_getallattrs(slot);
+        slot
+    };
+    let base = load(stack.base);
+    let mut values = std::slice::from_raw_parts((*base).tts_values, natts).to_vec();
+    let mut nulls = std::slice::from_raw_parts((*base).tts_isnull, natts).to_vec();
+    let mut slots = vec![base];
+    for (cols, row) in stack.patches.iter().rev() {
+        let s = load(row);
+        for &c in cols.iter().filter(|&&c| (c as usize) <= natts) {
+            let i = c as usize - 1;
+            values[i] = *(*s).tts_values.add(i);
+            nulls[i] = *(*s).tts_isnull.add(i);
+        }
+        slots.push(s);
+    }
+    let tup = pg_sys::heap_form_tuple(desc, values.as_mut_ptr(), nulls.as_mut_ptr());
+    let bytes = std::slice::from_raw_parts((*tup).t_data as *const u8, (*tup).t_len as usize).to_vec();
+    pg_sys::heap_freetuple(tup);
+    for s in slots {
+        pg_sys::ExecDropSingleTupleTableSlot(s);
+    }
+    bytes
+}
+
+/// The attributes (1-based) whose values differ between `old` and `new` (two
+/// slots of one descriptor, every attribute available), dropped ones left out.
+/// Values are compared as stored bytes: the same value in another
+/// representation (compressed, say) counts as changed.
+///
+/// # Safety
+/// Both slots must be valid, with `slot_getallattrs` done.
+pub unsafe fn changed_attributes(old: *mut pg_sys::TupleTableSlot, new: *mut pg_sys::TupleTableSlot) -> Vec<u16> {
+    let desc = (*new).tts_tupleDescriptor;
+    let mut out = Vec::new();
+    for i in 0..(*desc).natts as usize {
+        let att = (*desc).attrs.as_ptr().add(i);
+        if (*att).attisdropped {
+            continue;
+        }
+        let (n1, n2) = (*(*old).tts_isnull.add(i), *(*new).tts_isnull.add(i));
+        let (v1, v2) = (*(*old).tts_values.add(i), *(*new).tts_values.add(i));
+        let same = match (n1, n2) {
+            (true, true) => true,
+            (false, false) => datum_bytes_equal(v1, v2, (*att).attbyval, (*att).attlen),
+            _ => false,
+        };
+        if !same {
+            out.push(i as u16 + 1);
+        }
+    }
+    out
+}
+
+/// Whether two non-NULL datums of one type have the same bytes (`datumIsEqual`).
+unsafe fn datum_bytes_equal(a: pg_sys::Datum, b: pg_sys::Datum, byval: bool, len: i16) -> bool {
+    if byval {
+        return a == b;
+    }
+    let (pa, pb) = (a.cast_mut_ptr::<u8>() as *const u8, b.cast_mut_ptr::<u8>() as *const u8);
+    let size = |p: *const u8| -> usize {
+        match len {
+            -1 => varsize_any(p),
+            -2 => std::ffi::CStr::from_ptr(p.cast()).to_bytes().len() + 1,
+            n => n as usize,
+        }
+    };
+    let (la, lb) = (size(pa), size(pb));
+    la == lb && std::slice::from_raw_parts(pa, la) == std::slice::from_raw_parts(pb, lb)
+}
+
+/// `VARSIZE_ANY` (little-endian layouts).
+unsafe fn varsize_any(p: *const u8) -> usize {
+    let h = *p;
+    if h == 0x01 {
+        // external pointer: 2-byte header + its tag's size
+        let tag = *p.add(1);
+        // varatt_external (16 bytes), or a pointer (indirect, expanded)
+        2 + if tag == VARTAG_ONDISK { 16 } else { std::mem::size_of::<usize>() }
+    } else if h & 0x01 == 0x01 {
+        (h >> 1) as usize
+    } else {
+        (u32::from_le_bytes([h, *p.add(1), *p.add(2), *p.add(3)]) >> 2) as usize
+    }
 }

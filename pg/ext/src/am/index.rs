@@ -287,6 +287,7 @@ pub unsafe fn build(heap: pg_sys::Relation, idx: pg_sys::Relation, ii: *mut pg_s
     if im.is_pk {
         // Rows stored under generated ids (or another primary key) move to this key.
         while let Some((key, value)) = pager.next_row().or_raise() {
+            let value = crate::tuple::merged((*heap).rd_att, value);
             store_tuple(slot, &value, pg_sys::ItemPointerData::default(), pg_sys::Oid::from(relid), None);
             crate::tuple::slot_getallattrs(slot);
             let nk = pk_key(&im, slot);
@@ -319,6 +320,7 @@ pub unsafe fn build(heap: pg_sys::Relation, idx: pg_sys::Relation, ii: *mut pg_s
         let mut isnull = [false; pg_sys::INDEX_MAX_KEYS as usize];
         while let Some((key, value)) = pager.next_row().or_raise() {
             pg_sys::MemoryContextReset((*econtext).ecxt_per_tuple_memory);
+            let value = crate::tuple::merged((*heap).rd_att, value);
             store_tuple(slot, &value, pg_sys::ItemPointerData::default(), pg_sys::Oid::from(relid), None);
             if !exec_qual(pred, econtext) {
                 continue;
@@ -794,10 +796,11 @@ unsafe extern "C-unwind" fn amgettuple(scan: pg_sys::IndexScanDesc, direction: p
             }
         }
         let (row_key, row) = if st.is_pk {
-            (key, value)
+            (key, crate::tuple::merged((*(*scan).heapRelation).rd_att, value))
         } else {
             match pager.get(&st.table_storage, &value).or_raise() {
                 Some(row) => {
+                    let row = crate::tuple::merged((*(*scan).heapRelation).rd_att, row);
                     if state::serializable_locking() {
                         state::with(|b| b.lock_read_row(&st.table_storage, &value)).or_raise();
                     }
@@ -883,7 +886,8 @@ unsafe fn form_index_tuple(scan: pg_sys::IndexScanDesc, o: *mut Opaque, im: &Ind
             pg_sys::MemoryContextSwitchTo((*o).tuple_cxt);
         }
         let slot = (*o).row_slot;
-        store_tuple(slot, value, NO_TID, pg_sys::Oid::from(relid), None);
+        let value = crate::tuple::merged((*slot).tts_tupleDescriptor, value.to_vec());
+        store_tuple(slot, &value, NO_TID, pg_sys::Oid::from(relid), None);
         let indkey = (*(*idx).rd_index).indkey.values.as_slice(natts);
         for (i, &att) in indkey.iter().enumerate() {
             if att > 0 && wanted(i) {

@@ -19,6 +19,7 @@ use crate::violation::{self, OrRaiseFlush};
 use crate::guc;
 use pgrx::pg_guard;
 use pgrx::pg_sys;
+use pinax_codec::patch;
 use pinax_proto::{LockStrength, Request, Sharding, WriteOp};
 use std::rc::Rc;
 
@@ -171,6 +172,7 @@ pub unsafe fn next_counted(scan: pg_sys::TableScanDesc) -> bool {
 unsafe fn next_into_slot(pager: &mut Pager, relid: u32, slot: *mut pg_sys::TupleTableSlot) -> bool {
     match pager.next_row().or_raise() {
         Some((key, value)) => {
+            let value = crate::tuple::merged((*slot).tts_tupleDescriptor, value);
             let tid = state::with(|b| b.tids.add(relid, &key, &value, Origin::Read));
             store_tuple(slot, &value, tid, pg_sys::Oid::from(relid), None);
             true
@@ -464,6 +466,55 @@ unsafe extern "C-unwind" fn tuple_delete(
     pg_sys::TM_Result::TM_Ok
 }
 
+/// The write of an update of `rel`'s row `old` to the row in `slot` (formed as
+/// `bytes`), keeping its key, as a patch (`pinax_codec::patch`): the columns it
+/// changed, and those it depends on, which another transaction's concurrent
+/// update must not change (see update_deps.rs). None: the update holds the whole
+/// row, as in PostgreSQL (column-level conflicts are off; SERIALIZABLE; row
+/// triggers or row-level security, which see or check the whole row; stored
+/// generated columns; not a plain UPDATE: ON CONFLICT, MERGE; a whole-row
+/// reference).
+unsafe fn patch_value(rel: pg_sys::Relation, old: &[u8], slot: *mut pg_sys::TupleTableSlot, bytes: &[u8]) -> Option<Vec<u8>> {
+    if !guc::column_conflicts() || pg_sys::XactIsoLevel >= pg_sys::XACT_SERIALIZABLE as i32 || !(*rel).trigdesc.is_null() || (*(*rel).rd_rel).relrowsecurity {
+        return None;
+    }
+    let desc = (*rel).rd_att;
+    let constr = (*desc).constr;
+    if !constr.is_null() && (*constr).has_generated_stored {
+        return None;
+    }
+    let mut deps = crate::update_deps::of((*rel).rd_id)?;
+    let oslot = temp_slot(rel, old);
+    slot_getallattrs(slot);
+    let changed = crate::tuple::changed_attributes(oslot, slot);
+    pg_sys::ExecDropSingleTupleTableSlot(oslot);
+    // A changed column of an index: every indexed column (an entry is formed from
+    // the whole row as this update saw it).
+    let mut indexed = Vec::new();
+    crate::update_deps::attnums(pg_sys::RelationGetIndexAttrBitmap(rel, pg_sys::IndexAttrBitmapKind::INDEX_ATTR_BITMAP_ALL), &mut indexed)?;
+    indexed.sort_unstable();
+    if patch::intersects(&changed, &indexed) {
+        deps = patch::union(&deps, &indexed);
+    }
+    // A changed column of a CHECK constraint: the constraint's columns (it was
+    // checked on the row as this update saw it).
+    if !constr.is_null() {
+        for i in 0..(*constr).num_check as usize {
+            let check = (*constr).check.add(i);
+            let mut set: *mut pg_sys::Bitmapset = std::ptr::null_mut();
+            pg_sys::pull_varattnos(pg_sys::stringToNode((*check).ccbin) as *mut pg_sys::Node, 1, &mut set);
+            let mut cols = Vec::new();
+            crate::update_deps::attnums(set, &mut cols)?;
+            cols.sort_unstable();
+            if patch::intersects(&changed, &cols) {
+                deps = patch::union(&deps, &cols);
+            }
+        }
+    }
+    deps = patch::union(&deps, &changed);
+    Some(patch::encode_patch_op(&changed, &deps, bytes))
+}
+
 #[pg_guard]
 unsafe extern "C-unwind" fn tuple_update(
     rel: pg_sys::Relation,
@@ -493,7 +544,11 @@ unsafe extern "C-unwind" fn tuple_update(
         ops.push((m.storage.clone(), WriteOp::delete(old_key.clone())));
         ops.push((m.storage.clone(), WriteOp::insert(new_key.clone(), bytes.clone())));
     } else {
-        ops.push((m.storage.clone(), WriteOp::put(new_key.clone(), bytes.clone())));
+        let op = match patch_value(rel, &old, slot, &bytes) {
+            Some(v) => WriteOp::patch(new_key.clone(), v),
+            None => WriteOp::put(new_key.clone(), bytes.clone()),
+        };
+        ops.push((m.storage.clone(), op));
     }
     let mut unchanged = Vec::new();
     if !m.secondary.is_empty() {

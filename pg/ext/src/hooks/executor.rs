@@ -1,6 +1,8 @@
 //! Executor hooks.
 //! - ExecutorStart: index-only scans of Pinax indexes run Pinax's node code, which
 //!   skips the visibility map (am/index_only.rs).
+//! - ExecutorStart/End: which UPDATE runs, for column-level conflicts
+//!   (update_deps.rs).
 //! - ExecutorEnd: inside a transaction block or a subtransaction (an exception
 //!   block), send a statement's buffered writes when it ends, so that its errors
 //!   (unique violations, conflicts) are reported by that statement and not by a
@@ -39,11 +41,13 @@ unsafe extern "C-unwind" fn executor_start(query_desc: *mut pg_sys::QueryDesc, e
     if meta::pinax_am_oid_cached().is_some() && !guc::index_only_fetch_rows() {
         index_only::adopt_nodes((*query_desc).planstate);
     }
+    crate::update_deps::started(query_desc);
 }
 
 #[pg_guard]
 unsafe extern "C-unwind" fn executor_end(query_desc: *mut pg_sys::QueryDesc) {
     super::restart::forget(query_desc);
+    crate::update_deps::ended(query_desc);
     match PREV.get().copied().flatten() {
         Some(prev) => prev(query_desc),
         None => pg_sys::standard_ExecutorEnd(query_desc),

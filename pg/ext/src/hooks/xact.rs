@@ -110,6 +110,7 @@ unsafe extern "C-unwind" fn xact_callback(event: pg_sys::XactEvent::Type, _arg: 
         XACT_EVENT_COMMIT | XACT_EVENT_PARALLEL_COMMIT | XACT_EVENT_PREPARE => {
             index::release_held();
             super::restart::end_of_xact();
+            crate::update_deps::clear();
             crate::ddl::end_of_xact();
             state::with(|b| b.end_of_xact());
             if event != XACT_EVENT_PREPARE {
@@ -120,6 +121,7 @@ unsafe extern "C-unwind" fn xact_callback(event: pg_sys::XactEvent::Type, _arg: 
         XACT_EVENT_ABORT | XACT_EVENT_PARALLEL_ABORT => {
             index::forget_held();
             super::restart::end_of_xact();
+            crate::update_deps::clear();
             crate::ddl::end_of_xact();
             state::with(|b| b.end_of_xact());
             drop_storage(deleted_file_nodes(false));
@@ -156,6 +158,7 @@ unsafe extern "C-unwind" fn subxact_callback(event: pg_sys::SubXactEvent::Type, 
             state::with(|b| b.abort_subxact(my_subid));
             crate::ddl::subxact_aborted(my_subid);
             crate::sequence::subxact_aborted(my_subid);
+            crate::update_deps::subxact_aborted(my_subid);
             index::release_created_in(my_subid);
             drop_storage(deleted_file_nodes(false));
         }

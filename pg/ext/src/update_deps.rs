@@ -1,0 +1,107 @@
+//! What a running UPDATE's rows depend on, for column-level conflicts.
+//!
+//! An UPDATE that keeps a row's key sends only the columns it changed (a patch,
+//! `pinax_codec::patch`), with the columns it depends on: another transaction's
+//! concurrent patch of none of them is no conflict (as in YugabyteDB). It depends
+//! on every column the statement reads or writes of its target table: the range
+//! table's `selectedCols` and `updatedCols` of every reference to the table (its
+//! WHERE, SET, RETURNING, a self-join, a subquery over it); a whole-row reference
+//! means every column. `am/table.rs` adds the columns of indexes and CHECK
+//! constraints the change touches.
+//!
+//! The table AM's `tuple_update` is not told which statement calls it: the
+//! ExecutorStart hook registers each UPDATE (innermost last) and ExecutorEnd, or
+//! the end of its (sub)transaction, forgets it.
+
+use pgrx::pg_sys;
+use std::cell::RefCell;
+
+struct Running {
+    query: *mut pg_sys::QueryDesc,
+    subid: pg_sys::SubTransactionId,
+    /// Per target relation: the attributes (ascending) its rows depend on; None:
+    /// all of them.
+    rels: Vec<(pg_sys::Oid, Option<Vec<u16>>)>,
+}
+
+thread_local! {
+    static RUNNING: RefCell<Vec<Running>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Members of a column bitmap (offset by `FirstLowInvalidHeapAttributeNumber`,
+/// as in the range table), added to `out` as attribute numbers; None if it holds
+/// a whole-row reference.
+///
+/// # Safety
+/// `set` must be a valid bitmap or null.
+pub unsafe fn attnums(set: *const pg_sys::Bitmapset, out: &mut Vec<u16>) -> Option<()> {
+    let mut m = -1;
+    loop {
+        m = pg_sys::bms_next_member(set, m);
+        if m < 0 {
+            return Some(());
+        }
+        let att = m + pg_sys::FirstLowInvalidHeapAttributeNumber;
+        match att {
+            0 => return None,
+            a if a > 0 => out.push(a as u16),
+            _ => {} // system columns (ctid, tableoid) hold no user data
+        }
+    }
+}
+
+/// Register `query` if it is an UPDATE (from the ExecutorStart hook).
+///
+/// # Safety
+/// `query` must be a started query.
+pub unsafe fn started(query: *mut pg_sys::QueryDesc) {
+    let stmt = (*query).plannedstmt;
+    if stmt.is_null() || (*stmt).commandType != pg_sys::CmdType::CMD_UPDATE || (*stmt).resultRelations.is_null() {
+        return;
+    }
+    let rtable = (*stmt).rtable;
+    let rtes: Vec<*mut pg_sys::RangeTblEntry> = (0..(*rtable).length as usize).map(|i| (*(*rtable).elements.add(i)).ptr_value as *mut pg_sys::RangeTblEntry).collect();
+    let results = (*stmt).resultRelations;
+    let mut rels = Vec::new();
+    for i in 0..(*results).length as usize {
+        let rti = (*(*results).elements.add(i)).int_value as usize;
+        let Some(&target) = rtes.get(rti.wrapping_sub(1)) else { continue };
+        let relid = (*target).relid;
+        let mut cols = Vec::new();
+        let mut all = false;
+        for &rte in rtes.iter().filter(|&&r| (*r).rtekind == pg_sys::RTEKind::RTE_RELATION && (*r).relid == relid) {
+            all |= attnums((*rte).selectedCols, &mut cols).is_none() || attnums((*rte).updatedCols, &mut cols).is_none();
+        }
+        cols.sort_unstable();
+        cols.dedup();
+        rels.push((relid, (!all).then_some(cols)));
+    }
+    RUNNING.with(|r| r.borrow_mut().push(Running { query, subid: pg_sys::GetCurrentSubTransactionId(), rels }));
+}
+
+/// Forget `query` (from the ExecutorEnd hook).
+pub fn ended(query: *mut pg_sys::QueryDesc) {
+    RUNNING.with(|r| {
+        let mut r = r.borrow_mut();
+        if let Some(i) = r.iter().rposition(|q| q.query == query) {
+            r.truncate(i);
+        }
+    });
+}
+
+/// A subtransaction aborted: the UPDATEs it started are gone.
+pub fn subxact_aborted(subid: pg_sys::SubTransactionId) {
+    RUNNING.with(|r| r.borrow_mut().retain(|q| q.subid < subid));
+}
+
+/// The transaction ended.
+pub fn clear() {
+    RUNNING.with(|r| r.borrow_mut().clear());
+}
+
+/// What rows of `relid` the innermost running UPDATE of it depends on: None if no
+/// UPDATE of it runs (another command updates the row: ON CONFLICT, MERGE), or it
+/// depends on every column.
+pub fn of(relid: pg_sys::Oid) -> Option<Vec<u16>> {
+    RUNNING.with(|r| r.borrow().iter().rev().find_map(|q| q.rels.iter().find(|(id, _)| *id == relid).map(|(_, d)| d.clone())))?
+}
