@@ -185,11 +185,16 @@ pub enum StoredValue<'a> {
     Tombstone,
     /// Some columns of the row changed (a [`crate::patch`] over the older versions).
     Patch(&'a [u8]),
+    /// A whole row written by an update of some columns: laid out as a
+    /// [`crate::patch`], whose row is the whole row (nothing under it is read) and
+    /// whose attributes say what the update changed (for conflict checks).
+    PutCols(&'a [u8]),
 }
 
 pub const VALUE_PUT: u8 = 0x01;
 pub const VALUE_TOMBSTONE: u8 = 0x02;
 pub const VALUE_PATCH: u8 = 0x03;
+pub const VALUE_PUT_COLS: u8 = 0x04;
 
 pub fn encode_put(out: &mut Vec<u8>, row: &[u8]) {
     out.reserve(row.len() + 1);
@@ -203,6 +208,12 @@ pub fn encode_patch_value(out: &mut Vec<u8>, patch: &[u8]) {
     out.extend_from_slice(patch);
 }
 
+pub fn encode_put_cols(out: &mut Vec<u8>, patch: &[u8]) {
+    out.reserve(patch.len() + 1);
+    out.push(VALUE_PUT_COLS);
+    out.extend_from_slice(patch);
+}
+
 pub fn encode_tombstone() -> [u8; 1] {
     [VALUE_TOMBSTONE]
 }
@@ -212,6 +223,7 @@ pub fn decode_value(stored: &[u8]) -> Result<StoredValue<'_>, KeyError> {
         Some(&VALUE_PUT) => Ok(StoredValue::Put(&stored[1..])),
         Some(&VALUE_TOMBSTONE) => Ok(StoredValue::Tombstone),
         Some(&VALUE_PATCH) => Ok(StoredValue::Patch(&stored[1..])),
+        Some(&VALUE_PUT_COLS) => Ok(StoredValue::PutCols(&stored[1..])),
         Some(&t) => Err(KeyError::BadTag(t)),
         None => Err(KeyError::Truncated),
     }

@@ -19,9 +19,14 @@
 //! - patch write op (on the wire): `m: u16`, `m × attnum: u16` (the attributes the
 //!   update depends on: read or written), then a patch;
 //! - stack: [`STACK_TAG`], `layers: u16`, then per layer `len: u32` + bytes (the
-//!   patches, then the full row).
+//!   patches, then the full row);
+//! - patch intent: `base: u64` (the hybrid time of the newest version its writer
+//!   saw), then a patch. When it commits with nothing newer than `base` under it
+//!   and no other writer on the row, it is applied as a whole row
+//!   (`keys::VALUE_PUT_COLS`): patches last only while updates are concurrent.
 
 use crate::keys::KeyError;
+use pinax_common::HybridTime;
 
 /// First byte of a stack.
 pub const STACK_TAG: u8 = 0x03;
@@ -80,6 +85,24 @@ pub fn decode_patch_op(b: &[u8]) -> Result<(Vec<u16>, &[u8]), KeyError> {
     let (deps, patch) = take_cols(b)?;
     decode_patch(patch)?;
     Ok((deps, patch))
+}
+
+/// A patch intent's data: the time of the version its writer saw, then the patch.
+pub fn encode_patch_intent(base: HybridTime, patch: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(8 + patch.len());
+    out.extend_from_slice(&base.as_u64().to_be_bytes());
+    out.extend_from_slice(patch);
+    out
+}
+
+/// (time of the version its writer saw, the patch) of a patch intent's data.
+pub fn decode_patch_intent(b: &[u8]) -> Result<(HybridTime, &[u8]), KeyError> {
+    if b.len() < 8 {
+        return Err(KeyError::Truncated);
+    }
+    let mut t = [0u8; 8];
+    t.copy_from_slice(&b[..8]);
+    Ok((HybridTime(u64::from_be_bytes(t)), &b[8..]))
 }
 
 /// Whether two ascending attribute lists share one.
@@ -215,5 +238,8 @@ mod tests {
         assert!(decode_patch(&[0, 2, 0, 5, 0, 2]).is_err(), "descending attributes");
         assert!(decode_patch(&[0, 1, 0, 0]).is_err(), "attribute 0");
         assert!(decode_patch_op(&[0, 1]).is_err());
+        assert!(decode_patch_intent(&[0; 7]).is_err());
+        let i = encode_patch_intent(HybridTime(77), &p);
+        assert_eq!(decode_patch_intent(&i).unwrap(), (HybridTime(77), &p[..]));
     }
 }

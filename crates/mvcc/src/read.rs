@@ -83,8 +83,9 @@ enum Found {
 pub enum TxnEffect {
     Put(Vec<u8>),
     Delete,
-    /// A stored patch (`pinax_codec::patch`).
-    Patch(Vec<u8>),
+    /// A stored patch (`pinax_codec::patch`), and the time of the newest version
+    /// its writer saw (of an intent; INVALID for a stored version).
+    Patch(Vec<u8>, HybridTime),
 }
 
 /// The version a transaction's intents `recs` on one key leave: its newest write;
@@ -103,10 +104,11 @@ pub fn txn_effect<'r>(recs: impl IntoIterator<Item = &'r IntentRecord>) -> Resul
         IntentKind::Delete => TxnEffect::Delete,
         IntentKind::Lock => unreachable!("locks were left out"),
         IntentKind::Patch => {
-            let (mut cols, row) = patch::decode_patch(&newest.data)?;
+            let (base, stored) = patch::decode_patch_intent(&newest.data)?;
+            let (mut cols, row) = patch::decode_patch(stored)?;
             for earlier in &writes[1..] {
                 match earlier.kind {
-                    IntentKind::Patch => cols = patch::union(&cols, &patch::decode_patch(&earlier.data)?.0),
+                    IntentKind::Patch => cols = patch::union(&cols, &patch::decode_patch(patch::decode_patch_intent(&earlier.data)?.1)?.0),
                     // Over its own full write (or, which an update cannot follow,
                     // a delete) the newest statement's row is the whole row.
                     _ => return Ok(Some(TxnEffect::Put(row.to_vec()))),
@@ -114,7 +116,7 @@ pub fn txn_effect<'r>(recs: impl IntoIterator<Item = &'r IntentRecord>) -> Resul
             }
             let mut p = Vec::new();
             patch::encode_patch(&mut p, &cols, row);
-            TxnEffect::Patch(p)
+            TxnEffect::Patch(p, base)
         }
     }))
 }
@@ -358,7 +360,7 @@ impl<'a, S: Snapshot, R: TxnStatusResolver + ?Sized> MvccReader<'a, S, R> {
             match txn_effect(recs.iter().filter(|r| r.txn == me && r.seq < self.ctx.seq))? {
                 Some(TxnEffect::Put(row)) => return Ok(Found::Value(row)),
                 Some(TxnEffect::Delete) => return Ok(Found::Deleted),
-                Some(TxnEffect::Patch(p)) => patches.push(p),
+                Some(TxnEffect::Patch(p, _)) => patches.push(p),
                 None => {}
             }
         }
@@ -386,8 +388,9 @@ impl<'a, S: Snapshot, R: TxnStatusResolver + ?Sized> MvccReader<'a, S, R> {
             if ht <= self.ctx.read_ht {
                 let (e, last) = match keys::decode_value(it.value())? {
                     StoredValue::Put(v) => (TxnEffect::Put(v.to_vec()), true),
+                    StoredValue::PutCols(p) => (TxnEffect::Put(patch::decode_patch(p)?.1.to_vec()), true),
                     StoredValue::Tombstone => (TxnEffect::Delete, true),
-                    StoredValue::Patch(p) => (TxnEffect::Patch(p.to_vec()), false),
+                    StoredValue::Patch(p) => (TxnEffect::Patch(p.to_vec(), HybridTime::INVALID), false),
                 };
                 older.push((ht, e));
                 if last {
@@ -399,7 +402,7 @@ impl<'a, S: Snapshot, R: TxnStatusResolver + ?Sized> MvccReader<'a, S, R> {
         older.sort_by_key(|(ht, _)| std::cmp::Reverse(*ht));
         for (_, e) in older {
             match e {
-                TxnEffect::Patch(p) => patches.push(p),
+                TxnEffect::Patch(p, _) => patches.push(p),
                 TxnEffect::Put(row) if patches.is_empty() => return Ok(Found::Value(row)),
                 TxnEffect::Put(row) => return Ok(Found::Value(patch::encode_stack(&patches.iter().map(|p| &p[..]).collect::<Vec<_>>(), &row))),
                 TxnEffect::Delete => break,
@@ -515,8 +518,9 @@ fn read_version_group<I: KvIterator>(it: &mut I, esc: &[u8], ctx: &ReadContext, 
         if ht <= read_ht && !decided {
             found = match keys::decode_value(it.value())? {
                 StoredValue::Put(v) if want_value => Found::Value(v.to_vec()),
+                StoredValue::PutCols(p) if want_value => Found::Value(patch::decode_patch(p)?.1.to_vec()),
                 StoredValue::Patch(_) if want_value => Found::Patch,
-                StoredValue::Put(_) | StoredValue::Patch(_) => Found::Value(Vec::new()),
+                StoredValue::Put(_) | StoredValue::PutCols(_) | StoredValue::Patch(_) => Found::Value(Vec::new()),
                 StoredValue::Tombstone => Found::Deleted,
             };
             // Forward: newest first, so the first match is the answer. Reverse:
@@ -553,9 +557,18 @@ fn collect_intent_group<I: KvIterator>(it: &mut I, esc: &[u8], reverse: bool) ->
     Ok(out)
 }
 
-/// A committed version as [`KeyCursor::recent_versions`] reports it: (time, the
-/// attributes of a patch or None for a full version, whether the row is live).
-pub type RecentVersion = (HybridTime, Option<Vec<u16>>, bool);
+/// A committed version of a key, as a writer checks it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Version {
+    pub ht: HybridTime,
+    /// The attributes the update that wrote it changed, when known (a patch, or a
+    /// whole row written by an update of some columns).
+    pub cols: Option<Vec<u16>>,
+    /// Not a tombstone.
+    pub live: bool,
+    /// A patch: older versions hold the rest of the row.
+    pub patch: bool,
+}
 
 /// Entries a [`KeyCursor`] steps over before it seeks instead.
 const CURSOR_STEPS: usize = 8;
@@ -634,16 +647,14 @@ impl<I: KvIterator> KeyCursor<I> {
         if k != &esc[..] {
             return Ok((None, false));
         }
-        let live = matches!(keys::decode_value(self.it.value())?, StoredValue::Put(_) | StoredValue::Patch(_));
+        let live = !matches!(keys::decode_value(self.it.value())?, StoredValue::Tombstone);
         Ok((Some(ht), live))
     }
 
     /// The newest committed versions of `key` (over the regular column family),
-    /// newest first, down to the first full one (a put or a tombstone): every one
-    /// newer than `newer_than`, and at least `max` if there are as many. Per
-    /// version: (time, the attributes of a patch or None for a full version,
-    /// whether the row is live).
-    pub fn recent_versions(&mut self, key: &[u8], newer_than: HybridTime, max: usize) -> Result<Vec<RecentVersion>> {
+    /// newest first, down to the first full one (not a patch): every one newer
+    /// than `newer_than`, and at least `max` if there are as many.
+    pub fn recent_versions(&mut self, key: &[u8], newer_than: HybridTime, max: usize) -> Result<Vec<Version>> {
         let esc = keys::escape(key);
         self.position(&esc)?;
         let mut out = Vec::new();
@@ -652,13 +663,14 @@ impl<I: KvIterator> KeyCursor<I> {
             if k != &esc[..] || (out.len() >= max && ht <= newer_than) {
                 break;
             }
-            let (cols, live) = match keys::decode_value(self.it.value())? {
-                StoredValue::Patch(p) => (Some(patch::decode_patch(p)?.0), true),
-                StoredValue::Put(_) => (None, true),
-                StoredValue::Tombstone => (None, false),
+            let v = match keys::decode_value(self.it.value())? {
+                StoredValue::Patch(p) => Version { ht, cols: Some(patch::decode_patch(p)?.0), live: true, patch: true },
+                StoredValue::PutCols(p) => Version { ht, cols: Some(patch::decode_patch(p)?.0), live: true, patch: false },
+                StoredValue::Put(_) => Version { ht, cols: None, live: true, patch: false },
+                StoredValue::Tombstone => Version { ht, cols: None, live: false, patch: false },
             };
-            let full = cols.is_none();
-            out.push((ht, cols, live));
+            let full = !v.patch;
+            out.push(v);
             if full {
                 break;
             }

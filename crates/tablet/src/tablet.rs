@@ -11,7 +11,7 @@ use pinax_common::{HybridClock, HybridTime, TabletId, TxnId};
 use pinax_engine::{Cf, IterOptions, KvEngine, KvIterator, OwnedBatch, Snapshot, WriteBatch, WriteOptions, WritePressure};
 use pinax_mvcc::gc::HistoryCutoff;
 use pinax_codec::patch;
-use pinax_mvcc::read::{intents_cursor, intents_cursor_between, txn_effect, IntentRecord, KeyCursor, RecentVersion, TxnEffect};
+use pinax_mvcc::read::{intents_cursor, intents_cursor_between, txn_effect, IntentRecord, KeyCursor, TxnEffect, Version};
 use pinax_mvcc::{MvccReader, ReadContext, ScanResult, ScanSpec, TxnStatus, TxnStatusResolver};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -112,6 +112,9 @@ struct KeyState {
     own: Option<LockStrength>,
     /// A patch of this row is stored as the whole row (see [`Tablet::resolve_key`]).
     whole: bool,
+    /// Time of the newest committed version, if the writer's row holds all of it
+    /// (INVALID: none, or it does not: concurrent patches were stepped over).
+    latest: HybridTime,
 }
 
 /// What a write batch does with one of its ops.
@@ -121,6 +124,8 @@ enum Action {
     Write,
     /// A patch stored as the whole row its writer formed.
     WriteWhole,
+    /// A patch, over the newest version at this time.
+    WritePatch(HybridTime),
 }
 
 /// The stored patch of a patch op, and the attributes it depends on (written ones
@@ -257,7 +262,7 @@ impl<E: KvEngine> Tablet<E> {
                     let (_, stored) = patch_of(op)?;
                     vbuf.clear();
                     if action == Action::WriteWhole {
-                        keys::encode_put(&mut vbuf, patch_row(stored)?);
+                        keys::encode_put_cols(&mut vbuf, stored);
                     } else {
                         keys::encode_patch_value(&mut vbuf, stored);
                     }
@@ -312,12 +317,16 @@ impl<E: KvEngine> Tablet<E> {
         let mut vbuf = Vec::new();
         for (op, action) in ops.iter().zip(actions).filter(|(_, a)| *a != Action::Skip) {
             let strength = [op.strength() as u8];
-            let (kind, data): (IntentKind, &[u8]) = match op.kind {
-                WriteOpKind::Put | WriteOpKind::Insert => (IntentKind::Put, &op.value),
-                WriteOpKind::Patch if action == Action::WriteWhole => (IntentKind::Put, patch_row(patch_of(op)?.1)?),
-                WriteOpKind::Patch => (IntentKind::Patch, patch_of(op)?.1),
-                WriteOpKind::Delete => (IntentKind::Delete, &[]),
-                WriteOpKind::Lock | WriteOpKind::LockShared => (IntentKind::Lock, &strength),
+            let intent;
+            let (kind, data): (IntentKind, &[u8]) = match (op.kind, action) {
+                (WriteOpKind::Put | WriteOpKind::Insert, _) => (IntentKind::Put, &op.value),
+                (WriteOpKind::Patch, Action::WritePatch(base)) => {
+                    intent = patch::encode_patch_intent(base, patch_of(op)?.1);
+                    (IntentKind::Patch, &intent)
+                }
+                (WriteOpKind::Patch, _) => (IntentKind::Put, patch_row(patch_of(op)?.1)?),
+                (WriteOpKind::Delete, _) => (IntentKind::Delete, &[]),
+                (WriteOpKind::Lock | WriteOpKind::LockShared, _) => (IntentKind::Lock, &strength),
             };
             vbuf.clear();
             keys::encode_intent_value(&mut vbuf, kind, 0, data);
@@ -381,12 +390,14 @@ impl<E: KvEngine> Tablet<E> {
                 }
             } else if op.kind == WriteOpKind::Patch && state.whole {
                 Action::WriteWhole
+            } else if op.kind == WriteOpKind::Patch {
+                Action::WritePatch(state.latest)
             } else {
                 Action::Write
             });
             let after = match op.kind {
                 WriteOpKind::Lock | WriteOpKind::LockShared => (state, checked, written_here),
-                kind => (KeyState { live: kind != WriteOpKind::Delete, own: Some(state.own.map_or(strength, |o| o.max(strength))), whole: false }, checked, true),
+                kind => (KeyState { live: kind != WriteOpKind::Delete, own: Some(state.own.map_or(strength, |o| o.max(strength))), whole: false, latest: state.latest }, checked, true),
             };
             if !ascending {
                 seen.insert(&op.key, after);
@@ -402,9 +413,13 @@ impl<E: KvEngine> Tablet<E> {
     /// `deps`: for a patch, the attributes it depends on (reads or writes). Another
     /// transaction's pending patch, or a patch committed after `read_ht`, of none
     /// of them is no conflict: both patches stand, and reads lay one over the
-    /// other. A patch over a row already carrying [`patch::MAX_CHAIN`] patches is
-    /// stored whole when nothing concurrent is in the way (its row is then the
-    /// latest state with its changes): reads merge a bounded number of patches.
+    /// other. When nothing concurrent is in the way (its row is then the latest
+    /// state with its changes), a non-transactional patch is stored whole (it is
+    /// committed at once: any later writer commits after it), and a transaction's
+    /// patch over a row already carrying [`patch::MAX_CHAIN`] patches is written
+    /// as a whole-row intent: reads merge a bounded number of patches. (A
+    /// transaction's other patches become whole rows when they are applied, if
+    /// nothing else wrote the row meanwhile: see [`resolve_key_intents`].)
     #[allow(clippy::too_many_arguments)]
     fn resolve_key<S: Snapshot, R: TxnStatusResolver + ?Sized>(
         &self,
@@ -424,7 +439,7 @@ impl<E: KvEngine> Tablet<E> {
         };
         let mut own_newest: Option<&IntentRecord> = None;
         // Committed versions of the key: (time, a patch's attributes, live).
-        let mut versions: Vec<RecentVersion> = Vec::new();
+        let mut versions: Vec<Version> = Vec::new();
         let mut others: Vec<TxnId> = Vec::new();
         for r in &intents {
             if Some(r.txn) == me {
@@ -448,7 +463,7 @@ impl<E: KvEngine> Tablet<E> {
                             continue;
                         }
                         match deps {
-                            Some(d) if r.kind == IntentKind::Patch && !patch::intersects(&patch::decode_patch(&r.data)?.0, d) => concurrent = true,
+                            Some(d) if r.kind == IntentKind::Patch && !patch::intersects(&patch::decode_patch(patch::decode_patch_intent(&r.data)?.1)?.0, d) => concurrent = true,
                             _ => return Err(Error::WriteConflict { tablet_id: self.id, other_txn: Some(other), committed_at: None }),
                         }
                     }
@@ -456,16 +471,16 @@ impl<E: KvEngine> Tablet<E> {
                 TxnStatus::Committed { commit_ht } => {
                     self.clock.update(commit_ht);
                     self.note_predicate_writes(&recs, commit_ht, batch);
-                    if let Some(effect) = resolve_key_intents(batch, key, other, Some(commit_ht), &recs, true)? {
-                        versions.push(match effect {
-                            TxnEffect::Put(_) => (commit_ht, None, true),
-                            TxnEffect::Delete => (commit_ht, None, false),
-                            TxnEffect::Patch(p) => (commit_ht, Some(patch::decode_patch(&p)?.0), true),
-                        });
+                    // Applied whole if no one else has written the row since.
+                    let alone = intents.iter().all(|r| r.txn == other || r.kind == IntentKind::Lock);
+                    let regular = &mut probes.regular;
+                    let fold = |base| Ok(alone && regular.latest_version(key)?.0 == Some(base));
+                    if let Some(v) = resolve_key_intents(batch, key, other, Some(commit_ht), &recs, true, fold)? {
+                        versions.push(v);
                     }
                 }
                 TxnStatus::Aborted => {
-                    resolve_key_intents(batch, key, other, None, &recs, true)?;
+                    resolve_key_intents(batch, key, other, None, &recs, true, |_| Ok(false))?;
                 }
             }
         }
@@ -479,12 +494,13 @@ impl<E: KvEngine> Tablet<E> {
             }
             None => {
                 if let (Some(ht), live) = probes.regular.latest_version(key)? {
-                    versions.push((ht, None, live));
+                    versions.push(Version { ht, cols: None, live, patch: false });
                 }
             }
         }
-        versions.sort_by_key(|v| std::cmp::Reverse(v.0));
-        let (latest_ht, latest_live) = versions.first().map_or((None, false), |v| (Some(v.0), v.2));
+        versions.sort_by_key(|v| std::cmp::Reverse(v.ht));
+        let (latest_ht, latest_live) = versions.first().map_or((None, false), |v| (Some(v.ht), v.live));
+        let latest = latest_ht.unwrap_or(HybridTime::INVALID);
         if strength == LockStrength::Share && kind.is_lock() && key == &self.partition.start[..] {
             // A SERIALIZABLE range read's lock: a SERIALIZABLE writer here that
             // committed after the read time wrote what the read may have missed.
@@ -499,26 +515,30 @@ impl<E: KvEngine> Tablet<E> {
         // not depend on. (Uniqueness is about the latest committed state, whatever
         // the snapshot.)
         if let (Some(read_ht), true) = (read_ht, kind != WriteOpKind::Insert) {
-            for (ht, cols, _) in versions.iter().filter(|v| v.0 > read_ht) {
-                match (cols, deps) {
+            for v in versions.iter().filter(|v| v.ht > read_ht) {
+                match (&v.cols, deps) {
                     (Some(c), Some(d)) if !patch::intersects(c, d) => {
-                        self.clock.update(*ht);
+                        self.clock.update(v.ht);
                         concurrent = true;
                     }
-                    _ => return Err(Error::WriteConflict { tablet_id: self.id, other_txn: None, committed_at: Some(*ht) }),
+                    _ => return Err(Error::WriteConflict { tablet_id: self.id, other_txn: None, committed_at: Some(v.ht) }),
                 }
             }
         }
+        // A patch written over something it did not see cannot become the whole
+        // row when applied (`latest` INVALID: never folded).
+        let latest = if concurrent { HybridTime::INVALID } else { latest };
         if let Some(own) = own_newest {
             // Our own earlier write decides liveness; conflicts were checked then.
-            return Ok(KeyState { live: own.kind != IntentKind::Delete, own: Some(intent_strength(own)), whole: false });
+            return Ok(KeyState { live: own.kind != IntentKind::Delete, own: Some(intent_strength(own)), whole: false, latest });
         }
         if deps.is_some() && !latest_live {
             // A patch needs a row under it (the read that found one is outdated).
             return Err(Error::WriteConflict { tablet_id: self.id, other_txn: None, committed_at: latest_ht });
         }
-        let patches = versions.iter().take_while(|v| v.1.is_some()).count();
-        Ok(KeyState { live: latest_live, own: None, whole: deps.is_some() && !concurrent && patches >= patch::MAX_CHAIN })
+        let patches = versions.iter().take_while(|v| v.patch).count();
+        let whole = deps.is_some() && !concurrent && (me.is_none() || patches >= patch::MAX_CHAIN);
+        Ok(KeyState { live: latest_live, own: None, whole, latest })
     }
 
     /// Point read.
@@ -573,7 +593,7 @@ impl<E: KvEngine> Tablet<E> {
     pub fn rollback_intents(&self, txn: TxnId, from_seq: u32) -> Result<usize> {
         let mut guard = self.write_lock.lock();
         self.lead(&mut guard)?;
-        self.rewrite_txn_intents(txn, self.clock.now(), false, |batch, user_key, rkey, mine| {
+        self.rewrite_txn_intents(txn, self.clock.now(), false, |batch, user_key, rkey, mine, _, _| {
             let mut dropped = 0;
             for r in mine.iter().filter(|r| r.seq >= from_seq) {
                 batch.delete(Cf::Intents, &keys::intent_key(user_key, txn, r.seq));
@@ -597,13 +617,16 @@ impl<E: KvEngine> Tablet<E> {
     /// entries of a transaction are contiguous), a small one key by key (range
     /// tombstones are cheap to write but each one costs every later read of the
     /// column family until compaction, so small transactions do not leave one).
-    fn rewrite_txn_intents(&self, txn: TxnId, ht: HybridTime, clear_reverse: bool, mut f: impl FnMut(&mut OwnedBatch, &[u8], &[u8], Vec<IntentRecord>) -> Result<usize>) -> Result<usize> {
+    fn rewrite_txn_intents(&self, txn: TxnId, ht: HybridTime, clear_reverse: bool, mut f: impl FnMut(&mut OwnedBatch, &[u8], &[u8], Vec<IntentRecord>, bool, &mut dyn FnMut(&[u8]) -> Result<Option<HybridTime>>) -> Result<usize>) -> Result<usize> {
         let snap = self.engine.snapshot();
         let prefix = keys::reverse_prefix(txn);
         let upper = keys::prefix_upper_bound(&prefix);
         let mut it = snap.iter(Cf::Intents, IterOptions { lower: Some(prefix.clone()), upper, prefix_same_as_start: true });
         it.seek_to_first();
         let mut ints = intents_cursor(&snap);
+        // The newest committed version of a key (a cursor made on first use).
+        let mut reg = None;
+        let mut latest = |k: &[u8]| -> Result<Option<HybridTime>> { Ok(reg.get_or_insert_with(|| KeyCursor::new(snap.iter(Cf::Regular, IterOptions::default()))).latest_version(k)?.0) };
         let mut batch = OwnedBatch::new();
         let mut n = 0;
         let mut in_batch = 0;
@@ -612,8 +635,10 @@ impl<E: KvEngine> Tablet<E> {
         while it.valid()? {
             let rkey = it.key().to_vec();
             let (user_key, _) = keys::unescape_prefix(&rkey[prefix.len()..])?;
-            let mine: Vec<IntentRecord> = ints.intents(&user_key)?.into_iter().filter(|r| r.txn == txn).collect();
-            in_batch += f(&mut batch, &user_key, &rkey, mine)?;
+            let all = ints.intents(&user_key)?;
+            let others = all.iter().any(|r| r.txn != txn && r.kind != IntentKind::Lock);
+            let mine: Vec<IntentRecord> = all.into_iter().filter(|r| r.txn == txn).collect();
+            in_batch += f(&mut batch, &user_key, &rkey, mine, others, &mut latest)?;
             if clear_reverse {
                 reverse.push(rkey);
             }
@@ -631,6 +656,7 @@ impl<E: KvEngine> Tablet<E> {
         clear_reverse_keys(&mut batch, &mut reverse);
         drop(it);
         drop(ints);
+        drop(reg);
         drop(snap);
         if in_batch > 0 {
             self.log.replicate(ht, batch, 0)?;
@@ -652,12 +678,13 @@ impl<E: KvEngine> Tablet<E> {
     fn resolve_txn_locked(&self, txn: TxnId, commit_ht: Option<HybridTime>) -> Result<usize> {
         let mut guard = self.write_lock.lock();
         self.lead(&mut guard)?;
-        let n = self.rewrite_txn_intents(txn, commit_ht.unwrap_or_else(|| self.clock.now()), true, |batch, user_key, _, mine| {
+        let n = self.rewrite_txn_intents(txn, commit_ht.unwrap_or_else(|| self.clock.now()), true, |batch, user_key, _, mine, others, latest| {
             let recs: Vec<&IntentRecord> = mine.iter().collect();
             if let Some(ht) = commit_ht {
                 self.note_predicate_writes(&recs, ht, batch);
             }
-            resolve_key_intents(batch, user_key, txn, commit_ht, &recs, false)?;
+            // Applied whole if no one else has written the row since.
+            resolve_key_intents(batch, user_key, txn, commit_ht, &recs, false, |base| Ok(!others && latest(user_key)? == Some(base)))?;
             Ok(1)
         })?;
         guard.intent_txns.remove(&txn);
@@ -706,28 +733,43 @@ impl<E: KvEngine> Tablet<E> {
 
 /// Resolve one transaction's intents on `key` into `batch`: when it committed, write
 /// the version they leave ([`txn_effect`]) at `commit_ht`; then delete its intents
-/// and (`reverse`) its reverse-index entry. Returns what was applied (`None` when
-/// nothing was: aborted, or only locks).
-fn resolve_key_intents(batch: &mut OwnedBatch, key: &[u8], txn: TxnId, commit_ht: Option<HybridTime>, recs: &[&IntentRecord], reverse: bool) -> Result<Option<TxnEffect>> {
-    let effect = match commit_ht {
+/// and (`reverse`) its reverse-index entry. Returns the version written (`None`
+/// when nothing was: aborted, or only locks).
+///
+/// A patch is written as the whole row its writer formed when `fold(base)` (the
+/// time of the newest version its writer saw) says no one else wrote the row
+/// since or holds intents on it: its row is then the row's whole state, and reads
+/// need not merge.
+fn resolve_key_intents(batch: &mut OwnedBatch, key: &[u8], txn: TxnId, commit_ht: Option<HybridTime>, recs: &[&IntentRecord], reverse: bool, fold: impl FnOnce(HybridTime) -> Result<bool>) -> Result<Option<Version>> {
+    let written = match commit_ht {
         Some(ht) => {
-            let effect = txn_effect(recs.iter().copied())?;
             let vk = keys::version_key(key, ht);
-            match &effect {
+            let mut v = Vec::new();
+            let version = match txn_effect(recs.iter().copied())? {
                 Some(TxnEffect::Put(row)) => {
-                    let mut v = Vec::with_capacity(row.len() + 1);
-                    keys::encode_put(&mut v, row);
-                    batch.put(Cf::Regular, &vk, &v);
+                    keys::encode_put(&mut v, &row);
+                    Some(Version { ht, cols: None, live: true, patch: false })
                 }
-                Some(TxnEffect::Patch(p)) => {
-                    let mut v = Vec::with_capacity(p.len() + 1);
-                    keys::encode_patch_value(&mut v, p);
-                    batch.put(Cf::Regular, &vk, &v);
+                Some(TxnEffect::Patch(p, base)) => {
+                    let cols = Some(patch::decode_patch(&p)?.0);
+                    if fold(base)? {
+                        keys::encode_put_cols(&mut v, &p);
+                        Some(Version { ht, cols, live: true, patch: false })
+                    } else {
+                        keys::encode_patch_value(&mut v, &p);
+                        Some(Version { ht, cols, live: true, patch: true })
+                    }
                 }
-                Some(TxnEffect::Delete) => batch.put(Cf::Regular, &vk, &keys::encode_tombstone()),
-                None => {}
+                Some(TxnEffect::Delete) => {
+                    v.extend_from_slice(&keys::encode_tombstone());
+                    Some(Version { ht, cols: None, live: false, patch: false })
+                }
+                None => None,
+            };
+            if version.is_some() {
+                batch.put(Cf::Regular, &vk, &v);
             }
-            effect
+            version
         }
         None => None,
     };
@@ -737,7 +779,7 @@ fn resolve_key_intents(batch: &mut OwnedBatch, key: &[u8], txn: TxnId, commit_ht
     if reverse {
         batch.delete(Cf::Intents, &keys::reverse_key(txn, key));
     }
-    Ok(effect)
+    Ok(written)
 }
 
 /// A chunk of a transaction's keys with at least this many reverse-index entries

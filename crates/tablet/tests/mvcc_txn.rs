@@ -1375,42 +1375,68 @@ fn a_transactions_own_patches_combine() {
     assert_eq!(stacked(&w, "a", own(3)), Some((vec![(vec![2, 3], "s2".into())], "base".into())));
     assert_eq!(stacked(&w, "b", own(3)), Some((vec![], "whole+3".into())));
     let c = w.status.commit(t1, all_ids(&w)).unwrap();
-    w.tablets[0].apply_intents(t1, c).unwrap();
     assert_eq!(stacked(&w, "a", ReadContext::at(w.now())), Some((vec![(vec![2, 3], "s2".into())], "base".into())));
+    w.tablets[0].apply_intents(t1, c).unwrap();
+    // Applied with nothing else in the way: the second statement's whole row.
+    assert_eq!(stacked(&w, "a", ReadContext::at(w.now())), Some((vec![], "s2".into())));
     assert_eq!(stacked(&w, "b", ReadContext::at(w.now())), Some((vec![], "whole+3".into())));
 }
 
 #[test]
-fn a_long_chain_of_patches_is_stored_whole_when_nothing_is_concurrent() {
+fn patches_last_only_while_updates_are_concurrent() {
     let w = World::new();
     let t = &w.tablets[0];
     w.put("a", "base");
-    let max = pinax_codec::patch::MAX_CHAIN;
-    for i in 0..max - 1 {
-        t.write_fast(0, &[patch_op("a", &[2], &[2], &format!("p{i}"))], Some(w.now()), &w.resolver()).unwrap();
-    }
-    let (patches, base) = stacked(&w, "a", ReadContext::at(w.now())).unwrap();
-    assert_eq!((patches.len(), base.as_str()), (max - 1, "base"));
-    // While another transaction's disjoint patch is pending, patches stay patches
-    // past the limit (their rows lack the pending change).
+    let now = || ReadContext::at(w.now());
+    // Nothing concurrent: a non-transactional patch is stored as the whole row.
+    t.write_fast(0, &[patch_op("a", &[2], &[2], "f")], Some(w.now()), &w.resolver()).unwrap();
+    assert_eq!(stacked(&w, "a", now()), Some((vec![], "f".into())));
+    // A transaction's patch is a patch until it is applied, then the whole row
+    // if nothing else wrote the row meanwhile.
     let t1 = tid(1);
     w.status.create(t1).unwrap();
     w.txn_write(t1, 1, w.now(), vec![patch_op("a", &[3], &[3], "t1")]).unwrap();
-    for i in 0..2 {
-        t.write_fast(0, &[patch_op("a", &[2], &[2], &format!("late{i}"))], Some(w.now()), &w.resolver()).unwrap();
-    }
-    assert_eq!(stacked(&w, "a", ReadContext::at(w.now())).unwrap().0.len(), max + 1);
-    w.status.abort(t1, all_ids(&w)).unwrap();
-    // Nothing in the way: the row is stored whole.
-    t.write_fast(0, &[patch_op("a", &[2], &[2], "whole")], Some(w.now()), &w.resolver()).unwrap();
-    assert_eq!(stacked(&w, "a", ReadContext::at(w.now())), Some((vec![], "whole".into())));
-    // A transaction's patch over it is a patch again.
+    let c1 = w.status.commit(t1, all_ids(&w)).unwrap();
+    assert_eq!(stacked(&w, "a", now()), Some((vec![(vec![3], "t1".into())], "f".into())));
+    t.apply_intents(t1, c1).unwrap();
+    assert_eq!(stacked(&w, "a", now()), Some((vec![], "t1".into())));
+    // With another transaction's patch pending, patches stay patches (their rows
+    // lack the pending change), past MAX_CHAIN.
+    let max = pinax_codec::patch::MAX_CHAIN;
     let t2 = tid(2);
     w.status.create(t2).unwrap();
     w.txn_write(t2, 1, w.now(), vec![patch_op("a", &[3], &[3], "t2")]).unwrap();
-    let c = w.status.commit(t2, all_ids(&w)).unwrap();
-    t.apply_intents(t2, c).unwrap();
-    assert_eq!(stacked(&w, "a", ReadContext::at(w.now())), Some((vec![(vec![3], "t2".into())], "whole".into())));
+    for i in 0..=max {
+        t.write_fast(0, &[patch_op("a", &[2], &[2], &format!("p{i}"))], Some(w.now()), &w.resolver()).unwrap();
+    }
+    assert_eq!(stacked(&w, "a", now()).unwrap().0.len(), max + 1);
+    // t2 commits after them: applied as a patch (the row changed since it read).
+    let c2 = w.status.commit(t2, all_ids(&w)).unwrap();
+    t.apply_intents(t2, c2).unwrap();
+    let (patches, base) = stacked(&w, "a", now()).unwrap();
+    assert_eq!((patches.len(), patches[0].clone(), base.as_str()), (max + 2, (vec![3], "t2".to_string()), "t1"));
+    // Over a chain that long, a transaction's patch is written whole at once.
+    let t3 = tid(3);
+    w.status.create(t3).unwrap();
+    w.txn_write(t3, 1, w.now(), vec![patch_op("a", &[4], &[4], "t3")]).unwrap();
+    let c3 = w.status.commit(t3, all_ids(&w)).unwrap();
+    assert_eq!(stacked(&w, "a", now()), Some((vec![], "t3".into())));
+    t.apply_intents(t3, c3).unwrap();
+    assert_eq!(stacked(&w, "a", now()), Some((vec![], "t3".into())));
+    // That intent was a plain whole row: a patch that read before it conflicts.
+    let t4 = tid(4);
+    w.status.create(t4).unwrap();
+    let e = w.txn_write(t4, 1, c3.decremented(), vec![patch_op("a", &[5], &[5], "t4")]).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::SerializationFailure);
+    // A whole row written by a patch that was applied still tells which columns
+    // it changed: a patch that read before it, and depends on none of them, goes
+    // in (as a patch: its row lacks that change).
+    let tg = t.write_fast(0, &[patch_op("a", &[4], &[4], "g")], Some(w.now()), &w.resolver()).unwrap();
+    assert_eq!(stacked(&w, "a", now()), Some((vec![], "g".into())));
+    let e = t.write_fast(0, &[patch_op("a", &[5], &[4, 5], "h")], Some(tg.decremented()), &w.resolver()).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::SerializationFailure);
+    t.write_fast(0, &[patch_op("a", &[5], &[5], "h")], Some(tg.decremented()), &w.resolver()).unwrap();
+    assert_eq!(stacked(&w, "a", now()), Some((vec![(vec![5], "h".into())], "g".into())));
 }
 
 #[test]
