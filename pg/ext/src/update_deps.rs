@@ -6,8 +6,10 @@
 //! on every column the statement reads or writes of its target table: the range
 //! table's `selectedCols` and `updatedCols` of every reference to the table (its
 //! WHERE, SET, RETURNING, a self-join, a subquery over it); a whole-row reference
-//! means every column. `am/table.rs` adds the columns of indexes and CHECK
-//! constraints the change touches.
+//! means every column. It writes every column it assigns, changed or not (so
+//! `SET v = v` still conflicts with another update of `v`, and locks the row
+//! against it, as in PostgreSQL). `am/table.rs` adds the columns of indexes and
+//! CHECK constraints the change touches.
 //!
 //! The table AM's `tuple_update` is not told which statement calls it: the
 //! ExecutorStart hook registers each UPDATE (innermost last) and ExecutorEnd, or
@@ -16,12 +18,20 @@
 use pgrx::pg_sys;
 use std::cell::RefCell;
 
+/// What an UPDATE's rows depend on (attribute numbers, ascending).
+#[derive(Clone, Debug)]
+pub struct Deps {
+    /// Read or written.
+    pub used: Vec<u16>,
+    /// Assigned (SET), changed or not: the update writes them.
+    pub assigned: Vec<u16>,
+}
+
 struct Running {
     query: *mut pg_sys::QueryDesc,
     subid: pg_sys::SubTransactionId,
-    /// Per target relation: the attributes (ascending) its rows depend on; None:
-    /// all of them.
-    rels: Vec<(pg_sys::Oid, Option<Vec<u16>>)>,
+    /// Per target relation: what its rows depend on; None: all of them.
+    rels: Vec<(pg_sys::Oid, Option<Deps>)>,
 }
 
 thread_local! {
@@ -68,13 +78,23 @@ pub unsafe fn started(query: *mut pg_sys::QueryDesc) {
         let Some(&target) = rtes.get(rti.wrapping_sub(1)) else { continue };
         let relid = (*target).relid;
         let mut cols = Vec::new();
+        let mut assigned = Vec::new();
         let mut all = false;
+        let mut checked = false;
         for &rte in rtes.iter().filter(|&&r| (*r).rtekind == pg_sys::RTEKind::RTE_RELATION && (*r).relid == relid) {
-            all |= attnums((*rte).selectedCols, &mut cols).is_none() || attnums((*rte).updatedCols, &mut cols).is_none();
+            all |= attnums((*rte).selectedCols, &mut cols).is_none() || attnums((*rte).updatedCols, &mut assigned).is_none();
+            checked |= (*rte).requiredPerms & pg_sys::ACL_UPDATE != 0;
         }
+        // Column sets are those the permission check uses: trusted only on an
+        // entry it checks (a partition's entry, checked through its parent's,
+        // holds the whole row).
+        all |= !checked;
+        assigned.sort_unstable();
+        assigned.dedup();
+        cols.extend_from_slice(&assigned);
         cols.sort_unstable();
         cols.dedup();
-        rels.push((relid, (!all).then_some(cols)));
+        rels.push((relid, (!all).then_some(Deps { used: cols, assigned })));
     }
     RUNNING.with(|r| r.borrow_mut().push(Running { query, subid: pg_sys::GetCurrentSubTransactionId(), rels }));
 }
@@ -102,6 +122,6 @@ pub fn clear() {
 /// What rows of `relid` the innermost running UPDATE of it depends on: None if no
 /// UPDATE of it runs (another command updates the row: ON CONFLICT, MERGE), or it
 /// depends on every column.
-pub fn of(relid: pg_sys::Oid) -> Option<Vec<u16>> {
+pub fn of(relid: pg_sys::Oid) -> Option<Deps> {
     RUNNING.with(|r| r.borrow().iter().rev().find_map(|q| q.rels.iter().find(|(id, _)| *id == relid).map(|(_, d)| d.clone())))?
 }

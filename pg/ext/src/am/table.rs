@@ -483,10 +483,12 @@ unsafe fn patch_value(rel: pg_sys::Relation, old: &[u8], slot: *mut pg_sys::Tupl
     if !constr.is_null() && (*constr).has_generated_stored {
         return None;
     }
-    let mut deps = crate::update_deps::of((*rel).rd_id)?;
+    let crate::update_deps::Deps { used: mut deps, assigned } = crate::update_deps::of((*rel).rd_id)?;
     let oslot = temp_slot(rel, old);
     slot_getallattrs(slot);
-    let changed = crate::tuple::changed_attributes(oslot, slot);
+    // What it writes: every column it assigns, changed or not (and, to be safe,
+    // any other whose stored bytes differ).
+    let changed = patch::union(&crate::tuple::changed_attributes(oslot, slot), &assigned);
     pg_sys::ExecDropSingleTupleTableSlot(oslot);
     // A changed column of an index: every indexed column (an entry is formed from
     // the whole row as this update saw it).
