@@ -71,6 +71,15 @@ pub fn decode_patch(b: &[u8]) -> Result<(Vec<u16>, &[u8]), KeyError> {
     take_cols(b)
 }
 
+/// The row of a patch (its attributes skipped, not decoded).
+pub fn patch_row(b: &[u8]) -> Result<&[u8], KeyError> {
+    if b.len() < 2 {
+        return Err(KeyError::Truncated);
+    }
+    let end = 2 + 2 * u16::from_be_bytes([b[0], b[1]]) as usize;
+    b.get(end..).ok_or(KeyError::Truncated)
+}
+
 /// A patch write op's value: the attributes the update depends on (`deps`), then
 /// the patch.
 pub fn encode_patch_op(cols: &[u16], deps: &[u16], row: &[u8]) -> Vec<u8> {
@@ -193,6 +202,8 @@ mod tests {
         let mut p = Vec::new();
         encode_patch(&mut p, &[2, 5], b"row-a");
         assert_eq!(decode_patch(&p).unwrap(), (vec![2, 5], &b"row-a"[..]));
+        assert_eq!(patch_row(&p).unwrap(), b"row-a");
+        assert!(patch_row(&p[..5]).is_err());
         let op = encode_patch_op(&[2, 5], &[1, 2, 5], b"row-a");
         let (deps, stored) = decode_patch_op(&op).unwrap();
         assert_eq!((deps, stored), (vec![1, 2, 5], &p[..]));

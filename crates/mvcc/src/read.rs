@@ -103,6 +103,11 @@ pub fn txn_effect<'r>(recs: impl IntoIterator<Item = &'r IntentRecord>) -> Resul
         IntentKind::Put => TxnEffect::Put(newest.data.clone()),
         IntentKind::Delete => TxnEffect::Delete,
         IntentKind::Lock => unreachable!("locks were left out"),
+        IntentKind::Patch if writes.len() == 1 => {
+            let (base, stored) = patch::decode_patch_intent(&newest.data)?;
+            patch::decode_patch(stored)?;
+            TxnEffect::Patch(stored.to_vec(), base)
+        }
         IntentKind::Patch => {
             let (base, stored) = patch::decode_patch_intent(&newest.data)?;
             let (mut cols, row) = patch::decode_patch(stored)?;
@@ -388,7 +393,7 @@ impl<'a, S: Snapshot, R: TxnStatusResolver + ?Sized> MvccReader<'a, S, R> {
             if ht <= self.ctx.read_ht {
                 let (e, last) = match keys::decode_value(it.value())? {
                     StoredValue::Put(v) => (TxnEffect::Put(v.to_vec()), true),
-                    StoredValue::PutCols(p) => (TxnEffect::Put(patch::decode_patch(p)?.1.to_vec()), true),
+                    StoredValue::PutCols(p) => (TxnEffect::Put(patch::patch_row(p)?.to_vec()), true),
                     StoredValue::Tombstone => (TxnEffect::Delete, true),
                     StoredValue::Patch(p) => (TxnEffect::Patch(p.to_vec(), HybridTime::INVALID), false),
                 };
@@ -518,7 +523,7 @@ fn read_version_group<I: KvIterator>(it: &mut I, esc: &[u8], ctx: &ReadContext, 
         if ht <= read_ht && !decided {
             found = match keys::decode_value(it.value())? {
                 StoredValue::Put(v) if want_value => Found::Value(v.to_vec()),
-                StoredValue::PutCols(p) if want_value => Found::Value(patch::decode_patch(p)?.1.to_vec()),
+                StoredValue::PutCols(p) if want_value => Found::Value(patch::patch_row(p)?.to_vec()),
                 StoredValue::Patch(_) if want_value => Found::Patch,
                 StoredValue::Put(_) | StoredValue::PutCols(_) | StoredValue::Patch(_) => Found::Value(Vec::new()),
                 StoredValue::Tombstone => Found::Deleted,
@@ -676,8 +681,14 @@ impl<I: KvIterator> KeyCursor<I> {
             }
             self.it.next();
         }
-        // The iterator may now be past entries at or after `esc`: seek next time.
-        self.from = None;
+        // The iterator stands on the entry at or after its current key: a later
+        // lookup of a greater key steps on from there.
+        if self.it.valid()? {
+            let k = self.it.key().to_vec();
+            self.set_from(&k);
+        } else {
+            self.from = keys::prefix_upper_bound(&esc);
+        }
         Ok(out)
     }
 
@@ -787,6 +798,22 @@ mod cursor_tests {
             }
             if name == "ascending" {
                 assert!(reg.stepped >= 190 && ints.stepped >= 190, "{name}: stepped {} and {} of 200", reg.stepped, ints.stepped);
+            }
+        }
+        // Version lists and newest versions asked of one cursor, in any order:
+        // each answer as if asked alone (a version list leaves the cursor where a
+        // later lookup can step from, or seek).
+        for (name, order) in [("ascending", (0..200).collect::<Vec<u32>>()), ("repeats and jumps", vec![3, 3, 6, 5, 9, 150, 3, 198, 198, 0, 12, 12])] {
+            let mut reg = KeyCursor::new(snap.iter(Cf::Regular, IterOptions::default()));
+            for (n, i) in order.iter().enumerate() {
+                let (version, _) = expected(*i);
+                if n % 2 == 0 {
+                    let got = reg.recent_versions(&key(*i), HybridTime::INVALID, 4).unwrap();
+                    let want: Vec<(HybridTime, bool)> = version.0.map(|ht| (ht, version.1)).into_iter().collect();
+                    assert_eq!(got.iter().map(|v| (v.ht, v.live)).collect::<Vec<_>>(), want, "{name}: versions of {i}");
+                } else {
+                    assert_eq!(reg.latest_version(&key(*i)).unwrap(), version, "{name}: version of {i}");
+                }
             }
         }
         // Keys outside the data.

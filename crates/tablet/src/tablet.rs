@@ -128,16 +128,29 @@ enum Action {
     WritePatch(HybridTime),
 }
 
-/// The stored patch of a patch op, and the attributes it depends on (written ones
-/// included).
-fn patch_of(op: &WriteOp) -> Result<(Vec<u16>, &[u8])> {
-    let (deps, stored) = patch::decode_patch_op(&op.value).map_err(|e| Error::InvalidRequest(format!("bad patch: {e}")))?;
-    Ok((patch::union(&deps, &patch::decode_patch(stored)?.0), stored))
+/// A patch op, parsed: the attributes it depends on (written ones included) and
+/// the patch to store.
+struct PatchOp<'a> {
+    deps: Vec<u16>,
+    stored: &'a [u8],
+}
+
+/// Per op of a batch, its patch if it is a patch op (parsed once per batch).
+fn patches_of(ops: &[WriteOp]) -> Result<Vec<Option<PatchOp<'_>>>> {
+    ops.iter()
+        .map(|op| {
+            if op.kind != WriteOpKind::Patch {
+                return Ok(None);
+            }
+            let (deps, stored) = patch::decode_patch_op(&op.value).map_err(|e| Error::InvalidRequest(format!("bad patch: {e}")))?;
+            Ok(Some(PatchOp { deps: patch::union(&deps, &patch::decode_patch(stored)?.0), stored }))
+        })
+        .collect()
 }
 
 /// The row of a stored patch (the whole row its writer formed).
 fn patch_row(stored: &[u8]) -> Result<&[u8]> {
-    Ok(patch::decode_patch(stored)?.1)
+    Ok(patch::patch_row(stored)?)
 }
 
 impl<E: KvEngine> Tablet<E> {
@@ -194,9 +207,6 @@ impl<E: KvEngine> Tablet<E> {
             if !self.partition.contains(&op.key) {
                 return Err(Error::WrongTablet { tablet_id: self.id });
             }
-            if op.kind == WriteOpKind::Patch {
-                patch_of(op)?;
-            }
         }
         Ok(())
     }
@@ -247,10 +257,11 @@ impl<E: KvEngine> Tablet<E> {
             return Ok(ht);
         }
         let mut batch = OwnedBatch::new();
-        let actions = self.check_ops(ops, None, read_ht, resolver, &mut batch, !guard.intent_txns.is_empty())?;
+        let patches = patches_of(ops)?;
+        let actions = self.check_ops(ops, &patches, None, read_ht, resolver, &mut batch, !guard.intent_txns.is_empty())?;
         let ht = self.mvcc.register_write(&self.clock);
         let mut vbuf = Vec::new();
-        for (op, action) in ops.iter().zip(actions) {
+        for ((op, action), p) in ops.iter().zip(actions).zip(&patches) {
             let k = keys::version_key(&op.key, ht);
             match op.kind {
                 WriteOpKind::Put | WriteOpKind::Insert => {
@@ -259,7 +270,7 @@ impl<E: KvEngine> Tablet<E> {
                     batch.put(Cf::Regular, &k, &vbuf);
                 }
                 WriteOpKind::Patch => {
-                    let (_, stored) = patch_of(op)?;
+                    let stored = p.as_ref().map_or(&[][..], |p| p.stored);
                     vbuf.clear();
                     if action == Action::WriteWhole {
                         keys::encode_put_cols(&mut vbuf, stored);
@@ -313,18 +324,20 @@ impl<E: KvEngine> Tablet<E> {
             return Ok(());
         }
         let mut batch = OwnedBatch::new();
-        let actions = self.check_ops(ops, Some(txn), Some(read_ht), resolver, &mut batch, !guard.intent_txns.is_empty())?;
+        let patches = patches_of(ops)?;
+        let actions = self.check_ops(ops, &patches, Some(txn), Some(read_ht), resolver, &mut batch, !guard.intent_txns.is_empty())?;
         let mut vbuf = Vec::new();
-        for (op, action) in ops.iter().zip(actions).filter(|(_, a)| *a != Action::Skip) {
+        for ((op, action), p) in ops.iter().zip(actions).zip(&patches).filter(|((_, a), _)| *a != Action::Skip) {
             let strength = [op.strength() as u8];
+            let stored = p.as_ref().map_or(&[][..], |p| p.stored);
             let intent;
             let (kind, data): (IntentKind, &[u8]) = match (op.kind, action) {
                 (WriteOpKind::Put | WriteOpKind::Insert, _) => (IntentKind::Put, &op.value),
                 (WriteOpKind::Patch, Action::WritePatch(base)) => {
-                    intent = patch::encode_patch_intent(base, patch_of(op)?.1);
+                    intent = patch::encode_patch_intent(base, stored);
                     (IntentKind::Patch, &intent)
                 }
-                (WriteOpKind::Patch, _) => (IntentKind::Put, patch_row(patch_of(op)?.1)?),
+                (WriteOpKind::Patch, _) => (IntentKind::Put, patch_row(stored)?),
                 (WriteOpKind::Delete, _) => (IntentKind::Delete, &[]),
                 (WriteOpKind::Lock | WriteOpKind::LockShared, _) => (IntentKind::Lock, &strength),
             };
@@ -345,7 +358,8 @@ impl<E: KvEngine> Tablet<E> {
     /// already wrote: its write intent excludes others already, and a lock
     /// intent of the same statement would replace it), the op, or for a patch
     /// perhaps the whole row.
-    fn check_ops<R: TxnStatusResolver + ?Sized>(&self, ops: &[WriteOp], me: Option<TxnId>, read_ht: Option<HybridTime>, resolver: &R, batch: &mut OwnedBatch, has_intents: bool) -> Result<Vec<Action>> {
+    #[allow(clippy::too_many_arguments)]
+    fn check_ops<R: TxnStatusResolver + ?Sized>(&self, ops: &[WriteOp], patches: &[Option<PatchOp<'_>>], me: Option<TxnId>, read_ht: Option<HybridTime>, resolver: &R, batch: &mut OwnedBatch, has_intents: bool) -> Result<Vec<Action>> {
         let snap = self.engine.snapshot();
         // One cursor per column family for the whole batch (a large batch has
         // thousands of keys, usually in ascending order: the cursors step from key
@@ -362,10 +376,9 @@ impl<E: KvEngine> Tablet<E> {
         let ascending = ops.windows(2).all(|w| w[0].key < w[1].key);
         let mut seen: HashMap<&[u8], (KeyState, LockStrength, bool)> = HashMap::new();
         let mut write = Vec::with_capacity(ops.len());
-        for op in ops {
+        for (op, p) in ops.iter().zip(patches) {
             let strength = op.strength();
-            let deps = if op.kind == WriteOpKind::Patch { Some(patch_of(op)?.0) } else { None };
-            let deps = deps.as_deref();
+            let deps = p.as_ref().map(|p| &p.deps[..]);
             let earlier = if ascending { None } else { seen.get(&op.key[..]).copied() };
             let (state, checked, written_here) = match earlier {
                 Some((s, checked, w)) if strength <= checked => (s, checked, w),

@@ -45,6 +45,20 @@ pub struct TableMeta {
     pub hashed: bool,
     pub pk: Option<Rc<IndexMeta>>,
     pub secondary: Vec<Rc<IndexMeta>>,
+    /// What an update of some columns adds to what it depends on (made on first
+    /// use by `am/table.rs`; DDL changing indexes or constraints invalidates the
+    /// whole entry).
+    pub patch_rules: std::cell::OnceCell<Option<PatchRules>>,
+}
+
+/// Columns that go together for column-level conflicts (attribute numbers,
+/// ascending): an update changing one depends on all.
+#[derive(Debug)]
+pub struct PatchRules {
+    /// Every column of any index (expressions and predicates included).
+    pub indexed: Vec<u16>,
+    /// Each CHECK constraint's columns.
+    pub checks: Vec<Vec<u16>>,
 }
 
 thread_local! {
@@ -184,7 +198,7 @@ pub unsafe fn table_meta(rel: pg_sys::Relation) -> Result<Rc<TableMeta>, ClientE
         g.set(g.get() + 1);
         g.get()
     });
-    let meta = Rc::new(TableMeta { generation, relid, relnode, storage, hashed, pk, secondary });
+    let meta = Rc::new(TableMeta { generation, relid, relnode, storage, hashed, pk, secondary, patch_rules: std::cell::OnceCell::new() });
     TABLES.with(|t| t.borrow_mut().insert(relid, meta.clone()));
     Ok(meta)
 }

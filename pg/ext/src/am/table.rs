@@ -466,40 +466,44 @@ unsafe extern "C-unwind" fn tuple_delete(
     pg_sys::TM_Result::TM_Ok
 }
 
-/// The write of an update of `rel`'s row `old` to the row in `slot` (formed as
-/// `bytes`), keeping its key, as a patch (`pinax_codec::patch`): the columns it
-/// changed, and those it depends on, which another transaction's concurrent
-/// update must not change (see update_deps.rs). None: the update holds the whole
-/// row, as in PostgreSQL (column-level conflicts are off; SERIALIZABLE; row
-/// triggers or row-level security, which see or check the whole row; stored
-/// generated columns; not a plain UPDATE: ON CONFLICT, MERGE; a whole-row
-/// reference).
-unsafe fn patch_value(rel: pg_sys::Relation, old: &[u8], slot: *mut pg_sys::TupleTableSlot, bytes: &[u8]) -> Option<Vec<u8>> {
+/// The write of an update of `rel`'s row to the row formed as `bytes`, keeping its
+/// key, as a patch (`pinax_codec::patch`): the columns it assigns, and those it
+/// depends on, which another transaction's concurrent update must not change
+/// (see update_deps.rs). None: the update holds the whole row, as in PostgreSQL
+/// (column-level conflicts are off; SERIALIZABLE; row triggers or row-level
+/// security, which see or check the whole row; stored generated columns; not a
+/// plain UPDATE: ON CONFLICT, MERGE; a whole-row reference). The columns it does
+/// not assign are the old row's in `bytes`: a patch leaves them to whatever
+/// another update writes.
+unsafe fn patch_value(rel: pg_sys::Relation, m: &TableMeta, bytes: &[u8]) -> Option<Vec<u8>> {
     if !guc::column_conflicts() || pg_sys::XactIsoLevel >= pg_sys::XACT_SERIALIZABLE as i32 || !(*rel).trigdesc.is_null() || (*(*rel).rd_rel).relrowsecurity {
         return None;
     }
-    let desc = (*rel).rd_att;
-    let constr = (*desc).constr;
+    let constr = (*(*rel).rd_att).constr;
     if !constr.is_null() && (*constr).has_generated_stored {
         return None;
     }
     let crate::update_deps::Deps { used: mut deps, assigned } = crate::update_deps::of((*rel).rd_id)?;
-    let oslot = temp_slot(rel, old);
-    slot_getallattrs(slot);
-    // What it writes: every column it assigns, changed or not (and, to be safe,
-    // any other whose stored bytes differ).
-    let changed = patch::union(&crate::tuple::changed_attributes(oslot, slot), &assigned);
-    pg_sys::ExecDropSingleTupleTableSlot(oslot);
-    // A changed column of an index: every indexed column (an entry is formed from
-    // the whole row as this update saw it).
+    let rules = m.patch_rules.get_or_init(|| patch_rules(rel)).as_ref()?;
+    // An index entry, or a CHECK constraint, over a column it assigns was made
+    // from, or checked on, the row as this update saw it: all their columns.
+    if patch::intersects(&assigned, &rules.indexed) {
+        deps = patch::union(&deps, &rules.indexed);
+    }
+    for check in rules.checks.iter().filter(|c| patch::intersects(&assigned, c)) {
+        deps = patch::union(&deps, check);
+    }
+    Some(patch::encode_patch_op(&assigned, &deps, bytes))
+}
+
+/// `rel`'s [`meta::PatchRules`]; None if an index or a CHECK constraint uses the
+/// whole row.
+unsafe fn patch_rules(rel: pg_sys::Relation) -> Option<meta::PatchRules> {
     let mut indexed = Vec::new();
     crate::update_deps::attnums(pg_sys::RelationGetIndexAttrBitmap(rel, pg_sys::IndexAttrBitmapKind::INDEX_ATTR_BITMAP_ALL), &mut indexed)?;
     indexed.sort_unstable();
-    if patch::intersects(&changed, &indexed) {
-        deps = patch::union(&deps, &indexed);
-    }
-    // A changed column of a CHECK constraint: the constraint's columns (it was
-    // checked on the row as this update saw it).
+    let mut checks = Vec::new();
+    let constr = (*(*rel).rd_att).constr;
     if !constr.is_null() {
         for i in 0..(*constr).num_check as usize {
             let check = (*constr).check.add(i);
@@ -508,13 +512,10 @@ unsafe fn patch_value(rel: pg_sys::Relation, old: &[u8], slot: *mut pg_sys::Tupl
             let mut cols = Vec::new();
             crate::update_deps::attnums(set, &mut cols)?;
             cols.sort_unstable();
-            if patch::intersects(&changed, &cols) {
-                deps = patch::union(&deps, &cols);
-            }
+            checks.push(cols);
         }
     }
-    deps = patch::union(&deps, &changed);
-    Some(patch::encode_patch_op(&changed, &deps, bytes))
+    Some(meta::PatchRules { indexed, checks })
 }
 
 #[pg_guard]
@@ -546,7 +547,7 @@ unsafe extern "C-unwind" fn tuple_update(
         ops.push((m.storage.clone(), WriteOp::delete(old_key.clone())));
         ops.push((m.storage.clone(), WriteOp::insert(new_key.clone(), bytes.clone())));
     } else {
-        let op = match patch_value(rel, &old, slot, &bytes) {
+        let op = match patch_value(rel, &m, &bytes) {
             Some(v) => WriteOp::patch(new_key.clone(), v),
             None => WriteOp::put(new_key.clone(), bytes.clone()),
         };
