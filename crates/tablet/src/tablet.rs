@@ -70,6 +70,14 @@ struct WriteState {
     /// change to the intents CF happens under the lock, so a snapshot taken under
     /// it with this set empty holds no intents at all.
     intent_txns: HashSet<TxnId>,
+    /// Transactions whose intents were all written in this leader term, and
+    /// those whose pending patch another writer stepped over (both kept for the
+    /// term only). A patch of a transaction in the first and not the second was
+    /// written over the newest version and nothing was written over it since:
+    /// applied, it is the whole row (see `resolve_txn_locked`), found without
+    /// looking at the stored versions.
+    clean: HashSet<TxnId>,
+    stepped_over: HashSet<TxnId>,
     /// The leader term `intent_txns` was loaded in (0: not yet). Followers apply
     /// batches without this lock, so a replica that becomes leader reloads it.
     term: u64,
@@ -229,6 +237,8 @@ impl<E: KvEngine> Tablet<E> {
         let term = self.log.leader_term()?;
         if state.term != term {
             state.intent_txns = self.txns_with_intents()?.into_iter().collect();
+            state.clean.clear();
+            state.stepped_over.clear();
             self.load_predicate_write_ht()?;
             state.term = term;
         }
@@ -258,7 +268,9 @@ impl<E: KvEngine> Tablet<E> {
         }
         let mut batch = OwnedBatch::new();
         let patches = patches_of(ops)?;
-        let actions = self.check_ops(ops, &patches, None, read_ht, resolver, &mut batch, !guard.intent_txns.is_empty())?;
+        let mut stepped = Vec::new();
+        let actions = self.check_ops(ops, &patches, None, read_ht, resolver, &mut batch, !guard.intent_txns.is_empty(), &mut stepped)?;
+        guard.stepped_over.extend(stepped);
         let ht = self.mvcc.register_write(&self.clock);
         let mut vbuf = Vec::new();
         for ((op, action), p) in ops.iter().zip(actions).zip(&patches) {
@@ -325,7 +337,9 @@ impl<E: KvEngine> Tablet<E> {
         }
         let mut batch = OwnedBatch::new();
         let patches = patches_of(ops)?;
-        let actions = self.check_ops(ops, &patches, Some(txn), Some(read_ht), resolver, &mut batch, !guard.intent_txns.is_empty())?;
+        let mut stepped = Vec::new();
+        let actions = self.check_ops(ops, &patches, Some(txn), Some(read_ht), resolver, &mut batch, !guard.intent_txns.is_empty(), &mut stepped)?;
+        guard.stepped_over.extend(stepped);
         let mut vbuf = Vec::new();
         for ((op, action), p) in ops.iter().zip(actions).zip(&patches).filter(|((_, a), _)| *a != Action::Skip) {
             let strength = [op.strength() as u8];
@@ -346,7 +360,9 @@ impl<E: KvEngine> Tablet<E> {
             batch.put(Cf::Intents, &keys::intent_key(&op.key, txn, seq), &vbuf);
             batch.put(Cf::Intents, &keys::reverse_key(txn, &op.key), &[]);
         }
-        guard.intent_txns.insert(txn);
+        if guard.intent_txns.insert(txn) {
+            guard.clean.insert(txn);
+        }
         self.log.replicate(self.clock.now(), batch, request)?;
         Ok(())
     }
@@ -359,7 +375,7 @@ impl<E: KvEngine> Tablet<E> {
     /// intent of the same statement would replace it), the op, or for a patch
     /// perhaps the whole row.
     #[allow(clippy::too_many_arguments)]
-    fn check_ops<R: TxnStatusResolver + ?Sized>(&self, ops: &[WriteOp], patches: &[Option<PatchOp<'_>>], me: Option<TxnId>, read_ht: Option<HybridTime>, resolver: &R, batch: &mut OwnedBatch, has_intents: bool) -> Result<Vec<Action>> {
+    fn check_ops<R: TxnStatusResolver + ?Sized>(&self, ops: &[WriteOp], patches: &[Option<PatchOp<'_>>], me: Option<TxnId>, read_ht: Option<HybridTime>, resolver: &R, batch: &mut OwnedBatch, has_intents: bool, stepped_over: &mut Vec<TxnId>) -> Result<Vec<Action>> {
         let snap = self.engine.snapshot();
         // One cursor per column family for the whole batch (a large batch has
         // thousands of keys, usually in ascending order: the cursors step from key
@@ -384,10 +400,10 @@ impl<E: KvEngine> Tablet<E> {
                 Some((s, checked, w)) if strength <= checked => (s, checked, w),
                 Some((s, _, w)) => {
                     // A stronger op on a key this batch touched: check the others again.
-                    self.resolve_key(&mut probes, &op.key, me, read_ht, op.kind, strength, deps, resolver, batch)?;
+                    self.resolve_key(&mut probes, &op.key, me, read_ht, op.kind, strength, deps, resolver, batch, stepped_over)?;
                     (s, strength, w)
                 }
-                None => (self.resolve_key(&mut probes, &op.key, me, read_ht, op.kind, strength, deps, resolver, batch)?, strength, false),
+                None => (self.resolve_key(&mut probes, &op.key, me, read_ht, op.kind, strength, deps, resolver, batch, stepped_over)?, strength, false),
             };
             if op.kind == WriteOpKind::Insert && state.live {
                 return Err(Error::DuplicateKey { tablet_id: self.id, key: op.key.clone() });
@@ -445,6 +461,7 @@ impl<E: KvEngine> Tablet<E> {
         deps: Option<&[u16]>,
         resolver: &R,
         batch: &mut OwnedBatch,
+        stepped_over: &mut Vec<TxnId>,
     ) -> Result<KeyState> {
         let intents = match probes.intents.as_mut() {
             Some(c) => c.intents(key)?,
@@ -476,7 +493,10 @@ impl<E: KvEngine> Tablet<E> {
                             continue;
                         }
                         match deps {
-                            Some(d) if r.kind == IntentKind::Patch && !patch::intersects(&patch::decode_patch(patch::decode_patch_intent(&r.data)?.1)?.0, d) => concurrent = true,
+                            Some(d) if r.kind == IntentKind::Patch && !patch::intersects(&patch::decode_patch(patch::decode_patch_intent(&r.data)?.1)?.0, d) => {
+                                concurrent = true;
+                                stepped_over.push(other);
+                            }
                             _ => return Err(Error::WriteConflict { tablet_id: self.id, other_txn: Some(other), committed_at: None }),
                         }
                     }
@@ -691,16 +711,21 @@ impl<E: KvEngine> Tablet<E> {
     fn resolve_txn_locked(&self, txn: TxnId, commit_ht: Option<HybridTime>) -> Result<usize> {
         let mut guard = self.write_lock.lock();
         self.lead(&mut guard)?;
+        let untouched = guard.clean.contains(&txn) && !guard.stepped_over.contains(&txn);
         let n = self.rewrite_txn_intents(txn, commit_ht.unwrap_or_else(|| self.clock.now()), true, |batch, user_key, _, mine, others, latest| {
             let recs: Vec<&IntentRecord> = mine.iter().collect();
             if let Some(ht) = commit_ht {
                 self.note_predicate_writes(&recs, ht, batch);
             }
-            // Applied whole if no one else has written the row since.
-            resolve_key_intents(batch, user_key, txn, commit_ht, &recs, false, |base| Ok(!others && latest(user_key)? == Some(base)))?;
+            // Applied whole if no one else has written the row since (known
+            // without looking if no one stepped over the transaction's patches).
+            let fold = |base: HybridTime| Ok(!others && base != HybridTime::INVALID && (untouched || latest(user_key)? == Some(base)));
+            resolve_key_intents(batch, user_key, txn, commit_ht, &recs, false, fold)?;
             Ok(1)
         })?;
         guard.intent_txns.remove(&txn);
+        guard.clean.remove(&txn);
+        guard.stepped_over.remove(&txn);
         Ok(n)
     }
 
