@@ -12,8 +12,12 @@
 //! CHECK constraints the change touches.
 //!
 //! The table AM's `tuple_update` is not told which statement calls it: the
-//! ExecutorStart hook registers each UPDATE (innermost last) and ExecutorEnd, or
-//! the end of its (sub)transaction, forgets it.
+//! ExecutorStart hook registers every started query (innermost last), and
+//! ExecutorEnd, or the end of its (sub)transaction, forgets it. The caller of
+//! `tuple_update` is the innermost started query: those its expressions ran
+//! (functions) have ended. If that is not an UPDATE of the table (an INSERT ...
+//! ON CONFLICT DO UPDATE, a MERGE, or a cursor a function left open), the update
+//! holds the whole row.
 
 use pgrx::pg_sys;
 use std::cell::RefCell;
@@ -60,14 +64,20 @@ pub unsafe fn attnums(set: *const pg_sys::Bitmapset, out: &mut Vec<u16>) -> Opti
     }
 }
 
-/// Register `query` if it is an UPDATE (from the ExecutorStart hook).
+/// Register `query` (from the ExecutorStart hook).
 ///
 /// # Safety
 /// `query` must be a started query.
 pub unsafe fn started(query: *mut pg_sys::QueryDesc) {
-    let stmt = (*query).plannedstmt;
+    let rels = update_targets((*query).plannedstmt);
+    RUNNING.with(|r| r.borrow_mut().push(Running { query, subid: pg_sys::GetCurrentSubTransactionId(), rels }));
+}
+
+/// The target relations of an UPDATE plan, and what their rows depend on; none
+/// for any other plan.
+unsafe fn update_targets(stmt: *mut pg_sys::PlannedStmt) -> Vec<(pg_sys::Oid, Option<Deps>)> {
     if stmt.is_null() || (*stmt).commandType != pg_sys::CmdType::CMD_UPDATE || (*stmt).resultRelations.is_null() {
-        return;
+        return Vec::new();
     }
     let rtable = (*stmt).rtable;
     let rtes: Vec<*mut pg_sys::RangeTblEntry> = (0..(*rtable).length as usize).map(|i| (*(*rtable).elements.add(i)).ptr_value as *mut pg_sys::RangeTblEntry).collect();
@@ -96,7 +106,7 @@ pub unsafe fn started(query: *mut pg_sys::QueryDesc) {
         cols.dedup();
         rels.push((relid, (!all).then_some(Deps { used: cols, assigned })));
     }
-    RUNNING.with(|r| r.borrow_mut().push(Running { query, subid: pg_sys::GetCurrentSubTransactionId(), rels }));
+    rels
 }
 
 /// Forget `query` (from the ExecutorEnd hook).
@@ -119,9 +129,8 @@ pub fn clear() {
     RUNNING.with(|r| r.borrow_mut().clear());
 }
 
-/// What rows of `relid` the innermost running UPDATE of it depends on: None if no
-/// UPDATE of it runs (another command updates the row: ON CONFLICT, MERGE), or it
-/// depends on every column.
+/// What rows of `relid` the innermost running query depends on, if it is an
+/// UPDATE of `relid` that does not depend on every column.
 pub fn of(relid: pg_sys::Oid) -> Option<Deps> {
-    RUNNING.with(|r| r.borrow().iter().rev().find_map(|q| q.rels.iter().find(|(id, _)| *id == relid).map(|(_, d)| d.clone())))?
+    RUNNING.with(|r| r.borrow().last().and_then(|q| q.rels.iter().find(|(id, _)| *id == relid).and_then(|(_, d)| d.clone())))
 }

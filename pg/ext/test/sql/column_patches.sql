@@ -74,3 +74,36 @@ SELECT cp_apply('UPDATE %I SET f = ''f2'' WHERE id <= 25');
 SELECT * FROM cp_diff();
 DROP TABLE cp, cp_heap;
 DROP FUNCTION cp_apply(text), cp_diff();
+-- Nested statements: an UPDATE whose SET calls a function that writes the same
+-- table (INSERT ... ON CONFLICT DO UPDATE; an UPDATE caught by an exception
+-- block), and an UPDATE of a partition through its parent.
+CREATE TABLE e1 (id int PRIMARY KEY, a int, b int);
+INSERT INTO e1 SELECT g, g, g FROM generate_series(1, 5) g;
+CREATE FUNCTION e1_bump(i int) RETURNS int LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO e1 VALUES (i + 100, 0, 0) ON CONFLICT (id) DO UPDATE SET b = e1.b + 1;
+  UPDATE e1 SET b = b + 10 WHERE id = i + 100;
+  RETURN i * 10;
+END $$;
+UPDATE e1 SET a = e1_bump(id) WHERE id <= 3;
+UPDATE e1 SET a = e1_bump(id) WHERE id = 1;
+SELECT * FROM e1 ORDER BY id;
+CREATE FUNCTION e1_safe(i int) RETURNS int LANGUAGE plpgsql AS $$
+BEGIN
+  BEGIN
+    UPDATE e1 SET b = 1 / 0 WHERE id = i;
+  EXCEPTION WHEN division_by_zero THEN
+    RETURN -1;
+  END;
+  RETURN 0;
+END $$;
+UPDATE e1 SET a = e1_safe(id) WHERE id = 4;
+SELECT * FROM e1 WHERE id = 4;
+CREATE TABLE ept (id int PRIMARY KEY, a int, b int) PARTITION BY RANGE (id);
+CREATE TABLE ept1 PARTITION OF ept FOR VALUES FROM (0) TO (100) USING pinax;
+INSERT INTO ept SELECT g, g, g FROM generate_series(1, 6) g;
+UPDATE ept SET a = a + 1 WHERE id < 4;
+UPDATE ept SET b = -b WHERE id > 2;
+SELECT * FROM ept ORDER BY id;
+DROP TABLE e1, ept;
+DROP FUNCTION e1_bump(int), e1_safe(int);
