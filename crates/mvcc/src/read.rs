@@ -105,7 +105,7 @@ pub fn txn_effect<'r>(recs: impl IntoIterator<Item = &'r IntentRecord>) -> Resul
         IntentKind::Lock => unreachable!("locks were left out"),
         IntentKind::Patch if writes.len() == 1 => {
             let (base, stored) = patch::decode_patch_intent(&newest.data)?;
-            patch::decode_patch(stored)?;
+            patch::patch_row(stored)?;
             TxnEffect::Patch(stored.to_vec(), base)
         }
         IntentKind::Patch => {

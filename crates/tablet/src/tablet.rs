@@ -508,12 +508,12 @@ impl<E: KvEngine> Tablet<E> {
                     let alone = intents.iter().all(|r| r.txn == other || r.kind == IntentKind::Lock);
                     let regular = &mut probes.regular;
                     let fold = |base| Ok(alone && regular.latest_version(key)?.0 == Some(base));
-                    if let Some(v) = resolve_key_intents(batch, key, other, Some(commit_ht), &recs, true, fold)? {
+                    if let Some(v) = resolve_key_intents(batch, key, other, Some(commit_ht), &recs, true, fold, true)? {
                         versions.push(v);
                     }
                 }
                 TxnStatus::Aborted => {
-                    resolve_key_intents(batch, key, other, None, &recs, true, |_| Ok(false))?;
+                    resolve_key_intents(batch, key, other, None, &recs, true, |_| Ok(false), false)?;
                 }
             }
         }
@@ -720,7 +720,7 @@ impl<E: KvEngine> Tablet<E> {
             // Applied whole if no one else has written the row since (known
             // without looking if no one stepped over the transaction's patches).
             let fold = |base: HybridTime| Ok(!others && base != HybridTime::INVALID && (untouched || latest(user_key)? == Some(base)));
-            resolve_key_intents(batch, user_key, txn, commit_ht, &recs, false, fold)?;
+            resolve_key_intents(batch, user_key, txn, commit_ht, &recs, false, fold, false)?;
             Ok(1)
         })?;
         guard.intent_txns.remove(&txn);
@@ -772,13 +772,15 @@ impl<E: KvEngine> Tablet<E> {
 /// Resolve one transaction's intents on `key` into `batch`: when it committed, write
 /// the version they leave ([`txn_effect`]) at `commit_ht`; then delete its intents
 /// and (`reverse`) its reverse-index entry. Returns the version written (`None`
-/// when nothing was: aborted, or only locks).
+/// when nothing was: aborted, or only locks), with the columns a patch changed if
+/// `want_cols`.
 ///
 /// A patch is written as the whole row its writer formed when `fold(base)` (the
 /// time of the newest version its writer saw) says no one else wrote the row
 /// since or holds intents on it: its row is then the row's whole state, and reads
 /// need not merge.
-fn resolve_key_intents(batch: &mut OwnedBatch, key: &[u8], txn: TxnId, commit_ht: Option<HybridTime>, recs: &[&IntentRecord], reverse: bool, fold: impl FnOnce(HybridTime) -> Result<bool>) -> Result<Option<Version>> {
+#[allow(clippy::too_many_arguments)]
+fn resolve_key_intents(batch: &mut OwnedBatch, key: &[u8], txn: TxnId, commit_ht: Option<HybridTime>, recs: &[&IntentRecord], reverse: bool, fold: impl FnOnce(HybridTime) -> Result<bool>, want_cols: bool) -> Result<Option<Version>> {
     let written = match commit_ht {
         Some(ht) => {
             let vk = keys::version_key(key, ht);
@@ -789,7 +791,7 @@ fn resolve_key_intents(batch: &mut OwnedBatch, key: &[u8], txn: TxnId, commit_ht
                     Some(Version { ht, cols: None, live: true, patch: false })
                 }
                 Some(TxnEffect::Patch(p, base)) => {
-                    let cols = Some(patch::decode_patch(&p)?.0);
+                    let cols = if want_cols { Some(patch::decode_patch(&p)?.0) } else { None };
                     if fold(base)? {
                         keys::encode_put_cols(&mut v, &p);
                         Some(Version { ht, cols, live: true, patch: false })

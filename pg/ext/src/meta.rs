@@ -59,6 +59,10 @@ pub struct PatchRules {
     pub indexed: Vec<u16>,
     /// Each CHECK constraint's columns.
     pub checks: Vec<Vec<u16>>,
+    /// The columns not in the primary key (dropped ones left out): an update
+    /// depending on all of them conflicts with every other update of the row,
+    /// and is written whole.
+    pub non_key: Vec<u16>,
 }
 
 thread_local! {

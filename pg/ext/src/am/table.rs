@@ -484,7 +484,7 @@ unsafe fn patch_value(rel: pg_sys::Relation, m: &TableMeta, bytes: &[u8]) -> Opt
         return None;
     }
     let crate::update_deps::Deps { used: mut deps, assigned } = crate::update_deps::of((*rel).rd_id)?;
-    let rules = m.patch_rules.get_or_init(|| patch_rules(rel)).as_ref()?;
+    let rules = m.patch_rules.get_or_init(|| patch_rules(rel, m)).as_ref()?;
     // An index entry, or a CHECK constraint, over a column it assigns was made
     // from, or checked on, the row as this update saw it: all their columns.
     if patch::intersects(&assigned, &rules.indexed) {
@@ -493,12 +493,17 @@ unsafe fn patch_value(rel: pg_sys::Relation, m: &TableMeta, bytes: &[u8]) -> Opt
     for check in rules.checks.iter().filter(|c| patch::intersects(&assigned, c)) {
         deps = patch::union(&deps, check);
     }
+    if rules.non_key.iter().all(|c| deps.binary_search(c).is_ok()) {
+        // It depends on every column another update could change: it conflicts
+        // with all of them, as a whole-row write does, which costs less.
+        return None;
+    }
     Some(patch::encode_patch_op(&assigned, &deps, bytes))
 }
 
 /// `rel`'s [`meta::PatchRules`]; None if an index or a CHECK constraint uses the
 /// whole row.
-unsafe fn patch_rules(rel: pg_sys::Relation) -> Option<meta::PatchRules> {
+unsafe fn patch_rules(rel: pg_sys::Relation, m: &TableMeta) -> Option<meta::PatchRules> {
     let mut indexed = Vec::new();
     crate::update_deps::attnums(pg_sys::RelationGetIndexAttrBitmap(rel, pg_sys::IndexAttrBitmapKind::INDEX_ATTR_BITMAP_ALL), &mut indexed)?;
     indexed.sort_unstable();
@@ -515,7 +520,13 @@ unsafe fn patch_rules(rel: pg_sys::Relation) -> Option<meta::PatchRules> {
             checks.push(cols);
         }
     }
-    Some(meta::PatchRules { indexed, checks })
+    let desc = (*rel).rd_att;
+    let key: &[i16] = m.pk.as_ref().map_or(&[], |pk| &pk.heap_attnums);
+    let non_key = (0..(*desc).natts as usize)
+        .filter(|&i| !(*(*desc).attrs.as_ptr().add(i)).attisdropped && !key.contains(&(i as i16 + 1)))
+        .map(|i| i as u16 + 1)
+        .collect();
+    Some(meta::PatchRules { indexed, checks, non_key })
 }
 
 #[pg_guard]
