@@ -198,6 +198,31 @@ expect "the survivor's updates" "$(on $pg3 -c "SELECT string_agg(v::text, ',' OR
 on $pg1 -c "DROP TABLE dl"
 echo "cluster deadlock across nodes: ok ($took_ms ms)"
 
+# Column-level conflicts across nodes: while a transaction on node 1 holds an
+# update of column a, node 2's update of column b of the same row neither waits
+# nor fails, and node 3 sees both changes after the first commits; node 2's
+# update of column a waits (and here times out).
+on $pg1 -c "CREATE TABLE colc (id int PRIMARY KEY, a int, b int)" -c "INSERT INTO colc VALUES (1, 0, 0)"
+hold_a() { # VALUE: update a in a transaction held open for 3 s
+  rm -f "$dir/colc.ready"
+  on $pg1 -c "BEGIN" -c "UPDATE colc SET a = $1 WHERE id = 1" -c "\\! touch $dir/colc.ready; sleep 3" -c "COMMIT" >/dev/null &
+  for _ in $(seq 1 500); do [[ -e "$dir/colc.ready" ]] && break; sleep 0.01; done
+}
+hold_a 1
+t0=$(date +%s%N)
+on $pg2 -c "SET lock_timeout = '2s'" -c "UPDATE colc SET b = 2 WHERE id = 1" >/dev/null
+took_ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+wait
+expect "both columns' updates" "$(on $pg3 -c "SELECT a, b FROM colc")" "1|2"
+(( took_ms < 1500 )) || { echo "cluster column conflicts: the update of another column took $took_ms ms" >&2; exit 1; }
+hold_a 3
+err=$(on $pg2 -c "SET lock_timeout = '300ms'" -c "UPDATE colc SET a = 4 WHERE id = 1" 2>&1 || true)
+wait
+grep -q 'lock timeout' <<<"$err" || { echo "cluster column conflicts: an update of the same column did not wait: $err" >&2; exit 1; }
+expect "the held update" "$(on $pg3 -c "SELECT a, b FROM colc")" "3|2"
+on $pg1 -c "DROP TABLE colc"
+echo "cluster column-level conflicts: ok ($took_ms ms)"
+
 # Kill node 1 or 2 (in turn) every few seconds, restarting it after a few
 # seconds; the bank's clients use node 3's PostgreSQL (a node's PostgreSQL fails
 # statements while its own daemon is down).
