@@ -366,26 +366,31 @@ unsafe fn emit(tmpl: &Tmpl, econtext: *mut pg_sys::ExprContext, out: &mut Vec<Fi
     true
 }
 
-/// The value of `state` (of type `ty`) as the tablets compare it; None if NULL.
-unsafe fn evaluate(state: *mut pg_sys::ExprState, econtext: *mut pg_sys::ExprContext, kind: Kind, ty: pg_sys::Oid) -> Option<FilterValue> {
+/// Evaluate `state` in `econtext`'s per-tuple memory (`ExecEvalExprSwitchContext`)
+/// and hand the result (value, is NULL) to `then`, still in that memory; None if
+/// the expression has no evaluation function (nothing to evaluate).
+unsafe fn eval_in_tuple_memory<T>(state: *mut pg_sys::ExprState, econtext: *mut pg_sys::ExprContext, then: impl FnOnce(pg_sys::Datum, bool) -> T) -> Option<T> {
     let eval = (*state).evalfunc?;
     let old = pg_sys::MemoryContextSwitchTo((*econtext).ecxt_per_tuple_memory);
     let mut isnull = false;
     let d = eval(state, econtext, &mut isnull);
-    let v = (!isnull).then(|| filter_value(d, kind, ty));
+    let v = then(d, isnull);
     pg_sys::MemoryContextSwitchTo(old);
-    v
+    Some(v)
+}
+
+/// The value of `state` (of type `ty`) as the tablets compare it; None if NULL.
+unsafe fn evaluate(state: *mut pg_sys::ExprState, econtext: *mut pg_sys::ExprContext, kind: Kind, ty: pg_sys::Oid) -> Option<FilterValue> {
+    eval_in_tuple_memory(state, econtext, |d, isnull| (!isnull).then(|| filter_value(d, kind, ty))).flatten()
 }
 
 /// The elements of the array `state` evaluates to (elements of type `ty`); None
 /// if it or an element is NULL, it is empty or longer than `MAX_IN_LIST`.
 unsafe fn evaluate_array(state: *mut pg_sys::ExprState, econtext: *mut pg_sys::ExprContext, kind: Kind, ty: pg_sys::Oid) -> Option<Vec<FilterValue>> {
-    let eval = (*state).evalfunc?;
-    let old = pg_sys::MemoryContextSwitchTo((*econtext).ecxt_per_tuple_memory);
-    let mut isnull = false;
-    let d = eval(state, econtext, &mut isnull);
-    let mut out = None;
-    if !isnull {
+    eval_in_tuple_memory(state, econtext, |d, isnull| {
+        if isnull {
+            return None;
+        }
         let arr = pg_sys::pg_detoast_datum(d.cast_mut_ptr()) as *mut pg_sys::ArrayType;
         let (mut len, mut byval, mut align) = (0i16, false, 0 as std::ffi::c_char);
         pg_sys::get_typlenbyvalalign(ty, &mut len, &mut byval, &mut align);
@@ -394,12 +399,9 @@ unsafe fn evaluate_array(state: *mut pg_sys::ExprState, econtext: *mut pg_sys::E
         let mut n = 0i32;
         pg_sys::deconstruct_array(arr, ty, len as i32, byval, align, &mut elems, &mut nulls, &mut n);
         let n = n.max(0) as usize;
-        if n > 0 && n <= MAX_IN_LIST && !(0..n).any(|i| *nulls.add(i)) {
-            out = Some((0..n).map(|i| filter_value(*elems.add(i), kind, ty)).collect());
-        }
-    }
-    pg_sys::MemoryContextSwitchTo(old);
-    out
+        (n > 0 && n <= MAX_IN_LIST && !(0..n).any(|i| *nulls.add(i))).then(|| (0..n).map(|i| filter_value(*elems.add(i), kind, ty)).collect())
+    })
+    .flatten()
 }
 
 /// Datum `d` of type `ty` as the tablets compare it.
@@ -1099,12 +1101,7 @@ unsafe fn finalize(p: &PushedAgg, a: &AggValue) -> (pg_sys::Datum, bool) {
 
 /// `ExecQual` (an inline function of executor.h).
 unsafe fn eval_bool(state: *mut pg_sys::ExprState, econtext: *mut pg_sys::ExprContext) -> bool {
-    let Some(eval) = (*state).evalfunc else { return true };
-    let old = pg_sys::MemoryContextSwitchTo((*econtext).ecxt_per_tuple_memory);
-    let mut isnull = false;
-    let d = eval(state, econtext, &mut isnull);
-    pg_sys::MemoryContextSwitchTo(old);
-    !isnull && d.value() != 0
+    eval_in_tuple_memory(state, econtext, |d, isnull| !isnull && d.value() != 0).unwrap_or(true)
 }
 
 /// `ExecProject` (an inline function of executor.h).
@@ -1112,13 +1109,7 @@ unsafe fn project(proj: *mut pg_sys::ProjectionInfo) -> *mut pg_sys::TupleTableS
     let state = &mut (*proj).pi_state as *mut pg_sys::ExprState;
     let slot = (*state).resultslot;
     pg_sys::ExecClearTuple(slot);
-    let econtext = (*proj).pi_exprContext;
-    if let Some(eval) = (*state).evalfunc {
-        let old = pg_sys::MemoryContextSwitchTo((*econtext).ecxt_per_tuple_memory);
-        let mut isnull = false;
-        eval(state, econtext, &mut isnull);
-        pg_sys::MemoryContextSwitchTo(old);
-    }
+    eval_in_tuple_memory(state, (*proj).pi_exprContext, |_, _| ());
     (*slot).tts_flags &= !(pg_sys::TTS_FLAG_EMPTY as u16);
     (*slot).tts_nvalid = (*(*slot).tts_tupleDescriptor).natts as i16;
     slot
