@@ -1453,3 +1453,44 @@ fn a_patch_needs_a_live_row() {
     let e = t.write_fast(0, &[WriteOp::patch("a", vec![0u8, 1])], None, &w.resolver()).unwrap_err();
     assert_eq!(e.code(), ErrorCode::InvalidRequest);
 }
+
+#[test]
+fn history_gc_keeps_the_whole_row_under_patches_at_the_cutoff() {
+    let cutoff = HistoryCutoff::default();
+    let engine = MemEngine::with_compaction_filter(Arc::new(HistoryGcFilterFactory { cutoff: cutoff.clone() }));
+    let manual = Arc::new(ManualClock::new(1_000));
+    let clock = Arc::new(HybridClock::new(manual.clone()));
+    let t = Tablet::open(TabletId(1), engine.clone(), clock.clone(), Partition::default(), TabletOptions::default(), cutoff.clone()).unwrap();
+    let status = StatusTablet::open(TabletId(0), MemEngine::new(), clock.clone(), TIMEOUT_US, true).unwrap();
+    let resolver = |tx: TxnId, ht: HybridTime| -> pinax_mvcc::Result<TxnStatus> { Ok(status.status(tx, ht).expect("status")) };
+    t.write_fast(0, &[WriteOp::put("k", "old")], None, &resolver).unwrap();
+    manual.advance(100);
+    t.write_fast(0, &[WriteOp::put("k", "base")], None, &resolver).unwrap();
+    // A pending patch of another column keeps the next ones patches.
+    let t1 = tid(1);
+    status.create(t1).unwrap();
+    t.write_intents(0, t1, 1, clock.now(), &[patch_op("k", &[9], &[9], "t1")], &resolver).unwrap();
+    let mut hts = Vec::new();
+    for i in 1..=3 {
+        manual.advance(100);
+        hts.push(t.write_fast(0, &[patch_op("k", &[i], &[i], &format!("p{i}"))], Some(clock.now()), &resolver).unwrap());
+    }
+    status.abort(t1, vec![TabletId(1)]).unwrap();
+    t.remove_intents(t1).unwrap();
+    let read = |ht: HybridTime| {
+        let v = t.read(ReadContext::at(ht), b"k", &resolver).unwrap().unwrap();
+        let st = pinax_codec::patch::decode_stack(&v).unwrap();
+        (st.patches.iter().map(|(c, r)| (c.clone(), String::from_utf8(r.to_vec()).unwrap())).collect::<Vec<_>>(), String::from_utf8(st.base.to_vec()).unwrap())
+    };
+    let at_cutoff = read(hts[1]);
+    let latest = read(hts[2]);
+    assert_eq!(at_cutoff, (vec![(vec![2], "p2".to_string()), (vec![1], "p1".to_string())], "base".to_string()));
+    // The cutoff on a patch: the patches under it and the whole row stay, the
+    // version before that goes.
+    let before = engine.version_count(Cf::Regular);
+    cutoff.advance_to(hts[1]);
+    engine.compact_range(Cf::Regular, None, None).unwrap();
+    assert_eq!(engine.version_count(Cf::Regular), before - 1);
+    assert_eq!(read(hts[1]), at_cutoff);
+    assert_eq!(read(hts[2]), latest);
+}
