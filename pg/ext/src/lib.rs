@@ -33,6 +33,7 @@ pub mod guc;
 pub mod hooks;
 pub mod keys;
 pub mod meta;
+pub mod pg_list;
 pub mod pgtry;
 pub mod pushdown;
 pub mod scan;

@@ -28,6 +28,7 @@
 use crate::am::table;
 use crate::guc;
 use crate::meta;
+use crate::pg_list::list_ptrs;
 use pgrx::pg_guard;
 use pgrx::pg_sys;
 use pinax_proto::{canonical_float_key, AggFunc, AggSpec, AggValue, AttrLayout, CmpOp, FilterOp, FilterValue, GroupBy, RowFilter, MAX_FILTER_OPS};
@@ -74,14 +75,6 @@ pub unsafe fn install() {
     let _ = PREV.set(pg_sys::set_rel_pathlist_hook);
     pg_sys::set_rel_pathlist_hook = Some(set_rel_pathlist);
     pg_sys::RegisterCustomScanMethods(&SCAN_METHODS.0);
-}
-
-/// Elements of a `List` of pointers.
-unsafe fn list_ptrs<T>(l: *mut pg_sys::List) -> Vec<*mut T> {
-    if l.is_null() {
-        return Vec::new();
-    }
-    (0..(*l).length as usize).map(|i| (*(*l).elements.add(i)).ptr_value as *mut T).collect()
 }
 
 unsafe fn tag(n: *mut pg_sys::Node) -> pg_sys::NodeTag {

@@ -20,7 +20,9 @@
 //! holds the whole row.
 
 use pgrx::pg_sys;
+use crate::pg_list::{list_ints, list_ptrs};
 use std::cell::RefCell;
+use std::rc::Rc;
 
 /// What an UPDATE's rows depend on (attribute numbers, ascending).
 #[derive(Clone, Debug)]
@@ -35,7 +37,7 @@ struct Running {
     query: *mut pg_sys::QueryDesc,
     subid: pg_sys::SubTransactionId,
     /// Per target relation: what its rows depend on; None: all of them.
-    rels: Vec<(pg_sys::Oid, Option<Deps>)>,
+    rels: Vec<(pg_sys::Oid, Option<Rc<Deps>>)>,
 }
 
 thread_local! {
@@ -75,17 +77,14 @@ pub unsafe fn started(query: *mut pg_sys::QueryDesc) {
 
 /// The target relations of an UPDATE plan, and what their rows depend on; none
 /// for any other plan.
-unsafe fn update_targets(stmt: *mut pg_sys::PlannedStmt) -> Vec<(pg_sys::Oid, Option<Deps>)> {
+unsafe fn update_targets(stmt: *mut pg_sys::PlannedStmt) -> Vec<(pg_sys::Oid, Option<Rc<Deps>>)> {
     if stmt.is_null() || (*stmt).commandType != pg_sys::CmdType::CMD_UPDATE || (*stmt).resultRelations.is_null() {
         return Vec::new();
     }
-    let rtable = (*stmt).rtable;
-    let rtes: Vec<*mut pg_sys::RangeTblEntry> = (0..(*rtable).length as usize).map(|i| (*(*rtable).elements.add(i)).ptr_value as *mut pg_sys::RangeTblEntry).collect();
-    let results = (*stmt).resultRelations;
+    let rtes = list_ptrs::<pg_sys::RangeTblEntry>((*stmt).rtable);
     let mut rels = Vec::new();
-    for i in 0..(*results).length as usize {
-        let rti = (*(*results).elements.add(i)).int_value as usize;
-        let Some(&target) = rtes.get(rti.wrapping_sub(1)) else { continue };
+    for rti in list_ints((*stmt).resultRelations) {
+        let Some(&target) = rtes.get((rti as usize).wrapping_sub(1)) else { continue };
         let relid = (*target).relid;
         let mut cols = Vec::new();
         let mut assigned = Vec::new();
@@ -104,7 +103,7 @@ unsafe fn update_targets(stmt: *mut pg_sys::PlannedStmt) -> Vec<(pg_sys::Oid, Op
         cols.extend_from_slice(&assigned);
         cols.sort_unstable();
         cols.dedup();
-        rels.push((relid, (!all).then_some(Deps { used: cols, assigned })));
+        rels.push((relid, (!all).then(|| Rc::new(Deps { used: cols, assigned }))));
     }
     rels
 }
@@ -131,6 +130,6 @@ pub fn clear() {
 
 /// What rows of `relid` the innermost running query depends on, if it is an
 /// UPDATE of `relid` that does not depend on every column.
-pub fn of(relid: pg_sys::Oid) -> Option<Deps> {
+pub fn of(relid: pg_sys::Oid) -> Option<Rc<Deps>> {
     RUNNING.with(|r| r.borrow().last().and_then(|q| q.rels.iter().find(|(id, _)| *id == relid).and_then(|(_, d)| d.clone())))
 }

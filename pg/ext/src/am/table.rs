@@ -483,22 +483,24 @@ unsafe fn patch_value(rel: pg_sys::Relation, m: &TableMeta, bytes: &[u8]) -> Opt
     if !constr.is_null() && (*constr).has_generated_stored {
         return None;
     }
-    let crate::update_deps::Deps { used: mut deps, assigned } = crate::update_deps::of((*rel).rd_id)?;
+    let of = crate::update_deps::of((*rel).rd_id)?;
+    let assigned = &of.assigned;
     let rules = m.patch_rules.get_or_init(|| patch_rules(rel, m)).as_ref()?;
     // An index entry, or a CHECK constraint, over a column it assigns was made
     // from, or checked on, the row as this update saw it: all their columns.
-    if patch::intersects(&assigned, &rules.indexed) {
-        deps = patch::union(&deps, &rules.indexed);
+    let mut deps: std::borrow::Cow<[u16]> = std::borrow::Cow::Borrowed(&of.used);
+    if patch::intersects(assigned, &rules.indexed) {
+        deps = patch::union(&deps, &rules.indexed).into();
     }
-    for check in rules.checks.iter().filter(|c| patch::intersects(&assigned, c)) {
-        deps = patch::union(&deps, check);
+    for check in rules.checks.iter().filter(|c| patch::intersects(assigned, c)) {
+        deps = patch::union(&deps, check).into();
     }
     if rules.non_key.iter().all(|c| deps.binary_search(c).is_ok()) {
         // It depends on every column another update could change: it conflicts
         // with all of them, as a whole-row write does, which costs less.
         return None;
     }
-    Some(patch::encode_patch_op(&assigned, &deps, bytes))
+    Some(patch::encode_patch_op(assigned, &deps, bytes))
 }
 
 /// `rel`'s [`meta::PatchRules`]; None if an index or a CHECK constraint uses the

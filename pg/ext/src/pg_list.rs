@@ -1,0 +1,26 @@
+//! Reading PostgreSQL `List`s (the `list_nth` family is inline C, not in the
+//! bindings).
+
+use pgrx::pg_sys;
+
+/// Elements of a `List` of pointers (a null list is empty).
+///
+/// # Safety
+/// `l` must be null or a valid pointer list whose elements are `T`s.
+pub unsafe fn list_ptrs<T>(l: *mut pg_sys::List) -> Vec<*mut T> {
+    if l.is_null() {
+        return Vec::new();
+    }
+    (0..(*l).length as usize).map(|i| (*(*l).elements.add(i)).ptr_value as *mut T).collect()
+}
+
+/// Elements of an integer `List` (a null list is empty).
+///
+/// # Safety
+/// `l` must be null or a valid integer list.
+pub unsafe fn list_ints(l: *mut pg_sys::List) -> Vec<i32> {
+    if l.is_null() {
+        return Vec::new();
+    }
+    (0..(*l).length as usize).map(|i| (*(*l).elements.add(i)).int_value).collect()
+}
