@@ -86,20 +86,25 @@ SELECT (SELECT count(*) FROM pd WHERE t = repeat('x', 5000)) AS pinax, (SELECT c
 -- the tablets cannot decide are shipped and folded here. The answers are the
 -- heap table's (floats in the data are exact in binary, so sums do not depend
 -- on the order of addition).
-CREATE FUNCTION pd_agg(sel text, cond text DEFAULT 'true') RETURNS text LANGUAGE plpgsql AS $$
+-- pd_same: query Q (@T for the table) on pd and on pd_heap, its rows x summed up
+-- by SUMMARY: equal or not, and whether EXPLAIN on pd shows Storage Aggregates.
+CREATE FUNCTION pd_same(q text, summary text) RETURNS text LANGUAGE plpgsql AS $$
 DECLARE
   line text;
   pushed bool := false;
   a text;
   b text;
 BEGIN
-  FOR line IN EXECUTE format('EXPLAIN (COSTS OFF) SELECT %s FROM pd WHERE %s', sel, cond) LOOP
+  FOR line IN EXECUTE 'EXPLAIN (COSTS OFF) ' || replace(q, '@T', 'pd') LOOP
     pushed := pushed OR line LIKE '%Storage Aggregates%';
   END LOOP;
-  EXECUTE format('SELECT (%s)::text FROM (SELECT %s FROM pd WHERE %s) x', 'x', sel, cond) INTO a;
-  EXECUTE format('SELECT (%s)::text FROM (SELECT %s FROM pd_heap WHERE %s) x', 'x', sel, cond) INTO b;
+  EXECUTE format('SELECT %s FROM (%s) x', summary, replace(q, '@T', 'pd')) INTO a;
+  EXECUTE format('SELECT %s FROM (%s) x', summary, replace(q, '@T', 'pd_heap')) INTO b;
   RETURN format('%s %s %s', a, CASE WHEN a IS NOT DISTINCT FROM b THEN '=' ELSE '<> heap ' || b END, CASE WHEN pushed THEN 'pushed' ELSE 'not pushed' END);
 END $$;
+CREATE FUNCTION pd_agg(sel text, cond text DEFAULT 'true') RETURNS text LANGUAGE sql AS $$
+  SELECT pd_same(format('SELECT %s FROM @T WHERE %s', sel, cond), '(x)::text')
+$$;
 SELECT sel, cond, pd_agg(sel, cond) FROM (VALUES
   ('count(*), count(i4), sum(i4), avg(i4), min(i4), max(i4)', 'true'),
   ('sum(i2), avg(i2), min(i2), max(i2), sum(i8), avg(i8), min(i8), max(i8)', 'true'),
@@ -120,20 +125,9 @@ SELECT sel, cond, pd_agg(sel, cond) FROM (VALUES
 EXPLAIN (COSTS OFF) SELECT sum(i4), avg(f8), count(*) FROM pd WHERE i2 < 5;
 EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT sum(i4), max(f8) FROM pd WHERE b;
 -- GROUP BY one column (a hashed aggregate): the tablets compute the groups.
-CREATE FUNCTION pd_grp(sel text, grp text, cond text DEFAULT 'true') RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-  line text;
-  pushed bool := false;
-  a text;
-  b text;
-BEGIN
-  FOR line IN EXECUTE format('EXPLAIN (COSTS OFF) SELECT %s FROM pd WHERE %s GROUP BY %s', sel, cond, grp) LOOP
-    pushed := pushed OR line LIKE '%Storage Aggregates%';
-  END LOOP;
-  EXECUTE format('SELECT count(*) || '' groups, '' || md5(string_agg(x::text, '';'' ORDER BY x::text)) FROM (SELECT %s FROM pd WHERE %s GROUP BY %s) x', sel, cond, grp) INTO a;
-  EXECUTE format('SELECT count(*) || '' groups, '' || md5(string_agg(x::text, '';'' ORDER BY x::text)) FROM (SELECT %s FROM pd_heap WHERE %s GROUP BY %s) x', sel, cond, grp) INTO b;
-  RETURN format('%s %s %s', a, CASE WHEN a IS NOT DISTINCT FROM b THEN '=' ELSE '<> heap ' || b END, CASE WHEN pushed THEN 'pushed' ELSE 'not pushed' END);
-END $$;
+CREATE FUNCTION pd_grp(sel text, grp text, cond text DEFAULT 'true') RETURNS text LANGUAGE sql AS $$
+  SELECT pd_same(format('SELECT %s FROM @T WHERE %s GROUP BY %s', sel, cond, grp), 'count(*) || '' groups, '' || md5(string_agg(x::text, '';'' ORDER BY x::text))')
+$$;
 SET enable_sort = off;
 SELECT sel, grp, cond, pd_grp(sel, grp, cond) FROM (VALUES
   ('i2, count(*), sum(i4), min(f8), max(f8), avg(i8)', 'i2', 'true'),
@@ -201,4 +195,5 @@ SELECT pd_check('i4 = 5'), pd_check('f8 > 200 AND b'), pd_check('u = md5(''7''):
 DROP FUNCTION pd_check(text);
 DROP FUNCTION pd_agg(text, text);
 DROP FUNCTION pd_grp(text, text, text);
+DROP FUNCTION pd_same(text, text);
 DROP TABLE pd, pd_heap;
