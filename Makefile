@@ -8,7 +8,7 @@ PINAX_DATA_DIR ?= $(if $(filter 0,$(shell id -u)),/var/lib/pinax,$(HOME)/.pinax)
 APT_PACKAGES := build-essential ccache clang libclang-dev pkg-config postgresql-15 postgresql-server-dev-15 postgresql-contrib
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: start stop status test deps build check bench clean-cache ext pgrx sqltest bank soak
+.PHONY: start stop status test deps build check bench perf clean-cache ext pgrx sqltest bank soak
 
 ## Install what is missing (Debian 12): apt packages and a Rust toolchain check.
 deps:
@@ -27,6 +27,9 @@ export CCACHE_DIR ?= $(HOME)/.cache/pinax/ccache
 # `cargo test` does, so the RocksDB C++ build (the slow part) happens once.
 # The dev profile is optimised (see Cargo.toml).
 PINAX_BIN := $(CARGO_TARGET_DIR)/debug/pinax
+# The daemon the side-by-side benchmarks run: the `perf` profile (Cargo.toml), the
+# dev build without debug assertions and overflow checks.
+PERF_BIN := $(CARGO_TARGET_DIR)/perf/pinax
 
 build: deps
 	$(CARGO) build --workspace --all-targets --locked
@@ -84,13 +87,16 @@ check: deps
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 
 ## Benchmarks (not tests): see bench/README.md.
-bench: build ext
+perf: deps
+	$(CARGO) build --profile perf --locked -p pinax
+
+bench: build ext perf
 	bash bench/client_writes.sh
-	PINAX_BIN=$(PINAX_BIN) bash bench/seed.sh
-	PINAX_BIN=$(PINAX_BIN) bash bench/filters.sh
-	PINAX_BIN=$(PINAX_BIN) bash bench/ycsb.sh
-	PINAX_BIN=$(PINAX_BIN) bash bench/inserts.sh
-	PINAX_BIN=$(PINAX_BIN) bash bench/sequences.sh
+	PINAX_BIN=$(PERF_BIN) bash bench/seed.sh
+	PINAX_BIN=$(PERF_BIN) bash bench/filters.sh
+	PINAX_BIN=$(PERF_BIN) bash bench/ycsb.sh
+	PINAX_BIN=$(PERF_BIN) bash bench/inserts.sh
+	PINAX_BIN=$(PERF_BIN) bash bench/sequences.sh
 	bash bench/failover.sh
 
 clean-cache:

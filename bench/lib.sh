@@ -9,7 +9,9 @@
 # start`, replication factor min(N, 3)); its CPU is that of every node's daemon plus
 # node 1's PostgreSQL.
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-bin="${PINAX_BIN:-${CARGO_TARGET_DIR:-$HOME/.cache/pinax/target}/debug/pinax}"
+# The daemon: PINAX_BIN, else the `perf` build (`make perf`: no debug assertions).
+bin="${PINAX_BIN:-${CARGO_TARGET_DIR:-$HOME/.cache/pinax/target}/perf/pinax}"
+[[ -x $bin ]] || { echo "no pinax binary at $bin: run make perf (or set PINAX_BIN)" >&2; exit 1; }
 pgbin=/usr/lib/postgresql/15/bin
 tck=$(getconf CLK_TCK)
 
