@@ -499,6 +499,8 @@ impl Client {
             }
             None => t.tablets.len() - 1,
         };
+        // A forward point read needs only the tablet holding its row.
+        let last = if spec.point && !spec.reverse { first } else { last };
         let order: Vec<usize> = if spec.reverse { (first..=last).rev().collect() } else { (first..=last).collect() };
         let mut found = 0usize;
         let interrupted = self.inner.opts.interrupted;

@@ -70,6 +70,7 @@ macro_rules! conformance_tests {
             iter_bounds,
             iter_empty_ranges,
             iter_prefix_hint_is_harmless,
+            iter_probe_prefix,
             iter_across_deleted_keys,
             delete_range,
             large_keys_and_values,
@@ -741,6 +742,63 @@ pub fn iter_prefix_hint_is_harmless<E: KvEngine>(e: &E) {
         assert_eq!(cur_key(&it).as_deref(), Some(&b"e"[..]));
     }
     assert_eq!(scan(&s, Cf::Regular, IterOptions::default()), all);
+}
+
+/// A probe (`prefix_same_as_start`) returns every key of the seek target's probe
+/// prefix, from SST files and the memtable, and none of another row; and a probe
+/// for a row with no key finds none, whatever the bloom filters say. In both
+/// column families that have probe prefixes.
+pub fn iter_probe_prefix<E: KvEngine>(e: &E) {
+    for (cf, suffix) in [(Cf::Regular, crate::PROBE_SUFFIX_LEN), (Cf::Intents, crate::INTENT_PROBE_SUFFIX_LEN)] {
+        // Rows r000..r199 (even ones only), three keys each: row ++ 00 01 ++ suffix.
+        let row = |i: u32| {
+            let mut k = format!("r{i:03}").into_bytes();
+            k.extend_from_slice(&crate::PROBE_PREFIX_END);
+            k
+        };
+        let key = |i: u32, v: u8| {
+            let mut k = row(i);
+            k.extend(std::iter::repeat_n(v, suffix));
+            k
+        };
+        for half in 0..2u32 {
+            write_batch(e, |b| {
+                for i in (0..200).filter(|i| i % 2 == 0 && i % 4 == 2 * half) {
+                    for v in [3u8, 7, 9] {
+                        b.put(cf, &key(i, v), &i.to_be_bytes());
+                    }
+                }
+            });
+            if half == 0 {
+                e.flush().expect("flush"); // half in SST files, half in the memtable
+            }
+        }
+        let s = e.snapshot();
+        let mut it = s.iter(cf, IterOptions { prefix_same_as_start: true, ..IterOptions::default() });
+        for i in 0..200u32 {
+            let target = key(i, 0);
+            assert_eq!(crate::probe_prefix(cf, &target), Some(&row(i)[..]));
+            it.seek(&target);
+            let mut found = Vec::new();
+            while let Some(k) = cur_key(&it) {
+                if crate::probe_prefix(cf, &k) != Some(&row(i)[..]) {
+                    break;
+                }
+                found.push(k);
+                it.next();
+            }
+            let want: Vec<Vec<u8>> = if i % 2 == 0 { [3u8, 7, 9].iter().map(|&v| key(i, v)).collect() } else { Vec::new() };
+            assert_eq!(found, want, "{cf:?}: probe of row {i}");
+        }
+        // Without the hint the iterator runs on across rows.
+        let mut plain = s.iter(cf, IterOptions::default());
+        plain.seek(&key(1, 0));
+        assert_eq!(cur_key(&plain), Some(key(2, 3)));
+        assert_eq!(crate::probe_prefix(cf, b"r001"), None);
+    }
+    assert_eq!(crate::probe_prefix(Cf::Regular, &[0, 1, 1, 2, 3, 4, 5, 6, 7, 8]), Some(&[0u8, 1][..]));
+    assert_eq!(crate::probe_prefix(Cf::Intents, &[0, 1, 1, 2, 3, 4, 5, 6, 7, 8]), None);
+    assert_eq!(crate::probe_prefix(Cf::Meta, &[0, 1, 1, 2, 3, 4, 5, 6, 7, 8]), None);
 }
 
 /// Iteration and seeks skip deleted keys (including runs of them and at the bounds).

@@ -83,8 +83,41 @@ pub struct WriteOptions {
 pub struct IterOptions {
     pub lower: Option<Vec<u8>>,
     pub upper: Option<Vec<u8>>,
-    /// Hint that the scan is a prefix/point probe (bloom filters apply).
+    /// The iterator probes one [`probe_prefix`] at a time (bloom filters apply):
+    /// after a seek to a key that has a probe prefix, it returns the same keys as
+    /// without the hint for as long as they share that prefix, and then may end
+    /// (or skip ahead). Callers read no key past the seek target's prefix and seek
+    /// again for the next. Without a probe prefix (or in an engine that ignores
+    /// the hint, as the in-memory one does) it changes nothing.
     pub prefix_same_as_start: bool,
+}
+
+/// Bytes after a probe prefix in [`Cf::Regular`] (a hybrid time, in a version key).
+pub const PROBE_SUFFIX_LEN: usize = 8;
+/// Bytes after a probe prefix in [`Cf::Intents`] (a transaction id and a sequence
+/// number, in an intent key).
+pub const INTENT_PROBE_SUFFIX_LEN: usize = 20;
+/// The two bytes that end a probe prefix.
+pub const PROBE_PREFIX_END: [u8; 2] = [0x00, 0x01];
+
+/// The probe prefix of a key of `cf` (see [`IterOptions::prefix_same_as_start`]):
+/// a key that ends with `00 01` and then the column family's suffix length
+/// ([`PROBE_SUFFIX_LEN`] in [`Cf::Regular`], [`INTENT_PROBE_SUFFIX_LEN`] in
+/// [`Cf::Intents`]) has as prefix all but the suffix; others, and keys of other
+/// column families, have none. This is the engine's only knowledge of a key
+/// format: an MVCC version key (an escaped key, which ends `00 01`, and a hybrid
+/// time) has the versions of its row as prefix group, an intent key the intents
+/// on its row, so an engine can keep per-prefix bloom filters and answer "does
+/// this row have any version / intent?" without reading a block.
+pub fn probe_prefix(cf: Cf, key: &[u8]) -> Option<&[u8]> {
+    let suffix = match cf {
+        Cf::Regular => PROBE_SUFFIX_LEN,
+        Cf::Intents => INTENT_PROBE_SUFFIX_LEN,
+        Cf::Meta | Cf::Log => return None,
+    };
+    let n = key.len().checked_sub(suffix)?;
+    let prefix = &key[..n];
+    prefix.ends_with(&PROBE_PREFIX_END).then_some(prefix)
 }
 
 impl IterOptions {

@@ -159,15 +159,28 @@ impl<'a, S: Snapshot, R: TxnStatusResolver + ?Sized> MvccReader<'a, S, R> {
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         let mut end = key.to_vec();
         end.push(0);
-        let spec = ScanSpec { start: key.to_vec(), end: Some(end), limit: 1, ..ScanSpec::default() };
+        let spec = ScanSpec { start: key.to_vec(), end: Some(end), limit: 1, point: true, ..ScanSpec::default() };
         Ok(self.scan(&spec)?.rows.pop().map(|(_, v)| v))
     }
 
     /// Visible rows in `[spec.start, spec.end)` in key order (or reverse).
     pub fn scan(&self, spec: &ScanSpec) -> Result<ScanResult> {
         let esc_start = keys::escape(&spec.start);
-        let esc_end = spec.end.as_ref().map(|e| keys::escape(e));
-        let reg_opts = IterOptions { lower: Some(esc_start.clone()), upper: esc_end.clone(), prefix_same_as_start: false };
+        // A point read (forward) probes the row `start`: its range narrows to it,
+        // and the regular CF is read with a probing iterator (bloom filters).
+        let point = spec.point && !spec.reverse;
+        let end = match &spec.end {
+            Some(e) if point => {
+                let mut only = spec.start.clone();
+                only.push(0);
+                Some(only.min(e.clone()))
+            }
+            Some(e) => Some(e.clone()),
+            None if point => Some([&spec.start[..], &[0]].concat()),
+            None => None,
+        };
+        let esc_end = end.as_ref().map(|e| keys::escape(e));
+        let reg_opts = IterOptions { lower: Some(esc_start.clone()), upper: esc_end.clone(), prefix_same_as_start: point };
         let mut int_lower = vec![keys::INTENT_PREFIX];
         int_lower.extend_from_slice(&esc_start);
         let int_upper = match &esc_end {
@@ -185,6 +198,14 @@ impl<'a, S: Snapshot, R: TxnStatusResolver + ?Sized> MvccReader<'a, S, R> {
             reg.seek_to_last();
             if let Some(i) = int.as_mut() {
                 i.seek_to_last();
+            }
+        } else if point {
+            // The row's first possible version key: its probe prefix is the row's.
+            let mut first = esc_start.clone();
+            first.extend_from_slice(&[0; keys::HT_SUFFIX_LEN]);
+            reg.seek(&first);
+            if let Some(i) = int.as_mut() {
+                i.seek_to_first();
             }
         } else {
             reg.seek_to_first();
@@ -582,6 +603,15 @@ const CURSOR_STEPS: usize = 8;
 /// many lookups (keys in random order would otherwise pay the steps and the seek).
 const CURSOR_BACKOFF: u32 = 16;
 
+// A version key's probe prefix (pinax_engine::probe_prefix) is its escaped key, an
+// intent key's is `'I' ++` its escaped key.
+const _: () = assert!(
+    keys::HT_SUFFIX_LEN == pinax_engine::PROBE_SUFFIX_LEN
+        && TxnId::LEN + keys::SEQ_SUFFIX_LEN == pinax_engine::INTENT_PROBE_SUFFIX_LEN
+        && keys::ESC == pinax_engine::PROBE_PREFIX_END[0]
+        && keys::ESC_END == pinax_engine::PROBE_PREFIX_END[1]
+);
+
 /// Lookups of many keys through one iterator (creating an iterator per key costs
 /// more: RocksDB builds a child iterator per memtable and file). When the keys
 /// come in ascending order, as a statement's rows usually do, a lookup steps
@@ -598,11 +628,38 @@ pub struct KeyCursor<I: KvIterator> {
     pub stepped: u64,
     /// Lookups left that seek without trying to step (see [`CURSOR_BACKOFF`]).
     backoff: u32,
+    /// Every lookup is a probe of one row's versions (see [`KeyCursor::probing`]).
+    probe: bool,
 }
 
 impl<I: KvIterator> KeyCursor<I> {
     pub fn new(it: I) -> Self {
-        KeyCursor { it, from: None, stepped: 0, backoff: 0 }
+        KeyCursor { it, from: None, stepped: 0, backoff: 0, probe: false }
+    }
+
+    /// A cursor for keys in no particular order (a batch of random keys): `it`
+    /// was made with `prefix_same_as_start`, and every lookup seeks to the key's
+    /// first possible version key (or intent key), whose probe prefix is the
+    /// row's, so the engine's bloom filters skip the files (and memtable) without
+    /// a version (intent) of the row. A row that has none (the key an insert adds)
+    /// then costs no block read. It never steps from key to key: that is for
+    /// ascending keys ([`KeyCursor::new`]).
+    pub fn probing(it: I) -> Self {
+        KeyCursor { it, from: None, stepped: 0, backoff: 0, probe: true }
+    }
+
+    /// Position at the first key with prefix `prefix` (an escaped key in the
+    /// regular CF, `'I' ++` one in the intents CF), whose keys have `suffix` bytes
+    /// after it.
+    fn position_row(&mut self, prefix: &[u8], suffix: usize) -> Result<()> {
+        if !self.probe {
+            return self.position(prefix);
+        }
+        let mut target = Vec::with_capacity(prefix.len() + suffix);
+        target.extend_from_slice(prefix);
+        target.resize(prefix.len() + suffix, 0);
+        self.it.seek(&target);
+        Ok(())
     }
 
     /// Position at the first entry at or after `target`.
@@ -644,7 +701,7 @@ impl<I: KvIterator> KeyCursor<I> {
         // Version keys start with the escaped key, which no other escaped key
         // starts with: the first entry at or after it is the key's newest version
         // if it has any.
-        self.position(&esc)?;
+        self.position_row(&esc, keys::HT_SUFFIX_LEN)?;
         if !self.it.valid()? {
             return Ok((None, false));
         }
@@ -661,7 +718,7 @@ impl<I: KvIterator> KeyCursor<I> {
     /// than `newer_than`, and at least `max` if there are as many.
     pub fn recent_versions(&mut self, key: &[u8], newer_than: HybridTime, max: usize) -> Result<Vec<Version>> {
         let esc = keys::escape(key);
-        self.position(&esc)?;
+        self.position_row(&esc, keys::HT_SUFFIX_LEN)?;
         let mut out = Vec::new();
         while self.it.valid()? {
             let (k, ht) = keys::split_version_key(self.it.key())?;
@@ -683,7 +740,9 @@ impl<I: KvIterator> KeyCursor<I> {
         }
         // The iterator stands on the entry at or after its current key: a later
         // lookup of a greater key steps on from there.
-        if self.it.valid()? {
+        if self.probe {
+            // Past the row, a probing iterator may have skipped keys.
+        } else if self.it.valid()? {
             let k = self.it.key().to_vec();
             self.set_from(&k);
         } else {
@@ -695,11 +754,11 @@ impl<I: KvIterator> KeyCursor<I> {
     /// Every intent on `key`, of any transaction (over the intents column family).
     pub fn intents(&mut self, key: &[u8]) -> Result<Vec<IntentRecord>> {
         let prefix = keys::intent_key_prefix(key);
-        self.position(&prefix)?;
+        self.position_row(&prefix, TxnId::LEN + keys::SEQ_SUFFIX_LEN)?;
         let out = collect_intent_group(&mut self.it, &prefix[1..], false)?;
         // The key's intents were consumed: the iterator is now at the first entry
-        // past every key with this prefix.
-        if !out.is_empty() {
+        // past every key with this prefix (a probing one may have skipped some).
+        if !out.is_empty() && !self.probe {
             match keys::prefix_upper_bound(&prefix) {
                 Some(upper) => self.set_from(&upper),
                 None => self.from = None,
@@ -716,10 +775,16 @@ pub fn intents_cursor<S: Snapshot>(snap: &S) -> KeyCursor<S::Iter<'_>> {
 
 /// A cursor over the intents of keys in `[first, last]` (bounded, so a seek walks
 /// no tombstones past them).
-pub fn intents_cursor_between<'s, S: Snapshot>(snap: &'s S, first: &[u8], last: &[u8]) -> KeyCursor<S::Iter<'s>> {
+/// `probe`: a [`KeyCursor::probing`] one (for keys in no order).
+pub fn intents_cursor_between<'s, S: Snapshot>(snap: &'s S, first: &[u8], last: &[u8], probe: bool) -> KeyCursor<S::Iter<'s>> {
     let lower = keys::intent_key_prefix(first);
     let upper = keys::prefix_upper_bound(&keys::intent_key_prefix(last)).unwrap_or_else(|| vec![keys::INTENT_PREFIX + 1]);
-    KeyCursor::new(snap.iter(Cf::Intents, IterOptions { lower: Some(lower), upper: Some(upper), prefix_same_as_start: false }))
+    let it = snap.iter(Cf::Intents, IterOptions { lower: Some(lower), upper: Some(upper), prefix_same_as_start: probe });
+    if probe {
+        KeyCursor::probing(it)
+    } else {
+        KeyCursor::new(it)
+    }
 }
 
 #[cfg(test)]
@@ -737,6 +802,11 @@ mod cursor_tests {
     /// seventh had intents that were deleted (tombstones in the intents CF).
     fn engine() -> MemEngine {
         let e = MemEngine::new();
+        fill(&e);
+        e
+    }
+
+    fn fill<E: KvEngine>(e: &E) {
         let mut b = e.new_batch();
         let (t1, t2) = (TxnId([1; 16]), TxnId([2; 16]));
         for i in 0..200u32 {
@@ -767,7 +837,6 @@ mod cursor_tests {
             b.delete(Cf::Intents, &keys::intent_key(&key(i), TxnId([9; 16]), 1));
         }
         e.write(b, WriteOptions::default()).unwrap();
-        e
     }
 
     fn expected(i: u32) -> ((Option<HybridTime>, bool), usize) {
@@ -788,7 +857,7 @@ mod cursor_tests {
         ];
         for (name, order) in orders {
             let mut reg = KeyCursor::new(snap.iter(Cf::Regular, IterOptions::default()));
-            let mut ints = intents_cursor_between(&snap, &key(*order.iter().min().unwrap()), &key(*order.iter().max().unwrap()));
+            let mut ints = intents_cursor_between(&snap, &key(*order.iter().min().unwrap()), &key(*order.iter().max().unwrap()), false);
             let mut whole = intents_cursor(&snap);
             for i in &order {
                 let (version, n) = expected(*i);
@@ -821,5 +890,53 @@ mod cursor_tests {
         assert_eq!(reg.latest_version(b"a").unwrap(), (None, false));
         assert_eq!(reg.latest_version(b"z").unwrap(), (None, false));
         assert_eq!(reg.latest_version(&key(3)).unwrap(), (Some(HybridTime(20)), true));
+    }
+
+    /// Probing cursors (bloom filters; no stepping) answer every lookup as the
+    /// stepping ones do, in any order, on RocksDB (with the data half in SST files,
+    /// half in the memtable) and on the in-memory engine (which ignores the hint).
+    #[test]
+    fn probing_cursors_answer_as_stepping_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let rocks = pinax_engine_rocks::RocksEngine::open(dir.path(), &pinax_engine_rocks::RocksConfig::default()).unwrap();
+        fill(&rocks);
+        rocks.flush().unwrap();
+        // Newer versions of some keys, in the memtable.
+        let mut b = rocks.new_batch();
+        for i in (0..200u32).filter(|i| i.is_multiple_of(9)) {
+            let mut v = Vec::new();
+            keys::encode_put(&mut v, b"new");
+            b.put(Cf::Regular, &keys::version_key(&key(i), HybridTime(30)), &v);
+        }
+        rocks.write(b, WriteOptions::default()).unwrap();
+        let expected_now = |i: u32| {
+            let ((v, live), n) = expected(i);
+            if i.is_multiple_of(9) { ((Some(HybridTime(30)), true), n) } else { ((v, live), n) }
+        };
+        check_probing(&rocks, expected_now);
+        check_probing(&engine(), expected);
+    }
+
+    fn check_probing<E: KvEngine>(e: &E, expected: impl Fn(u32) -> ((Option<HybridTime>, bool), usize)) {
+        let snap = e.snapshot();
+        let probe = IterOptions { prefix_same_as_start: true, ..IterOptions::default() };
+        for order in [(0..200).collect::<Vec<u32>>(), (0..200).map(|i| (i * 37) % 200).collect(), vec![5, 5, 4, 199, 0, 12, 12, 13]] {
+            let mut reg = KeyCursor::probing(snap.iter(Cf::Regular, probe.clone()));
+            let mut ints = intents_cursor_between(&snap, &key(*order.iter().min().unwrap()), &key(*order.iter().max().unwrap()), true);
+            for (n, i) in order.iter().enumerate() {
+                let (version, intents) = expected(*i);
+                if n % 2 == 0 {
+                    let got = reg.recent_versions(&key(*i), HybridTime::INVALID, 4).unwrap();
+                    assert_eq!(got.first().map(|v| (Some(v.ht), v.live)).unwrap_or((None, false)), version, "versions of {i}");
+                } else {
+                    assert_eq!(reg.latest_version(&key(*i)).unwrap(), version, "version of {i}");
+                }
+                assert_eq!(ints.intents(&key(*i)).unwrap().len(), intents, "intents on {i}");
+            }
+            assert_eq!(reg.stepped, 0);
+        }
+        let mut reg = KeyCursor::probing(snap.iter(Cf::Regular, probe));
+        assert_eq!(reg.latest_version(b"a").unwrap(), (None, false));
+        assert_eq!(reg.latest_version(b"z").unwrap(), (None, false));
     }
 }

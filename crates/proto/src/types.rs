@@ -169,6 +169,12 @@ pub struct ScanSpec {
     /// With `aggregates`: compute them per value of this attribute
     /// (`ScanResult::groups`) instead of once.
     pub group_by: Option<crate::filter::GroupBy>,
+    /// Read only the row `start` (if `end` does not exclude it): a primary-key
+    /// lookup by every key column. Storage probes that row through its bloom
+    /// filters (a row absent from a file costs no block read of it). The client
+    /// asks only the tablet holding `start`; a tablet not holding it reads its
+    /// part of `[start, end)` instead.
+    pub point: bool,
 }
 
 /// A row as storage returns it: (key, value).

@@ -41,11 +41,14 @@ pub struct Pager {
     page: usize,
     /// Conditions the tablets check before returning a row (pushed down).
     pub filter: Option<RowFilter>,
+    /// The range holds at most the row `start` (a primary-key lookup by every key
+    /// column): the tablet probes that row (`ScanSpec::point`).
+    pub point: bool,
 }
 
 impl Pager {
     pub fn new(storage: String, start: Vec<u8>, end: Option<Vec<u8>>, reverse: bool, curcid: u32) -> Pager {
-        Pager { storage, start, end, reverse, curcid, at: None, rows: VecDeque::new(), done: false, page: FIRST_PAGE_ROWS, filter: None }
+        Pager { storage, start, end, reverse, curcid, at: None, rows: VecDeque::new(), done: false, page: FIRST_PAGE_ROWS, filter: None, point: false }
     }
 
     /// How many rows the walk would return, counted in the tablets (no rows are
@@ -90,7 +93,7 @@ impl Pager {
 
     /// The rest of the walk's range, at most `limit` rows (0: all).
     fn spec(&self, limit: usize) -> ScanSpec {
-        ScanSpec { start: self.start.clone(), end: self.end.clone(), reverse: self.reverse, limit, filter: self.filter.clone(), ..ScanSpec::default() }
+        ScanSpec { start: self.start.clone(), end: self.end.clone(), reverse: self.reverse, limit, filter: self.filter.clone(), point: self.point, ..ScanSpec::default() }
     }
 
     /// The read point this walk uses: the statement's until the walk's first read

@@ -489,6 +489,8 @@ struct IndexScanState {
     is_pk: bool,
     relid: u32,
     curcid: u32,
+    /// Every range is one primary-key row (all key columns equal).
+    point: bool,
 }
 
 #[repr(C)]
@@ -746,6 +748,7 @@ unsafe extern "C-unwind" fn amgettuple(scan: pg_sys::IndexScanDesc, direction: p
             is_pk: im.is_pk,
             relid: m.relid,
             curcid: snapshot_cid((*scan).xs_snapshot),
+            point,
         };
         (*o).state = Box::into_raw(Box::new(st));
     }
@@ -757,7 +760,9 @@ unsafe extern "C-unwind" fn amgettuple(scan: pg_sys::IndexScanDesc, direction: p
     loop {
         if st.pager.is_none() {
             let Some((start, end)) = st.ranges.pop_front() else { return false };
-            st.pager = Some(Pager::new(st.index_storage.clone(), start, end, st.reverse, st.curcid));
+            let mut pager = Pager::new(st.index_storage.clone(), start, end, st.reverse, st.curcid);
+            pager.point = st.point;
+            st.pager = Some(pager);
         }
         if (*o).no_tids && (*o).needed == 0 && !st.reverse {
             // An index-only scan reading no column (count(*)): the tablets count the
