@@ -565,6 +565,18 @@ fn scans_merge_versions_and_intents_in_order() {
     rspec.end = q1.resume;
     let q2 = t.scan(own, &rspec, &w.resolver()).unwrap();
     assert_eq!(keys_of(&q2.rows), ["b=b0", "a=a0"]);
+    // a point read returns the row `start` only (own intents and versions merged),
+    // though the range holds more; a reverse one reads the range
+    let point = |start: &str, end: &str, reverse: bool, ctx| {
+        let spec = ScanSpec { start: start.as_bytes().to_vec(), end: Some(end.as_bytes().to_vec()), point: true, reverse, ..Default::default() };
+        keys_of(&t.scan(ctx, &spec, &w.resolver()).unwrap().rows)
+    };
+    assert_eq!(point("b", "c", false, own), ["b=b0"]);
+    assert_eq!(point("d", "e", false, own), ["d=d1"]);
+    assert_eq!(point("c", "d", false, own), Vec::<String>::new());
+    assert_eq!(point("c", "d", false, ReadContext::at(w.now())), ["c=c0"]);
+    assert_eq!(point("bb", "b", false, own), Vec::<String>::new());
+    assert_eq!(point("b", "c", true, own), ["bb=new", "b=b0"]);
     // after commit + apply, everyone sees the new state; the old state stays readable
     let commit = w.status.commit(txn, all_ids(&w)).unwrap();
     t.apply_intents(txn, commit).unwrap();
