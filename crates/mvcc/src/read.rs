@@ -640,9 +640,9 @@ impl<I: KvIterator> KeyCursor<I> {
     /// A cursor for keys in no particular order (a batch of random keys): `it`
     /// was made with `prefix_same_as_start`, and every lookup seeks to the key's
     /// first possible version key (or intent key), whose probe prefix is the
-    /// row's, so the engine's bloom filters skip the files (and memtable) without
-    /// a version (intent) of the row. A row that has none (the key an insert adds)
-    /// then costs no block read. It never steps from key to key: that is for
+    /// row's, so the engine's bloom filters skip the SST files without a version
+    /// (intent) of the row. A row that has none (the key an insert adds) then
+    /// costs a memtable search and no block read. It never steps from key to key: that is for
     /// ascending keys ([`KeyCursor::new`]).
     pub fn probing(it: I) -> Self {
         KeyCursor { it, from: None, stepped: 0, backoff: 0, probe: true }
