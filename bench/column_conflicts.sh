@@ -55,14 +55,13 @@ for r in $(seq 1 "$rounds"); do
     for i in "${!steps[@]}"; do run "$var" "$i" "${steps[$i]}"; done
   done
 done
-median() { tr ' ' '\n' | sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 echo "column-level conflicts, $rows rows, $rounds rounds (medians), $(nproc) cores, $(date -u +%F)"
 printf "%-11s %7s %7s %7s %8s %8s %8s %7s %7s\n" step on_ms off_ms pg_ms on_cpu off_cpu pg_cpu on/off on/pg
 for i in "${!steps[@]}"; do
   declare -A m=()
   for var in "${variants[@]}"; do
-    m[w$var]=$(for r in $(seq 1 "$rounds"); do echo -n "${wall[$var,$i,$r]} "; done | median)
-    m[c$var]=$(for r in $(seq 1 "$rounds"); do echo -n "${cpu[$var,$i,$r]} "; done | median)
+    m[w$var]=$(round_median wall "$var" "$i")
+    m[c$var]=$(round_median cpu "$var" "$i")
   done
   printf "%-11s %7s %7s %7s %8s %8s %8s %7s %7s\n" "${names[$i]}" "${m[won]}" "${m[woff]}" "${m[wstock]}" "${m[con]}" "${m[coff]}" "${m[cstock]}" \
     "$(awk -v a="${m[con]}" -v b="${m[coff]}" 'BEGIN { printf "%.2f", a / (b ? b : 1) }')" "$(awk -v a="${m[con]}" -v b="${m[cstock]}" 'BEGIN { printf "%.2f", a / (b ? b : 1) }')"

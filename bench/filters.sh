@@ -51,14 +51,13 @@ for r in $(seq 1 "$rounds"); do
     done
   done
 done
-median() { tr ' ' '\n' | sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 echo "selective scans, $rows rows, $rounds rounds (medians), $(nproc) cores, $(date -u +%F)"
 printf "%-12s %8s %8s %8s %7s %7s %9s %9s %9s %7s %7s\n" query on_ms off_ms pg_ms on_x off_x on_cpu off_cpu pg_cpu on_cx off_cx
 for i in "${!queries[@]}"; do
   declare -A m=()
   for var in "${variants[@]}"; do
-    m[w$var]=$(for r in $(seq 1 "$rounds"); do echo -n "${wall[$var,$i,$r]} "; done | median)
-    m[c$var]=$(for r in $(seq 1 "$rounds"); do echo -n "${cpu[$var,$i,$r]} "; done | median)
+    m[w$var]=$(round_median wall "$var" "$i")
+    m[c$var]=$(round_median cpu "$var" "$i")
   done
   ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.1f", a / b; else print "-" }'; }
   printf "%-12s %8d %8d %8d %7s %7s %9d %9d %9d %7s %7s\n" "${names[$i]}" "${m[won]}" "${m[woff]}" "${m[wstock]}" \

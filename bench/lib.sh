@@ -97,3 +97,12 @@ wait_idle() {
 }
 port_of() { if [[ $1 == pinax ]]; then echo "$pinax_pg"; else echo "$stock_pg"; fi; }
 psql_on() { local sys=$1; shift; psql -X -q -h 127.0.0.1 -p "$(port_of "$sys")" -U "$user" -d postgres -v ON_ERROR_STOP=1 "$@"; }
+
+# Median of the whitespace-separated numbers on stdin.
+median() { tr ' ' '\n' | sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
+# Median over rounds 1..$rounds of ARRAY[VARIANT,STEP,round]: round_median ARRAY VARIANT STEP.
+round_median() {
+  local -n values=$1
+  local r
+  for r in $(seq 1 "$rounds"); do echo -n "${values[$2,$3,$r]} "; done | median
+}

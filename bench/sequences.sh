@@ -13,7 +13,6 @@ rounds="${2:-3}"
 # shellcheck source=bench/lib.sh
 source "$(dirname "$0")/lib.sh"
 
-median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 echo "sequences: $rows rows per INSERT, $rounds rounds, $(nproc) cores, $(date -u +%F)"
 printf "%-6s %6s %10s %10s %10s %10s %8s %8s\n" system cache serial_ms expl_ms serial_cpu expl_cpu wall_x cpu_x
 for sys in pinax stock; do
