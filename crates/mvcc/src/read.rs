@@ -169,15 +169,11 @@ impl<'a, S: Snapshot, R: TxnStatusResolver + ?Sized> MvccReader<'a, S, R> {
         // A point read (forward) probes the row `start`: its range narrows to it,
         // and the regular CF is read with a probing iterator (bloom filters).
         let point = spec.point && !spec.reverse;
-        let end = match &spec.end {
-            Some(e) if point => {
-                let mut only = spec.start.clone();
-                only.push(0);
-                Some(only.min(e.clone()))
-            }
-            Some(e) => Some(e.clone()),
-            None if point => Some([&spec.start[..], &[0]].concat()),
-            None => None,
+        let end = if point {
+            let only = [&spec.start[..], &[0]].concat();
+            Some(spec.end.as_ref().map_or(only.clone(), |e| only.min(e.clone())))
+        } else {
+            spec.end.clone()
         };
         let esc_end = end.as_ref().map(|e| keys::escape(e));
         let reg_opts = IterOptions { lower: Some(esc_start.clone()), upper: esc_end.clone(), prefix_same_as_start: point };
@@ -200,10 +196,7 @@ impl<'a, S: Snapshot, R: TxnStatusResolver + ?Sized> MvccReader<'a, S, R> {
                 i.seek_to_last();
             }
         } else if point {
-            // The row's first possible version key: its probe prefix is the row's.
-            let mut first = esc_start.clone();
-            first.extend_from_slice(&[0; keys::HT_SUFFIX_LEN]);
-            reg.seek(&first);
+            reg.seek(&probe_target(&esc_start, keys::HT_SUFFIX_LEN));
             if let Some(i) = int.as_mut() {
                 i.seek_to_first();
             }
@@ -612,6 +605,15 @@ const _: () = assert!(
         && keys::ESC_END == pinax_engine::PROBE_PREFIX_END[1]
 );
 
+/// The first possible key with probe prefix `prefix` (a row's escaped key, or
+/// `'I' ++` one), whose keys have `suffix` bytes after it: where a probe seeks.
+fn probe_target(prefix: &[u8], suffix: usize) -> Vec<u8> {
+    let mut target = Vec::with_capacity(prefix.len() + suffix);
+    target.extend_from_slice(prefix);
+    target.resize(prefix.len() + suffix, 0);
+    target
+}
+
 /// Lookups of many keys through one iterator (creating an iterator per key costs
 /// more: RocksDB builds a child iterator per memtable and file). When the keys
 /// come in ascending order, as a statement's rows usually do, a lookup steps
@@ -655,10 +657,7 @@ impl<I: KvIterator> KeyCursor<I> {
         if !self.probe {
             return self.position(prefix);
         }
-        let mut target = Vec::with_capacity(prefix.len() + suffix);
-        target.extend_from_slice(prefix);
-        target.resize(prefix.len() + suffix, 0);
-        self.it.seek(&target);
+        self.it.seek(&probe_target(prefix, suffix));
         Ok(())
     }
 
