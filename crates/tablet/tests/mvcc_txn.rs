@@ -593,13 +593,30 @@ fn keys_outside_partition_are_refused() {
     assert_eq!(e.code(), ErrorCode::TabletNotFound);
 }
 
+/// A tablet on an engine whose compactions run history GC at `cutoff`, on a
+/// manual clock.
+struct GcTablet {
+    cutoff: HistoryCutoff,
+    engine: MemEngine,
+    manual: Arc<ManualClock>,
+    clock: Arc<HybridClock>,
+    t: Tablet<MemEngine>,
+}
+
+impl GcTablet {
+    fn new() -> GcTablet {
+        let cutoff = HistoryCutoff::default();
+        let engine = MemEngine::with_compaction_filter(Arc::new(HistoryGcFilterFactory { cutoff: cutoff.clone() }));
+        let manual = Arc::new(ManualClock::new(1_000));
+        let clock = Arc::new(HybridClock::new(manual.clone()));
+        let t = Tablet::open(TabletId(1), engine.clone(), clock.clone(), Partition::default(), TabletOptions::default(), cutoff.clone()).unwrap();
+        GcTablet { cutoff, engine, manual, clock, t }
+    }
+}
+
 #[test]
 fn history_gc_keeps_what_reads_after_cutoff_need() {
-    let cutoff = HistoryCutoff::default();
-    let engine = MemEngine::with_compaction_filter(Arc::new(HistoryGcFilterFactory { cutoff: cutoff.clone() }));
-    let manual = Arc::new(ManualClock::new(1_000));
-    let clock = Arc::new(HybridClock::new(manual.clone()));
-    let t = Tablet::open(TabletId(1), engine.clone(), clock.clone(), Partition::default(), TabletOptions::default(), cutoff.clone()).unwrap();
+    let GcTablet { cutoff, engine, manual, t, .. } = GcTablet::new();
     let none = |_: TxnId, _: HybridTime| -> pinax_mvcc::Result<TxnStatus> { Ok(TxnStatus::Aborted) };
     let mut hts = Vec::new();
     for i in 0..5 {
@@ -1468,11 +1485,7 @@ fn a_patch_needs_a_live_row() {
 
 #[test]
 fn history_gc_keeps_the_whole_row_under_patches_at_the_cutoff() {
-    let cutoff = HistoryCutoff::default();
-    let engine = MemEngine::with_compaction_filter(Arc::new(HistoryGcFilterFactory { cutoff: cutoff.clone() }));
-    let manual = Arc::new(ManualClock::new(1_000));
-    let clock = Arc::new(HybridClock::new(manual.clone()));
-    let t = Tablet::open(TabletId(1), engine.clone(), clock.clone(), Partition::default(), TabletOptions::default(), cutoff.clone()).unwrap();
+    let GcTablet { cutoff, engine, manual, clock, t } = GcTablet::new();
     let status = StatusTablet::open(TabletId(0), MemEngine::new(), clock.clone(), TIMEOUT_US, true).unwrap();
     let resolver = |tx: TxnId, ht: HybridTime| -> pinax_mvcc::Result<TxnStatus> { Ok(status.status(tx, ht).expect("status")) };
     t.write_fast(0, &[WriteOp::put("k", "old")], None, &resolver).unwrap();
