@@ -43,7 +43,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 pub enum GroupError {
     #[error("this replica is not the leader")]
     NotLeader { leader: Option<NodeId>, leader_addr: Option<String> },
@@ -88,6 +88,65 @@ pub struct RaftGroup {
     handover: Arc<Mutex<Option<Handover>>>,
     /// `election_timeout_max`: followers' lease on their leader.
     follower_lease: Duration,
+    /// Writes waiting to be proposed (group commit, see [`RaftGroup::replicate_then`]).
+    proposals: Mutex<Proposals>,
+}
+
+/// Most bytes of batches merged into one entry (a larger single write goes alone).
+const MERGE_BYTES: usize = 4 << 20;
+
+/// The queue of writes handed to [`RaftGroup::replicate_then`] and not yet
+/// proposed, in the order they were handed over.
+#[derive(Default)]
+struct Proposals {
+    queue: Vec<(Command, Arc<Proposal>)>,
+    /// Some caller is proposing an entry right now.
+    busy: bool,
+}
+
+/// One write waiting in [`Proposals`]: told to propose, or its outcome.
+#[derive(Default)]
+struct Proposal {
+    state: Mutex<ProposalState>,
+    changed: parking_lot::Condvar,
+}
+
+#[derive(Default)]
+enum ProposalState {
+    #[default]
+    Queued,
+    /// Its turn to propose what is queued (its own write first).
+    Propose,
+    Done(Result<(), GroupError>),
+}
+
+/// A caller's turn to propose: when it ends (also by a panic), the writes it
+/// proposed learn the outcome and the next queued write gets the turn.
+struct Turn<'a> {
+    group: &'a RaftGroup,
+    waiters: Vec<Arc<Proposal>>,
+    res: Option<Result<(), GroupError>>,
+}
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        let res = self.res.take().unwrap_or_else(|| Err(GroupError::Fatal("proposing the entry failed".into())));
+        for w in &self.waiters {
+            w.set(ProposalState::Done(res.clone()));
+        }
+        let mut p = self.group.proposals.lock();
+        match p.queue.first() {
+            Some((_, next)) => next.set(ProposalState::Propose),
+            None => p.busy = false,
+        }
+    }
+}
+
+impl Proposal {
+    fn set(&self, state: ProposalState) {
+        *self.state.lock() = state;
+        self.changed.notify_one();
+    }
 }
 
 /// A leader handing over: until when, to whom, in which term (it ends early when
@@ -167,6 +226,7 @@ impl RaftGroup {
             _heartbeats: stop,
             handover,
             follower_lease: Duration::from_millis(timing.election_max_ms),
+            proposals: Mutex::new(Proposals::default()),
         })
     }
 
@@ -329,7 +389,63 @@ impl RaftGroup {
 
     /// Replicate `cmd` and return once it is committed and applied here.
     pub fn replicate(&self, cmd: Command) -> Result<(), GroupError> {
-        self.check_not_handing_over()?;
+        self.replicate_then(cmd, &mut || {})
+    }
+
+    /// [`RaftGroup::replicate`], calling `queued` once `cmd` has its place in the
+    /// log order (every write handed over after that call is applied after `cmd`),
+    /// before waiting for it to be durable and applied. A tablet decides writes
+    /// under its lock and lets the next writer in from `queued`, so writes of
+    /// different rows are in flight together.
+    ///
+    /// Group commit: openraft 0.9 makes each entry durable (one fsync) before it
+    /// takes the next one, so one entry per write would cap a tablet at one write
+    /// per fsync. Writes handed over while an entry is being proposed wait in a
+    /// queue; when it is done, the first of them proposes everything queued as one
+    /// entry ([`Command::merge`], up to [`MERGE_BYTES`]) and hands the turn on.
+    /// A merged entry succeeds or fails as a whole: every write in it gets the
+    /// same outcome.
+    pub fn replicate_then(&self, cmd: Command, queued: &mut dyn FnMut()) -> Result<(), GroupError> {
+        if let Err(e) = self.check_not_handing_over() {
+            queued();
+            return Err(e);
+        }
+        let me = Arc::new(Proposal::default());
+        let lead = {
+            let mut p = self.proposals.lock();
+            p.queue.push((cmd, me.clone()));
+            !std::mem::replace(&mut p.busy, true)
+        };
+        queued();
+        if !lead {
+            let mut st = me.state.lock();
+            loop {
+                match &*st {
+                    ProposalState::Done(res) => return res.clone(),
+                    ProposalState::Propose => break,
+                    ProposalState::Queued => me.changed.wait(&mut st),
+                }
+            }
+        }
+        // This caller's turn: its write is first in the queue.
+        let (cmds, waiters) = {
+            let mut p = self.proposals.lock();
+            let mut size = 0;
+            let n = p.queue.iter().take_while(|(c, _)| {
+                size += c.batch.len();
+                size <= MERGE_BYTES
+            });
+            let n = n.count().max(1);
+            p.queue.drain(..n).unzip::<_, _, Vec<Command>, Vec<Arc<Proposal>>>()
+        };
+        let mut turn = Turn { group: self, waiters, res: None };
+        let res = self.propose(Command::merge(cmds));
+        turn.res = Some(res.clone());
+        res
+    }
+
+    /// Propose one entry and wait until it is committed and applied here.
+    fn propose(&self, cmd: Command) -> Result<(), GroupError> {
         let res = self.rt.block_on(async { tokio::time::timeout(REPLICATE_TIMEOUT, self.raft.client_write(cmd)).await });
         let Ok(res) = res else {
             let m = self.raft.metrics().borrow().clone();

@@ -5,14 +5,16 @@
 //! Key types:
 //! - [`TypeConfig`]: the openraft type configuration. A log entry's payload is a
 //!   [`Command`]: one write batch a tablet leader decided, as [`OwnedBatch`] bytes,
-//!   with the hybrid time it was decided at.
+//!   with the hybrid time it was decided at, or several of them merged into one
+//!   entry ([`Command::merge`], group commit).
 //! - [`LogStore`]: the Raft log, vote and committed index in `Cf::Log` (synced).
 //! - [`StateMachine`]: applies committed commands to the engine, atomically with
 //!   the applied log id (`Cf::Meta`); snapshots are the engine's contents.
 //! - [`network`]: RPCs between replicas over a [`network::Transport`] the node
 //!   provides (the node's RPC connections), plus the receiving side.
 //! - [`RaftGroup`]: one group as the synchronous tablet code uses it: replicate a
-//!   command, who leads, read barriers.
+//!   command (writes handed over while an entry is in flight share the next one),
+//!   who leads, read barriers.
 //!
 //! Invariants:
 //! - an entry is acknowledged to openraft (`LogFlushed`) only after an fsync;
@@ -58,6 +60,69 @@ pub struct Command {
     /// The client's id of the write request (0: none): replicas remember it, so a
     /// request sent again is not applied twice ([`pinax_common::RecentRequests`]).
     pub request: u128,
+}
+
+/// `Command::request` of a command that carries several writes (see
+/// [`Command::merge`]). Clients' request ids are odd, 0 is none.
+const MERGED: u128 = 2;
+
+/// (request id, hybrid time) of each write a command carries.
+pub type RequestTimes = Vec<(u128, u64)>;
+
+impl Command {
+    /// One command carrying `cmds` in order (group commit: writes proposed while
+    /// the previous entry was being made durable share one entry and one fsync).
+    /// Applying it applies their batches in order and remembers each request id
+    /// with its own time; its `ht` is their newest. The layout keeps the struct
+    /// (entries already in logs decode as before): `request` is [`MERGED`] and
+    /// `batch` holds
+    /// ```text
+    /// n:u32le (ht:u64le request:u128le){n} batch bytes of each, concatenated
+    /// ```
+    /// (a concatenation of [`pinax_engine::OwnedBatch`] bytes is the batch of
+    /// all their ops in order). A single command is returned as it is, unless its
+    /// own request id is [`MERGED`].
+    pub fn merge(mut cmds: Vec<Command>) -> Command {
+        if cmds.len() == 1 && cmds[0].request != MERGED {
+            return cmds.pop().unwrap_or_else(|| unreachable!("one command"));
+        }
+        let size: usize = cmds.iter().map(|c| c.batch.len()).sum();
+        let mut batch = Vec::with_capacity(4 + cmds.len() * 24 + size);
+        batch.extend_from_slice(&(cmds.len() as u32).to_le_bytes());
+        for c in &cmds {
+            batch.extend_from_slice(&c.ht.to_le_bytes());
+            batch.extend_from_slice(&c.request.to_le_bytes());
+        }
+        for c in &cmds {
+            batch.extend_from_slice(&c.batch);
+        }
+        Command { ht: cmds.iter().map(|c| c.ht).max().unwrap_or(0), batch, request: MERGED }
+    }
+
+    /// The batch bytes to apply and the (request id, time) pairs to remember
+    /// (request 0 left out); an error for a malformed merged command.
+    pub fn into_parts(self) -> Result<(Vec<u8>, RequestTimes), String> {
+        if self.request != MERGED {
+            let requests = if self.request != 0 { vec![(self.request, self.ht)] } else { Vec::new() };
+            return Ok((self.batch, requests));
+        }
+        let bad = || "truncated merged command".to_string();
+        let n = u32::from_le_bytes(self.batch.get(..4).ok_or_else(bad)?.try_into().map_err(|_| bad())?) as usize;
+        let end = n.checked_mul(24).and_then(|t| t.checked_add(4)).ok_or_else(bad)?;
+        let table = self.batch.get(4..end).ok_or_else(bad)?;
+        let mut requests = Vec::with_capacity(n);
+        for part in table.chunks_exact(24) {
+            let (ht, request) = part.split_at(8);
+            let ht = u64::from_le_bytes(ht.try_into().map_err(|_| bad())?);
+            let request = u128::from_le_bytes(request.try_into().map_err(|_| bad())?);
+            if request != 0 {
+                requests.push((request, ht));
+            }
+        }
+        let mut batch = self.batch;
+        batch.drain(..end);
+        Ok((batch, requests))
+    }
 }
 
 /// What applying a command answers (nothing: the leader decided everything).
@@ -154,5 +219,45 @@ pub(crate) fn decode<T: serde::de::DeserializeOwned>(b: &[u8]) -> Result<T, Stri
         Ok((v, n)) if n == b.len() => Ok(v),
         Ok((_, n)) => Err(format!("{} trailing bytes after a {}-byte value", b.len() - n, n)),
         Err(e) => Err(e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pinax_engine::{Cf, OwnedBatch, WriteBatch};
+
+    fn cmd(ht: u64, request: u128, key: &[u8]) -> Command {
+        let mut b = OwnedBatch::new();
+        b.put(Cf::Regular, key, b"v");
+        Command { ht, batch: b.into_bytes(), request }
+    }
+
+    #[test]
+    fn merged_commands_apply_every_batch_and_remember_every_request() {
+        let one = Command::merge(vec![cmd(5, 7, b"a")]);
+        assert_eq!((one.ht, one.request), (5, 7), "a single command goes as it is");
+        assert_eq!(one.clone().into_parts().unwrap(), (cmd(5, 7, b"a").batch, vec![(7, 5)]));
+        let m = Command::merge(vec![cmd(5, 7, b"a"), cmd(9, 0, b"b"), cmd(6, 11, b"c")]);
+        assert_eq!((m.ht, m.request), (9, MERGED));
+        let (bytes, requests) = m.clone().into_parts().unwrap();
+        assert_eq!(requests, vec![(7, 5), (11, 6)]);
+        let keys: Vec<Vec<u8>> = OwnedBatch::from_bytes(bytes)
+            .unwrap()
+            .ops()
+            .map(|op| match op {
+                pinax_engine::BatchOp::Put { key, .. } => key.to_vec(),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(keys, vec![b"a".to_vec(), b"b".to_vec(), b"c".to_vec()]);
+        // A lone command whose own id is the marker is wrapped, not misread.
+        let odd = Command::merge(vec![cmd(3, MERGED, b"x")]);
+        assert_eq!(odd.into_parts().unwrap().1, vec![(MERGED, 3)]);
+        // Truncated tables are errors, not panics.
+        for cut in [0, 3, 4 + 24 * 3 - 1] {
+            let bad = Command { batch: m.batch[..cut].to_vec(), ..m.clone() };
+            assert!(bad.into_parts().is_err(), "cut at {cut}");
+        }
     }
 }

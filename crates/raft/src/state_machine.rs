@@ -124,12 +124,13 @@ impl<E: KvEngine> RaftStateMachine<TypeConfig> for StateMachine<E> {
             match e.payload {
                 EntryPayload::Blank => {}
                 EntryPayload::Normal(cmd) => {
-                    let ops = OwnedBatch::from_bytes(cmd.batch).map_err(|err| StorageIOError::apply(e.log_id, openraft::AnyError::error(err.to_string())))?;
+                    let bad = |err: String| StorageIOError::apply(e.log_id, openraft::AnyError::error(err));
+                    let ht = HybridTime(cmd.ht);
+                    let (bytes, reqs) = cmd.into_parts().map_err(bad)?;
+                    let ops = OwnedBatch::from_bytes(bytes).map_err(|err| bad(err.to_string()))?;
                     ops.replay(&mut b);
-                    newest_ht = newest_ht.max(HybridTime(cmd.ht));
-                    if cmd.request != 0 {
-                        requests.push((cmd.request, HybridTime(cmd.ht)));
-                    }
+                    newest_ht = newest_ht.max(ht);
+                    requests.extend(reqs.into_iter().map(|(id, ht)| (id, HybridTime(ht))));
                 }
                 EntryPayload::Membership(m) => {
                     b.put(Cf::Meta, MEMBERSHIP_KEY, &encode(&Membership::new(Some(e.log_id), m)));

@@ -153,6 +153,44 @@ fn appends_slower_than_a_heartbeat_commit() {
     }
 }
 
+#[test]
+fn concurrent_writes_share_entries_and_keep_their_request_ids() {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let router = Arc::new(Router::default());
+    *router.rt.lock() = Some(rt.handle().clone());
+    let replicas: BTreeMap<NodeId, Replica> = (1..=3).map(|id| (id, start(&rt, &router, id, Arc::new(MemEngine::new())))).collect();
+    let members: BTreeMap<NodeId, String> = (1..=3).map(|id| (id, format!("node-{id}"))).collect();
+    replicas[&1].group.initialize(&members).unwrap();
+    let leader = replicas[&1].group.wait_for_leader(Duration::from_secs(10)).expect("a leader");
+    let g = &replicas[&leader].group;
+    g.leader_term().unwrap();
+    // Each entry takes a while to reach the followers (a slow disk): writes handed
+    // over meanwhile wait and go together in the next entry.
+    *router.append_delay.lock() = Duration::from_millis(20);
+    let before = g.raft().metrics().borrow().last_log_index.unwrap_or(0);
+    const WRITERS: u128 = 12;
+    std::thread::scope(|s| {
+        for i in 0..WRITERS {
+            s.spawn(move || {
+                // Odd ids, as clients' are (2 would be the merged marker).
+                let cmd = Command { ht: 100 + i as u64, request: 2 * i + 1, ..put_sized(&format!("w{i:02}"), 10) };
+                g.replicate(cmd).unwrap();
+            });
+        }
+    });
+    let entries = g.raft().metrics().borrow().last_log_index.unwrap_or(0) - before;
+    assert!(entries < WRITERS as u64, "{WRITERS} concurrent writes took {entries} entries");
+    for i in 0..WRITERS {
+        assert_eq!(g.applied_request(2 * i + 1).map(|ht| ht.0), Some(100 + i as u64), "request {i}");
+    }
+    for r in replicas.values() {
+        eventually("every write on every replica", || (0..WRITERS).all(|i| has(&r.engine, &format!("w{i:02}"))));
+    }
+    for r in replicas.values() {
+        r.group.shutdown();
+    }
+}
+
 /// Leadership moves to a chosen follower on request (openraft 0.9 has no transfer:
 /// the leader pauses, the target campaigns once the others' leases ran out), and
 /// writes go on there; a target that has not caught up, or is not a voter, is

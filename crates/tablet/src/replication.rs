@@ -29,6 +29,17 @@ pub trait Replicator: Send + Sync + 'static {
     /// is answered with a retryable error.
     fn replicate(&self, ht: HybridTime, batch: OwnedBatch, request: u128) -> Result<()>;
 
+    /// [`Replicator::replicate`], calling `queued` (exactly once) as soon as the
+    /// batch has its place in the log order: batches handed over after that are
+    /// applied after it. The tablet lets the next writer decide from there, while
+    /// this batch is made durable. The default places and applies the batch before
+    /// calling `queued` (nothing overlaps).
+    fn replicate_then(&self, ht: HybridTime, batch: OwnedBatch, request: u128, queued: &mut dyn FnMut()) -> Result<()> {
+        let res = self.replicate(ht, batch, request);
+        queued();
+        res
+    }
+
     /// When write request `request` (the client's id; 0: none) was applied, if it
     /// was lately: a request sent again after its answer was lost is answered, not
     /// applied twice. Meaningful after [`Replicator::leader_term`].

@@ -1,8 +1,14 @@
 //! The transaction status tablet: durable, replicated home of status records.
 //!
 //! Every decision of the [`Coordinator`] goes through the tablet's [`Replicator`]
-//! (its Raft group) before it is acknowledged: a record is on a majority of the
-//! status tablet's replicas before its transaction's client hears of it. A commit
+//! (its Raft group) before it is acknowledged: a commit or an abort is on a
+//! majority of the status tablet's replicas before its transaction's client hears
+//! of it. A new transaction's pending record is not: it is kept in memory until
+//! the transaction's first heartbeat (a second into it) or its decision, whichever
+//! comes first, so a short transaction pays no replicated write to begin. A leader
+//! change forgets the unpersisted ones: their transactions are unknown to the new
+//! leader, hence aborted (intents found are removed; their commit fails with
+//! TxnNotFound, 40001), exactly as if they had expired. A
 //! becomes visible to status queries only once replicated: queries about a
 //! transaction whose decision is being written wait for it, so no reader ever sees
 //! a commit that a crash or a leader change could undo.
@@ -32,6 +38,8 @@ struct Inner {
     coord: Coordinator,
     /// Decided in memory, being replicated: status queries wait.
     persisting: HashSet<TxnId>,
+    /// Pending records created in this term and not persisted yet (see the module docs).
+    unpersisted: HashSet<TxnId>,
     /// The leader term `coord` was loaded for (0: none, or stale).
     term: u64,
 }
@@ -88,7 +96,7 @@ impl<E: KvEngine> StatusTablet<E> {
     /// Open a status tablet whose records go through `log` (a Raft group applying
     /// them to `engine`). Records are loaded when this replica first leads.
     pub fn open_replicated(id: TabletId, engine: Arc<E>, log: Arc<dyn Replicator>, clock: Arc<HybridClock>, heartbeat_timeout_micros: u64) -> Self {
-        let inner = Inner { coord: Coordinator::new(heartbeat_timeout_micros), persisting: HashSet::new(), term: 0 };
+        let inner = Inner { coord: Coordinator::new(heartbeat_timeout_micros), persisting: HashSet::new(), unpersisted: HashSet::new(), term: 0 };
         StatusTablet { id, engine, log, clock, heartbeat_timeout_micros, inner: Mutex::new(inner), persisted: Condvar::new() }
     }
 
@@ -124,6 +132,7 @@ impl<E: KvEngine> StatusTablet<E> {
                 self.persisted.wait(&mut g);
             }
             g.coord = self.load()?;
+            g.unpersisted.clear();
             g.term = term;
         }
         Ok(g)
@@ -193,6 +202,7 @@ impl<E: KvEngine> StatusTablet<E> {
             }
             let now = self.clock.now();
             let rec = decide(&mut g.coord, now)?;
+            g.unpersisted.remove(&id);
             g.persisting.insert(id);
             rec
         };
@@ -200,16 +210,34 @@ impl<E: KvEngine> StatusTablet<E> {
         Ok(rec)
     }
 
+    /// A new pending record, in memory only (see the module docs).
     pub fn create(&self, id: TxnId) -> Result<TxnRecord> {
-        self.decide(id, |c, now| c.create(id, now))
+        let mut g = self.lead()?;
+        while g.persisting.contains(&id) {
+            self.persisted.wait(&mut g);
+        }
+        let now = self.clock.now();
+        let rec = g.coord.create(id, now)?;
+        g.unpersisted.insert(id);
+        Ok(rec)
     }
 
-    /// Extend a pending transaction's lease. Kept in memory only (a new leader
-    /// gives every pending transaction a fresh lease).
+    /// Extend a pending transaction's lease. The lease is kept in memory only (a
+    /// new leader gives every pending transaction a fresh lease); the first
+    /// heartbeat persists a record created in memory.
     pub fn heartbeat(&self, id: TxnId) -> Result<TxnRecord> {
         let mut g = self.lead()?;
+        while g.persisting.contains(&id) {
+            self.persisted.wait(&mut g);
+        }
         let now = self.clock.now();
-        Ok(g.coord.heartbeat(id, now)?)
+        let rec = g.coord.heartbeat(id, now)?;
+        if g.unpersisted.remove(&id) {
+            g.persisting.insert(id);
+            drop(g);
+            self.publish(&[(id, rec.clone())])?;
+        }
+        Ok(rec)
     }
 
     /// Decide COMMITTED; returns the commit hybrid time.
@@ -254,6 +282,7 @@ impl<E: KvEngine> StatusTablet<E> {
         let now = self.clock.now();
         let expired = g.coord.expire(now);
         for (id, _) in &expired {
+            g.unpersisted.remove(id);
             g.persisting.insert(*id);
         }
         drop(g);

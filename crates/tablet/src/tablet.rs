@@ -5,7 +5,7 @@ use crate::mvcc_manager::MvccManager;
 use crate::replication::{DirectWrite, Replicator};
 use crate::ops::{WriteOp, WriteOpKind};
 use pinax_proto::LockStrength;
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex, MutexGuard};
 use pinax_codec::keys::{self, IntentKind};
 use pinax_common::{HybridClock, HybridTime, TabletId, TxnId};
 use pinax_engine::{Cf, IterOptions, KvEngine, KvIterator, OwnedBatch, Snapshot, WriteBatch, WriteOptions, WritePressure};
@@ -45,8 +45,11 @@ pub struct Tablet<E: KvEngine> {
     clock: Arc<HybridClock>,
     partition: Partition,
     mvcc: MvccManager,
-    /// Serialises writers; guards what they know about the intents CF.
+    /// Serialises write decisions; guards what they know about the intents CF.
     write_lock: Mutex<WriteState>,
+    /// Signalled when a keyed write in flight has been applied (see
+    /// [`WriteState::in_flight`]) and when a drain ends.
+    settled: Condvar,
     cutoff: HistoryCutoff,
     /// Newest commit time of a SERIALIZABLE transaction that wrote here (applied
     /// `PredicateWrite` intents; kept in `Cf::Meta` too, and reloaded from there at
@@ -81,6 +84,52 @@ struct WriteState {
     /// The leader term `intent_txns` was loaded in (0: not yet). Followers apply
     /// batches without this lock, so a replica that becomes leader reloads it.
     term: u64,
+    /// Keyed writes in flight: a client's write (`write_fast`, `write_intents`) is
+    /// decided under the lock, handed to the log in decision order, and the lock is
+    /// let go while the log makes it durable and applies it (so that writes of
+    /// other rows are decided meanwhile and share the log's fsync). Until it is
+    /// applied the engine does not show it, so a write of one of its rows waits:
+    /// here are the hashes of those rows (with counts; a collision only makes a
+    /// write wait longer)...
+    in_flight: rustc_hash::FxHashMap<u64, u32>,
+    /// ...and how many such writes there are. Every other writer (resolving or
+    /// rolling back a transaction's intents) reads the engine for rows it does not
+    /// know in advance: it waits until none is in flight (`drain`), and holds the
+    /// lock until its own batch is applied.
+    writes_in_flight: usize,
+    /// Writers draining: keyed writes wait meanwhile (no starving the drain).
+    draining: usize,
+}
+
+/// The hashes of the rows a keyed write touches (its ops' keys).
+fn row_hashes(ops: &[WriteOp]) -> Vec<u64> {
+    use std::hash::{BuildHasher, BuildHasherDefault};
+    let h = BuildHasherDefault::<rustc_hash::FxHasher>::default();
+    ops.iter().map(|op| h.hash_one(&op.key)).collect()
+}
+
+/// A keyed write in flight (see [`WriteState::in_flight`]): its rows are released
+/// when it is dropped, once the log has applied the write or failed.
+struct InFlight<'t, E: KvEngine> {
+    tablet: &'t Tablet<E>,
+    rows: Vec<u64>,
+}
+
+impl<E: KvEngine> Drop for InFlight<'_, E> {
+    fn drop(&mut self) {
+        let mut g = self.tablet.write_lock.lock();
+        for h in &self.rows {
+            if let std::collections::hash_map::Entry::Occupied(mut e) = g.in_flight.entry(*h) {
+                *e.get_mut() -= 1;
+                if *e.get() == 0 {
+                    e.remove();
+                }
+            }
+        }
+        g.writes_in_flight -= 1;
+        drop(g);
+        self.tablet.settled.notify_all();
+    }
 }
 
 /// The strength another transaction's pending intent holds its row with: a put is
@@ -187,7 +236,7 @@ impl<E: KvEngine> Tablet<E> {
                 engine.write(b, WriteOptions { sync: true, ..Default::default() })?;
             }
         }
-        let t = Tablet { id, engine, log, clock, partition, mvcc: MvccManager::default(), write_lock: Mutex::new(WriteState::default()), cutoff, predicate_write_ht: AtomicU64::new(0), pressure: Mutex::new((None, WritePressure::None)) };
+        let t = Tablet { id, engine, log, clock, partition, mvcc: MvccManager::default(), write_lock: Mutex::new(WriteState::default()), settled: Condvar::new(), cutoff, predicate_write_ht: AtomicU64::new(0), pressure: Mutex::new((None, WritePressure::None)) };
         t.load_predicate_write_ht()?;
         let txns = t.txns_with_intents()?;
         t.write_lock.lock().intent_txns.extend(txns);
@@ -245,6 +294,47 @@ impl<E: KvEngine> Tablet<E> {
         Ok(())
     }
 
+    /// Take the write lock for a keyed write of `rows` (see
+    /// [`WriteState::in_flight`]): wait until no write in flight touches them and
+    /// no drain is on, then [`Tablet::lead`].
+    fn lock_rows(&self, rows: &[u64]) -> Result<MutexGuard<'_, WriteState>> {
+        let mut guard = self.write_lock.lock();
+        while guard.draining > 0 || rows.iter().any(|h| guard.in_flight.contains_key(h)) {
+            self.settled.wait(&mut guard);
+        }
+        self.lead(&mut guard)?;
+        Ok(guard)
+    }
+
+    /// Take the write lock for a write that reads rows it does not know in
+    /// advance: wait until no keyed write is in flight (the engine then shows every
+    /// decided write), then [`Tablet::lead`]. Hold the guard until the write is applied.
+    fn lock_drained(&self) -> Result<MutexGuard<'_, WriteState>> {
+        let mut guard = self.write_lock.lock();
+        guard.draining += 1;
+        while guard.writes_in_flight > 0 {
+            self.settled.wait(&mut guard);
+        }
+        guard.draining -= 1;
+        // Keyed writers that waited for the drain try again once this guard is gone.
+        self.settled.notify_all();
+        self.lead(&mut guard)?;
+        Ok(guard)
+    }
+
+    /// Replicate a keyed write's batch: its rows are in flight from here until the
+    /// log has applied it; the write lock is let go as soon as the batch has its
+    /// place in the log order.
+    fn replicate_keyed(&self, mut guard: MutexGuard<'_, WriteState>, rows: Vec<u64>, ht: HybridTime, batch: OwnedBatch, request: u128) -> Result<()> {
+        for h in &rows {
+            *guard.in_flight.entry(*h).or_insert(0) += 1;
+        }
+        guard.writes_in_flight += 1;
+        let _in_flight = InFlight { tablet: self, rows };
+        let mut guard = Some(guard);
+        self.log.replicate_then(ht, batch, request, &mut || drop(guard.take()))
+    }
+
     fn load_predicate_write_ht(&self) -> Result<()> {
         if let Some(v) = self.engine.get(Cf::Meta, META_PREDICATE_WRITE_HT)? {
             let ht = <[u8; 8]>::try_from(&v[..]).map(u64::from_be_bytes).map_err(|_| keys::KeyError::Truncated)?;
@@ -261,8 +351,8 @@ impl<E: KvEngine> Tablet<E> {
     pub fn write_fast<R: TxnStatusResolver + ?Sized>(&self, request: u128, ops: &[WriteOp], read_ht: Option<HybridTime>, resolver: &R) -> Result<HybridTime> {
         self.check_keys(ops)?;
         self.admit_write()?;
-        let mut guard = self.write_lock.lock();
-        self.lead(&mut guard)?;
+        let rows = row_hashes(ops);
+        let mut guard = self.lock_rows(&rows)?;
         if let Some(ht) = self.log.applied_request(request) {
             return Ok(ht);
         }
@@ -295,7 +385,7 @@ impl<E: KvEngine> Tablet<E> {
                 WriteOpKind::Lock | WriteOpKind::LockShared => {} // checked above; nothing to hold
             }
         }
-        let res = self.log.replicate(ht, batch, request);
+        let res = self.replicate_keyed(guard, rows, ht, batch, request);
         self.mvcc.finish_write(ht);
         res?;
         Ok(ht)
@@ -330,8 +420,8 @@ impl<E: KvEngine> Tablet<E> {
     pub fn write_intents<R: TxnStatusResolver + ?Sized>(&self, request: u128, txn: TxnId, seq: u32, read_ht: HybridTime, ops: &[WriteOp], resolver: &R) -> Result<()> {
         self.check_keys(ops)?;
         self.admit_write()?;
-        let mut guard = self.write_lock.lock();
-        self.lead(&mut guard)?;
+        let rows = row_hashes(ops);
+        let mut guard = self.lock_rows(&rows)?;
         if self.log.applied_request(request).is_some() {
             return Ok(());
         }
@@ -363,8 +453,7 @@ impl<E: KvEngine> Tablet<E> {
         if guard.intent_txns.insert(txn) {
             guard.clean.insert(txn);
         }
-        self.log.replicate(self.clock.now(), batch, request)?;
-        Ok(())
+        self.replicate_keyed(guard, rows, self.clock.now(), batch, request)
     }
 
     /// Check every op of a batch (conflicts, uniqueness), adding the resolution of
@@ -634,8 +723,7 @@ impl<E: KvEngine> Tablet<E> {
     /// intents (writes and locks) of statements numbered `from_seq` and above; its
     /// earlier intents stay. Returns the number of intents dropped. Idempotent.
     pub fn rollback_intents(&self, txn: TxnId, from_seq: u32) -> Result<usize> {
-        let mut guard = self.write_lock.lock();
-        self.lead(&mut guard)?;
+        let _guard = self.lock_drained()?;
         self.rewrite_txn_intents(txn, self.clock.now(), false, |batch, user_key, rkey, mine, _, _| {
             let mut dropped = 0;
             for r in mine.iter().filter(|r| r.seq >= from_seq) {
@@ -719,8 +807,7 @@ impl<E: KvEngine> Tablet<E> {
     }
 
     fn resolve_txn_locked(&self, txn: TxnId, commit_ht: Option<HybridTime>) -> Result<usize> {
-        let mut guard = self.write_lock.lock();
-        self.lead(&mut guard)?;
+        let mut guard = self.lock_drained()?;
         let untouched = guard.clean.contains(&txn) && !guard.stepped_over.contains(&txn);
         let n = self.rewrite_txn_intents(txn, commit_ht.unwrap_or_else(|| self.clock.now()), true, |batch, user_key, _, mine, others, latest| {
             let recs: Vec<&IntentRecord> = mine.iter().collect();

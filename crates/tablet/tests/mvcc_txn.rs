@@ -483,6 +483,36 @@ fn crash_after_commit_record_before_apply_still_commits() {
 }
 
 #[test]
+fn a_pending_record_is_persisted_at_the_first_heartbeat() {
+    let w = World::new();
+    let young = tid(11);
+    let old = tid(12);
+    for t in [young, old] {
+        w.status.create(t).unwrap();
+    }
+    w.txn_write(young, 1, w.now(), vec![WriteOp::put("d", "young")]).unwrap();
+    w.txn_write(old, 1, w.now(), vec![WriteOp::put("e", "old")]).unwrap();
+    // Creating wrote nothing; the first heartbeat writes the pending record.
+    assert!(w.status_engine.get(Cf::Regular, &pinax_codec::status_record::status_key(young.as_bytes())).unwrap().is_none());
+    w.status.heartbeat(old).unwrap();
+    // The status tablet restarts (a new leader): the record created in memory is
+    // gone, so that transaction is aborted; the heartbeated one goes on.
+    let w = w.restart();
+    assert_eq!(w.status.status(young, w.now()).unwrap(), TxnStatus::Aborted);
+    assert_eq!(w.status.status(old, w.now()).unwrap(), TxnStatus::Pending);
+    assert_eq!(w.status.commit(young, all_ids(&w)).unwrap_err().code(), ErrorCode::TxnNotFound);
+    assert_eq!(w.status.heartbeat(young).unwrap_err().code(), ErrorCode::TxnNotFound);
+    // Its intent is no obstacle: the next writer removes it.
+    w.put("d", "next");
+    assert_eq!(w.get_at("d", w.now()).as_deref(), Some("next"));
+    let commit = w.status.commit(old, all_ids(&w)).unwrap();
+    for t in &w.tablets {
+        t.apply_intents(old, commit).unwrap();
+    }
+    assert_eq!(w.get_at("e", w.now()).as_deref(), Some("old"));
+}
+
+#[test]
 fn expired_transaction_is_aborted() {
     let w = World::new();
     let txn = tid(6);
@@ -787,6 +817,124 @@ impl pinax_tablet::Replicator for CountingLog {
     fn read_barrier(&self) -> pinax_tablet::Result<u64> {
         self.inner.read_barrier()
     }
+}
+
+/// A log that keeps the order batches were handed over in, records their request
+/// ids in that order, and holds their application while the gate is shut (the
+/// time a Raft entry takes to be durable): writes decided meanwhile show whether
+/// the tablet lets the next writer in while a batch is in flight.
+#[derive(Default)]
+struct GatedLog {
+    inner: Option<pinax_tablet::DirectWrite<MemEngine>>,
+    /// (request ids in log order, batches applied so far, gate shut).
+    state: parking_lot::Mutex<(Vec<u128>, usize, bool)>,
+    changed: parking_lot::Condvar,
+}
+
+impl GatedLog {
+    fn set_shut(&self, shut: bool) {
+        self.state.lock().2 = shut;
+        self.changed.notify_all();
+    }
+    fn handed_over(&self) -> Vec<u128> {
+        self.state.lock().0.clone()
+    }
+    /// Wait (at most 5 s) until request `id` has been handed over.
+    fn wait_handed_over(&self, id: u128) -> bool {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let mut st = self.state.lock();
+        while !st.0.contains(&id) {
+            if self.changed.wait_until(&mut st, deadline).timed_out() {
+                return false;
+            }
+        }
+        true
+    }
+}
+
+impl pinax_tablet::Replicator for GatedLog {
+    fn replicate(&self, ht: HybridTime, batch: pinax_engine::OwnedBatch, request: u128) -> pinax_tablet::Result<()> {
+        self.replicate_then(ht, batch, request, &mut || {})
+    }
+    fn replicate_then(&self, ht: HybridTime, batch: pinax_engine::OwnedBatch, request: u128, queued: &mut dyn FnMut()) -> pinax_tablet::Result<()> {
+        let place = {
+            let mut st = self.state.lock();
+            st.0.push(request);
+            st.0.len() - 1
+        };
+        self.changed.notify_all();
+        queued();
+        let mut st = self.state.lock();
+        while st.2 || st.1 != place {
+            self.changed.wait(&mut st);
+        }
+        let res = self.inner.as_ref().expect("engine").replicate(ht, batch, request);
+        st.1 += 1;
+        drop(st);
+        self.changed.notify_all();
+        res
+    }
+    fn applied_request(&self, request: u128) -> Option<HybridTime> {
+        self.inner.as_ref().expect("engine").applied_request(request)
+    }
+    fn leader_term(&self) -> pinax_tablet::Result<u64> {
+        Ok(1)
+    }
+    fn leads_now(&self) -> bool {
+        true
+    }
+    fn read_barrier(&self) -> pinax_tablet::Result<u64> {
+        Ok(1)
+    }
+}
+
+#[test]
+fn writes_of_other_rows_are_decided_while_a_write_is_in_flight() {
+    let w = World::new();
+    let engine = Arc::new(MemEngine::new());
+    let log = Arc::new(GatedLog { inner: Some(pinax_tablet::DirectWrite::new(engine.clone(), false)), ..Default::default() });
+    let part = Partition { start: vec![], end: None };
+    let t = Tablet::open_replicated(TabletId(9), engine, log.clone(), w.clock.clone(), part, HistoryCutoff::default()).unwrap();
+    let resolver = w.resolver();
+    // A transaction with an intent, to roll back while a write is in flight.
+    let txn = tid(91);
+    w.status.create(txn).unwrap();
+    t.write_intents(10, txn, 1, w.now(), &[WriteOp::put("t", "1")], &resolver).unwrap();
+    log.set_shut(true);
+    let quiet = std::time::Duration::from_millis(200);
+    std::thread::scope(|s| {
+        let (t, resolver, log) = (&t, &resolver, &log);
+        let first = s.spawn(move || t.write_fast(1, &[WriteOp::put("a", "first")], None, resolver));
+        assert!(log.wait_handed_over(1));
+        // Another row: decided and handed over while the first is in flight.
+        let other = s.spawn(move || t.write_fast(2, &[WriteOp::put("b", "other")], None, resolver));
+        assert!(log.wait_handed_over(2), "a write of another row waited for the one in flight");
+        // The same row: waits until the first is applied (the engine does not show it yet).
+        let again = s.spawn(move || t.write_fast(3, &[WriteOp::put("a", "second")], None, resolver));
+        // A rollback reads the engine for rows it does not know in advance: it waits
+        // until no write is in flight, and keyed writes wait for it.
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        let rollback = s.spawn(move || {
+            let n = t.rollback_intents(txn, 1);
+            done_tx.send(()).unwrap();
+            n
+        });
+        assert!(done_rx.recv_timeout(quiet).is_err(), "the rollback ran with writes in flight");
+        assert_eq!(log.handed_over(), vec![10, 1, 2], "the write of the same row went ahead");
+        log.set_shut(false);
+        let t1 = first.join().unwrap().unwrap();
+        let t2 = other.join().unwrap().unwrap();
+        let t3 = again.join().unwrap().unwrap();
+        assert!(t1 < t2 && t1 < t3, "times follow the decisions: {t1:?} {t2:?} {t3:?}");
+        assert_eq!(rollback.join().unwrap().unwrap(), 1);
+    });
+    let order = log.handed_over();
+    assert_eq!(order.len(), 5, "{order:?}");
+    assert!(order.iter().position(|r| *r == 3) > order.iter().position(|r| *r == 1), "{order:?}");
+    let read = |k: &str| t.read(ReadContext::at(w.now()), k.as_bytes(), &resolver).unwrap();
+    assert_eq!(read("a").as_deref(), Some(&b"second"[..]));
+    assert_eq!(read("b").as_deref(), Some(&b"other"[..]));
+    assert!(t.txns_with_intents().unwrap().is_empty());
 }
 
 #[test]
