@@ -102,16 +102,7 @@ impl Txn {
         let groups = Client::group_by_tablet(&info, ops);
         for (idx, ops) in groups {
             let ti = &info.tablets[idx];
-            let write = Request::Write { tablet: ti.id, ops, read_ht: Some(self.read_ht), txn: Some((self.id, self.seq)), request: crate::client::new_request_id() };
-            if !self.created {
-                // The status record must exist before the first intent.
-                match self.client.call_at(&self.status_addr, Request::CreateTxn { txn: self.id })? {
-                    Response::TxnCreated { .. } => {}
-                    r => return Err(ClientError::Protocol(format!("unexpected response {r:?}"))),
-                }
-                self.created = true;
-                self.client.register_txn(self.id, self.status_addr.clone());
-            }
+            let mut req = Request::Write { tablet: ti.id, ops, read_ht: Some(self.read_ht), txn: Some((self.id, self.seq)), request: crate::client::new_request_id() };
             match self.participants.iter().position(|p| *p == ti.id) {
                 Some(i) => self.participant_writes[i].1 = self.participant_writes[i].1.max(self.seq),
                 None => {
@@ -119,7 +110,18 @@ impl Txn {
                     self.participant_writes.push((ti.clone(), self.seq));
                 }
             }
-            let mut req = write;
+            if !self.created {
+                // The status record must exist before the first intent. When the
+                // status node leads this tablet too, one request does both.
+                if self.client.leader_of(ti) == self.status_addr {
+                    match self.create_and_write(req)? {
+                        None => continue,
+                        Some(back) => req = back,
+                    }
+                } else {
+                    self.create()?;
+                }
+            }
             loop {
                 let (res, back) = self.client.call_tablet_returning(ti, req);
                 match res {
@@ -134,6 +136,40 @@ impl Txn {
         }
         self.seq += 1;
         Ok(())
+    }
+
+    /// Create the status record (before the first intent).
+    fn create(&mut self) -> Result<()> {
+        match self.client.call_at(&self.status_addr, Request::CreateTxn { txn: self.id })? {
+            Response::TxnCreated { .. } => {}
+            r => return Err(ClientError::Protocol(format!("unexpected response {r:?}"))),
+        }
+        self.created = true;
+        self.client.register_txn(self.id, self.status_addr.clone());
+        Ok(())
+    }
+
+    /// Create the status record and do the first write `write` in one round trip
+    /// (`CreateTxnAndWrite`, to the status node, which leads the write's tablet).
+    /// `Ok(None)`: both done; `Ok(Some(write))`: the record was created, the write
+    /// failed and is handed back to be sent the ordinary way (which follows a moved
+    /// leader and waits for a blocker); an error: the record was not created.
+    fn create_and_write(&mut self, write: Request) -> Result<Option<Request>> {
+        let req = Request::CreateTxnAndWrite { txn: self.id, write: Box::new(write) };
+        let (res, back) = self.client.call_at_returning(&self.status_addr, req);
+        let Request::CreateTxnAndWrite { write, .. } = back else { unreachable!("the request handed back") };
+        match res? {
+            Response::TxnWritten { write: res } => {
+                self.created = true;
+                self.client.register_txn(self.id, self.status_addr.clone());
+                match res {
+                    Ok(r) if matches!(*r, Response::Written { .. }) => Ok(None),
+                    Ok(r) => Err(ClientError::Protocol(format!("unexpected response {r:?}"))),
+                    Err(_) => Ok(Some(*write)),
+                }
+            }
+            r => Err(ClientError::Protocol(format!("unexpected response {r:?}"))),
+        }
     }
 
     /// Roll back to statement `from_seq` (ROLLBACK TO SAVEPOINT): every write and

@@ -197,6 +197,12 @@ pub enum Request {
     /// To a tablet's follower whose leader hands over to it: start an election
     /// once the other followers' leases ran out.
     Campaign { tablet: TabletId },
+    /// A transaction's first write, sent to its home node (the status node) when
+    /// that node also leads the tablet written: `CreateTxn { txn }`, then, once the
+    /// record exists, `write` (a `Write` of `txn`). One round trip instead of two.
+    /// Fails as `CreateTxn` would when the record could not be created (nothing was
+    /// written); otherwise answers `TxnWritten` with the write's own outcome.
+    CreateTxnAndWrite { txn: TxnId, write: Box<Request> },
 }
 
 /// What `Request::Sequence` does. A sequence's state is PostgreSQL's: the last
@@ -315,6 +321,9 @@ pub enum Response {
     /// Answer to `Sequence { op: Next }`: `count` values from `first` on, by the
     /// sequence's increment (0: none left).
     SequenceValues { first: i64, count: u32 },
+    /// Answer to `CreateTxnAndWrite`: the status record was created; what the
+    /// write answered.
+    TxnWritten { write: Result<Box<Response>, RpcError> },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]

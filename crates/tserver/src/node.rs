@@ -1038,6 +1038,11 @@ impl<F: EngineFactory> Node<F> {
         if self.is_shutting_down() {
             return Err(err(ErrorCode::ShuttingDown, "the node is shutting down"));
         }
+        self.serve(req)
+    }
+
+    /// [`Node::handle`] without counting the request (parts of one request).
+    fn serve(&self, req: Request) -> Result<Response, RpcError> {
         match req {
             Request::Ping => Ok(Response::Pong { node_id: self.cfg.node_id }),
             Request::Now => Ok(Response::Now(self.clock.now())),
@@ -1088,6 +1093,15 @@ impl<F: EngineFactory> Node<F> {
                         let read_ht = read_ht.ok_or_else(|| err(ErrorCode::InvalidRequest, "a transactional write needs a read time"))?;
                         t.write_intents(request, txn, seq, read_ht, &ops, &r).map(|_| Response::Written { ht: read_ht }).map_err(tablet_err)
                     }
+                }
+            }
+            Request::CreateTxnAndWrite { txn, write } => {
+                if !matches!(&*write, Request::Write { txn: Some((t, _)), .. } if *t == txn) {
+                    return Err(err(ErrorCode::InvalidRequest, "CreateTxnAndWrite carries a write of its own transaction"));
+                }
+                match self.on_status_tablet(txn, Request::CreateTxn { txn }, true)? {
+                    Response::TxnCreated { .. } => Ok(Response::TxnWritten { write: self.serve(*write).map(Box::new) }),
+                    r => Err(err(ErrorCode::Internal, format!("unexpected answer to CreateTxn: {r:?}"))),
                 }
             }
             Request::Read { tablet, key, at } => {

@@ -525,3 +525,57 @@ fn an_interrupted_client_stops_a_scan_between_requests() {
     let go_on = pinax_client::ClientOptions { interrupted: Some(|| false), ..Default::default() };
     assert_eq!(Client::connect_with(&n.addr, go_on).unwrap().scan("s", ScanSpec::default()).unwrap().len(), 100);
 }
+
+/// A transaction's first write to a tablet its home node leads creates the status
+/// record in the same round trip (`CreateTxnAndWrite`); a first write that fails
+/// after the record was created leaves a transaction that goes on normally.
+#[test]
+fn a_transactions_first_write_creates_its_record_in_the_same_round_trip() {
+    let n = start(NodeConfig { sync: false, ..NodeConfig::default() });
+    let c = Client::connect(&n.addr).unwrap();
+    c.create_table("t", Sharding::Hash { tablets: 2 }).unwrap();
+    c.write("t", vec![WriteOp::put(hash_key(0), b"warm".to_vec())]).unwrap();
+    // Requests the node served for a transaction's first and second write (the
+    // least of three tries: a heartbeat may fall in between).
+    let mut counts = Vec::new();
+    for i in 0..3u32 {
+        let mut txn = c.begin();
+        let before = n.node.requests_served();
+        txn.write("t", vec![WriteOp::put(hash_key(10 + i), b"first".to_vec())]).unwrap();
+        let first = n.node.requests_served() - before;
+        let before = n.node.requests_served();
+        txn.write("t", vec![WriteOp::put(hash_key(20 + i), b"second".to_vec())]).unwrap();
+        let second = n.node.requests_served() - before;
+        txn.commit().unwrap().unwrap();
+        counts.push((first, second));
+    }
+    assert_eq!(counts.iter().min().copied(), Some((1, 1)), "one request per write, the record created with the first: {counts:?}");
+    for i in 0..3 {
+        assert_eq!(c.get("t", &hash_key(10 + i)).unwrap(), Some(b"first".to_vec()));
+        assert_eq!(c.get("t", &hash_key(20 + i)).unwrap(), Some(b"second".to_vec()));
+    }
+
+    // The first write conflicts with a pending intent: it fails, but the record
+    // was created with it, and the transaction writes and commits afterwards.
+    let mut t1 = c.begin();
+    t1.write("t", vec![WriteOp::put(hash_key(5), b"t1".to_vec())]).unwrap();
+    let mut t2 = c.begin();
+    let e = t2.write("t", vec![WriteOp::put(hash_key(5), b"t2".to_vec())]).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::SerializationFailure);
+    t2.write("t", vec![WriteOp::put(hash_key(6), b"t2".to_vec())]).unwrap();
+    assert!(t2.commit().unwrap().is_some(), "t2's record exists: its commit is a real one");
+    t1.commit().unwrap().unwrap();
+    assert_eq!(c.get("t", &hash_key(5)).unwrap(), Some(b"t1".to_vec()));
+    assert_eq!(c.get("t", &hash_key(6)).unwrap(), Some(b"t2".to_vec()));
+
+    // A malformed request (a write of another transaction, or none) is refused.
+    let t3 = c.begin();
+    let other = c.begin();
+    let tablet = c.table("t").unwrap().tablets[0].id;
+    let write = Request::Write { tablet, ops: vec![WriteOp::put(hash_key(7), b"x".to_vec())], read_ht: Some(t3.read_ht()), txn: Some((other.id(), 0)), request: 3 };
+    let e = c.call_at(&n.addr, Request::CreateTxnAndWrite { txn: t3.id(), write: Box::new(write) }).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::InvalidRequest);
+    let e = c.call_at(&n.addr, Request::CreateTxnAndWrite { txn: t3.id(), write: Box::new(Request::Ping) }).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::InvalidRequest);
+    drop(n.server);
+}
