@@ -186,6 +186,10 @@ fn concurrent_writes_share_entries_and_keep_their_request_ids() {
     for r in replicas.values() {
         eventually("every write on every replica", || (0..WRITERS).all(|i| has(&r.engine, &format!("w{i:02}"))));
     }
+    // Entries just appended were applied and sent from the log's in-memory tail.
+    for r in replicas.values() {
+        assert!(r.group.entries_read_from_memory() > 0, "a replica read every entry from the engine");
+    }
     for r in replicas.values() {
         r.group.shutdown();
     }
