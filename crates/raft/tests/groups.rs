@@ -68,16 +68,28 @@ fn eventually(what: &str, mut f: impl FnMut() -> bool) {
     }
 }
 
-#[test]
-fn replicate_fail_over_and_catch_up() {
+/// Three replicas of one group (nodes 1-3, fresh engines), its first leader elected.
+struct Group3 {
+    rt: tokio::runtime::Runtime,
+    router: Arc<Router>,
+    replicas: BTreeMap<NodeId, Replica>,
+    leader: NodeId,
+}
+
+fn three_replicas() -> Group3 {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let router = Arc::new(Router::default());
     *router.rt.lock() = Some(rt.handle().clone());
-    let mut replicas: BTreeMap<NodeId, Replica> = (1..=3).map(|id| (id, start(&rt, &router, id, Arc::new(MemEngine::new())))).collect();
+    let replicas: BTreeMap<NodeId, Replica> = (1..=3).map(|id| (id, start(&rt, &router, id, Arc::new(MemEngine::new())))).collect();
     let members: BTreeMap<NodeId, String> = (1..=3).map(|id| (id, format!("node-{id}"))).collect();
     replicas[&1].group.initialize(&members).unwrap();
-
     let leader = replicas[&1].group.wait_for_leader(Duration::from_secs(10)).expect("a leader");
+    Group3 { rt, router, replicas, leader }
+}
+
+#[test]
+fn replicate_fail_over_and_catch_up() {
+    let Group3 { rt, router, mut replicas, leader } = three_replicas();
     replicas[&leader].group.leader_term().unwrap();
     replicas[&leader].group.replicate(put("a")).unwrap();
     for r in replicas.values() {
@@ -129,13 +141,7 @@ fn replicate_fail_over_and_catch_up() {
 /// out, were sent again and timed out again, and a 200k-row INSERT never committed.)
 #[test]
 fn appends_slower_than_a_heartbeat_commit() {
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    let router = Arc::new(Router::default());
-    *router.rt.lock() = Some(rt.handle().clone());
-    let replicas: BTreeMap<NodeId, Replica> = (1..=3).map(|id| (id, start(&rt, &router, id, Arc::new(MemEngine::new())))).collect();
-    let members: BTreeMap<NodeId, String> = (1..=3).map(|id| (id, format!("node-{id}"))).collect();
-    replicas[&1].group.initialize(&members).unwrap();
-    let leader = replicas[&1].group.wait_for_leader(Duration::from_secs(10)).expect("a leader");
+    let Group3 { rt: _rt, router, replicas, leader } = three_replicas();
     let term = replicas[&leader].group.leader_term().unwrap();
 
     *router.append_delay.lock() = Duration::from_millis(3 * TIMING.heartbeat_ms);
@@ -155,13 +161,7 @@ fn appends_slower_than_a_heartbeat_commit() {
 
 #[test]
 fn concurrent_writes_share_entries_and_keep_their_request_ids() {
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    let router = Arc::new(Router::default());
-    *router.rt.lock() = Some(rt.handle().clone());
-    let replicas: BTreeMap<NodeId, Replica> = (1..=3).map(|id| (id, start(&rt, &router, id, Arc::new(MemEngine::new())))).collect();
-    let members: BTreeMap<NodeId, String> = (1..=3).map(|id| (id, format!("node-{id}"))).collect();
-    replicas[&1].group.initialize(&members).unwrap();
-    let leader = replicas[&1].group.wait_for_leader(Duration::from_secs(10)).expect("a leader");
+    let Group3 { rt: _rt, router, replicas, leader } = three_replicas();
     let g = &replicas[&leader].group;
     g.leader_term().unwrap();
     // Each entry takes a while to reach the followers (a slow disk): writes handed
@@ -202,13 +202,7 @@ fn concurrent_writes_share_entries_and_keep_their_request_ids() {
 /// win by luck (another follower's timer) would show.
 #[test]
 fn leadership_is_handed_over_to_a_chosen_follower() {
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    let router = Arc::new(Router::default());
-    *router.rt.lock() = Some(rt.handle().clone());
-    let replicas: BTreeMap<NodeId, Replica> = (1..=3).map(|id| (id, start(&rt, &router, id, Arc::new(MemEngine::new())))).collect();
-    let members: BTreeMap<NodeId, String> = (1..=3).map(|id| (id, format!("node-{id}"))).collect();
-    replicas[&1].group.initialize(&members).unwrap();
-    let mut leader = replicas[&1].group.wait_for_leader(Duration::from_secs(10)).expect("a leader");
+    let Group3 { rt: _rt, router: _router, replicas, mut leader } = three_replicas();
     assert!(matches!(replicas[&leader].group.hand_over(9), Err(GroupError::Fatal(_))), "not a voter");
     replicas[&leader].group.leader_term().unwrap();
     for round in 0..4 {
