@@ -193,13 +193,19 @@ impl<E: KvEngine> StatusTablet<E> {
         res
     }
 
+    /// [`StatusTablet::lead`], once no decision about `id` is being replicated.
+    fn lead_settled(&self, id: TxnId) -> Result<MutexGuard<'_, Inner>> {
+        let mut g = self.lead()?;
+        while g.persisting.contains(&id) {
+            self.persisted.wait(&mut g);
+        }
+        Ok(g)
+    }
+
     /// Run `decide` on the coordinator, replicate what it returns, then publish.
     fn decide(&self, id: TxnId, decide: impl FnOnce(&mut Coordinator, HybridTime) -> std::result::Result<TxnRecord, pinax_txn::TxnError>) -> Result<TxnRecord> {
         let rec = {
-            let mut g = self.lead()?;
-            while g.persisting.contains(&id) {
-                self.persisted.wait(&mut g);
-            }
+            let mut g = self.lead_settled(id)?;
             let now = self.clock.now();
             let rec = decide(&mut g.coord, now)?;
             g.unpersisted.remove(&id);
@@ -212,10 +218,7 @@ impl<E: KvEngine> StatusTablet<E> {
 
     /// A new pending record, in memory only (see the module docs).
     pub fn create(&self, id: TxnId) -> Result<TxnRecord> {
-        let mut g = self.lead()?;
-        while g.persisting.contains(&id) {
-            self.persisted.wait(&mut g);
-        }
+        let mut g = self.lead_settled(id)?;
         let now = self.clock.now();
         let rec = g.coord.create(id, now)?;
         g.unpersisted.insert(id);
@@ -226,10 +229,7 @@ impl<E: KvEngine> StatusTablet<E> {
     /// new leader gives every pending transaction a fresh lease); the first
     /// heartbeat persists a record created in memory.
     pub fn heartbeat(&self, id: TxnId) -> Result<TxnRecord> {
-        let mut g = self.lead()?;
-        while g.persisting.contains(&id) {
-            self.persisted.wait(&mut g);
-        }
+        let mut g = self.lead_settled(id)?;
         let now = self.clock.now();
         let rec = g.coord.heartbeat(id, now)?;
         if g.unpersisted.remove(&id) {
@@ -257,10 +257,7 @@ impl<E: KvEngine> StatusTablet<E> {
         self.clock.update(read_ht);
         self.log.read_barrier()?;
         loop {
-            let mut g = self.lead()?;
-            while g.persisting.contains(&id) {
-                self.persisted.wait(&mut g);
-            }
+            let g = self.lead_settled(id)?;
             // Zero: a replication failed meanwhile; the records are reloaded.
             if g.term != 0 {
                 return Ok(g.coord.status(id));
