@@ -91,7 +91,7 @@ pub struct RaftGroup {
     /// Writes waiting to be proposed (group commit, see [`RaftGroup::replicate_then`]).
     proposals: Mutex<Proposals>,
     /// Entry reads the log store answered from memory (`LogStore::tail_reads`).
-    tail_reads: Box<dyn Fn() -> u64 + Send + Sync>,
+    tail_reads: Arc<AtomicU64>,
 }
 
 /// Most bytes of batches merged into one entry (a larger single write goes alone).
@@ -208,7 +208,7 @@ impl RaftGroup {
     #[allow(clippy::too_many_arguments)]
     pub fn start<E: KvEngine>(rt: &tokio::runtime::Handle, group: u64, node_id: NodeId, engine: Arc<E>, clock: Arc<HybridClock>, transport: Arc<dyn Transport>, timing: RaftTiming) -> Result<Self, GroupError> {
         let log = LogStore::open(engine.clone()).map_err(|e| GroupError::Storage(e.to_string()))?;
-        let tail = log.clone();
+        let tail_reads = log.tail_reads();
         let sm = StateMachine::new(engine, clock);
         let recent = sm.recent_requests();
         let net = Network { transport, group };
@@ -230,14 +230,14 @@ impl RaftGroup {
             handover,
             follower_lease: Duration::from_millis(timing.election_max_ms),
             proposals: Mutex::new(Proposals::default()),
-            tail_reads: Box::new(move || tail.tail_reads()),
+            tail_reads,
         })
     }
 
     /// How many reads of log entries (to apply them, to send them to followers)
     /// were answered from the log's in-memory tail rather than the engine.
     pub fn entries_read_from_memory(&self) -> u64 {
-        (self.tail_reads)()
+        self.tail_reads.load(Ordering::Relaxed)
     }
 
     pub fn raft(&self) -> &Raft {

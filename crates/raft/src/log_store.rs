@@ -26,6 +26,7 @@ use pinax_engine::{Cf, IterOptions, KvEngine, KvIterator, Snapshot, WriteBatch, 
 use std::collections::VecDeque;
 use std::fmt::Debug;
 use std::ops::{Bound, RangeBounds};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 const ENTRY_PREFIX: u8 = b'e';
@@ -52,8 +53,8 @@ struct Cached {
     /// and the bytes of their payloads.
     tail: VecDeque<Entry>,
     tail_bytes: usize,
-    /// Reads answered from `tail` (tests).
-    tail_reads: u64,
+    /// Reads answered from `tail` (tests; shared with [`LogStore::tail_reads`]'s callers).
+    tail_reads: Arc<AtomicU64>,
 }
 
 /// Most entries and payload bytes kept in [`Cached::tail`].
@@ -75,7 +76,7 @@ impl Cached {
         if start < first || end > next || start >= end {
             return None;
         }
-        self.tail_reads += 1;
+        self.tail_reads.fetch_add(1, Ordering::Relaxed);
         Some(self.tail.range((start - first) as usize..(end - first) as usize).cloned().collect())
     }
 
@@ -140,9 +141,9 @@ impl<E: KvEngine> LogStore<E> {
         Ok(store)
     }
 
-    /// How many entry reads were answered from the in-memory tail (tests).
-    pub fn tail_reads(&self) -> u64 {
-        self.cached.lock().tail_reads
+    /// The count of entry reads answered from the in-memory tail (tests).
+    pub fn tail_reads(&self) -> Arc<AtomicU64> {
+        self.cached.lock().tail_reads.clone()
     }
 
     fn last_entry(&self) -> Result<Option<LogId>, StorageError> {
@@ -320,7 +321,7 @@ mod tests {
         assert_eq!(indexes(c.read_tail(0, 3)), None, "starts before the tail");
         assert_eq!(indexes(c.read_tail(4, 7)), None, "ends past the tail");
         assert_eq!(indexes(c.read_tail(3, 3)), None, "empty range: the engine answers");
-        assert_eq!(c.tail_reads, 2);
+        assert_eq!(c.tail_reads.load(Ordering::Relaxed), 2);
         // A conflicting suffix is truncated, and the new leader's entries follow.
         c.cut_tail_from(4);
         assert_eq!(indexes(c.read_tail(3, 5)), None);
