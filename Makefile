@@ -91,13 +91,7 @@ perf: deps
 	$(CARGO) build --profile perf --locked -p pinax
 
 bench: build ext perf
-	bash bench/client_writes.sh
-	PINAX_BIN=$(PERF_BIN) bash bench/seed.sh
-	PINAX_BIN=$(PERF_BIN) bash bench/filters.sh
-	PINAX_BIN=$(PERF_BIN) bash bench/ycsb.sh
-	PINAX_BIN=$(PERF_BIN) bash bench/inserts.sh
-	PINAX_BIN=$(PERF_BIN) bash bench/sequences.sh
-	bash bench/failover.sh
+	PINAX_BIN=$(PERF_BIN) bash bench/all.sh
 
 clean-cache:
 	rm -rf $(CARGO_TARGET_DIR)
