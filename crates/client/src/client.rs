@@ -6,7 +6,7 @@ use crate::txn::Txn;
 use parking_lot::Mutex;
 use pinax_common::{ErrorCode, HybridClock, HybridTime, TxnId};
 use pinax_common::TabletId;
-use pinax_proto::{NodeStatus, ReadPoint, Request, RpcError, RequestEnvelope, Response, Row, ScanResult, ScanSpec, Sharding, TableInfo, TabletInfo, WriteOp};
+use pinax_proto::{NodeStatus, ReadPoint, Request, RpcError, RequestEnvelope, Response, Row, LiveWrite, ScanResult, ScanSpec, Sharding, TableInfo, TabletInfo, WriteOp};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
@@ -397,6 +397,22 @@ impl Client {
         }
         txn.write(table, ops.to_vec())?;
         Ok(txn.commit()?.unwrap_or_else(|| self.now()))
+    }
+
+    /// A single-row write that takes effect only if the row is live, committed at
+    /// once (`Request::WriteIfLive`): `op` a delete or a patch, `full` whether the
+    /// patch's row is the whole row as read at `read_ht`. Returns its time and what
+    /// it did. One id for every send: a resend after it was applied answers
+    /// `Applied` without writing again.
+    pub fn write_if_live(&self, table: &str, op: &WriteOp, read_ht: Option<HybridTime>, full: bool) -> Result<(HybridTime, LiveWrite)> {
+        let request = new_request_id();
+        self.with_locations(table, |t| {
+            let ti = &t.tablets[t.tablet_index_for(&op.key)];
+            match self.call_tablet(ti, Request::WriteIfLive { tablet: ti.id, op: op.clone(), read_ht, full, request })? {
+                Response::WrittenIfLive { ht, outcome } => Ok((ht, outcome)),
+                r => Err(unexpected(r)),
+            }
+        })
     }
 
     /// Read the latest committed value of `key`.

@@ -203,6 +203,15 @@ pub enum Request {
     /// Fails as `CreateTxn` would when the record could not be created (nothing was
     /// written); otherwise answers `TxnWritten` with the write's own outcome.
     CreateTxnAndWrite { txn: TxnId, write: Box<Request> },
+    /// A single-row write outside any transaction (committed at once, as `Write`
+    /// without `txn`) that takes effect only if the row is live: `op` is a `Delete`
+    /// or a `Patch`. The SQL layer's UPDATE/DELETE by primary key without reading
+    /// the row first. `full`: the patch's row is the whole row as read at
+    /// `read_ht` (commits after it are a conflict; stored whole when nothing else
+    /// is in the way); otherwise it holds only the columns it assigns (a blind
+    /// patch, never stored whole, refused with `NeedsRow` over a row already
+    /// carrying `pinax_codec::patch::MAX_CHAIN` patches). Answers `WrittenIfLive`.
+    WriteIfLive { tablet: TabletId, op: WriteOp, read_ht: Option<HybridTime>, full: bool, request: u128 },
 }
 
 /// What `Request::Sequence` does. A sequence's state is PostgreSQL's: the last
@@ -324,6 +333,8 @@ pub enum Response {
     /// Answer to `CreateTxnAndWrite`: the status record was created; what the
     /// write answered.
     TxnWritten { write: Result<Box<Response>, RpcError> },
+    /// Answer to `WriteIfLive`: what it did, and its commit time if it wrote.
+    WrittenIfLive { ht: HybridTime, outcome: LiveWrite },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]

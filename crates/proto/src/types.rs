@@ -32,6 +32,18 @@ impl WriteOpKind {
     }
 }
 
+/// What a `Request::WriteIfLive` did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum LiveWrite {
+    /// No live row has the key: nothing was written.
+    Absent,
+    /// The row was live and is now patched or deleted.
+    Applied,
+    /// A blind patch over a row with too many patches already: nothing was
+    /// written; send the whole row (read it first).
+    NeedsRow,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WriteOp {
     pub kind: WriteOpKind,

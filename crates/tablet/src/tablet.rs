@@ -4,7 +4,7 @@ use crate::error::{Error, Result};
 use crate::mvcc_manager::MvccManager;
 use crate::replication::{DirectWrite, Replicator};
 use crate::ops::{WriteOp, WriteOpKind};
-use pinax_proto::LockStrength;
+use pinax_proto::{LiveWrite, LockStrength};
 use parking_lot::{Condvar, Mutex, MutexGuard};
 use pinax_codec::keys::{self, IntentKind};
 use pinax_common::{HybridClock, HybridTime, TabletId, TxnId};
@@ -172,6 +172,9 @@ struct KeyState {
     /// Time of the newest committed version, if the writer's row holds all of it
     /// (INVALID: none, or it does not: concurrent patches were stepped over).
     latest: HybridTime,
+    /// Committed patches over the newest whole version (counted for patches only,
+    /// up to `patch::MAX_CHAIN + 1`).
+    chain: usize,
 }
 
 /// What a write batch does with one of its ops.
@@ -391,6 +394,69 @@ impl<E: KvEngine> Tablet<E> {
         Ok(ht)
     }
 
+    /// A single-row write outside transactions (committed at once, as
+    /// [`Tablet::write_fast`]) that takes effect only if the row is live: `op` a
+    /// `Delete`, or a `Patch` whose row holds only the columns it assigns (`full`
+    /// false: a blind patch; never stored whole, and refused with `NeedsRow` over
+    /// a row already carrying [`patch::MAX_CHAIN`] patches) or the whole row as
+    /// read at `read_ht` (`full`). Another transaction's pending write of the row
+    /// (a patch of columns this one depends on, for a patch) is a conflict, as is a
+    /// commit after `read_ht`. Nothing is written unless `Applied` (the request
+    /// id is then remembered, so a resend answers `Applied` without writing again).
+    pub fn write_if_live<R: TxnStatusResolver + ?Sized>(&self, request: u128, op: &WriteOp, read_ht: Option<HybridTime>, full: bool, resolver: &R) -> Result<(HybridTime, LiveWrite)> {
+        if !matches!(op.kind, WriteOpKind::Delete | WriteOpKind::Patch) {
+            return Err(Error::InvalidRequest(format!("a write if live is a delete or a patch, not {:?}", op.kind)));
+        }
+        let ops = std::slice::from_ref(op);
+        self.check_keys(ops)?;
+        // Its answer may be that nothing is there: only the leader may say so.
+        self.log.read_barrier()?;
+        self.admit_write()?;
+        let rows = row_hashes(ops);
+        let mut guard = self.lock_rows(&rows)?;
+        if let Some(ht) = self.log.applied_request(request) {
+            return Ok((ht, LiveWrite::Applied));
+        }
+        let mut batch = OwnedBatch::new();
+        let patches = patches_of(ops)?;
+        let patch = patches[0].as_ref();
+        let mut stepped = Vec::new();
+        let state = {
+            let snap = self.engine.snapshot();
+            let regular = KeyCursor::probing(snap.iter(Cf::Regular, IterOptions { prefix_same_as_start: true, ..IterOptions::default() }));
+            let intents = (!guard.intent_txns.is_empty()).then(|| intents_cursor_between(&snap, &op.key, &op.key, true));
+            let mut probes: Probes<E::Snapshot<'_>> = Probes { regular, intents };
+            self.resolve_key(&mut probes, &op.key, None, read_ht, op.kind, op.strength(), patch.map(|p| &p.deps[..]), !full, resolver, &mut batch, &mut stepped)?
+        };
+        guard.stepped_over.extend(stepped);
+        let outcome = if !state.live {
+            LiveWrite::Absent
+        } else if patch.is_some() && !full && state.chain >= patch::MAX_CHAIN {
+            LiveWrite::NeedsRow
+        } else {
+            LiveWrite::Applied
+        };
+        if outcome != LiveWrite::Applied && batch.is_empty() {
+            return Ok((self.clock.now(), outcome));
+        }
+        let ht = self.mvcc.register_write(&self.clock);
+        if outcome == LiveWrite::Applied {
+            let mut v = Vec::new();
+            match patch {
+                Some(p) if state.whole => keys::encode_put_cols(&mut v, p.stored),
+                Some(p) => keys::encode_patch_value(&mut v, p.stored),
+                None => v.extend_from_slice(&keys::encode_tombstone()),
+            }
+            batch.put(Cf::Regular, &keys::version_key(&op.key, ht), &v);
+        }
+        // Only a write remembers its request id (a resend of one that wrote
+        // nothing decides again).
+        let res = self.replicate_keyed(guard, rows, ht, batch, if outcome == LiveWrite::Applied { request } else { 0 });
+        self.mvcc.finish_write(ht);
+        res?;
+        Ok((ht, outcome))
+    }
+
     /// Write backpressure, before a client's write takes the write lock: while the
     /// engine's background work is behind, each write waits a little (so the
     /// writers slow down to what storage absorbs), and when it is far behind,
@@ -498,10 +564,10 @@ impl<E: KvEngine> Tablet<E> {
                 Some((s, checked, w)) if strength <= checked => (s, checked, w),
                 Some((s, _, w)) => {
                     // A stronger op on a key this batch touched: check the others again.
-                    self.resolve_key(&mut probes, &op.key, me, read_ht, op.kind, strength, deps, resolver, batch, stepped_over)?;
+                    self.resolve_key(&mut probes, &op.key, me, read_ht, op.kind, strength, deps, false, resolver, batch, stepped_over)?;
                     (s, strength, w)
                 }
-                None => (self.resolve_key(&mut probes, &op.key, me, read_ht, op.kind, strength, deps, resolver, batch, stepped_over)?, strength, false),
+                None => (self.resolve_key(&mut probes, &op.key, me, read_ht, op.kind, strength, deps, false, resolver, batch, stepped_over)?, strength, false),
             };
             if op.kind == WriteOpKind::Insert && state.live {
                 return Err(Error::DuplicateKey { tablet_id: self.id, key: op.key.clone() });
@@ -524,7 +590,7 @@ impl<E: KvEngine> Tablet<E> {
             });
             let after = match op.kind {
                 WriteOpKind::Lock | WriteOpKind::LockShared => (state, checked, written_here),
-                kind => (KeyState { live: kind != WriteOpKind::Delete, own: Some(state.own.map_or(strength, |o| o.max(strength))), whole: false, latest: state.latest }, checked, true),
+                kind => (KeyState { live: kind != WriteOpKind::Delete, own: Some(state.own.map_or(strength, |o| o.max(strength))), whole: false, latest: state.latest, chain: 0 }, checked, true),
             };
             if !ascending {
                 seen.insert(&op.key, after);
@@ -557,6 +623,7 @@ impl<E: KvEngine> Tablet<E> {
         kind: WriteOpKind,
         strength: LockStrength,
         deps: Option<&[u16]>,
+        blind: bool,
         resolver: &R,
         batch: &mut OwnedBatch,
         stepped_over: &mut Vec<TxnId>,
@@ -661,15 +728,16 @@ impl<E: KvEngine> Tablet<E> {
         let latest = if concurrent { HybridTime::INVALID } else { latest };
         if let Some(own) = own_newest {
             // Our own earlier write decides liveness; conflicts were checked then.
-            return Ok(KeyState { live: own.kind != IntentKind::Delete, own: Some(intent_strength(own)), whole: false, latest });
+            return Ok(KeyState { live: own.kind != IntentKind::Delete, own: Some(intent_strength(own)), whole: false, latest, chain: 0 });
         }
-        if deps.is_some() && !latest_live {
+        if deps.is_some() && !latest_live && !blind {
             // A patch needs a row under it (the read that found one is outdated).
             return Err(Error::WriteConflict { tablet_id: self.id, other_txn: None, committed_at: latest_ht });
         }
-        let patches = versions.iter().take_while(|v| v.patch).count();
-        let whole = deps.is_some() && !concurrent && (me.is_none() || patches >= patch::MAX_CHAIN);
-        Ok(KeyState { live: latest_live, own: None, whole, latest })
+        let chain = versions.iter().take_while(|v| v.patch).count();
+        // A blind patch holds only the columns it assigns: never the whole row.
+        let whole = deps.is_some() && !blind && !concurrent && (me.is_none() || chain >= patch::MAX_CHAIN);
+        Ok(KeyState { live: latest_live, own: None, whole, latest, chain })
     }
 
     /// Point read.

@@ -1667,3 +1667,61 @@ fn history_gc_keeps_the_whole_row_under_patches_at_the_cutoff() {
     assert_eq!(read(hts[1]), at_cutoff);
     assert_eq!(read(hts[2]), latest);
 }
+
+#[test]
+fn writes_if_live_apply_only_to_live_rows_and_bound_blind_patches() {
+    use pinax_codec::patch::MAX_CHAIN;
+    use pinax_proto::LiveWrite::{Absent, Applied, NeedsRow};
+    let w = World::new();
+    let t = w.tablet_for(b"a");
+    let live = |op: &WriteOp, read_ht, full| t.write_if_live(0, op, read_ht, full, &w.resolver()).map(|(_, o)| o);
+    // No row, a deleted row: nothing written (no version, no tombstone).
+    assert_eq!(live(&patch_op("a", &[2], &[2], "p"), None, false).unwrap(), Absent);
+    assert_eq!(live(&WriteOp::delete("a"), None, false).unwrap(), Absent);
+    assert_eq!(stacked(&w, "a", ReadContext::at(w.now())), None);
+    w.put("a", "base");
+    w.tablet_for(b"a").write_fast(0, &[WriteOp::delete("a")], None, &w.resolver()).unwrap();
+    assert_eq!(live(&patch_op("a", &[2], &[2], "p"), None, false).unwrap(), Absent);
+    // A live row: blind patches stay patches (their rows hold only what they
+    // assign), up to MAX_CHAIN; the next one is refused until the row is written whole.
+    w.put("a", "base");
+    for i in 0..MAX_CHAIN {
+        assert_eq!(live(&patch_op("a", &[2], &[2], &format!("p{i}")), None, false).unwrap(), Applied);
+    }
+    let (patches, base) = stacked(&w, "a", ReadContext::at(w.now())).unwrap();
+    assert_eq!((patches.len(), base.as_str(), patches[0].1.as_str()), (MAX_CHAIN, "base", &*format!("p{}", MAX_CHAIN - 1)));
+    assert_eq!(live(&patch_op("a", &[3], &[3], "q"), None, false).unwrap(), NeedsRow);
+    assert_eq!(stacked(&w, "a", ReadContext::at(w.now())).unwrap().0.len(), MAX_CHAIN, "a refused patch writes nothing");
+    // The whole row, as read at some time (depending on every attribute): a
+    // commit after it is a conflict...
+    let read = w.now();
+    w.tablet_for(b"a").write_fast(0, &[patch_op("a", &[4], &[4], "late")], None, &w.resolver()).unwrap();
+    let whole = patch_op("a", &[3], &[1, 2, 3, 4, 5, 6], "whole");
+    let e = live(&whole, Some(read), true).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::SerializationFailure);
+    // ...read again, it is stored whole (nothing concurrent), and blind patches go in again.
+    assert_eq!(live(&whole, Some(w.now()), true).unwrap(), Applied);
+    assert_eq!(stacked(&w, "a", ReadContext::at(w.now())), Some((vec![], "whole".into())));
+    assert_eq!(live(&patch_op("a", &[2], &[2], "p"), None, false).unwrap(), Applied);
+    assert_eq!(stacked(&w, "a", ReadContext::at(w.now())), Some((vec![(vec![2], "p".into())], "whole".into())));
+    // Another transaction's pending write of an attribute it depends on: a conflict
+    // naming the transaction (the SQL layer waits for it); of another attribute: none.
+    let t1 = tid(1);
+    w.status.create(t1).unwrap();
+    w.txn_write(t1, 1, w.now(), vec![patch_op("a", &[5], &[5], "t1")]).unwrap();
+    let e = live(&patch_op("a", &[5], &[5], "x"), None, false).unwrap_err();
+    assert!(matches!(e, Error::WriteConflict { other_txn: Some(o), .. } if o == t1), "{e:?}");
+    assert_eq!(live(&patch_op("a", &[6], &[6], "y"), None, false).unwrap(), Applied);
+    let e = live(&WriteOp::delete("a"), None, false).unwrap_err();
+    assert!(matches!(e, Error::WriteConflict { other_txn: Some(o), .. } if o == t1), "{e:?}");
+    w.status.abort(t1, all_ids(&w)).unwrap();
+    // A delete of a live row: gone; a resend of the same request is not applied twice.
+    let first = t.write_if_live(7, &WriteOp::delete("a"), None, false, &w.resolver()).unwrap();
+    assert_eq!(first.1, Applied);
+    assert_eq!(stacked(&w, "a", ReadContext::at(w.now())), None);
+    assert_eq!(t.write_if_live(7, &WriteOp::delete("a"), None, false, &w.resolver()).unwrap(), first);
+    // Only deletes and patches.
+    for bad in [WriteOp::put("a", "x"), WriteOp::insert("a", "x"), WriteOp::lock("a")] {
+        assert_eq!(live(&bad, None, false).unwrap_err().code(), ErrorCode::InvalidRequest);
+    }
+}

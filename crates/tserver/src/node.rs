@@ -1095,6 +1095,11 @@ impl<F: EngineFactory> Node<F> {
                     }
                 }
             }
+            Request::WriteIfLive { tablet, op, read_ht, full, request } => {
+                let t = self.get_tablet(tablet)?;
+                let (ht, outcome) = t.write_if_live(request, &op, read_ht, full, &self.resolver()).map_err(tablet_err)?;
+                Ok(Response::WrittenIfLive { ht, outcome })
+            }
             Request::CreateTxnAndWrite { txn, write } => {
                 if !matches!(&*write, Request::Write { txn: Some((t, _)), .. } if *t == txn) {
                     return Err(err(ErrorCode::InvalidRequest, "CreateTxnAndWrite carries a write of its own transaction"));

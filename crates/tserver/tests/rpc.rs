@@ -579,3 +579,31 @@ fn a_transactions_first_write_creates_its_record_in_the_same_round_trip() {
     assert_eq!(e.code(), ErrorCode::InvalidRequest);
     drop(n.server);
 }
+
+#[test]
+fn a_write_if_live_is_one_request_that_reports_whether_the_row_was_there() {
+    use pinax_proto::LiveWrite;
+    let n = start(NodeConfig { sync: false, ..NodeConfig::default() });
+    let c = Client::connect(&n.addr).unwrap();
+    c.create_table("t", Sharding::Hash { tablets: 2 }).unwrap();
+    c.write("t", vec![WriteOp::put(hash_key(1), b"row".to_vec())]).unwrap();
+    let patch = |k: u32, cols: &[u16], row: &[u8]| WriteOp::patch(hash_key(k), pinax_codec::patch::encode_patch_op(cols, cols, row));
+    let before = n.node.requests_served();
+    let (_, o) = c.write_if_live("t", &patch(1, &[2], b"new"), None, false).unwrap();
+    assert_eq!((o, n.node.requests_served() - before), (LiveWrite::Applied, 1));
+    let v = c.get("t", &hash_key(1)).unwrap().unwrap();
+    let stack = pinax_codec::patch::decode_stack(&v).unwrap();
+    assert_eq!((stack.patches.len(), stack.base), (1, &b"row"[..]));
+    assert_eq!(c.write_if_live("t", &patch(2, &[2], b"new"), None, false).unwrap().1, LiveWrite::Absent);
+    assert_eq!(c.get("t", &hash_key(2)).unwrap(), None);
+    assert_eq!(c.write_if_live("t", &WriteOp::delete(hash_key(1)), None, false).unwrap().1, LiveWrite::Applied);
+    assert_eq!(c.get("t", &hash_key(1)).unwrap(), None);
+    assert_eq!(c.write_if_live("t", &WriteOp::delete(hash_key(1)), None, false).unwrap().1, LiveWrite::Absent);
+    // Anything but a delete or a patch is refused, and the node goes on.
+    let e = c.write_if_live("t", &WriteOp::put(hash_key(1), b"x".to_vec()), None, false).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::InvalidRequest);
+    let e = c.write_if_live("t", &WriteOp::patch(hash_key(1), b"\xff".to_vec()), None, false).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::InvalidRequest);
+    c.write("t", vec![WriteOp::put(hash_key(1), b"again".to_vec())]).unwrap();
+    assert_eq!(c.get("t", &hash_key(1)).unwrap(), Some(b"again".to_vec()));
+}

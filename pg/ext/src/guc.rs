@@ -17,6 +17,7 @@ static OUTPUT_BUFFER_SIZE: GucSetting<i32> = GucSetting::<i32>::new(256 * 1024);
 static HOLD_SELECTS_ALWAYS: GucSetting<bool> = GucSetting::<bool>::new(false);
 static ENABLE_FILTER_PUSHDOWN: GucSetting<bool> = GucSetting::<bool>::new(true);
 static COLUMN_CONFLICTS: GucSetting<bool> = GucSetting::<bool>::new(true);
+static SINGLE_ROW_WRITES: GucSetting<bool> = GucSetting::<bool>::new(true);
 
 pub fn init() {
     GucRegistry::define_string_guc(
@@ -124,6 +125,14 @@ pub fn init() {
         GucFlags::default(),
     );
     GucRegistry::define_bool_guc(
+        c"pinax.enable_single_row_writes",
+        c"An autocommit UPDATE or DELETE of one Pinax row by its whole primary key writes without reading the row first.",
+        c"When nothing needs the old row (no RETURNING, triggers, row-level security, CHECK constraints, stored generated columns; an UPDATE whose new values do not read the row and that changes no indexed column; a DELETE from a table without secondary indexes), the statement is one storage write that applies only if the row exists. EXPLAIN shows Custom Scan (PinaxWriteByKey). Inside transaction blocks and SERIALIZABLE transactions the statement runs as usual.",
+        &SINGLE_ROW_WRITES,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_bool_guc(
         c"pinax.column_conflicts",
         c"UPDATEs of a Pinax row conflict only with concurrent updates of columns they depend on.",
         c"An UPDATE (READ COMMITTED or REPEATABLE READ) that keeps the row's key writes only the columns it changed; another transaction's concurrent UPDATE of columns it neither reads nor writes does not make it wait or fail. Tables with row triggers or row-level security, and SERIALIZABLE transactions, always conflict on the whole row.",
@@ -157,6 +166,11 @@ pub fn output_buffer_size() -> usize {
 /// `pinax.enable_filter_pushdown`.
 pub fn enable_filter_pushdown() -> bool {
     ENABLE_FILTER_PUSHDOWN.get()
+}
+
+/// `pinax.enable_single_row_writes`.
+pub fn single_row_writes() -> bool {
+    SINGLE_ROW_WRITES.get()
 }
 
 /// `pinax.column_conflicts`.

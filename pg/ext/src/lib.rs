@@ -43,6 +43,7 @@ pub mod tid;
 pub mod tuple;
 pub mod update_deps;
 pub mod violation;
+pub mod write_by_key;
 
 pgrx::pg_module_magic!();
 

@@ -241,6 +241,12 @@ impl Backend {
         Ok(())
     }
 
+    /// Nothing written in this transaction yet: no storage transaction, nothing
+    /// buffered (a statement may then commit its own write at once).
+    pub fn wrote_nothing(&self) -> bool {
+        self.txn.is_none() && self.buf.is_empty() && self.pending_rollback.is_none()
+    }
+
     pub fn has_buffered(&self) -> bool {
         !self.buf.is_empty()
     }
@@ -545,7 +551,7 @@ pub fn serializable_locking() -> bool {
 /// that committed may have written what this statement, reading before that, did
 /// not see (a foreign-key child of the row it deletes), and nothing re-checks the
 /// statement's reads yet (PostgreSQL's EvalPlanQual): the conflict (40001) stands.
-fn wait_for(client: &Client, blocker: pinax_common::TxnId, me: Option<pinax_common::TxnId>, started: &mut Option<std::time::Instant>) -> Result<bool, ClientError> {
+pub fn wait_for(client: &Client, blocker: pinax_common::TxnId, me: Option<pinax_common::TxnId>, started: &mut Option<std::time::Instant>) -> Result<bool, ClientError> {
     let start = *started.get_or_insert_with(std::time::Instant::now);
     loop {
         pg_sys::check_for_interrupts!();

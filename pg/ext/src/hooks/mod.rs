@@ -19,4 +19,5 @@ pub unsafe fn install() {
     xact::install();
     crate::sequence::install();
     crate::pushdown::install();
+    crate::write_by_key::install();
 }

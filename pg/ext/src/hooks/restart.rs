@@ -256,6 +256,10 @@ unsafe fn restartable(qd: *mut pg_sys::QueryDesc, count: u64, execute_once: bool
     if pg_sys::XactIsoLevel >= pg_sys::XACT_REPEATABLE_READ as i32 {
         return false;
     }
+    if crate::write_by_key::writes_by_key((*qd).planstate) {
+        // One storage write that waits for blockers and re-reads on its own.
+        return false;
+    }
     match (*ps).commandType {
         CMD_UPDATE | CMD_DELETE | CMD_MERGE => pinax_relation(ps, false),
         // A plain INSERT only races on uniqueness (it waits, then reports 23505),
@@ -428,7 +432,22 @@ unsafe fn sync_is_next() -> bool {
 /// before its Sync gets the storage transaction instead, so that a later failure
 /// still rolls this statement back.
 unsafe fn whole_transaction(ps: *mut pg_sys::PlannedStmt) -> bool {
-    if pg_sys::GetCurrentTransactionNestLevel() != 2 || IN_STATEMENTS.with(|c| c.get()) > 0 {
+    whole_transaction_at(ps, 2)
+}
+
+/// Whether the top-level statement of `ps`, starting now (no subtransaction of
+/// ours around it), is its whole transaction, as for [`whole_transaction`]: an
+/// autocommit statement, not in a transaction block, a DO block, a procedure or a
+/// function. (`pinax::write_by_key` writes such a statement's row at once.)
+///
+/// # Safety
+/// `ps` must be the running statement's plan; call from its executor.
+pub unsafe fn top_level_whole_transaction(ps: *mut pg_sys::PlannedStmt) -> bool {
+    depth() == 0 && !pg_sys::IsTransactionBlock() && whole_transaction_at(ps, 1)
+}
+
+unsafe fn whole_transaction_at(ps: *mut pg_sys::PlannedStmt, nest_level: i32) -> bool {
+    if pg_sys::GetCurrentTransactionNestLevel() != nest_level || IN_STATEMENTS.with(|c| c.get()) > 0 {
         return false;
     }
     if pg_sys::XactLastRecEnd != 0 {

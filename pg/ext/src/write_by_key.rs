@@ -1,0 +1,618 @@
+//! UPDATE and DELETE of one row by its whole primary key, without reading the row
+//! first (issue #6's "single-row UPDATE/DELETE by primary key as one storage
+//! operation"; YugabyteDB's single-row modify, CockroachDB's blind puts).
+//!
+//! PostgreSQL runs `UPDATE t SET c = $1 WHERE pk = $2` as a ModifyTable over an
+//! index scan: the row is read (one round trip), the new row formed from it and
+//! written (a second one, at commit). When nothing needs the old row, Pinax sends
+//! one write that applies only if the row is live (`Request::WriteIfLive`): a
+//! *blind patch* holding the assigned columns (the tablets lay it over the row; reads
+//! merge it, `pinax_codec::patch`), or a delete. The tablet answers whether a row
+//! was there, which is the statement's row count.
+//!
+//! Planning (`planner_hook`, after PostgreSQL's planner): a plan that is exactly
+//! ModifyTable(UPDATE | DELETE) over an index scan of a Pinax table's primary key,
+//! with one equality per key column against a value that reads no table column, no
+//! other condition, and nothing that needs the old row, becomes a Custom Scan
+//! (PinaxWriteByKey) holding the key and new-value expressions, with the original
+//! plan as its only child. Needing the old row means: RETURNING, triggers of any
+//! kind (foreign keys included), row-level security, CHECK constraints, stored
+//! generated columns, partitions or inheritance children, a new value reading a
+//! column, an assigned column that is indexed (its entries would change), and for
+//! DELETE any secondary index (its entries are keyed by the old row's values).
+//!
+//! Execution: the node writes by key only for a statement that is its whole
+//! transaction (autocommit, top level, nothing written before it in the
+//! transaction, see `hooks::restart::top_level_whole_transaction`), under READ
+//! COMMITTED or REPEATABLE READ, with `pinax.enable_single_row_writes` (and for
+//! UPDATE `pinax.column_conflicts`) on. Its write then commits at once, as the
+//! autocommit fast path would at the end of the statement. Otherwise (a transaction
+//! block, a function, SERIALIZABLE) it runs its child, the plan PostgreSQL made,
+//! unchanged.
+//!
+//! Semantics: the write reads nothing, so it has no read time to conflict with:
+//! it applies to the newest committed version, as PostgreSQL's EvalPlanQual
+//! would under READ COMMITTED (and, the statement being its whole transaction,
+//! as a REPEATABLE READ transaction whose snapshot was taken then). A pending
+//! write of another transaction makes it wait (as for a row lock) and try again.
+//! A patch that would be the ninth over a row (`patch::MAX_CHAIN`) is refused by
+//! the tablet: the node then reads the row, forms it whole and writes it with that
+//! read's time (a newer commit makes it read again), which folds the stack.
+//! A NULL for a NOT NULL column runs the child plan, which reports it as
+//! PostgreSQL does (nothing was written).
+
+use crate::error::OrRaise;
+use crate::guc;
+use crate::meta;
+use crate::pg_list::{list_ints, list_ptrs};
+use crate::state;
+use crate::tuple::{form_tuple_bytes, merged, slot_getallattrs, store_tuple};
+use pgrx::pg_guard;
+use pgrx::pg_sys;
+use pinax_codec::patch;
+use pinax_proto::{LiveWrite, ReadPoint, WriteOp};
+use std::ffi::CStr;
+use std::sync::OnceLock;
+
+struct Methods<T>(T);
+unsafe impl<T> Sync for Methods<T> {}
+
+const NAME: &CStr = c"PinaxWriteByKey";
+
+static SCAN_METHODS: Methods<pg_sys::CustomScanMethods> = Methods(pg_sys::CustomScanMethods { CustomName: NAME.as_ptr(), CreateCustomScanState: Some(create_state) });
+
+static EXEC_METHODS: Methods<pg_sys::CustomExecMethods> = Methods(pg_sys::CustomExecMethods {
+    CustomName: NAME.as_ptr(),
+    BeginCustomScan: Some(begin),
+    ExecCustomScan: Some(exec),
+    EndCustomScan: Some(end),
+    ReScanCustomScan: Some(rescan),
+    MarkPosCustomScan: None,
+    RestrPosCustomScan: None,
+    EstimateDSMCustomScan: None,
+    InitializeDSMCustomScan: None,
+    ReInitializeDSMCustomScan: None,
+    InitializeWorkerCustomScan: None,
+    ShutdownCustomScan: None,
+    ExplainCustomScan: Some(explain),
+});
+
+static PREV: OnceLock<pg_sys::planner_hook_type> = OnceLock::new();
+
+/// custom_private: [UPDATE = 1 | DELETE = 2, canSetTag, key count, assigned attnums...].
+const OP_UPDATE: i32 = 1;
+const OP_DELETE: i32 = 2;
+
+/// How many times a whole-row write is formed again after a newer commit before
+/// the statement gives up with the conflict (40001).
+const MAX_REREADS: u32 = 100;
+
+/// Install the planner hook and register the plan node (once, from `_PG_init`).
+///
+/// # Safety
+/// Only while loading shared_preload_libraries in the postmaster.
+pub unsafe fn install() {
+    let _ = PREV.set(pg_sys::planner_hook);
+    pg_sys::planner_hook = Some(planner);
+    pg_sys::RegisterCustomScanMethods(&SCAN_METHODS.0);
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn planner(parse: *mut pg_sys::Query, query_string: *const std::ffi::c_char, cursor_options: i32, bound_params: pg_sys::ParamListInfo) -> *mut pg_sys::PlannedStmt {
+    let ps = match PREV.get().copied().flatten() {
+        Some(prev) => prev(parse, query_string, cursor_options, bound_params),
+        None => pg_sys::standard_planner(parse, query_string, cursor_options, bound_params),
+    };
+    if guc::single_row_writes() && !ps.is_null() {
+        rewrite(ps);
+    }
+    ps
+}
+
+unsafe fn tag(n: *mut pg_sys::Node) -> pg_sys::NodeTag {
+    (*n).type_
+}
+
+unsafe fn list_len(l: *mut pg_sys::List) -> usize {
+    if l.is_null() {
+        0
+    } else {
+        (*l).length as usize
+    }
+}
+
+/// Replace `ps`'s plan by a write by key when it has that shape (module header).
+unsafe fn rewrite(ps: *mut pg_sys::PlannedStmt) {
+    use pg_sys::CmdType::{CMD_DELETE, CMD_UPDATE};
+    let op = match (*ps).commandType {
+        CMD_UPDATE => OP_UPDATE,
+        CMD_DELETE => OP_DELETE,
+        _ => return,
+    };
+    if (*ps).hasReturning || (*ps).hasModifyingCTE || list_len((*ps).subplans) > 0 || list_len((*ps).rowMarks) > 0 {
+        return;
+    }
+    let top = (*ps).planTree;
+    if top.is_null() || tag(top as *mut pg_sys::Node) != pg_sys::NodeTag::T_ModifyTable || !(*top).initPlan.is_null() {
+        return;
+    }
+    let mt = top as *mut pg_sys::ModifyTable;
+    if list_len((*mt).resultRelations) != 1
+        || (*mt).rootRelation != 0
+        || !(*mt).returningLists.is_null()
+        || !(*mt).withCheckOptionLists.is_null()
+        || (*mt).onConflictAction != pg_sys::OnConflictAction::ONCONFLICT_NONE
+        || !(*mt).mergeActionLists.is_null()
+    {
+        return;
+    }
+    let sub = (*top).lefttree;
+    if sub.is_null() || tag(sub as *mut pg_sys::Node) != pg_sys::NodeTag::T_IndexScan || !(*sub).qual.is_null() || !(*sub).initPlan.is_null() {
+        return;
+    }
+    let ix = sub as *mut pg_sys::IndexScan;
+    let rti = list_ints((*mt).resultRelations)[0];
+    if (*ix).scan.scanrelid as i32 != rti || !(*ix).indexorderby.is_null() {
+        return;
+    }
+    let rte = pg_sys::list_nth((*ps).rtable, rti - 1) as *mut pg_sys::RangeTblEntry;
+    if (*rte).rtekind != pg_sys::RTEKind::RTE_RELATION || (*rte).inh {
+        return;
+    }
+    let rel = pg_sys::RelationIdGetRelation((*rte).relid);
+    if rel.is_null() {
+        return;
+    }
+    let built = build(mt, ix, rel, op, rti);
+    pg_sys::RelationClose(rel);
+    if let Some(cs) = built {
+        (*ps).planTree = cs as *mut pg_sys::Plan;
+    }
+}
+
+/// The custom scan for `mt` over `ix` on `rel`, if nothing needs the old row.
+unsafe fn build(mt: *mut pg_sys::ModifyTable, ix: *mut pg_sys::IndexScan, rel: pg_sys::Relation, op: i32, rti: i32) -> Option<*mut pg_sys::CustomScan> {
+    let form = (*rel).rd_rel;
+    if !meta::is_pinax_table(rel)
+        || (*form).relkind != pg_sys::RELKIND_RELATION as std::ffi::c_char
+        || (*form).relispartition
+        || (*form).relhassubclass
+        || (*form).relrowsecurity
+        || !(*rel).trigdesc.is_null()
+    {
+        return None;
+    }
+    let desc = (*rel).rd_att;
+    let constr = (*desc).constr;
+    if !constr.is_null() && ((*constr).num_check > 0 || (*constr).has_generated_stored) {
+        return None;
+    }
+    // The index scanned is the primary key, every key column compared once for
+    // equality with a value of the column's type that reads no column.
+    let index = pg_sys::RelationIdGetRelation((*ix).indexid);
+    if index.is_null() {
+        return None;
+    }
+    let keys = key_exprs(ix, index, rel);
+    pg_sys::RelationClose(index);
+    let keys = keys?;
+    let mut assigned: Vec<i32> = Vec::new();
+    let mut values: Vec<*mut pg_sys::Node> = Vec::new();
+    let tlist = list_ptrs::<pg_sys::TargetEntry>((*(mt as *mut pg_sys::Plan)).lefttree.as_ref()?.targetlist);
+    let real: Vec<_> = tlist.iter().filter(|te| !(***te).resjunk).collect();
+    if op == OP_UPDATE {
+        let colnos = list_ints(pg_sys::list_nth((*mt).updateColnosLists, 0) as *mut pg_sys::List);
+        if colnos.len() != real.len() || colnos.is_empty() {
+            return None;
+        }
+        let indexed = pg_sys::RelationGetIndexAttrBitmap(rel, pg_sys::IndexAttrBitmapKind::INDEX_ATTR_BITMAP_ALL);
+        for (te, attno) in real.iter().zip(&colnos) {
+            let e = (***te).expr as *mut pg_sys::Node;
+            if pg_sys::contain_var_clause(e) || pg_sys::contain_subplans(e) {
+                return None;
+            }
+            if *attno <= 0 || *attno > (*desc).natts || pg_sys::bms_is_member(*attno - pg_sys::FirstLowInvalidHeapAttributeNumber, indexed) {
+                return None;
+            }
+            assigned.push(*attno);
+            values.push(e);
+        }
+        let mut sorted = assigned.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        if sorted.len() != assigned.len() {
+            return None;
+        }
+    } else {
+        if !real.is_empty() {
+            return None;
+        }
+        // Secondary index entries are keyed by the old row's values.
+        let indexes = pg_sys::RelationGetIndexList(rel);
+        let n = list_len(indexes);
+        pg_sys::list_free(indexes);
+        if n != 1 {
+            return None;
+        }
+    }
+    let cs = pg_sys::palloc0(std::mem::size_of::<pg_sys::CustomScan>()) as *mut pg_sys::CustomScan;
+    let plan = &mut (*cs).scan.plan;
+    plan.type_ = pg_sys::NodeTag::T_CustomScan;
+    let mtp = mt as *mut pg_sys::Plan;
+    plan.startup_cost = (*mtp).startup_cost;
+    plan.total_cost = (*mtp).total_cost;
+    plan.plan_rows = (*mtp).plan_rows;
+    plan.plan_width = 0;
+    plan.plan_node_id = (*mtp).plan_node_id;
+    plan.targetlist = std::ptr::null_mut();
+    (*cs).scan.scanrelid = rti as pg_sys::Index;
+    (*cs).methods = &SCAN_METHODS.0;
+    let mut exprs: *mut pg_sys::List = std::ptr::null_mut();
+    for e in keys.iter().chain(values.iter()) {
+        exprs = pg_sys::lappend(exprs, *e as *mut std::ffi::c_void);
+    }
+    (*cs).custom_exprs = exprs;
+    let mut private: *mut pg_sys::List = std::ptr::null_mut();
+    for v in [op, (*mt).canSetTag as i32, keys.len() as i32].iter().chain(assigned.iter()) {
+        private = pg_sys::lappend_int(private, *v);
+    }
+    (*cs).custom_private = private;
+    // The plan PostgreSQL made, run when the statement cannot write by key.
+    (*cs).custom_plans = pg_sys::lappend(std::ptr::null_mut(), mt as *mut std::ffi::c_void);
+    Some(cs)
+}
+
+/// The value compared with each primary-key column (in key order), if the index
+/// scan's conditions are exactly one equality per key column of `index` (the
+/// table's primary key) with a value of the column's type that reads no column.
+unsafe fn key_exprs(ix: *mut pg_sys::IndexScan, index: pg_sys::Relation, rel: pg_sys::Relation) -> Option<Vec<*mut pg_sys::Node>> {
+    let form = (*index).rd_index;
+    if form.is_null() || !(*form).indisprimary || (*form).indrelid != (*rel).rd_id {
+        return None;
+    }
+    let nkeys = (*form).indnkeyatts as usize;
+    let mut out: Vec<*mut pg_sys::Node> = vec![std::ptr::null_mut(); nkeys];
+    let quals = list_ptrs::<pg_sys::Node>((*ix).indexqual);
+    if quals.len() != nkeys {
+        return None;
+    }
+    for q in quals {
+        if tag(q) != pg_sys::NodeTag::T_OpExpr {
+            return None;
+        }
+        let op = q as *mut pg_sys::OpExpr;
+        let args = list_ptrs::<pg_sys::Node>((*op).args);
+        if args.len() != 2 || tag(args[0]) != pg_sys::NodeTag::T_Var {
+            return None;
+        }
+        let var = args[0] as *mut pg_sys::Var;
+        let col = (*var).varattno as usize;
+        if col == 0 || col > nkeys || !out[col - 1].is_null() {
+            return None;
+        }
+        if pg_sys::get_op_opfamily_strategy((*op).opno, *(*index).rd_opfamily.add(col - 1)) != pg_sys::BTEqualStrategyNumber as i32 {
+            return None;
+        }
+        // Equal under a nondeterministic collation is not equal bytes.
+        let coll = *(*index).rd_indcollation.add(col - 1);
+        if coll != pg_sys::InvalidOid && !pg_sys::get_collation_isdeterministic(coll) {
+            return None;
+        }
+        let value = args[1];
+        if pg_sys::contain_var_clause(value) || pg_sys::contain_subplans(value) {
+            return None;
+        }
+        let heap_att = *(*form).indkey.values.as_ptr().add(col - 1) as usize;
+        if heap_att == 0 {
+            return None;
+        }
+        let att = (*(*rel).rd_att).attrs.as_ptr().add(heap_att - 1);
+        let (vt, ct) = (pg_sys::exprType(value), (*att).atttypid);
+        let text_like = |t: pg_sys::Oid| t == pg_sys::TEXTOID || t == pg_sys::VARCHAROID;
+        if vt != ct && !(text_like(vt) && text_like(ct)) {
+            return None;
+        }
+        out[col - 1] = value;
+    }
+    Some(out)
+}
+
+/// Whether `planstate` is a write by key that runs as one (decided when it
+/// started): the statement needs no READ COMMITTED restart wrapper.
+///
+/// # Safety
+/// `planstate` must be null or a valid plan state.
+pub unsafe fn writes_by_key(planstate: *mut pg_sys::PlanState) -> bool {
+    if planstate.is_null() || (*planstate).type_ != pg_sys::NodeTag::T_CustomScanState {
+        return false;
+    }
+    let css = planstate as *mut pg_sys::CustomScanState;
+    (*css).methods == &EXEC_METHODS.0 && (*(css as *mut NodeState)).by_key
+}
+
+#[repr(C)]
+struct NodeState {
+    css: pg_sys::CustomScanState,
+    /// Writing by key (else the child runs).
+    by_key: bool,
+    done: bool,
+    op: i32,
+    can_set_tag: bool,
+    /// Key expressions, then new values (by_key only).
+    keys: *mut pg_sys::List,
+    values: *mut pg_sys::List,
+    assigned: *mut pg_sys::List,
+    child: *mut pg_sys::PlanState,
+    /// What the write did (EXPLAIN ANALYZE; -1: not run by key).
+    outcome: i32,
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn create_state(_cscan: *mut pg_sys::CustomScan) -> *mut pg_sys::Node {
+    let s = pg_sys::palloc0(std::mem::size_of::<NodeState>()) as *mut NodeState;
+    (*s).css.ss.ps.type_ = pg_sys::NodeTag::T_CustomScanState;
+    (*s).css.methods = &EXEC_METHODS.0;
+    (*s).outcome = -1;
+    s as *mut pg_sys::Node
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *mut pg_sys::EState, eflags: i32) {
+    let s = node as *mut NodeState;
+    let cscan = (*node).ss.ps.plan as *mut pg_sys::CustomScan;
+    let private = list_ints((*cscan).custom_private);
+    (*s).op = private[0];
+    (*s).can_set_tag = private[1] != 0;
+    let nkeys = private[2] as usize;
+    let explain_only = eflags as u32 & pg_sys::EXEC_FLAG_EXPLAIN_ONLY != 0;
+    (*s).by_key = !explain_only
+        && guc::single_row_writes()
+        && ((*s).op == OP_DELETE || guc::column_conflicts())
+        && pg_sys::XactIsoLevel < pg_sys::XACT_SERIALIZABLE as i32
+        && crate::hooks::restart::top_level_whole_transaction((*estate).es_plannedstmt)
+        && state::with(|b| b.wrote_nothing());
+    if (*s).by_key {
+        let ps = node as *mut pg_sys::PlanState;
+        let exprs = list_ptrs::<pg_sys::Expr>((*cscan).custom_exprs);
+        for (i, e) in exprs.iter().enumerate() {
+            let st = pg_sys::ExecInitExpr(*e, ps);
+            if i < nkeys {
+                (*s).keys = pg_sys::lappend((*s).keys, st as *mut std::ffi::c_void);
+            } else {
+                (*s).values = pg_sys::lappend((*s).values, st as *mut std::ffi::c_void);
+            }
+        }
+        for a in &private[3..] {
+            (*s).assigned = pg_sys::lappend_int((*s).assigned, *a);
+        }
+    } else {
+        init_child(s, estate, eflags);
+    }
+}
+
+unsafe fn init_child(s: *mut NodeState, estate: *mut pg_sys::EState, eflags: i32) {
+    let cscan = (*s).css.ss.ps.plan as *mut pg_sys::CustomScan;
+    let plan = pg_sys::list_nth((*cscan).custom_plans, 0) as *mut pg_sys::Plan;
+    let old = pg_sys::MemoryContextSwitchTo((*estate).es_query_cxt);
+    (*s).child = pg_sys::ExecInitNode(plan, estate, eflags);
+    (*s).css.custom_ps = pg_sys::lappend(std::ptr::null_mut(), (*s).child as *mut std::ffi::c_void);
+    pg_sys::MemoryContextSwitchTo(old);
+}
+
+unsafe fn eval(state: *mut pg_sys::ExprState, econtext: *mut pg_sys::ExprContext) -> (pg_sys::Datum, bool) {
+    let old = pg_sys::MemoryContextSwitchTo((*econtext).ecxt_per_tuple_memory);
+    let mut isnull = false;
+    let v = ((*state).evalfunc.expect("compiled expression"))(state, econtext, &mut isnull);
+    pg_sys::MemoryContextSwitchTo(old);
+    (v, isnull)
+}
+
+unsafe fn run_child(s: *mut NodeState) -> *mut pg_sys::TupleTableSlot {
+    if (*s).child.is_null() {
+        init_child(s, (*s).css.ss.ps.state, (*(*s).css.ss.ps.state).es_top_eflags);
+    }
+    let child = (*s).child;
+    ((*child).ExecProcNode.expect("initialized plan node"))(child)
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn exec(node: *mut pg_sys::CustomScanState) -> *mut pg_sys::TupleTableSlot {
+    let s = node as *mut NodeState;
+    if !(*s).by_key {
+        return run_child(s);
+    }
+    if (*s).done {
+        return std::ptr::null_mut();
+    }
+    (*s).done = true;
+    let rel = (*node).ss.ss_currentRelation;
+    let desc = (*rel).rd_att;
+    let natts = (*desc).natts as usize;
+    let econtext = (*node).ss.ps.ps_ExprContext;
+    let m = meta::table_meta(rel).or_raise();
+    let Some(pk) = m.pk.clone() else {
+        (*s).by_key = false;
+        return run_child(s);
+    };
+    // The row as far as the statement knows it: its key, and what it assigns.
+    let slot = (*node).ss.ss_ScanTupleSlot;
+    ((*(*slot).tts_ops).clear.expect("slot ops"))(slot);
+    let values = std::slice::from_raw_parts_mut((*slot).tts_values, natts);
+    let isnull = std::slice::from_raw_parts_mut((*slot).tts_isnull, natts);
+    isnull.fill(true);
+    for (st, att) in list_ptrs::<pg_sys::ExprState>((*s).keys).into_iter().zip(&pk.heap_attnums) {
+        let (v, null) = eval(st, econtext);
+        if null {
+            // `pk = NULL` matches no row.
+            (*s).outcome = LiveWrite::Absent as i32;
+            return std::ptr::null_mut();
+        }
+        values[*att as usize - 1] = v;
+        isnull[*att as usize - 1] = false;
+    }
+    let assigned: Vec<u16> = list_ints((*s).assigned).iter().map(|a| *a as u16).collect();
+    for (st, att) in list_ptrs::<pg_sys::ExprState>((*s).values).into_iter().zip(&assigned) {
+        let (v, null) = eval(st, econtext);
+        let i = *att as usize - 1;
+        if null && (*(*desc).attrs.as_ptr().add(i)).attnotnull {
+            // PostgreSQL's own plan reports it, with the row (nothing is written).
+            (*s).by_key = false;
+            return run_child(s);
+        }
+        values[i] = v;
+        isnull[i] = null;
+    }
+    pg_sys::ExecStoreVirtualTuple(slot);
+    let key = meta::pk_key(&pk, slot);
+    let mut sorted = assigned.clone();
+    sorted.sort_unstable();
+    let client = state::with(|b| b.client()).or_raise();
+    let blind = if (*s).op == OP_UPDATE { WriteOp::patch(key.clone(), patch::encode_patch_op(&sorted, &sorted, &form_tuple_bytes(slot))) } else { WriteOp::delete(key.clone()) };
+    let mut whole: Option<(WriteOp, pinax_common::HybridTime)> = None;
+    let mut written_whole = false;
+    let mut rereads = 0;
+    let mut started = None;
+    let outcome = loop {
+        let res = match &whole {
+            None => client.write_if_live(&m.storage, &blind, None, false),
+            Some((op, read_ht)) => client.write_if_live(&m.storage, op, Some(*read_ht), true),
+        };
+        match res {
+            Ok((_, LiveWrite::NeedsRow)) => {
+                // Too many patches over the row: write it whole (read it first).
+                let (row, read_ht) = client.read_at(&m.storage, &key, ReadPoint::LATEST).or_raise();
+                let Some(row) = row else { break LiveWrite::Absent };
+                // It depends on every column (it holds them as read): any
+                // commit after the read is a conflict, and then it is read again.
+                let every: Vec<u16> = (1..=natts as u16).collect();
+                whole = Some((WriteOp::patch(key.clone(), patch::encode_patch_op(&sorted, &every, &whole_row(rel, slot, &assigned, row))), read_ht));
+            }
+            Ok((_, outcome)) => {
+                written_whole = whole.is_some();
+                break outcome;
+            }
+            Err(e) => match e.blocker() {
+                // A pending write of the row: wait for its transaction, then
+                // write again (over whatever it left).
+                Some(b) => {
+                    state::wait_for(&client, b, None, &mut started).or_raise();
+                    whole = None;
+                }
+                // A commit after the whole row's read: read it again.
+                None if whole.is_some() && e.code() == pinax_common::ErrorCode::SerializationFailure && rereads < MAX_REREADS => {
+                    rereads += 1;
+                    whole = None;
+                }
+                None => crate::error::raise(&e),
+            },
+        }
+    };
+    (*s).outcome = outcome as i32;
+    if outcome == LiveWrite::Applied {
+        if (*s).can_set_tag {
+            (*(*node).ss.ps.state).es_processed += 1;
+        }
+        if (*s).op == OP_UPDATE {
+            pg_sys::pgstat_count_heap_update(rel, false);
+        } else {
+            pg_sys::pgstat_count_heap_delete(rel);
+        }
+    }
+    if pg_sys::message_level_is_interesting(pg_sys::DEBUG1 as i32) {
+        let what = if (*s).op == OP_UPDATE { "UPDATE" } else { "DELETE" };
+        let how = match outcome {
+            LiveWrite::Applied if written_whole => "1 row (read, then written whole: it carried many patches)",
+            LiveWrite::Applied => "1 row",
+            _ => "no row",
+        };
+        pgrx::debug1!("pinax: {what} by key without reading the row: {how}");
+    }
+    std::ptr::null_mut()
+}
+
+/// The row `stored` (as read, patches merged) with the attributes `assigned` taken
+/// from `slot`: the whole new row.
+unsafe fn whole_row(rel: pg_sys::Relation, slot: *mut pg_sys::TupleTableSlot, assigned: &[u16], stored: Vec<u8>) -> Vec<u8> {
+    let desc = (*rel).rd_att;
+    let natts = (*desc).natts as usize;
+    let bytes = merged(desc, stored);
+    let old = pg_sys::MakeSingleTupleTableSlot(desc, pg_sys::table_slot_callbacks(rel));
+    store_tuple(old, &bytes, pg_sys::ItemPointerData::default(), (*rel).rd_id, None);
+    slot_getallattrs(old);
+    let new = pg_sys::MakeSingleTupleTableSlot(desc, &pg_sys::TTSOpsVirtual);
+    let (ov, on) = (std::slice::from_raw_parts((*old).tts_values, natts), std::slice::from_raw_parts((*old).tts_isnull, natts));
+    let (sv, sn) = (std::slice::from_raw_parts((*slot).tts_values, natts), std::slice::from_raw_parts((*slot).tts_isnull, natts));
+    let (nv, nn) = (std::slice::from_raw_parts_mut((*new).tts_values, natts), std::slice::from_raw_parts_mut((*new).tts_isnull, natts));
+    for i in 0..natts {
+        let from_slot = assigned.contains(&(i as u16 + 1));
+        nv[i] = if from_slot { sv[i] } else { ov[i] };
+        nn[i] = if from_slot { sn[i] } else { on[i] };
+    }
+    pg_sys::ExecStoreVirtualTuple(new);
+    let out = form_tuple_bytes(new);
+    pg_sys::ExecDropSingleTupleTableSlot(new);
+    pg_sys::ExecDropSingleTupleTableSlot(old);
+    out
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn end(node: *mut pg_sys::CustomScanState) {
+    let s = node as *mut NodeState;
+    if !(*s).child.is_null() {
+        pg_sys::ExecEndNode((*s).child);
+        (*s).child = std::ptr::null_mut();
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn rescan(node: *mut pg_sys::CustomScanState) {
+    let s = node as *mut NodeState;
+    (*s).done = false;
+    if !(*s).child.is_null() {
+        pg_sys::ExecReScan((*s).child);
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn explain(node: *mut pg_sys::CustomScanState, ancestors: *mut pg_sys::List, es: *mut pg_sys::ExplainState) {
+    let s = node as *mut NodeState;
+    let plan = (*node).ss.ps.plan;
+    let cscan = plan as *mut pg_sys::CustomScan;
+    let private = list_ints((*cscan).custom_private);
+    let op = if private[0] == OP_UPDATE { c"Update" } else { c"Delete" };
+    pg_sys::ExplainPropertyText(c"Operation".as_ptr(), op.as_ptr(), es);
+    let nkeys = private[2] as usize;
+    let exprs = list_ptrs::<pg_sys::Node>((*cscan).custom_exprs);
+    let ctx = pg_sys::set_deparse_context_plan((*es).deparse_cxt, plan, ancestors);
+    let rel = (*node).ss.ss_currentRelation;
+    let mut keys = Vec::new();
+    let index_attnums = meta::table_meta(rel).ok().and_then(|m| m.pk.clone()).map(|pk| pk.heap_attnums.clone()).unwrap_or_default();
+    for (i, e) in exprs.iter().take(nkeys).enumerate() {
+        let col = index_attnums.get(i).map(|a| attname(rel, *a as i32)).unwrap_or_default();
+        keys.push(format!("{col} = {}", deparse(*e, ctx)));
+    }
+    let keys = std::ffi::CString::new(keys.join(" AND ")).unwrap_or_default();
+    pg_sys::ExplainPropertyText(c"Key".as_ptr(), keys.as_ptr(), es);
+    if private[0] == OP_UPDATE {
+        let sets: Vec<String> = exprs.iter().skip(nkeys).zip(&private[3..]).map(|(e, a)| format!("{} = {}", attname(rel, *a), deparse(*e, ctx))).collect();
+        let sets = std::ffi::CString::new(sets.join(", ")).unwrap_or_default();
+        pg_sys::ExplainPropertyText(c"Set".as_ptr(), sets.as_ptr(), es);
+    }
+    if (*es).analyze && (*s).outcome >= 0 {
+        let what = if (*s).outcome == LiveWrite::Applied as i32 { c"1 row" } else { c"no row" };
+        pg_sys::ExplainPropertyText(c"Written by Key".as_ptr(), what.as_ptr(), es);
+    }
+}
+
+unsafe fn deparse(e: *mut pg_sys::Node, ctx: *mut pg_sys::List) -> String {
+    let p = pg_sys::deparse_expression(e, ctx, false, false);
+    CStr::from_ptr(p).to_string_lossy().into_owned()
+}
+
+unsafe fn attname(rel: pg_sys::Relation, attno: i32) -> String {
+    if attno <= 0 || attno > (*(*rel).rd_att).natts {
+        return String::new();
+    }
+    let att = (*(*rel).rd_att).attrs.as_ptr().add(attno as usize - 1);
+    CStr::from_ptr((*att).attname.data.as_ptr()).to_string_lossy().into_owned()
+}

@@ -1,0 +1,31 @@
+-- Which UPDATEs and DELETEs are written by key (Custom Scan (PinaxWriteByKey)):
+-- plans, and at run time (DEBUG1) whether the row was written without reading it.
+-- Their answers are checked against PostgreSQL's in write_by_key.
+CREATE TABLE wbp (id int PRIMARY KEY, a text, b int);
+INSERT INTO wbp SELECT g, 'a' || g, g FROM generate_series(1, 10) g;
+EXPLAIN (COSTS OFF) UPDATE wbp SET a = 'x' WHERE id = 3;
+EXPLAIN (COSTS OFF) DELETE FROM wbp WHERE id = 3;
+-- The usual plans: a value read from the row, not the whole key, RETURNING.
+EXPLAIN (COSTS OFF) UPDATE wbp SET b = b + 1 WHERE id = 3;
+EXPLAIN (COSTS OFF) UPDATE wbp SET a = 'x' WHERE id = 3 AND b = 3;
+EXPLAIN (COSTS OFF) UPDATE wbp SET a = 'x' WHERE id = 3 RETURNING a;
+SET client_min_messages = debug1;
+UPDATE wbp SET a = 'x' WHERE id = 3;
+UPDATE wbp SET a = 'x' WHERE id = 33;
+DELETE FROM wbp WHERE id = 4;
+-- More patches than a row carries: the ninth reads the row and writes it whole.
+SELECT format('UPDATE wbp SET %s = %L WHERE id = 2', CASE WHEN g % 2 = 0 THEN 'a' ELSE 'b' END, g) FROM generate_series(1, 10) g
+\gexec
+-- Not by key: a transaction block, the setting off, SERIALIZABLE.
+BEGIN;
+UPDATE wbp SET a = 'y' WHERE id = 5;
+COMMIT;
+SET pinax.enable_single_row_writes = off;
+UPDATE wbp SET a = 'z' WHERE id = 6;
+RESET pinax.enable_single_row_writes;
+SET default_transaction_isolation = serializable;
+UPDATE wbp SET a = 's' WHERE id = 7;
+RESET default_transaction_isolation;
+RESET client_min_messages;
+SELECT * FROM wbp ORDER BY id;
+DROP TABLE wbp;
