@@ -11,6 +11,7 @@ port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); pr
 sync_flag=""
 if [ "${1:-}" = "--no-sync" ]; then sync_flag="--no-sync"; shift; fi
 trap '"$T/debug/pinax" stop --data-dir "$dir" >/dev/null 2>&1 || true; rm -rf "$dir"' EXIT
-"$T/debug/pinax" start --data-dir "$dir" --port "$port" $sync_flag >/dev/null
+# The Rust client only: no PostgreSQL (which could not run from mktemp's private dir).
+"$T/debug/pinax" start --data-dir "$dir" --port "$port" --no-postgres $sync_flag >/dev/null
 echo "# pinax client benchmark: $(date -u +%FT%TZ), $(nproc) cores, fsync: ${sync_flag:-on}"
 "$T/debug/pinax-bench" --addr "127.0.0.1:$port" "$@"

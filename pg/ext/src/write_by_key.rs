@@ -18,8 +18,9 @@
 //! plan as its only child. Needing the old row means: RETURNING, triggers of any
 //! kind (foreign keys included), row-level security, CHECK constraints, stored
 //! generated columns, partitions or inheritance children, a new value reading a
-//! column, an assigned column that is indexed (its entries would change), and for
-//! DELETE any secondary index (its entries are keyed by the old row's values).
+//! column (or calling a volatile function that is not built in: it could write),
+//! an assigned column that is indexed (its entries would change), and for DELETE
+//! any secondary index (its entries are keyed by the old row's values).
 //!
 //! Execution: the node writes by key only for a statement that is its whole
 //! transaction (autocommit, top level, nothing written before it in the
@@ -208,7 +209,7 @@ unsafe fn build(mt: *mut pg_sys::ModifyTable, ix: *mut pg_sys::IndexScan, rel: p
         let indexed = pg_sys::RelationGetIndexAttrBitmap(rel, pg_sys::IndexAttrBitmapKind::INDEX_ATTR_BITMAP_ALL);
         for (te, attno) in real.iter().zip(&colnos) {
             let e = (***te).expr as *mut pg_sys::Node;
-            if pg_sys::contain_var_clause(e) || pg_sys::contain_subplans(e) {
+            if !computable(e) {
                 return None;
             }
             if *attno <= 0 || *attno > (*desc).natts || pg_sys::bms_is_member(*attno - pg_sys::FirstLowInvalidHeapAttributeNumber, indexed) {
@@ -262,6 +263,28 @@ unsafe fn build(mt: *mut pg_sys::ModifyTable, ix: *mut pg_sys::IndexScan, rel: p
     Some(cs)
 }
 
+/// Whether expression `e` can be computed before the write: it reads no column
+/// and no subquery, and calls no volatile function that is not built in (one
+/// could write to another table, which would commit with the transaction, after
+/// this write committed on its own).
+unsafe fn computable(e: *mut pg_sys::Node) -> bool {
+    !pg_sys::contain_var_clause(e) && !pg_sys::contain_subplans(e) && !user_volatile_walker(e, std::ptr::null_mut())
+}
+
+unsafe extern "C-unwind" fn user_volatile(func: pg_sys::Oid, _ctx: *mut std::ffi::c_void) -> bool {
+    func.to_u32() >= pg_sys::FirstNormalObjectId && pg_sys::func_volatile(func) == pg_sys::PROVOLATILE_VOLATILE as std::ffi::c_char
+}
+
+unsafe extern "C-unwind" fn user_volatile_walker(node: *mut pg_sys::Node, ctx: *mut std::ffi::c_void) -> bool {
+    if node.is_null() {
+        return false;
+    }
+    if pg_sys::check_functions_in_node(node, Some(user_volatile), ctx) {
+        return true;
+    }
+    pg_sys::expression_tree_walker(node, Some(user_volatile_walker), ctx)
+}
+
 /// The value compared with each primary-key column (in key order), if the index
 /// scan's conditions are exactly one equality per key column of `index` (the
 /// table's primary key) with a value of the column's type that reads no column.
@@ -299,7 +322,7 @@ unsafe fn key_exprs(ix: *mut pg_sys::IndexScan, index: pg_sys::Relation, rel: pg
             return None;
         }
         let value = args[1];
-        if pg_sys::contain_var_clause(value) || pg_sys::contain_subplans(value) {
+        if !computable(value) {
             return None;
         }
         let heap_att = *(*form).indkey.values.as_ptr().add(col - 1) as usize;

@@ -9,6 +9,13 @@ EXPLAIN (COSTS OFF) DELETE FROM wbp WHERE id = 3;
 EXPLAIN (COSTS OFF) UPDATE wbp SET b = b + 1 WHERE id = 3;
 EXPLAIN (COSTS OFF) UPDATE wbp SET a = 'x' WHERE id = 3 AND b = 3;
 EXPLAIN (COSTS OFF) UPDATE wbp SET a = 'x' WHERE id = 3 RETURNING a;
+-- A volatile function of the user's could write elsewhere (committed later than
+-- a write by key): the usual plan. Built-in volatile ones and the user's stable
+-- ones are computed before the write.
+CREATE FUNCTION wbp_volatile() RETURNS text LANGUAGE plpgsql VOLATILE AS $$ BEGIN RETURN 'v'; END $$;
+CREATE FUNCTION wbp_stable() RETURNS text LANGUAGE plpgsql STABLE AS $$ BEGIN RETURN 's'; END $$;
+EXPLAIN (COSTS OFF) UPDATE wbp SET a = wbp_volatile() WHERE id = 3;
+EXPLAIN (COSTS OFF) UPDATE wbp SET a = wbp_stable() || random()::text WHERE id = 3;
 SET client_min_messages = debug1;
 UPDATE wbp SET a = 'x' WHERE id = 3;
 UPDATE wbp SET a = 'x' WHERE id = 33;
@@ -29,3 +36,4 @@ RESET default_transaction_isolation;
 RESET client_min_messages;
 SELECT * FROM wbp ORDER BY id;
 DROP TABLE wbp;
+DROP FUNCTION wbp_volatile(), wbp_stable();
