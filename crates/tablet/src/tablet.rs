@@ -160,6 +160,11 @@ struct Probes<'s, S: Snapshot + 's> {
     intents: Option<KeyCursor<S::Iter<'s>>>,
 }
 
+/// While storage is behind, a write waits the engine's delay per this many bytes.
+const SLOW_UNIT_BYTES: usize = 64 << 10;
+/// ...and at most this long (a client's request must not time out on it).
+const MAX_SLOW: Duration = Duration::from_secs(2);
+
 /// What the tablet knows about one key while deciding a write batch.
 #[derive(Clone, Copy)]
 struct KeyState {
@@ -353,7 +358,7 @@ impl<E: KvEngine> Tablet<E> {
     /// again after it was applied returns its time without writing anything.
     pub fn write_fast<R: TxnStatusResolver + ?Sized>(&self, request: u128, ops: &[WriteOp], read_ht: Option<HybridTime>, resolver: &R) -> Result<HybridTime> {
         self.check_keys(ops)?;
-        self.admit_write()?;
+        self.admit_write(ops)?;
         let rows = row_hashes(ops);
         let mut guard = self.lock_rows(&rows)?;
         if let Some(ht) = self.log.applied_request(request) {
@@ -411,7 +416,7 @@ impl<E: KvEngine> Tablet<E> {
         self.check_keys(ops)?;
         // Its answer may be that nothing is there: only the leader may say so.
         self.log.read_barrier()?;
-        self.admit_write()?;
+        self.admit_write(ops)?;
         let rows = row_hashes(ops);
         let mut guard = self.lock_rows(&rows)?;
         if let Some(ht) = self.log.applied_request(request) {
@@ -458,11 +463,14 @@ impl<E: KvEngine> Tablet<E> {
     }
 
     /// Write backpressure, before a client's write takes the write lock: while the
-    /// engine's background work is behind, each write waits a little (so the
-    /// writers slow down to what storage absorbs), and when it is far behind,
-    /// writes are refused with a retryable error rather than queued. (Applying and
-    /// removing intents, which reduce the work, are never held back.)
-    fn admit_write(&self) -> Result<()> {
+    /// engine's background work is behind, each write waits (so the writers slow
+    /// down to what storage absorbs): the engine's delay per [`SLOW_UNIT_BYTES`]
+    /// of `ops`, at least once and at most [`MAX_SLOW`]. A bulk load's large batches
+    /// are held back by their size, not by their count, which a delay per write
+    /// would hardly slow. When it is far behind, writes are refused with a
+    /// retryable error rather than queued. (Applying and removing intents, which
+    /// reduce the work, are never held back.)
+    fn admit_write(&self, ops: &[WriteOp]) -> Result<()> {
         let pressure = {
             let mut p = self.pressure.lock();
             if p.0.is_none_or(|at| at.elapsed() >= PRESSURE_REFRESH) {
@@ -473,7 +481,9 @@ impl<E: KvEngine> Tablet<E> {
         match pressure {
             WritePressure::None => Ok(()),
             WritePressure::Slow(d) => {
-                std::thread::sleep(d);
+                let bytes: usize = ops.iter().map(|o| o.key.len() + o.value.len()).sum();
+                let units = (bytes / SLOW_UNIT_BYTES).max(1) as u32;
+                std::thread::sleep(d.saturating_mul(units).min(MAX_SLOW));
                 Ok(())
             }
             WritePressure::Full(why) => Err(Error::Unavailable { tablet_id: self.id, message: format!("storage is behind ({why}); writes are refused until it catches up") }),
@@ -485,7 +495,7 @@ impl<E: KvEngine> Tablet<E> {
     /// `request` as for [`Tablet::write_fast`].
     pub fn write_intents<R: TxnStatusResolver + ?Sized>(&self, request: u128, txn: TxnId, seq: u32, read_ht: HybridTime, ops: &[WriteOp], resolver: &R) -> Result<()> {
         self.check_keys(ops)?;
-        self.admit_write()?;
+        self.admit_write(ops)?;
         let rows = row_hashes(ops);
         let mut guard = self.lock_rows(&rows)?;
         if self.log.applied_request(request).is_some() {

@@ -980,6 +980,11 @@ fn writes_slow_down_then_are_refused_while_storage_is_behind() {
     let t0 = Instant::now();
     t.write_fast(0, &[WriteOp::put("a", "1")], None, &w.resolver()).unwrap();
     assert!(t0.elapsed() >= Duration::from_millis(40), "not delayed: {:?}", t0.elapsed());
+    // A large batch waits by its size (the delay per 64 KiB): 5 × 64 KiB, 200 ms.
+    let big: Vec<WriteOp> = (0..5).map(|i| WriteOp::put(format!("big{i}"), vec![b'x'; 64 << 10])).collect();
+    let t0 = Instant::now();
+    t.write_fast(0, &big, None, &w.resolver()).unwrap();
+    assert!(t0.elapsed() >= Duration::from_millis(200), "not delayed by size: {:?}", t0.elapsed());
 
     // An intent written now, applied while writes are refused (applying reduces work).
     let txn = tid(50);
