@@ -135,11 +135,14 @@ pub struct MvccReader<'a, S: Snapshot, R: TxnStatusResolver + ?Sized> {
     intents: bool,
     /// Newest time of another transaction's value met in the uncertainty window.
     restart: std::cell::Cell<HybridTime>,
+    /// The iterator that collects the versions of rows read as stacks (made at the
+    /// first one: an iterator per row would cost more than the row).
+    stack_iter: RefCell<Option<S::Iter<'a>>>,
 }
 
 impl<'a, S: Snapshot, R: TxnStatusResolver + ?Sized> MvccReader<'a, S, R> {
     pub fn new(snap: &'a S, resolver: &'a R, ctx: ReadContext) -> Self {
-        MvccReader { snap, resolver, ctx, statuses: RefCell::new(Vec::new()), intents: true, restart: std::cell::Cell::new(HybridTime::INVALID) }
+        MvccReader { snap, resolver, ctx, statuses: RefCell::new(Vec::new()), intents: true, restart: std::cell::Cell::new(HybridTime::INVALID), stack_iter: RefCell::new(None) }
     }
 
     /// The caller knows the snapshot holds no intents at all: read committed
@@ -396,9 +399,12 @@ impl<'a, S: Snapshot, R: TxnStatusResolver + ?Sized> MvccReader<'a, S, R> {
                 }
             }
         }
-        let upper = keys::prefix_upper_bound(esc);
-        let mut it = self.snap.iter(Cf::Regular, IterOptions { lower: Some(esc.to_vec()), upper, prefix_same_as_start: false });
-        it.seek_to_first();
+        let mut slot = self.stack_iter.borrow_mut();
+        let snap = self.snap;
+        let it = slot.get_or_insert_with(|| snap.iter(Cf::Regular, IterOptions { prefix_same_as_start: true, ..IterOptions::default() }));
+        // A probe of the row's versions (bloom filters apply; the loop reads none
+        // past them).
+        it.seek(&probe_target(esc, keys::HT_SUFFIX_LEN));
         while it.valid()? {
             let (k, ht) = keys::split_version_key(it.key())?;
             if k != esc {

@@ -210,7 +210,7 @@ pub enum Request {
     /// `read_ht` (commits after it are a conflict; stored whole when nothing else
     /// is in the way); otherwise it holds only the columns it assigns (a blind
     /// patch, never stored whole, refused with `NeedsRow` over a row already
-    /// carrying `pinax_codec::patch::MAX_CHAIN` patches). Answers `WrittenIfLive`.
+    /// carrying two patches: reads merge every layer). Answers `WrittenIfLive`.
     WriteIfLive { tablet: TabletId, op: WriteOp, read_ht: Option<HybridTime>, full: bool, request: u128 },
 }
 

@@ -160,6 +160,12 @@ struct Probes<'s, S: Snapshot + 's> {
     intents: Option<KeyCursor<S::Iter<'s>>>,
 }
 
+/// Blind patches ([`Tablet::write_if_live`]) a row may carry over its newest whole
+/// version: reads (scans above all) merge every layer of a stack, which costs more
+/// than the round trip a blind write saves, so the next update of the row reads it
+/// and writes it whole.
+pub const BLIND_CHAIN: usize = 2;
+
 /// While storage is behind, a write waits the engine's delay per this many bytes.
 const SLOW_UNIT_BYTES: usize = 64 << 10;
 /// ...and at most this long (a client's request must not time out on it).
@@ -403,7 +409,7 @@ impl<E: KvEngine> Tablet<E> {
     /// [`Tablet::write_fast`]) that takes effect only if the row is live: `op` a
     /// `Delete`, or a `Patch` whose row holds only the columns it assigns (`full`
     /// false: a blind patch; never stored whole, and refused with `NeedsRow` over
-    /// a row already carrying [`patch::MAX_CHAIN`] patches) or the whole row as
+    /// a row already carrying [`BLIND_CHAIN`] patches) or the whole row as
     /// read at `read_ht` (`full`). Another transaction's pending write of the row
     /// (a patch of columns this one depends on, for a patch) is a conflict, as is a
     /// commit after `read_ht`. Nothing is written unless `Applied` (the request
@@ -436,7 +442,7 @@ impl<E: KvEngine> Tablet<E> {
         guard.stepped_over.extend(stepped);
         let outcome = if !state.live {
             LiveWrite::Absent
-        } else if patch.is_some() && !full && state.chain >= patch::MAX_CHAIN {
+        } else if patch.is_some() && !full && state.chain >= BLIND_CHAIN {
             LiveWrite::NeedsRow
         } else {
             LiveWrite::Applied
@@ -756,7 +762,8 @@ impl<E: KvEngine> Tablet<E> {
         self.mvcc.wait_for_safe_time(&self.clock, ctx.read_ht);
         let (snap, has_intents) = self.snapshot(term);
         let reader = MvccReader::new(&snap, resolver, ctx);
-        Ok(if has_intents { reader } else { reader.without_intents() }.get(key)?)
+        let value = if has_intents { reader } else { reader.without_intents() }.get(key)?;
+        Ok(value)
     }
 
     /// Bounded scan; bounds are clipped to the tablet's partition.
@@ -775,7 +782,8 @@ impl<E: KvEngine> Tablet<E> {
         self.mvcc.wait_for_safe_time(&self.clock, ctx.read_ht);
         let (snap, has_intents) = self.snapshot(term);
         let reader = MvccReader::new(&snap, resolver, ctx);
-        Ok(if has_intents { reader } else { reader.without_intents() }.scan(&spec)?)
+        let result = if has_intents { reader } else { reader.without_intents() }.scan(&spec)?;
+        Ok(result)
     }
 
     /// A snapshot, and whether it may hold intents (decided atomically with it;

@@ -1675,7 +1675,7 @@ fn history_gc_keeps_the_whole_row_under_patches_at_the_cutoff() {
 
 #[test]
 fn writes_if_live_apply_only_to_live_rows_and_bound_blind_patches() {
-    use pinax_codec::patch::MAX_CHAIN;
+    use pinax_tablet::tablet::BLIND_CHAIN;
     use pinax_proto::LiveWrite::{Absent, Applied, NeedsRow};
     let w = World::new();
     let t = w.tablet_for(b"a");
@@ -1688,15 +1688,15 @@ fn writes_if_live_apply_only_to_live_rows_and_bound_blind_patches() {
     w.tablet_for(b"a").write_fast(0, &[WriteOp::delete("a")], None, &w.resolver()).unwrap();
     assert_eq!(live(&patch_op("a", &[2], &[2], "p"), None, false).unwrap(), Absent);
     // A live row: blind patches stay patches (their rows hold only what they
-    // assign), up to MAX_CHAIN; the next one is refused until the row is written whole.
+    // assign), up to BLIND_CHAIN; the next one is refused until the row is written whole.
     w.put("a", "base");
-    for i in 0..MAX_CHAIN {
+    for i in 0..BLIND_CHAIN {
         assert_eq!(live(&patch_op("a", &[2], &[2], &format!("p{i}")), None, false).unwrap(), Applied);
     }
     let (patches, base) = stacked(&w, "a", ReadContext::at(w.now())).unwrap();
-    assert_eq!((patches.len(), base.as_str(), patches[0].1.as_str()), (MAX_CHAIN, "base", &*format!("p{}", MAX_CHAIN - 1)));
+    assert_eq!((patches.len(), base.as_str(), patches[0].1.as_str()), (BLIND_CHAIN, "base", &*format!("p{}", BLIND_CHAIN - 1)));
     assert_eq!(live(&patch_op("a", &[3], &[3], "q"), None, false).unwrap(), NeedsRow);
-    assert_eq!(stacked(&w, "a", ReadContext::at(w.now())).unwrap().0.len(), MAX_CHAIN, "a refused patch writes nothing");
+    assert_eq!(stacked(&w, "a", ReadContext::at(w.now())).unwrap().0.len(), BLIND_CHAIN, "a refused patch writes nothing");
     // The whole row, as read at some time (depending on every attribute): a
     // commit after it is a conflict...
     let read = w.now();

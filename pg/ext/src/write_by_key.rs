@@ -36,8 +36,8 @@
 //! would under READ COMMITTED (and, the statement being its whole transaction,
 //! as a REPEATABLE READ transaction whose snapshot was taken then). A pending
 //! write of another transaction makes it wait (as for a row lock) and try again.
-//! A patch that would be the ninth over a row (`patch::MAX_CHAIN`) is refused by
-//! the tablet: the node then reads the row, forms it whole and writes it with that
+//! A patch that would be the third over a row is refused by the tablet (reads,
+//! scans above all, merge every layer of a row's stack): the node then reads the row, forms it whole and writes it with that
 //! read's time (a newer commit makes it read again), which folds the stack.
 //! A NULL for a NOT NULL column runs the child plan, which reports it as
 //! PostgreSQL does (nothing was written).

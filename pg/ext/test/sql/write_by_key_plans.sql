@@ -20,7 +20,7 @@ SET client_min_messages = debug1;
 UPDATE wbp SET a = 'x' WHERE id = 3;
 UPDATE wbp SET a = 'x' WHERE id = 33;
 DELETE FROM wbp WHERE id = 4;
--- More patches than a row carries: the ninth reads the row and writes it whole.
+-- More patches than a row carries: the third reads the row and writes it whole.
 SELECT format('UPDATE wbp SET %s = %L WHERE id = 2', CASE WHEN g % 2 = 0 THEN 'a' ELSE 'b' END, g) FROM generate_series(1, 10) g
 \gexec
 -- Not by key: a transaction block, the setting off, SERIALIZABLE.
