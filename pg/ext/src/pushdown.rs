@@ -36,8 +36,33 @@ use std::ffi::CStr;
 use std::sync::OnceLock;
 
 /// A method table PostgreSQL reads through a pointer (raw pointers are not `Sync`).
-struct Methods<T>(T);
+pub(crate) struct Methods<T>(pub(crate) T);
 unsafe impl<T> Sync for Methods<T> {}
+
+type Begin = unsafe extern "C-unwind" fn(*mut pg_sys::CustomScanState, *mut pg_sys::EState, i32);
+type Exec = unsafe extern "C-unwind" fn(*mut pg_sys::CustomScanState) -> *mut pg_sys::TupleTableSlot;
+type Node = unsafe extern "C-unwind" fn(*mut pg_sys::CustomScanState);
+type Explain = unsafe extern "C-unwind" fn(*mut pg_sys::CustomScanState, *mut pg_sys::List, *mut pg_sys::ExplainState);
+
+/// The execution methods of a custom scan node that runs in one backend (no
+/// mark/restore, no parallel workers).
+pub(crate) const fn exec_methods(name: &'static CStr, begin: Begin, exec: Exec, end: Node, rescan: Node, explain: Explain) -> Methods<pg_sys::CustomExecMethods> {
+    Methods(pg_sys::CustomExecMethods {
+        CustomName: name.as_ptr(),
+        BeginCustomScan: Some(begin),
+        ExecCustomScan: Some(exec),
+        EndCustomScan: Some(end),
+        ReScanCustomScan: Some(rescan),
+        MarkPosCustomScan: None,
+        RestrPosCustomScan: None,
+        EstimateDSMCustomScan: None,
+        InitializeDSMCustomScan: None,
+        ReInitializeDSMCustomScan: None,
+        InitializeWorkerCustomScan: None,
+        ShutdownCustomScan: None,
+        ExplainCustomScan: Some(explain),
+    })
+}
 
 const NAME: &CStr = c"PinaxScan";
 
@@ -46,21 +71,7 @@ static PATH_METHODS: Methods<pg_sys::CustomPathMethods> =
 
 static SCAN_METHODS: Methods<pg_sys::CustomScanMethods> = Methods(pg_sys::CustomScanMethods { CustomName: NAME.as_ptr(), CreateCustomScanState: Some(create_state) });
 
-static EXEC_METHODS: Methods<pg_sys::CustomExecMethods> = Methods(pg_sys::CustomExecMethods {
-    CustomName: NAME.as_ptr(),
-    BeginCustomScan: Some(begin),
-    ExecCustomScan: Some(exec),
-    EndCustomScan: Some(end),
-    ReScanCustomScan: Some(rescan),
-    MarkPosCustomScan: None,
-    RestrPosCustomScan: None,
-    EstimateDSMCustomScan: None,
-    InitializeDSMCustomScan: None,
-    ReInitializeDSMCustomScan: None,
-    InitializeWorkerCustomScan: None,
-    ShutdownCustomScan: None,
-    ExplainCustomScan: Some(explain),
-});
+static EXEC_METHODS: Methods<pg_sys::CustomExecMethods> = exec_methods(NAME, begin, exec, end, rescan, explain);
 
 static PREV: OnceLock<pg_sys::set_rel_pathlist_hook_type> = OnceLock::new();
 

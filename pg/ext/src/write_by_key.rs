@@ -46,6 +46,7 @@ use crate::error::OrRaise;
 use crate::guc;
 use crate::meta;
 use crate::pg_list::{list_ints, list_ptrs};
+use crate::pushdown::{exec_methods, Methods};
 use crate::state;
 use crate::tuple::{form_tuple_bytes, merged, slot_getallattrs, store_tuple};
 use pgrx::pg_guard;
@@ -55,28 +56,11 @@ use pinax_proto::{LiveWrite, ReadPoint, WriteOp};
 use std::ffi::CStr;
 use std::sync::OnceLock;
 
-struct Methods<T>(T);
-unsafe impl<T> Sync for Methods<T> {}
-
 const NAME: &CStr = c"PinaxWriteByKey";
 
 static SCAN_METHODS: Methods<pg_sys::CustomScanMethods> = Methods(pg_sys::CustomScanMethods { CustomName: NAME.as_ptr(), CreateCustomScanState: Some(create_state) });
 
-static EXEC_METHODS: Methods<pg_sys::CustomExecMethods> = Methods(pg_sys::CustomExecMethods {
-    CustomName: NAME.as_ptr(),
-    BeginCustomScan: Some(begin),
-    ExecCustomScan: Some(exec),
-    EndCustomScan: Some(end),
-    ReScanCustomScan: Some(rescan),
-    MarkPosCustomScan: None,
-    RestrPosCustomScan: None,
-    EstimateDSMCustomScan: None,
-    InitializeDSMCustomScan: None,
-    ReInitializeDSMCustomScan: None,
-    InitializeWorkerCustomScan: None,
-    ShutdownCustomScan: None,
-    ExplainCustomScan: Some(explain),
-});
+static EXEC_METHODS: Methods<pg_sys::CustomExecMethods> = exec_methods(NAME, begin, exec, end, rescan, explain);
 
 static PREV: OnceLock<pg_sys::planner_hook_type> = OnceLock::new();
 
