@@ -94,18 +94,6 @@ unsafe extern "C-unwind" fn planner(parse: *mut pg_sys::Query, query_string: *co
     ps
 }
 
-unsafe fn tag(n: *mut pg_sys::Node) -> pg_sys::NodeTag {
-    (*n).type_
-}
-
-unsafe fn list_len(l: *mut pg_sys::List) -> usize {
-    if l.is_null() {
-        0
-    } else {
-        (*l).length as usize
-    }
-}
-
 /// Replace `ps`'s plan by a write by key when it has that shape (module header).
 unsafe fn rewrite(ps: *mut pg_sys::PlannedStmt) {
     use pg_sys::CmdType::{CMD_DELETE, CMD_UPDATE};
@@ -114,15 +102,15 @@ unsafe fn rewrite(ps: *mut pg_sys::PlannedStmt) {
         CMD_DELETE => OP_DELETE,
         _ => return,
     };
-    if (*ps).hasReturning || (*ps).hasModifyingCTE || list_len((*ps).subplans) > 0 || list_len((*ps).rowMarks) > 0 {
+    if (*ps).hasReturning || (*ps).hasModifyingCTE || pg_sys::list_length((*ps).subplans) > 0 || pg_sys::list_length((*ps).rowMarks) > 0 {
         return;
     }
     let top = (*ps).planTree;
-    if top.is_null() || tag(top as *mut pg_sys::Node) != pg_sys::NodeTag::T_ModifyTable || !(*top).initPlan.is_null() {
+    if top.is_null() || (*top).type_ != pg_sys::NodeTag::T_ModifyTable || !(*top).initPlan.is_null() {
         return;
     }
     let mt = top as *mut pg_sys::ModifyTable;
-    if list_len((*mt).resultRelations) != 1
+    if pg_sys::list_length((*mt).resultRelations) != 1
         || (*mt).rootRelation != 0
         || !(*mt).returningLists.is_null()
         || !(*mt).withCheckOptionLists.is_null()
@@ -132,7 +120,7 @@ unsafe fn rewrite(ps: *mut pg_sys::PlannedStmt) {
         return;
     }
     let sub = (*top).lefttree;
-    if sub.is_null() || tag(sub as *mut pg_sys::Node) != pg_sys::NodeTag::T_IndexScan || !(*sub).qual.is_null() || !(*sub).initPlan.is_null() {
+    if sub.is_null() || (*sub).type_ != pg_sys::NodeTag::T_IndexScan || !(*sub).qual.is_null() || !(*sub).initPlan.is_null() {
         return;
     }
     let ix = sub as *mut pg_sys::IndexScan;
@@ -183,7 +171,7 @@ unsafe fn build(mt: *mut pg_sys::ModifyTable, ix: *mut pg_sys::IndexScan, rel: p
     let keys = keys?;
     let mut assigned: Vec<i32> = Vec::new();
     let mut values: Vec<*mut pg_sys::Node> = Vec::new();
-    let tlist = list_ptrs::<pg_sys::TargetEntry>((*(mt as *mut pg_sys::Plan)).lefttree.as_ref()?.targetlist);
+    let tlist = list_ptrs::<pg_sys::TargetEntry>((*ix).scan.plan.targetlist);
     let real: Vec<_> = tlist.iter().filter(|te| !(***te).resjunk).collect();
     if op == OP_UPDATE {
         let colnos = list_ints(pg_sys::list_nth((*mt).updateColnosLists, 0) as *mut pg_sys::List);
@@ -214,7 +202,7 @@ unsafe fn build(mt: *mut pg_sys::ModifyTable, ix: *mut pg_sys::IndexScan, rel: p
         }
         // Secondary index entries are keyed by the old row's values.
         let indexes = pg_sys::RelationGetIndexList(rel);
-        let n = list_len(indexes);
+        let n = pg_sys::list_length(indexes);
         pg_sys::list_free(indexes);
         if n != 1 {
             return None;
@@ -269,59 +257,76 @@ unsafe extern "C-unwind" fn user_volatile_walker(node: *mut pg_sys::Node, ctx: *
     pg_sys::expression_tree_walker(node, Some(user_volatile_walker), ctx)
 }
 
-/// The value compared with each primary-key column (in key order), if the index
-/// scan's conditions are exactly one equality per key column of `index` (the
-/// table's primary key) with a value of the column's type that reads no column.
-unsafe fn key_exprs(ix: *mut pg_sys::IndexScan, index: pg_sys::Relation, rel: pg_sys::Relation) -> Option<Vec<*mut pg_sys::Node>> {
+/// The value each primary-key column is compared with, in key order, if index
+/// conditions `quals` (an index scan's `indexqual`) are exactly one equality per
+/// key column of `index` and `index` is a primary key. (Also what makes a SELECT a
+/// primary-key lookup, `hooks::restart`.)
+///
+/// # Safety
+/// `quals` must be null or a list of planned index conditions on `index`.
+pub unsafe fn primary_key_equalities(quals: *mut pg_sys::List, index: pg_sys::Relation) -> Option<Vec<*mut pg_sys::Node>> {
     let form = (*index).rd_index;
-    if form.is_null() || !(*form).indisprimary || (*form).indrelid != (*rel).rd_id {
+    if form.is_null() || !(*form).indisprimary {
         return None;
     }
     let nkeys = (*form).indnkeyatts as usize;
     let mut out: Vec<*mut pg_sys::Node> = vec![std::ptr::null_mut(); nkeys];
-    let quals = list_ptrs::<pg_sys::Node>((*ix).indexqual);
+    let quals = list_ptrs::<pg_sys::Node>(quals);
     if quals.len() != nkeys {
         return None;
     }
     for q in quals {
-        if tag(q) != pg_sys::NodeTag::T_OpExpr {
+        if (*q).type_ != pg_sys::NodeTag::T_OpExpr {
             return None;
         }
         let op = q as *mut pg_sys::OpExpr;
         let args = list_ptrs::<pg_sys::Node>((*op).args);
-        if args.len() != 2 || tag(args[0]) != pg_sys::NodeTag::T_Var {
+        if args.len() != 2 || (*args[0]).type_ != pg_sys::NodeTag::T_Var {
             return None;
         }
-        let var = args[0] as *mut pg_sys::Var;
-        let col = (*var).varattno as usize;
+        let col = (*(args[0] as *mut pg_sys::Var)).varattno as usize;
         if col == 0 || col > nkeys || !out[col - 1].is_null() {
             return None;
         }
         if pg_sys::get_op_opfamily_strategy((*op).opno, *(*index).rd_opfamily.add(col - 1)) != pg_sys::BTEqualStrategyNumber as i32 {
             return None;
         }
+        out[col - 1] = args[1];
+    }
+    Some(out)
+}
+
+/// The value compared with each primary-key column (in key order), if the index
+/// scan's conditions are exactly one equality per key column of `index` (`rel`'s
+/// primary key) with a value of the column's type that can be computed before the
+/// write, under a deterministic collation.
+unsafe fn key_exprs(ix: *mut pg_sys::IndexScan, index: pg_sys::Relation, rel: pg_sys::Relation) -> Option<Vec<*mut pg_sys::Node>> {
+    let values = primary_key_equalities((*ix).indexqual, index)?;
+    let form = (*index).rd_index;
+    if (*form).indrelid != (*rel).rd_id {
+        return None;
+    }
+    for (col, value) in values.iter().enumerate() {
         // Equal under a nondeterministic collation is not equal bytes.
-        let coll = *(*index).rd_indcollation.add(col - 1);
+        let coll = *(*index).rd_indcollation.add(col);
         if coll != pg_sys::InvalidOid && !pg_sys::get_collation_isdeterministic(coll) {
             return None;
         }
-        let value = args[1];
-        if !computable(value) {
+        if !computable(*value) {
             return None;
         }
-        let heap_att = *(*form).indkey.values.as_ptr().add(col - 1) as usize;
+        let heap_att = *(*form).indkey.values.as_ptr().add(col) as usize;
         if heap_att == 0 {
             return None;
         }
         let att = (*(*rel).rd_att).attrs.as_ptr().add(heap_att - 1);
-        let (vt, ct) = (pg_sys::exprType(value), (*att).atttypid);
+        let (vt, ct) = (pg_sys::exprType(*value), (*att).atttypid);
         let text_like = |t: pg_sys::Oid| t == pg_sys::TEXTOID || t == pg_sys::VARCHAROID;
         if vt != ct && !(text_like(vt) && text_like(ct)) {
             return None;
         }
-        out[col - 1] = value;
     }
-    Some(out)
+    Some(values)
 }
 
 /// Whether `planstate` is a write by key that runs as one (decided when it

@@ -308,7 +308,7 @@ unsafe fn primary_key_lookup(ps: *mut pg_sys::PlannedStmt) -> bool {
         return false;
     }
     let form = (*index).rd_index;
-    let mut point = !form.is_null() && (*form).indisprimary && {
+    let point = !form.is_null() && (*form).indisprimary && {
         let heap = pg_sys::RelationIdGetRelation((*form).indrelid);
         let pinax = !heap.is_null() && meta::is_pinax_table(heap);
         if !heap.is_null() {
@@ -316,31 +316,8 @@ unsafe fn primary_key_lookup(ps: *mut pg_sys::PlannedStmt) -> bool {
         }
         pinax
     };
-    if point {
-        // Each key column exactly once, by an equality operator of its family.
-        let nkeys = (*form).indnkeyatts as usize;
-        let mut seen = vec![false; nkeys];
-        for i in 0..(*quals).length as usize {
-            let q = (*(*quals).elements.add(i)).ptr_value as *mut pg_sys::Node;
-            if (*q).type_ != pg_sys::NodeTag::T_OpExpr {
-                point = false;
-                break;
-            }
-            let op = q as *mut pg_sys::OpExpr;
-            let left = if (*op).args.is_null() { std::ptr::null_mut() } else { (*(*(*op).args).elements).ptr_value as *mut pg_sys::Node };
-            if left.is_null() || (*left).type_ != pg_sys::NodeTag::T_Var {
-                point = false;
-                break;
-            }
-            let col = (*(left as *mut pg_sys::Var)).varattno as usize;
-            if col == 0 || col > nkeys || seen[col - 1] || pg_sys::get_op_opfamily_strategy((*op).opno, *(*index).rd_opfamily.add(col - 1)) != pg_sys::BTEqualStrategyNumber as i32 {
-                point = false;
-                break;
-            }
-            seen[col - 1] = true;
-        }
-        point = point && seen.iter().all(|s| *s);
-    }
+    // Each key column exactly once, by an equality operator of its family.
+    let point = point && crate::write_by_key::primary_key_equalities(quals, index).is_some();
     pg_sys::RelationClose(index);
     point
 }
