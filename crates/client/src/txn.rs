@@ -102,40 +102,71 @@ impl Txn {
         let groups = Client::group_by_tablet(&info, ops);
         for (idx, ops) in groups {
             let ti = &info.tablets[idx];
-            let mut req = Request::Write { tablet: ti.id, ops, read_ht: Some(self.read_ht), txn: Some((self.id, self.seq)), request: crate::client::new_request_id() };
-            match self.participants.iter().position(|p| *p == ti.id) {
-                Some(i) => self.participant_writes[i].1 = self.participant_writes[i].1.max(self.seq),
-                None => {
-                    self.participants.push(ti.id);
-                    self.participant_writes.push((ti.clone(), self.seq));
-                }
-            }
-            if !self.created {
-                // The status record must exist before the first intent. When the
-                // status node leads this tablet too, one request does both.
-                if self.client.leader_of(ti) == self.status_addr {
-                    match self.create_and_write(req)? {
-                        None => continue,
-                        Some(back) => req = back,
-                    }
-                } else {
-                    self.create()?;
-                }
-            }
-            loop {
-                let (res, back) = self.client.call_tablet_returning(ti, req);
-                match res {
-                    Ok(Response::Written { .. }) => break,
-                    Ok(r) => return Err(ClientError::Protocol(format!("unexpected response {r:?}"))),
-                    Err(e) => match e.blocker() {
-                        Some(b) if b != self.id && on_blocked(&self.client, b)? => req = back,
-                        _ => return Err(e),
-                    },
-                }
+            let req = Request::Write { tablet: ti.id, ops, read_ht: Some(self.read_ht), txn: Some((self.id, self.seq)), request: crate::client::new_request_id() };
+            match self.send(ti, req, on_blocked)? {
+                None | Some(Response::Written { .. }) => {}
+                Some(r) => return Err(ClientError::Protocol(format!("unexpected response {r:?}"))),
             }
         }
         self.seq += 1;
         Ok(())
+    }
+
+    /// Delete every row of `table` as the current statement, in the tablets
+    /// (`Request::DeleteAll`: one intent per tablet, no row read or written one by
+    /// one), then move to the next statement. Returns how many rows were deleted
+    /// (those live at the read time). The transaction must have written nothing to
+    /// the table before, and writes nothing to it after. `on_blocked` as for
+    /// [`Txn::write_waiting`].
+    pub fn delete_all(&mut self, table: &str, on_blocked: &mut dyn FnMut(&Client, TxnId) -> Result<bool>) -> Result<u64> {
+        self.check_open()?;
+        let info = self.client.table(table)?;
+        let mut count = 0;
+        for ti in &info.tablets {
+            let req = Request::DeleteAll { tablet: ti.id, txn: self.id, seq: self.seq, read_ht: self.read_ht };
+            match self.send(ti, req, on_blocked)? {
+                Some(Response::DeletedAll { count: n }) => count += n,
+                r => return Err(ClientError::Protocol(format!("unexpected response {r:?}"))),
+            }
+        }
+        self.seq += 1;
+        Ok(count)
+    }
+
+    /// Send the current statement's write `req` to tablet `ti`: the tablet becomes
+    /// a participant, the status record is created first if it is not yet (with
+    /// the write when the status node leads the tablet: `Ok(None)` then), and a
+    /// conflict with another transaction's pending intent calls `on_blocked`.
+    fn send(&mut self, ti: &pinax_proto::TabletInfo, mut req: Request, on_blocked: &mut dyn FnMut(&Client, TxnId) -> Result<bool>) -> Result<Option<Response>> {
+        match self.participants.iter().position(|p| *p == ti.id) {
+            Some(i) => self.participant_writes[i].1 = self.participant_writes[i].1.max(self.seq),
+            None => {
+                self.participants.push(ti.id);
+                self.participant_writes.push((ti.clone(), self.seq));
+            }
+        }
+        if !self.created {
+            // The status record must exist before the first intent. When the
+            // status node leads this tablet too, one request does both.
+            if matches!(req, Request::Write { .. }) && self.client.leader_of(ti) == self.status_addr {
+                match self.create_and_write(req)? {
+                    None => return Ok(None),
+                    Some(back) => req = back,
+                }
+            } else {
+                self.create()?;
+            }
+        }
+        loop {
+            let (res, back) = self.client.call_tablet_returning(ti, req);
+            match res {
+                Ok(r) => return Ok(Some(r)),
+                Err(e) => match e.blocker() {
+                    Some(b) if b != self.id && on_blocked(&self.client, b)? => req = back,
+                    _ => return Err(e),
+                },
+            }
+        }
     }
 
     /// Create the status record (before the first intent).

@@ -7,24 +7,45 @@
 //! When that version is a patch (some columns of the row), the versions under it
 //! are kept down to the first full one (a put or a tombstone): a read at the
 //! cutoff lays the patches over it. Entries that do not parse are always kept.
+//! A tablet's deletion of every row (`read::TabletDeletions`) at or before the
+//! cutoff drops every version older than it: no read the cutoff allows sees them.
 
 use pinax_codec::keys::{self, StoredValue};
 use pinax_common::HybridTime;
 use pinax_engine::{CompactionFilter, CompactionFilterFactory};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
-/// Shared, movable history cutoff: reads below it are no longer guaranteed.
+/// Shared, movable history cutoff: reads below it are no longer guaranteed. With
+/// it, the commit times of one tablet's deletions of every row (a clone made by
+/// [`HistoryCutoff::for_tablet`] shares the cutoff, not the deletions).
 #[derive(Clone, Default, Debug)]
-pub struct HistoryCutoff(Arc<AtomicU64>);
+pub struct HistoryCutoff {
+    at: Arc<AtomicU64>,
+    deletions: Arc<Mutex<Arc<Vec<HybridTime>>>>,
+}
 
 impl HistoryCutoff {
     pub fn get(&self) -> HybridTime {
-        HybridTime(self.0.load(Ordering::Acquire))
+        HybridTime(self.at.load(Ordering::Acquire))
     }
     /// Move the cutoff forward (never backward).
     pub fn advance_to(&self, ht: HybridTime) {
-        self.0.fetch_max(ht.as_u64(), Ordering::AcqRel);
+        self.at.fetch_max(ht.as_u64(), Ordering::AcqRel);
+    }
+    /// The same cutoff, for one tablet's engine and the tablet (its deletions).
+    pub fn for_tablet(&self) -> HistoryCutoff {
+        HistoryCutoff { at: self.at.clone(), deletions: Arc::default() }
+    }
+    /// The tablet's applied deletions of every row, oldest first.
+    pub fn set_deletions(&self, times: Arc<Vec<HybridTime>>) {
+        *self.deletions.lock().unwrap_or_else(|e| e.into_inner()) = times;
+    }
+    /// The newest deletion of every row at or before the cutoff (INVALID: none):
+    /// versions older than it are gone for every read allowed.
+    fn deleted_below(&self, cutoff: HybridTime) -> HybridTime {
+        let d = self.deletions.lock().unwrap_or_else(|e| e.into_inner());
+        d.iter().rev().find(|t| **t <= cutoff).copied().unwrap_or(HybridTime::INVALID)
     }
 }
 
@@ -34,12 +55,15 @@ pub struct HistoryGcFilterFactory {
 
 impl CompactionFilterFactory for HistoryGcFilterFactory {
     fn create(&self, bottommost: bool) -> Box<dyn CompactionFilter> {
-        Box::new(HistoryGcFilter { cutoff: self.cutoff.get(), bottommost, current: Vec::new(), below: Below::None })
+        let cutoff = self.cutoff.get();
+        Box::new(HistoryGcFilter { cutoff, deleted_below: self.cutoff.deleted_below(cutoff), bottommost, current: Vec::new(), below: Below::None })
     }
 }
 
 pub struct HistoryGcFilter {
     cutoff: HybridTime,
+    /// Versions older than this went with a deletion of every row (at or before the cutoff).
+    deleted_below: HybridTime,
     bottommost: bool,
     current: Vec<u8>,
     below: Below,
@@ -60,6 +84,9 @@ impl CompactionFilter for HistoryGcFilter {
         let Ok((esc, ht)) = keys::split_version_key(key) else {
             return true;
         };
+        if ht < self.deleted_below {
+            return false;
+        }
         if esc != &self.current[..] {
             self.current.clear();
             self.current.extend_from_slice(esc);
@@ -143,6 +170,37 @@ mod tests {
         assert!(filt.keep(&keys::version_key(b"c", HybridTime(12)), &patch));
         assert!(filt.keep(&keys::version_key(b"c", HybridTime(10)), &p));
         assert!(!filt.keep(&keys::version_key(b"c", HybridTime(9)), &patch));
+    }
+
+    #[test]
+    fn a_deletion_of_every_row_at_the_cutoff_drops_what_it_deleted() {
+        let global = HistoryCutoff::default();
+        global.advance_to(HybridTime(10));
+        let cutoff = global.for_tablet();
+        // Deletions at 6 and 9 (at or before the cutoff) and 12 (after it).
+        cutoff.set_deletions(Arc::new(vec![HybridTime(6), HybridTime(9), HybridTime(12)]));
+        let mut filt = HistoryGcFilterFactory { cutoff: cutoff.clone() }.create(false);
+        let p = put();
+        // "a": 11 (after the deletion at 9) stays, 8 and 3 (deleted at 9) go.
+        assert!(filt.keep(&keys::version_key(b"a", HybridTime(11)), &p));
+        assert!(!filt.keep(&keys::version_key(b"a", HybridTime(8)), &p));
+        assert!(!filt.keep(&keys::version_key(b"a", HybridTime(3)), &p));
+        // "b": 9 itself is not older than the deletion: the newest at the cutoff stays.
+        assert!(filt.keep(&keys::version_key(b"b", HybridTime(9)), &p));
+        assert!(!filt.keep(&keys::version_key(b"b", HybridTime(7)), &p));
+        // Another tablet sharing the cutoff has no deletions: only history goes.
+        let other = HistoryGcFilterFactory { cutoff: global.for_tablet() };
+        let mut f2 = other.create(false);
+        assert!(f2.keep(&keys::version_key(b"a", HybridTime(8)), &p));
+        assert!(!f2.keep(&keys::version_key(b"a", HybridTime(3)), &p));
+        // A deletion after the cutoff drops nothing yet; once the cutoff passes it, it does.
+        cutoff.set_deletions(Arc::new(vec![HybridTime(12)]));
+        let mut f3 = HistoryGcFilterFactory { cutoff: cutoff.clone() }.create(false);
+        assert!(f3.keep(&keys::version_key(b"c", HybridTime(11)), &p));
+        global.advance_to(HybridTime(13));
+        let mut f4 = HistoryGcFilterFactory { cutoff }.create(false);
+        assert!(!f4.keep(&keys::version_key(b"c", HybridTime(11)), &p));
+        assert!(f4.keep(&keys::version_key(b"c", HybridTime(12)), &p));
     }
 
     #[test]

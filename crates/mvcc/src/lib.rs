@@ -16,7 +16,10 @@
 //! 1. the reader's own intents with `seq < ctx.seq` (newest first; a lock-only intent
 //!    is skipped) — a statement never sees its own writes but sees earlier ones;
 //! 2. another transaction's intents if it COMMITTED at `commit_ht <= read_ht`;
-//! 3. the newest committed version with `ht <= read_ht`.
+//! 3. the newest committed version with `ht <= read_ht`, unless a deletion of
+//!    every row of the tablet ([`read::TabletDeletions`]) at or before `read_ht` is
+//!    newer than it (no intent of another transaction survives such a deletion's
+//!    writing: it resolves or conflicts with all of them first).
 //!
 //! Tombstones make the key absent. Intents of pending or aborted transactions are
 //! invisible. (2) outranks (3) because a writer that meets a committed intent applies
@@ -32,5 +35,5 @@ pub mod read;
 pub mod status;
 
 pub use error::{Error, Result};
-pub use read::{MvccReader, ReadContext, ScanResult, ScanSpec};
+pub use read::{MvccReader, ReadContext, ScanResult, ScanSpec, TabletDeletions};
 pub use status::{TxnStatus, TxnStatusResolver};

@@ -126,6 +126,37 @@ pub fn txn_effect<'r>(recs: impl IntoIterator<Item = &'r IntentRecord>) -> Resul
     }))
 }
 
+/// Deletions of every row of a tablet (`DELETE FROM t` with no condition, done
+/// as one operation per tablet: `Tablet::delete_all`). A row whose newest version
+/// at or before a read's time is older than such a deletion, itself at or before
+/// that time, is deleted: a *whole-tablet tombstone*. Rows written after it are
+/// untouched (their versions are newer).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TabletDeletions {
+    /// Commit times of applied deletions, oldest first.
+    pub committed: std::sync::Arc<Vec<HybridTime>>,
+    /// A transaction (and its statement) whose deletion of every row is written
+    /// but not applied: its status decides (committed at or before the read
+    /// time: the rows are deleted; pending or aborted: they are not).
+    pub pending: Option<(TxnId, u32)>,
+}
+
+impl TabletDeletions {
+    /// The newest committed deletion at or before `ht`, if any.
+    pub fn newest_at(&self, ht: HybridTime) -> Option<HybridTime> {
+        self.committed.iter().rev().find(|t| **t <= ht).copied()
+    }
+}
+
+/// A reader's view of its tablet's deletions, decided once per reader.
+#[derive(Default)]
+struct Deletions {
+    /// Times of committed deletions (pending ones whose transaction committed included).
+    times: Vec<HybridTime>,
+    /// The reader's own transaction deleted every row in an earlier statement.
+    own: bool,
+}
+
 pub struct MvccReader<'a, S: Snapshot, R: TxnStatusResolver + ?Sized> {
     snap: &'a S,
     resolver: &'a R,
@@ -138,11 +169,50 @@ pub struct MvccReader<'a, S: Snapshot, R: TxnStatusResolver + ?Sized> {
     /// The iterator that collects the versions of rows read as stacks (made at the
     /// first one: an iterator per row would cost more than the row).
     stack_iter: RefCell<Option<S::Iter<'a>>>,
+    deletions: Option<&'a TabletDeletions>,
 }
 
 impl<'a, S: Snapshot, R: TxnStatusResolver + ?Sized> MvccReader<'a, S, R> {
     pub fn new(snap: &'a S, resolver: &'a R, ctx: ReadContext) -> Self {
-        MvccReader { snap, resolver, ctx, statuses: RefCell::new(Vec::new()), intents: true, restart: std::cell::Cell::new(HybridTime::INVALID), stack_iter: RefCell::new(None) }
+        MvccReader { snap, resolver, ctx, statuses: RefCell::new(Vec::new()), intents: true, restart: std::cell::Cell::new(HybridTime::INVALID), stack_iter: RefCell::new(None), deletions: None }
+    }
+
+    /// The tablet's deletions of every row (see [`TabletDeletions`]), taken with
+    /// the snapshot.
+    pub fn with_deletions(mut self, d: &'a TabletDeletions) -> Self {
+        if d.pending.is_some() || !d.committed.is_empty() {
+            self.deletions = Some(d);
+        }
+        self
+    }
+
+    /// What this read makes of the tablet's deletions.
+    fn deletions(&self) -> Result<Option<Deletions>> {
+        let Some(d) = self.deletions else {
+            return Ok(None);
+        };
+        let mut out = Deletions { times: d.committed.to_vec(), own: false };
+        if let Some((txn, seq)) = d.pending {
+            if self.ctx.txn == Some(txn) {
+                out.own = seq < self.ctx.seq;
+            } else if let TxnStatus::Committed { commit_ht } = self.status_of(txn)? {
+                out.times.push(commit_ht);
+            }
+        }
+        Ok(Some(out))
+    }
+
+    /// Whether a row whose newest visible stored version is at `ht` was deleted
+    /// since by a deletion of every row; one in the uncertainty window (that would
+    /// delete it) restarts the read.
+    fn deleted_since(&self, d: &Deletions, ht: HybridTime) -> bool {
+        if d.own || d.times.iter().any(|t| *t > ht && *t <= self.ctx.read_ht) {
+            return true;
+        }
+        for t in d.times.iter().filter(|t| **t > ht && self.ctx.uncertain(**t)) {
+            self.restart.set(self.restart.get().max(*t));
+        }
+        false
     }
 
     /// The caller knows the snapshot holds no intents at all: read committed
@@ -210,6 +280,7 @@ impl<'a, S: Snapshot, R: TxnStatusResolver + ?Sized> MvccReader<'a, S, R> {
             }
         }
         let mut matcher = spec.filter.as_ref().map(crate::filter::RowMatcher::new).transpose()?;
+        let deletions = self.deletions()?;
         let mut out = ScanResult::default();
         let aggs = &spec.aggregates;
         if !aggs.is_empty() {
@@ -267,11 +338,14 @@ impl<'a, S: Snapshot, R: TxnStatusResolver + ?Sized> MvccReader<'a, S, R> {
             let returned = !spec.count_only && (spec.sample_every <= 1 || (out.count + 1) % spec.sample_every as u64 == 0);
             let from_regular = if in_regular {
                 // A filtered row's value is read even when it is only counted.
-                let (found, uncertain) = read_version_group(&mut reg, &esc, &self.ctx, spec.reverse, returned || matcher.is_some())?;
+                let (found, uncertain, found_ht) = read_version_group(&mut reg, &esc, &self.ctx, spec.reverse, returned || matcher.is_some())?;
                 if let Some(ht) = uncertain {
                     self.restart.set(self.restart.get().max(ht));
                 }
-                found
+                match (found, &deletions) {
+                    (Found::Value(_) | Found::Patch, Some(d)) if self.deleted_since(d, found_ht) => Found::Deleted,
+                    (f, _) => f,
+                }
             } else {
                 Found::Nothing
             };
@@ -511,10 +585,11 @@ fn resume_after<I: KvIterator>(esc: &[u8], reverse: bool, reg: &mut I, int: Opti
 /// in scan direction) and return the newest one at or before `ctx.read_ht` (its
 /// value copied only if `want_value`: a count needs none), with the newest version
 /// in the read's uncertainty window, if any (a read restarted at that time sees
-/// every version of the key the window held).
-fn read_version_group<I: KvIterator>(it: &mut I, esc: &[u8], ctx: &ReadContext, reverse: bool, want_value: bool) -> Result<(Found, Option<HybridTime>)> {
+/// every version of the key the window held), and the time of the one returned.
+fn read_version_group<I: KvIterator>(it: &mut I, esc: &[u8], ctx: &ReadContext, reverse: bool, want_value: bool) -> Result<(Found, Option<HybridTime>, HybridTime)> {
     let read_ht = ctx.read_ht;
     let mut found = Found::Nothing;
+    let mut found_ht = HybridTime::INVALID;
     let mut uncertain: Option<HybridTime> = None;
     let mut decided = false;
     let mut skipped = 0;
@@ -548,6 +623,7 @@ fn read_version_group<I: KvIterator>(it: &mut I, esc: &[u8], ctx: &ReadContext, 
                 StoredValue::Put(_) | StoredValue::PutCols(_) | StoredValue::Patch(_) => Found::Value(Vec::new()),
                 StoredValue::Tombstone => Found::Deleted,
             };
+            found_ht = ht;
             // Forward: newest first, so the first match is the answer. Reverse:
             // oldest first, so keep replacing until a version is too new.
             decided = !reverse;
@@ -560,7 +636,7 @@ fn read_version_group<I: KvIterator>(it: &mut I, esc: &[u8], ctx: &ReadContext, 
             it.next();
         }
     }
-    Ok((found, uncertain))
+    Ok((found, uncertain, found_ht))
 }
 
 /// Consume and decode the intents of escaped key `esc`.

@@ -212,6 +212,12 @@ pub enum Request {
     /// patch, never stored whole, refused with `NeedsRow` over a row already
     /// carrying two patches: reads merge every layer). Answers `WrittenIfLive`.
     WriteIfLive { tablet: TabletId, op: WriteOp, read_ht: Option<HybridTime>, full: bool, request: u128 },
+    /// Delete every row of a tablet as transaction `txn`'s statement `seq`, which
+    /// reads at `read_ht` (`DELETE FROM t` with no condition, done in the tablets:
+    /// one intent per tablet, a whole-tablet tombstone once applied). Conflicts as
+    /// a write of every row would; the transaction must not have written to the
+    /// tablet before. Answers `DeletedAll` with the number of rows live at `read_ht`.
+    DeleteAll { tablet: TabletId, txn: TxnId, seq: u32, read_ht: HybridTime },
 }
 
 /// What `Request::Sequence` does. A sequence's state is PostgreSQL's: the last
@@ -335,6 +341,8 @@ pub enum Response {
     TxnWritten { write: Result<Box<Response>, RpcError> },
     /// Answer to `WriteIfLive`: what it did, and its commit time if it wrote.
     WrittenIfLive { ht: HybridTime, outcome: LiveWrite },
+    /// Answer to `DeleteAll`: how many rows it deletes.
+    DeletedAll { count: u64 },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]

@@ -12,7 +12,7 @@ use pinax_engine::{Cf, IterOptions, KvEngine, KvIterator, OwnedBatch, Snapshot, 
 use pinax_mvcc::gc::HistoryCutoff;
 use pinax_codec::patch;
 use pinax_mvcc::read::{intents_cursor, intents_cursor_between, txn_effect, IntentRecord, KeyCursor, TxnEffect, Version};
-use pinax_mvcc::{MvccReader, ReadContext, ScanResult, ScanSpec, TxnStatus, TxnStatusResolver};
+use pinax_mvcc::{MvccReader, ReadContext, ScanResult, ScanSpec, TabletDeletions, TxnStatus, TxnStatusResolver};
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -22,6 +22,12 @@ const META_FORMAT_VERSION: &[u8] = b"format_version";
 /// Newest commit time of a SERIALIZABLE writer applied here (8 bytes, big-endian),
 /// written with the batch that applies its intents, so every replica knows it.
 const META_PREDICATE_WRITE_HT: &[u8] = b"predicate_write_ht";
+/// Commit times of applied deletions of every row ([`Tablet::delete_all`]),
+/// oldest first (8 bytes each, big-endian), written with the batch that applies one.
+const META_DELETIONS: &[u8] = b"deleted_every_row";
+/// The data byte of the lock intent that holds a pending deletion of every row, on
+/// the tablet's range-lock key (its partition start).
+const DELETE_ALL_MARK: u8 = b'D';
 
 pub use pinax_proto::Partition;
 
@@ -99,6 +105,9 @@ struct WriteState {
     writes_in_flight: usize,
     /// Writers draining: keyed writes wait meanwhile (no starving the drain).
     draining: usize,
+    /// Deletions of every row: applied ones, and the pending one (whose intent
+    /// is on the range-lock key). Reloaded with `intent_txns`.
+    deletions: TabletDeletions,
 }
 
 /// The hashes of the rows a keyed write touches (its ops' keys).
@@ -143,6 +152,22 @@ fn intent_strength(r: &IntentRecord) -> LockStrength {
     }
 }
 
+/// Whether `r` holds a pending deletion of every row of the tablet.
+fn is_deletion_mark(r: &IntentRecord) -> bool {
+    r.kind == IntentKind::Lock && r.data == [DELETE_ALL_MARK]
+}
+
+fn encode_times(times: &[HybridTime]) -> Vec<u8> {
+    times.iter().flat_map(|t| t.0.to_be_bytes()).collect()
+}
+
+fn decode_times(v: &[u8]) -> Result<Vec<HybridTime>> {
+    if !v.len().is_multiple_of(8) {
+        return Err(keys::KeyError::Truncated.into());
+    }
+    Ok(v.chunks_exact(8).map(|c| HybridTime(u64::from_be_bytes(c.try_into().unwrap_or([0; 8])))).collect())
+}
+
 /// Resolving at least this many intents at once compacts the intents CF afterwards:
 /// a large transaction leaves as many tombstones, which every later intents
 /// iterator over the range would otherwise step over one by one.
@@ -158,6 +183,8 @@ const REWRITE_CHUNK_BYTES: usize = 256 << 10;
 struct Probes<'s, S: Snapshot + 's> {
     regular: KeyCursor<S::Iter<'s>>,
     intents: Option<KeyCursor<S::Iter<'s>>>,
+    /// The newest committed deletion of every row (see [`Tablet::deletion_in_the_way`]).
+    deleted: Option<HybridTime>,
 }
 
 /// Blind patches ([`Tablet::write_if_live`]) a row may carry over its newest whole
@@ -253,7 +280,12 @@ impl<E: KvEngine> Tablet<E> {
         let t = Tablet { id, engine, log, clock, partition, mvcc: MvccManager::default(), write_lock: Mutex::new(WriteState::default()), settled: Condvar::new(), cutoff, predicate_write_ht: AtomicU64::new(0), pressure: Mutex::new((None, WritePressure::None)) };
         t.load_predicate_write_ht()?;
         let txns = t.txns_with_intents()?;
-        t.write_lock.lock().intent_txns.extend(txns);
+        let deletions = t.load_deletions(&t.engine.snapshot())?;
+        t.cutoff.set_deletions(deletions.committed.clone());
+        let mut state = t.write_lock.lock();
+        state.intent_txns.extend(txns);
+        state.deletions = deletions;
+        drop(state);
         Ok(t)
     }
 
@@ -303,6 +335,8 @@ impl<E: KvEngine> Tablet<E> {
             state.clean.clear();
             state.stepped_over.clear();
             self.load_predicate_write_ht()?;
+            state.deletions = self.load_deletions(&self.engine.snapshot())?;
+            self.cutoff.set_deletions(state.deletions.committed.clone());
             state.term = term;
         }
         Ok(())
@@ -349,6 +383,17 @@ impl<E: KvEngine> Tablet<E> {
         self.log.replicate_then(ht, batch, request, &mut || drop(guard.take()))
     }
 
+    /// The deletions of every row `snap` holds: applied ones (`Cf::Meta`) and a
+    /// pending one (its intent on the range-lock key).
+    fn load_deletions<S: Snapshot>(&self, snap: &S) -> Result<TabletDeletions> {
+        let committed = match snap.get(Cf::Meta, META_DELETIONS)? {
+            Some(v) => decode_times(&v)?,
+            None => Vec::new(),
+        };
+        let pending = intents_cursor(snap).intents(&self.partition.start)?.iter().find(|r| is_deletion_mark(r)).map(|r| (r.txn, r.seq));
+        Ok(TabletDeletions { committed: Arc::new(committed), pending })
+    }
+
     fn load_predicate_write_ht(&self) -> Result<()> {
         if let Some(v) = self.engine.get(Cf::Meta, META_PREDICATE_WRITE_HT)? {
             let ht = <[u8; 8]>::try_from(&v[..]).map(u64::from_be_bytes).map_err(|_| keys::KeyError::Truncated)?;
@@ -373,7 +418,7 @@ impl<E: KvEngine> Tablet<E> {
         let mut batch = OwnedBatch::new();
         let patches = patches_of(ops)?;
         let mut stepped = Vec::new();
-        let actions = self.check_ops(ops, &patches, None, read_ht, resolver, &mut batch, !guard.intent_txns.is_empty(), &mut stepped)?;
+        let actions = self.check_ops(ops, &patches, None, read_ht, resolver, &mut batch, !guard.intent_txns.is_empty(), &guard.deletions, &mut stepped)?;
         guard.stepped_over.extend(stepped);
         let ht = self.mvcc.register_write(&self.clock);
         let mut vbuf = Vec::new();
@@ -436,7 +481,7 @@ impl<E: KvEngine> Tablet<E> {
             let snap = self.engine.snapshot();
             let regular = KeyCursor::probing(snap.iter(Cf::Regular, IterOptions { prefix_same_as_start: true, ..IterOptions::default() }));
             let intents = (!guard.intent_txns.is_empty()).then(|| intents_cursor_between(&snap, &op.key, &op.key, true));
-            let mut probes: Probes<E::Snapshot<'_>> = Probes { regular, intents };
+            let mut probes: Probes<E::Snapshot<'_>> = Probes { regular, intents, deleted: self.deletion_in_the_way(None, &guard.deletions, resolver)? };
             self.resolve_key(&mut probes, &op.key, None, read_ht, op.kind, op.strength(), patch.map(|p| &p.deps[..]), !full, resolver, &mut batch, &mut stepped)?
         };
         guard.stepped_over.extend(stepped);
@@ -510,7 +555,7 @@ impl<E: KvEngine> Tablet<E> {
         let mut batch = OwnedBatch::new();
         let patches = patches_of(ops)?;
         let mut stepped = Vec::new();
-        let actions = self.check_ops(ops, &patches, Some(txn), Some(read_ht), resolver, &mut batch, !guard.intent_txns.is_empty(), &mut stepped)?;
+        let actions = self.check_ops(ops, &patches, Some(txn), Some(read_ht), resolver, &mut batch, !guard.intent_txns.is_empty(), &guard.deletions, &mut stepped)?;
         guard.stepped_over.extend(stepped);
         let mut vbuf = Vec::new();
         for ((op, action), p) in ops.iter().zip(actions).zip(&patches).filter(|((_, a), _)| *a != Action::Skip) {
@@ -546,7 +591,7 @@ impl<E: KvEngine> Tablet<E> {
     /// intent of the same statement would replace it), the op, or for a patch
     /// perhaps the whole row.
     #[allow(clippy::too_many_arguments)]
-    fn check_ops<R: TxnStatusResolver + ?Sized>(&self, ops: &[WriteOp], patches: &[Option<PatchOp<'_>>], me: Option<TxnId>, read_ht: Option<HybridTime>, resolver: &R, batch: &mut OwnedBatch, has_intents: bool, stepped_over: &mut Vec<TxnId>) -> Result<Vec<Action>> {
+    fn check_ops<R: TxnStatusResolver + ?Sized>(&self, ops: &[WriteOp], patches: &[Option<PatchOp<'_>>], me: Option<TxnId>, read_ht: Option<HybridTime>, resolver: &R, batch: &mut OwnedBatch, has_intents: bool, deletions: &TabletDeletions, stepped_over: &mut Vec<TxnId>) -> Result<Vec<Action>> {
         let snap = self.engine.snapshot();
         // One cursor per column family for the whole batch (a large batch has
         // thousands of keys, usually in ascending order: the cursors step from key
@@ -568,7 +613,7 @@ impl<E: KvEngine> Tablet<E> {
         } else {
             KeyCursor::new(snap.iter(Cf::Regular, IterOptions::default()))
         };
-        let mut probes: Probes<E::Snapshot<'_>> = Probes { regular, intents: has_intents.then(|| intents_cursor_between(&snap, first, last, probe)) };
+        let mut probes: Probes<E::Snapshot<'_>> = Probes { regular, intents: has_intents.then(|| intents_cursor_between(&snap, first, last, probe)), deleted: self.deletion_in_the_way(me, deletions, resolver)? };
         // (FxHash: SipHash of every key showed in profiles of random-key inserts.)
         let mut seen: rustc_hash::FxHashMap<&[u8], (KeyState, LockStrength, bool)> = Default::default();
         let mut write = Vec::with_capacity(ops.len());
@@ -615,6 +660,31 @@ impl<E: KvEngine> Tablet<E> {
         Ok(write)
     }
 
+    /// What the deletions of every row mean for a write of transaction `me` (None:
+    /// outside transactions): the newest committed one (applied, or whose
+    /// transaction committed), which deleted every row written before it. A
+    /// pending one is a conflict with any write here (it deletes every row the
+    /// write could touch, and counted the rows it deletes); after its own deletion
+    /// a transaction writes nothing more here (the SQL layer deletes every row only
+    /// as a whole transaction).
+    fn deletion_in_the_way<R: TxnStatusResolver + ?Sized>(&self, me: Option<TxnId>, d: &TabletDeletions, resolver: &R) -> Result<Option<HybridTime>> {
+        let mut newest = d.committed.last().copied();
+        if let Some((txn, _)) = d.pending {
+            if Some(txn) == me {
+                return Err(Error::InvalidRequest("a transaction writes nothing to a tablet after deleting every row of it".into()));
+            }
+            match resolver.status(txn, self.clock.now())? {
+                TxnStatus::Pending => return Err(Error::WriteConflict { tablet_id: self.id, other_txn: Some(txn), committed_at: None }),
+                TxnStatus::Committed { commit_ht } => {
+                    self.clock.update(commit_ht);
+                    newest = newest.max(Some(commit_ht));
+                }
+                TxnStatus::Aborted => {}
+            }
+        }
+        Ok(newest)
+    }
+
     /// Decide what writing `key` meets: resolve other transactions' intents (apply
     /// committed, drop aborted, conflict on pending), check for commits after
     /// `read_ht`, and report whether the key holds a live row.
@@ -644,10 +714,13 @@ impl<E: KvEngine> Tablet<E> {
         batch: &mut OwnedBatch,
         stepped_over: &mut Vec<TxnId>,
     ) -> Result<KeyState> {
-        let intents = match probes.intents.as_mut() {
+        let mut intents = match probes.intents.as_mut() {
             Some(c) => c.intents(key)?,
             None => Vec::new(),
         };
+        // A pending deletion of every row was decided for the whole tablet (see
+        // `Tablet::deletion_in_the_way`); its own commit or abort resolves its mark.
+        intents.retain(|r| !is_deletion_mark(r));
         let mut own_newest: Option<&IntentRecord> = None;
         // Committed versions of the key: (time, a patch's attributes, live).
         let mut versions: Vec<Version> = Vec::new();
@@ -713,6 +786,13 @@ impl<E: KvEngine> Tablet<E> {
             }
         }
         versions.sort_by_key(|v| std::cmp::Reverse(v.ht));
+        // A deletion of every row after the newest version of a live row deleted
+        // it then, as a tombstone of its own would have.
+        if let Some(t) = probes.deleted {
+            if versions.first().is_some_and(|v| v.live && v.ht < t) {
+                versions.insert(0, Version { ht: t, cols: None, live: false, patch: false });
+            }
+        }
         let (latest_ht, latest_live) = versions.first().map_or((None, false), |v| (Some(v.ht), v.live));
         let latest = latest_ht.unwrap_or(HybridTime::INVALID);
         if strength == LockStrength::Share && kind.is_lock() && key == &self.partition.start[..] {
@@ -760,8 +840,8 @@ impl<E: KvEngine> Tablet<E> {
     pub fn read<R: TxnStatusResolver + ?Sized>(&self, ctx: ReadContext, key: &[u8], resolver: &R) -> Result<Option<Vec<u8>>> {
         let term = self.log.read_barrier()?;
         self.mvcc.wait_for_safe_time(&self.clock, ctx.read_ht);
-        let (snap, has_intents) = self.snapshot(term);
-        let reader = MvccReader::new(&snap, resolver, ctx);
+        let (snap, has_intents, deletions) = self.snapshot(term)?;
+        let reader = MvccReader::new(&snap, resolver, ctx).with_deletions(&deletions);
         let value = if has_intents { reader } else { reader.without_intents() }.get(key)?;
         Ok(value)
     }
@@ -780,17 +860,25 @@ impl<E: KvEngine> Tablet<E> {
         }
         let term = self.log.read_barrier()?;
         self.mvcc.wait_for_safe_time(&self.clock, ctx.read_ht);
-        let (snap, has_intents) = self.snapshot(term);
-        let reader = MvccReader::new(&snap, resolver, ctx);
+        let (snap, has_intents, deletions) = self.snapshot(term)?;
+        let reader = MvccReader::new(&snap, resolver, ctx).with_deletions(&deletions);
         let result = if has_intents { reader } else { reader.without_intents() }.scan(&spec)?;
         Ok(result)
     }
 
-    /// A snapshot, and whether it may hold intents (decided atomically with it;
-    /// until this replica's first write as leader of `term`, it assumes it may).
-    fn snapshot(&self, term: u64) -> (E::Snapshot<'_>, bool) {
+    /// A snapshot, whether it may hold intents, and the deletions of every row it
+    /// holds (decided atomically with it; until this replica's first write as
+    /// leader of `term`, it assumes it may hold intents and reads the deletions
+    /// from it: batches applied as a follower bypassed the write lock's state).
+    fn snapshot(&self, term: u64) -> Result<(E::Snapshot<'_>, bool, TabletDeletions)> {
         let guard = self.write_lock.lock();
-        (self.engine.snapshot(), guard.term != term || !guard.intent_txns.is_empty())
+        let snap = self.engine.snapshot();
+        if guard.term != term {
+            drop(guard);
+            let deletions = self.load_deletions(&snap)?;
+            return Ok((snap, true, deletions));
+        }
+        Ok((snap, !guard.intent_txns.is_empty(), guard.deletions.clone()))
     }
 
     /// Turn the intents of committed `txn` into versions at `commit_ht`.
@@ -809,8 +897,8 @@ impl<E: KvEngine> Tablet<E> {
     /// intents (writes and locks) of statements numbered `from_seq` and above; its
     /// earlier intents stay. Returns the number of intents dropped. Idempotent.
     pub fn rollback_intents(&self, txn: TxnId, from_seq: u32) -> Result<usize> {
-        let _guard = self.lock_drained()?;
-        self.rewrite_txn_intents(txn, self.clock.now(), false, |batch, user_key, rkey, mine, _, _| {
+        let mut guard = self.lock_drained()?;
+        let n = self.rewrite_txn_intents(txn, self.clock.now(), false, |batch, user_key, rkey, mine, _, _| {
             let mut dropped = 0;
             for r in mine.iter().filter(|r| r.seq >= from_seq) {
                 batch.delete(Cf::Intents, &keys::intent_key(user_key, txn, r.seq));
@@ -820,7 +908,12 @@ impl<E: KvEngine> Tablet<E> {
                 batch.delete(Cf::Intents, rkey);
             }
             Ok(dropped)
-        })
+        })?;
+        if guard.deletions.pending.is_some_and(|(t, seq)| t == txn && seq >= from_seq) {
+            // Its deletion of every row went with the rest (its mark).
+            guard.deletions.pending = None;
+        }
+        Ok(n)
     }
 
     /// Walk the keys `txn` has intents on (its reverse index in the intents CF),
@@ -894,22 +987,139 @@ impl<E: KvEngine> Tablet<E> {
 
     fn resolve_txn_locked(&self, txn: TxnId, commit_ht: Option<HybridTime>) -> Result<usize> {
         let mut guard = self.lock_drained()?;
+        self.resolve_txn_held(&mut guard, txn, commit_ht)
+    }
+
+    /// [`Tablet::resolve_txn_locked`] with the write lock held (drained).
+    fn resolve_txn_held(&self, guard: &mut WriteState, txn: TxnId, commit_ht: Option<HybridTime>) -> Result<usize> {
         let untouched = guard.clean.contains(&txn) && !guard.stepped_over.contains(&txn);
-        let n = self.rewrite_txn_intents(txn, commit_ht.unwrap_or_else(|| self.clock.now()), true, |batch, user_key, _, mine, others, latest| {
+        // Its deletion of every row, applied: the times of all of them.
+        let mut deletions: Option<Vec<HybridTime>> = None;
+        let applied = guard.deletions.committed.clone();
+        let res = self.rewrite_txn_intents(txn, commit_ht.unwrap_or_else(|| self.clock.now()), true, |batch, user_key, _, mine, others, latest| {
             let recs: Vec<&IntentRecord> = mine.iter().collect();
             if let Some(ht) = commit_ht {
                 self.note_predicate_writes(&recs, ht, batch);
+                if user_key == &self.partition.start[..] && recs.iter().any(|r| is_deletion_mark(r)) {
+                    // Applied with the batch that removes its mark. Of those at or
+                    // before the history cutoff, the newest is enough.
+                    let cutoff = self.cutoff.get();
+                    let newest_old = applied.iter().rev().find(|t| **t <= cutoff).copied();
+                    let mut times: Vec<HybridTime> = applied.iter().copied().filter(|t| *t > cutoff || Some(*t) == newest_old).collect();
+                    times.push(ht);
+                    times.sort_unstable();
+                    batch.put(Cf::Meta, META_DELETIONS, &encode_times(&times));
+                    deletions = Some(times);
+                }
             }
             // Applied whole if no one else has written the row since (known
             // without looking if no one stepped over the transaction's patches).
             let fold = |base: HybridTime| Ok(!others && base != HybridTime::INVALID && (untouched || latest(user_key)? == Some(base)));
             resolve_key_intents(batch, user_key, txn, commit_ht, &recs, false, fold, false)?;
             Ok(1)
-        })?;
+        });
+        let n = match res {
+            Ok(n) => n,
+            Err(e) => {
+                // Part of it may be applied: what the lock's state knows about the
+                // engine is reloaded before the next decision (and read from the
+                // engine by reads until then).
+                guard.term = 0;
+                return Err(e);
+            }
+        };
         guard.intent_txns.remove(&txn);
         guard.clean.remove(&txn);
         guard.stepped_over.remove(&txn);
+        if guard.deletions.pending.is_some_and(|(t, _)| t == txn) {
+            guard.deletions.pending = None;
+        }
+        if let Some(times) = deletions {
+            guard.deletions.committed = Arc::new(times);
+            self.cutoff.set_deletions(guard.deletions.committed.clone());
+        }
         Ok(n)
+    }
+
+    /// Delete every row of the tablet as transaction `txn`'s statement `seq`, for a
+    /// statement reading at `read_ht` (`DELETE FROM t` with no condition, done in
+    /// the tablet: no row is shipped or written one by one). Returns how many rows
+    /// it deletes: those live at `read_ht`.
+    ///
+    /// Writes one intent, on the tablet's range-lock key; applied, it is a
+    /// whole-tablet tombstone at the commit time (`TabletDeletions`): reads at or
+    /// after it find every older row deleted, history below it stays for older
+    /// reads until the history cutoff passes it (compactions then drop those
+    /// rows). Before writing, every other transaction's intents here are
+    /// resolved: a pending one is a conflict (the caller waits for it), as is
+    /// anything committed after `read_ht` (a row written or deleted since, or
+    /// another such deletion: the statement runs again at a newer time). While it
+    /// is pending, every write here conflicts with it. The transaction must have
+    /// written nothing here before (refused), and writes nothing here after.
+    /// Sent again (its answer lost), it counts again and writes nothing.
+    pub fn delete_all<R: TxnStatusResolver + ?Sized>(&self, txn: TxnId, seq: u32, read_ht: HybridTime, resolver: &R) -> Result<u64> {
+        let mut guard = self.lock_drained()?;
+        let again = guard.deletions.pending.is_some_and(|(t, _)| t == txn);
+        if !again {
+            let mut others: Vec<TxnId> = guard.intent_txns.iter().copied().collect();
+            others.sort_unstable();
+            for other in others {
+                if other == txn {
+                    return Err(Error::InvalidRequest("a transaction deletes every row of a tablet only before writing anything to it".into()));
+                }
+                match resolver.status(other, self.clock.now())? {
+                    TxnStatus::Pending => return Err(Error::WriteConflict { tablet_id: self.id, other_txn: Some(other), committed_at: None }),
+                    TxnStatus::Committed { commit_ht } => {
+                        self.clock.update(commit_ht);
+                        self.resolve_txn_held(&mut guard, other, Some(commit_ht))?;
+                    }
+                    TxnStatus::Aborted => {
+                        self.resolve_txn_held(&mut guard, other, None)?;
+                    }
+                }
+            }
+        }
+        if let Some(t) = guard.deletions.committed.last().filter(|t| **t > read_ht) {
+            return Err(Error::WriteConflict { tablet_id: self.id, other_txn: None, committed_at: Some(*t) });
+        }
+        // Count the rows live at read_ht: each row's newest version (all are at or
+        // before read_ht, else a conflict) not a tombstone nor older than the
+        // newest deletion of every row.
+        let hidden_below = guard.deletions.committed.last().copied().unwrap_or(HybridTime::INVALID);
+        let count = {
+            let snap = self.engine.snapshot();
+            let mut it = snap.iter(Cf::Regular, IterOptions::default());
+            it.seek_to_first();
+            let mut count = 0u64;
+            let mut row: Vec<u8> = Vec::new();
+            while it.valid()? {
+                let (esc, ht) = keys::split_version_key(it.key())?;
+                if ht > read_ht {
+                    return Err(Error::WriteConflict { tablet_id: self.id, other_txn: None, committed_at: Some(ht) });
+                }
+                if row.is_empty() || esc != &row[..] {
+                    row.clear();
+                    row.extend_from_slice(esc);
+                    if ht >= hidden_below && !matches!(keys::decode_value(it.value())?, keys::StoredValue::Tombstone) {
+                        count += 1;
+                    }
+                }
+                it.next();
+            }
+            count
+        };
+        if again {
+            return Ok(count);
+        }
+        let mut v = Vec::new();
+        keys::encode_intent_value(&mut v, IntentKind::Lock, 0, &[DELETE_ALL_MARK]);
+        let mut batch = OwnedBatch::new();
+        batch.put(Cf::Intents, &keys::intent_key(&self.partition.start, txn, seq), &v);
+        batch.put(Cf::Intents, &keys::reverse_key(txn, &self.partition.start), &[]);
+        self.log.replicate(self.clock.now(), batch, 0)?;
+        guard.intent_txns.insert(txn);
+        guard.deletions.pending = Some((txn, seq));
+        Ok(count)
     }
 
     /// A transaction that committed at `commit_ht` with intents `recs` on a key: if it

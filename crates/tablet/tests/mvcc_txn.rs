@@ -1730,3 +1730,153 @@ fn writes_if_live_apply_only_to_live_rows_and_bound_blind_patches() {
         assert_eq!(live(&bad, None, false).unwrap_err().code(), ErrorCode::InvalidRequest);
     }
 }
+
+impl World {
+    fn delete_all(&self, txn: TxnId, seq: u32, read_ht: HybridTime) -> Result<Vec<u64>, Error> {
+        self.tablets.iter().map(|t| t.delete_all(txn, seq, read_ht, &self.resolver())).collect()
+    }
+    fn scan_all(&self, ht: HybridTime) -> Vec<String> {
+        let mut out = Vec::new();
+        for t in &self.tablets {
+            let r = t.scan(ReadContext::at(ht), &ScanSpec::default(), &self.resolver()).unwrap();
+            out.extend(r.rows.into_iter().map(|(k, _)| String::from_utf8(k).unwrap()));
+        }
+        out
+    }
+}
+
+/// `DELETE FROM t` with no condition, in the tablets: one intent per tablet, a
+/// whole-tablet tombstone once committed. Counts, visibility at every read time,
+/// conflicts both ways, resend, abort, rollback, restart.
+#[test]
+fn deleting_every_row_is_one_intent_per_tablet_and_a_tombstone_once_committed() {
+    let w = World::new();
+    w.put("a", "1");
+    w.put("b", "2");
+    w.put("x", "9");
+    w.tablets[0].write_fast(0, &[WriteOp::delete("b")], None, &w.resolver()).unwrap();
+    w.manual.advance(10);
+    let d = tid(40);
+    w.status.create(d).unwrap();
+    let read_ht = w.now();
+    // Live rows at the read time: "a" (b was deleted) and "x".
+    assert_eq!(w.delete_all(d, 1, read_ht).unwrap(), vec![1, 1]);
+    // Sent again: the same count, nothing more written.
+    assert_eq!(w.delete_all(d, 1, read_ht).unwrap(), vec![1, 1]);
+    assert_eq!(w.tablets[0].txns_with_intents().unwrap(), vec![d]);
+    // Pending: reads see every row; writes of any row, new ones included, and
+    // another deletion of every row wait for it.
+    assert_eq!(w.scan_all(w.now()), vec!["a", "x"]);
+    let blocked = |e: Error| matches!(e, Error::WriteConflict { other_txn: Some(t), .. } if t == d);
+    assert!(blocked(w.tablets[0].write_fast(0, &[WriteOp::put("c", "3")], None, &w.resolver()).unwrap_err()));
+    assert!(blocked(w.tablets[1].write_fast(0, &[WriteOp::delete("x")], None, &w.resolver()).unwrap_err()));
+    let e = tid(41);
+    w.status.create(e).unwrap();
+    assert!(blocked(w.tablets[1].delete_all(e, 1, w.now(), &w.resolver()).unwrap_err()));
+    // A transaction writes nothing to a tablet after deleting its rows.
+    assert!(matches!(w.tablets[0].write_intents(0, d, 2, read_ht, &[WriteOp::put("c", "3")], &w.resolver()), Err(Error::InvalidRequest(_))));
+    w.manual.advance(10);
+    let commit = w.status.commit(d, all_ids(&w)).unwrap();
+    // Committed, not applied: every older row is gone at the commit time, there
+    // before it; the reader's uncertainty window holding it restarts the read.
+    assert_eq!(w.scan_all(commit), Vec::<String>::new());
+    assert_eq!(w.scan_all(commit.decremented()), vec!["a", "x"]);
+    assert_eq!(w.get_at("a", commit), None);
+    let uncertain = ReadContext::at(commit.decremented()).uncertain_until(commit);
+    assert!(w.tablets[0].read(uncertain, b"a", &w.resolver()).is_err());
+    // An update of a row read before the deletion conflicts with it (committed
+    // after its read time); an insert of a deleted row's key is no duplicate.
+    let f = tid(42);
+    w.status.create(f).unwrap();
+    let e1 = w.tablets[0].write_intents(0, f, 1, read_ht, &[WriteOp::put("a", "late")], &w.resolver()).unwrap_err();
+    assert!(matches!(e1, Error::WriteConflict { committed_at: Some(t), .. } if t == commit), "{e1:?}");
+    w.manual.advance(10);
+    let reinserted = w.tablets[0].write_fast(0, &[WriteOp::insert("a", "new")], None, &w.resolver()).unwrap();
+    // Applied: the same answers; the tombstone is one record, no row was written.
+    for t in &w.tablets {
+        t.apply_intents(d, commit).unwrap();
+        assert!(t.txns_with_intents().unwrap().iter().all(|x| *x != d));
+    }
+    assert_eq!(w.scan_all(w.now()), vec!["a"]);
+    assert_eq!(w.get_at("a", reinserted).as_deref(), Some("new"));
+    assert_eq!(w.get_at("x", w.now()), None);
+    assert_eq!(w.get_at("x", commit.decremented()).as_deref(), Some("9"));
+    // A deletion whose read time is older than a commit since conflicts.
+    let g = tid(43);
+    w.status.create(g).unwrap();
+    let e2 = w.tablets[0].delete_all(g, 1, commit, &w.resolver()).unwrap_err();
+    assert!(matches!(e2, Error::WriteConflict { committed_at: Some(t), .. } if t == reinserted), "{e2:?}");
+    // Aborted and rolled back deletions delete nothing, and free the tablet.
+    assert_eq!(w.tablets[0].delete_all(g, 1, w.now(), &w.resolver()).unwrap(), 1);
+    w.status.abort(g, all_ids(&w)).unwrap();
+    w.tablets[0].remove_intents(g).unwrap();
+    w.put("b", "again");
+    let h = tid(44);
+    w.status.create(h).unwrap();
+    w.manual.advance(10);
+    assert_eq!(w.tablets[0].delete_all(h, 3, w.now(), &w.resolver()).unwrap(), 2);
+    w.tablets[0].rollback_intents(h, 3).unwrap();
+    w.put("c", "3");
+    assert_eq!(w.scan_all(w.now()), vec!["a", "b", "c"]);
+    // Over its own earlier writes, a transaction cannot delete every row.
+    let k = tid(45);
+    w.status.create(k).unwrap();
+    w.txn_write(k, 1, w.now(), vec![WriteOp::put("q", "1")]).unwrap();
+    assert!(matches!(w.tablets[1].delete_all(k, 2, w.now(), &w.resolver()), Err(Error::InvalidRequest(_))));
+    // The applied deletion survives a restart.
+    let w = w.restart();
+    assert_eq!(w.get_at("x", w.now()), None);
+    assert_eq!(w.get_at("x", commit.decremented()).as_deref(), Some("9"));
+    assert_eq!(w.get_at("a", w.now()).as_deref(), Some("new"));
+}
+
+/// A pending deletion found after a restart (its intent) still holds the tablet,
+/// and its commit applies as before.
+#[test]
+fn a_pending_deletion_of_every_row_survives_a_restart() {
+    let w = World::new();
+    w.put("a", "1");
+    w.put("x", "2");
+    w.manual.advance(10);
+    let d = tid(50);
+    w.status.create(d).unwrap();
+    assert_eq!(w.delete_all(d, 1, w.now()).unwrap(), vec![1, 1]);
+    w.status.heartbeat(d).unwrap();
+    let w = w.restart();
+    assert!(matches!(w.tablets[0].write_fast(0, &[WriteOp::put("b", "3")], None, &w.resolver()), Err(Error::WriteConflict { other_txn: Some(t), .. }) if t == d));
+    let commit = w.status.commit(d, all_ids(&w)).unwrap();
+    assert_eq!(w.scan_all(commit), Vec::<String>::new());
+    for t in &w.tablets {
+        t.apply_intents(d, commit).unwrap();
+    }
+    w.manual.advance(10);
+    w.put("b", "3");
+    assert_eq!(w.scan_all(w.now()), vec!["b"]);
+}
+
+/// Once the history cutoff passes a deletion of every row, compactions drop the
+/// versions it deleted (reads at or after the cutoff never see them).
+#[test]
+fn history_gc_drops_rows_a_deletion_of_every_row_deleted() {
+    let GcTablet { cutoff, engine, manual, t, .. } = GcTablet::new();
+    let none = |_: TxnId, _: HybridTime| -> pinax_mvcc::Result<TxnStatus> { Ok(TxnStatus::Aborted) };
+    for i in 0..10 {
+        manual.advance(10);
+        t.write_fast(0, &[WriteOp::put(format!("k{i}"), "v")], None, &none).unwrap();
+    }
+    manual.advance(10);
+    let d = tid(60);
+    assert_eq!(t.delete_all(d, 1, t.clock().now(), &none).unwrap(), 10);
+    manual.advance(10);
+    let commit = t.clock().now();
+    t.apply_intents(d, commit).unwrap();
+    manual.advance(10);
+    let after = t.write_fast(0, &[WriteOp::put("k3", "back")], None, &none).unwrap();
+    engine.compact_range(Cf::Regular, None, None).unwrap();
+    assert_eq!(engine.version_count(Cf::Regular), 11, "nothing dropped before the cutoff passes the deletion");
+    cutoff.advance_to(commit);
+    engine.compact_range(Cf::Regular, None, None).unwrap();
+    assert_eq!(engine.version_count(Cf::Regular), 1);
+    assert_eq!(t.read(ReadContext::at(after), b"k3", &none).unwrap().as_deref(), Some(&b"back"[..]));
+    assert_eq!(t.read(ReadContext::at(after), b"k4", &none).unwrap(), None);
+}

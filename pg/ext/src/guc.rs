@@ -18,6 +18,7 @@ static HOLD_SELECTS_ALWAYS: GucSetting<bool> = GucSetting::<bool>::new(false);
 static ENABLE_FILTER_PUSHDOWN: GucSetting<bool> = GucSetting::<bool>::new(true);
 static COLUMN_CONFLICTS: GucSetting<bool> = GucSetting::<bool>::new(true);
 static SINGLE_ROW_WRITES: GucSetting<bool> = GucSetting::<bool>::new(true);
+static DELETE_ALL: GucSetting<bool> = GucSetting::<bool>::new(true);
 
 pub fn init() {
     GucRegistry::define_string_guc(
@@ -133,6 +134,14 @@ pub fn init() {
         GucFlags::default(),
     );
     GucRegistry::define_bool_guc(
+        c"pinax.enable_delete_all",
+        c"An autocommit DELETE of every row of a Pinax table is done in its tablets: no row is read or written one by one.",
+        c"DELETE FROM t with no WHERE, under READ COMMITTED, as a whole transaction, from a table without secondary indexes, triggers (foreign keys included), row-level security or RETURNING: each tablet counts its rows and writes one whole-tablet tombstone. EXPLAIN shows Custom Scan (PinaxWriteByKey) with Operation: Delete All. Otherwise the statement runs as usual.",
+        &DELETE_ALL,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_bool_guc(
         c"pinax.column_conflicts",
         c"UPDATEs of a Pinax row conflict only with concurrent updates of columns they depend on.",
         c"An UPDATE (READ COMMITTED or REPEATABLE READ) that keeps the row's key writes only the columns it changed; another transaction's concurrent UPDATE of columns it neither reads nor writes does not make it wait or fail. Tables with row triggers or row-level security, and SERIALIZABLE transactions, always conflict on the whole row.",
@@ -171,6 +180,11 @@ pub fn enable_filter_pushdown() -> bool {
 /// `pinax.enable_single_row_writes`.
 pub fn single_row_writes() -> bool {
     SINGLE_ROW_WRITES.get()
+}
+
+/// `pinax.enable_delete_all`.
+pub fn delete_all() -> bool {
+    DELETE_ALL.get()
 }
 
 /// `pinax.column_conflicts`.

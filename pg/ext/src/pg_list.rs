@@ -24,3 +24,14 @@ pub unsafe fn list_ints(l: *mut pg_sys::List) -> Vec<i32> {
     }
     (0..(*l).length as usize).map(|i| (*(*l).elements.add(i)).int_value).collect()
 }
+
+/// Elements of an OID `List` (a null list is empty).
+///
+/// # Safety
+/// `l` must be null or a valid OID list.
+pub unsafe fn list_oids(l: *mut pg_sys::List) -> Vec<pg_sys::Oid> {
+    if l.is_null() {
+        return Vec::new();
+    }
+    (0..(*l).length as usize).map(|i| (*(*l).elements.add(i)).oid_value).collect()
+}

@@ -370,6 +370,27 @@ impl Backend {
         Ok(())
     }
 
+    /// Delete every row of storage table `table` as command `seq`, in its tablets
+    /// (`Txn::delete_all`: one intent per tablet), within the storage transaction
+    /// (begun here), at the statement's read time. Returns how many rows it
+    /// deleted. A pending writer met is waited for; a conflict with a commit after
+    /// the read time is returned (the READ COMMITTED wrapper runs the statement
+    /// again at a new read time).
+    pub fn delete_all(&mut self, seq: u32, table: &str) -> Result<u64, FlushError> {
+        self.flush()?;
+        let mk = |e: ClientError| FlushError { table: table.to_string(), error: e };
+        let ht = self.statement_ht().map_err(mk)?.ht;
+        let client = self.client().map_err(mk)?;
+        let txn = self.txn.get_or_insert_with(|| client.begin());
+        txn.set_read_ht(ht);
+        txn.set_seq(seq);
+        self.writes += 1;
+        self.max_seq = Some(self.max_seq.map_or(seq, |m| m.max(seq)));
+        let me = txn.id();
+        let mut started = None;
+        txn.delete_all(table, &mut |client, blocker| wait_for(client, blocker, Some(me), &mut started)).map_err(mk)
+    }
+
     /// Where a read with a snapshot at command `curcid` reads: after flushing, at the
     /// statement's read time, seeing own writes of commands below `curcid`.
     pub fn read_point(&mut self, curcid: u32) -> Result<ReadPoint, FlushError> {

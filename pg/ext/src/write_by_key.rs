@@ -41,11 +41,24 @@
 //! read's time (a newer commit makes it read again), which folds the stack.
 //! A NULL for a NOT NULL column runs the child plan, which reports it as
 //! PostgreSQL does (nothing was written).
+//!
+//! DELETE of every row (`DELETE FROM t`, no WHERE: ModifyTable over a sequential
+//! scan with no condition) of a table with no secondary index, under the same
+//! conditions (nothing needs the old rows), becomes the same custom scan with
+//! `Operation: Delete All`. Run as a whole READ COMMITTED transaction with
+//! `pinax.enable_delete_all` on, each tablet counts its rows live at the
+//! statement's read time and writes one intent, applied as a whole-tablet
+//! tombstone at the commit (`Request::DeleteAll`): no row is shipped, and none is
+//! written one by one. A commit after the read time in a tablet is a conflict:
+//! the deletion is sent again at a new read time (the READ COMMITTED wrapper is
+//! not used, as for writes by key), to the tablets that refused it; those that
+//! took it hold their rows until the commit (any write there waits), so their
+//! count stands at the new time too.
 
 use crate::error::OrRaise;
 use crate::guc;
 use crate::meta;
-use crate::pg_list::{list_ints, list_ptrs};
+use crate::pg_list::{list_ints, list_oids, list_ptrs};
 use crate::pushdown::{exec_methods, Methods};
 use crate::state;
 use crate::tuple::{form_tuple_bytes, merged, slot_getallattrs, store_tuple};
@@ -67,6 +80,8 @@ static PREV: OnceLock<pg_sys::planner_hook_type> = OnceLock::new();
 /// custom_private: [UPDATE = 1 | DELETE = 2, canSetTag, key count, assigned attnums...].
 const OP_UPDATE: i32 = 1;
 const OP_DELETE: i32 = 2;
+/// DELETE with no condition: every row, in the tablets.
+const OP_DELETE_ALL: i32 = 3;
 
 /// How many times a whole-row write is formed again after a newer commit before
 /// the statement gives up with the conflict (40001).
@@ -88,7 +103,7 @@ unsafe extern "C-unwind" fn planner(parse: *mut pg_sys::Query, query_string: *co
         Some(prev) => prev(parse, query_string, cursor_options, bound_params),
         None => pg_sys::standard_planner(parse, query_string, cursor_options, bound_params),
     };
-    if guc::single_row_writes() && !ps.is_null() {
+    if (guc::single_row_writes() || guc::delete_all()) && !ps.is_null() {
         rewrite(ps);
     }
     ps
@@ -120,7 +135,24 @@ unsafe fn rewrite(ps: *mut pg_sys::PlannedStmt) {
         return;
     }
     let sub = (*top).lefttree;
-    if sub.is_null() || (*sub).type_ != pg_sys::NodeTag::T_IndexScan || !(*sub).qual.is_null() || !(*sub).initPlan.is_null() {
+    if sub.is_null() || !(*sub).qual.is_null() || !(*sub).initPlan.is_null() {
+        return;
+    }
+    if op == OP_DELETE && (*sub).type_ == pg_sys::NodeTag::T_SeqScan && guc::delete_all() {
+        let rti = list_ints((*mt).resultRelations)[0];
+        if (*(sub as *mut pg_sys::SeqScan)).scan.scanrelid as i32 != rti {
+            return;
+        }
+        if let Some(rel) = result_relation(ps, rti) {
+            let built = build_delete_all(mt, rel, rti);
+            pg_sys::RelationClose(rel);
+            if let Some(cs) = built {
+                (*ps).planTree = cs as *mut pg_sys::Plan;
+            }
+        }
+        return;
+    }
+    if (*sub).type_ != pg_sys::NodeTag::T_IndexScan || !guc::single_row_writes() {
         return;
     }
     let ix = sub as *mut pg_sys::IndexScan;
@@ -128,14 +160,7 @@ unsafe fn rewrite(ps: *mut pg_sys::PlannedStmt) {
     if (*ix).scan.scanrelid as i32 != rti || !(*ix).indexorderby.is_null() {
         return;
     }
-    let rte = pg_sys::list_nth((*ps).rtable, rti - 1) as *mut pg_sys::RangeTblEntry;
-    if (*rte).rtekind != pg_sys::RTEKind::RTE_RELATION || (*rte).inh {
-        return;
-    }
-    let rel = pg_sys::RelationIdGetRelation((*rte).relid);
-    if rel.is_null() {
-        return;
-    }
+    let Some(rel) = result_relation(ps, rti) else { return };
     let built = build(mt, ix, rel, op, rti);
     pg_sys::RelationClose(rel);
     if let Some(cs) = built {
@@ -143,16 +168,74 @@ unsafe fn rewrite(ps: *mut pg_sys::PlannedStmt) {
     }
 }
 
+/// The result relation `rti` of `ps` (opened: close it), if it is a plain relation
+/// without inheritance.
+unsafe fn result_relation(ps: *mut pg_sys::PlannedStmt, rti: i32) -> Option<pg_sys::Relation> {
+    let rte = pg_sys::list_nth((*ps).rtable, rti - 1) as *mut pg_sys::RangeTblEntry;
+    if (*rte).rtekind != pg_sys::RTEKind::RTE_RELATION || (*rte).inh {
+        return None;
+    }
+    let rel = pg_sys::RelationIdGetRelation((*rte).relid);
+    (!rel.is_null()).then_some(rel)
+}
+
+/// Whether `rel` is a Pinax table whose rows nothing but the statement itself
+/// needs when they change: no partitions or children, row-level security or
+/// triggers (foreign keys included).
+unsafe fn plain_pinax_table(rel: pg_sys::Relation) -> bool {
+    let form = (*rel).rd_rel;
+    meta::is_pinax_table(rel)
+        && (*form).relkind == pg_sys::RELKIND_RELATION as std::ffi::c_char
+        && !(*form).relispartition
+        && !(*form).relhassubclass
+        && !(*form).relrowsecurity
+        && (*rel).trigdesc.is_null()
+}
+
+/// The custom scan for `mt` (a DELETE with no condition) on `rel`, if nothing
+/// needs the old rows and the table has no index but its primary key (secondary
+/// index entries are keyed by the rows' values).
+unsafe fn build_delete_all(mt: *mut pg_sys::ModifyTable, rel: pg_sys::Relation, rti: i32) -> Option<*mut pg_sys::CustomScan> {
+    if !plain_pinax_table(rel) {
+        return None;
+    }
+    let indexes = pg_sys::RelationGetIndexList(rel);
+    let only_pk = list_oids(indexes).iter().all(|oid| *oid == (*rel).rd_pkindex);
+    pg_sys::list_free(indexes);
+    if !only_pk {
+        return None;
+    }
+    Some(custom_scan(mt, rti, std::ptr::null_mut(), &[OP_DELETE_ALL, (*mt).canSetTag as i32, 0]))
+}
+
+/// The custom scan replacing `mt`: its expressions, private list, and `mt` as its
+/// only child (the plan PostgreSQL made, run when the statement cannot write so).
+unsafe fn custom_scan(mt: *mut pg_sys::ModifyTable, rti: i32, exprs: *mut pg_sys::List, private: &[i32]) -> *mut pg_sys::CustomScan {
+    let cs = pg_sys::palloc0(std::mem::size_of::<pg_sys::CustomScan>()) as *mut pg_sys::CustomScan;
+    let plan = &mut (*cs).scan.plan;
+    plan.type_ = pg_sys::NodeTag::T_CustomScan;
+    let mtp = mt as *mut pg_sys::Plan;
+    plan.startup_cost = (*mtp).startup_cost;
+    plan.total_cost = (*mtp).total_cost;
+    plan.plan_rows = (*mtp).plan_rows;
+    plan.plan_width = 0;
+    plan.plan_node_id = (*mtp).plan_node_id;
+    plan.targetlist = std::ptr::null_mut();
+    (*cs).scan.scanrelid = rti as pg_sys::Index;
+    (*cs).methods = &SCAN_METHODS.0;
+    (*cs).custom_exprs = exprs;
+    let mut list: *mut pg_sys::List = std::ptr::null_mut();
+    for v in private {
+        list = pg_sys::lappend_int(list, *v);
+    }
+    (*cs).custom_private = list;
+    (*cs).custom_plans = pg_sys::lappend(std::ptr::null_mut(), mt as *mut std::ffi::c_void);
+    cs
+}
+
 /// The custom scan for `mt` over `ix` on `rel`, if nothing needs the old row.
 unsafe fn build(mt: *mut pg_sys::ModifyTable, ix: *mut pg_sys::IndexScan, rel: pg_sys::Relation, op: i32, rti: i32) -> Option<*mut pg_sys::CustomScan> {
-    let form = (*rel).rd_rel;
-    if !meta::is_pinax_table(rel)
-        || (*form).relkind != pg_sys::RELKIND_RELATION as std::ffi::c_char
-        || (*form).relispartition
-        || (*form).relhassubclass
-        || (*form).relrowsecurity
-        || !(*rel).trigdesc.is_null()
-    {
+    if !plain_pinax_table(rel) {
         return None;
     }
     let desc = (*rel).rd_att;
@@ -208,31 +291,12 @@ unsafe fn build(mt: *mut pg_sys::ModifyTable, ix: *mut pg_sys::IndexScan, rel: p
             return None;
         }
     }
-    let cs = pg_sys::palloc0(std::mem::size_of::<pg_sys::CustomScan>()) as *mut pg_sys::CustomScan;
-    let plan = &mut (*cs).scan.plan;
-    plan.type_ = pg_sys::NodeTag::T_CustomScan;
-    let mtp = mt as *mut pg_sys::Plan;
-    plan.startup_cost = (*mtp).startup_cost;
-    plan.total_cost = (*mtp).total_cost;
-    plan.plan_rows = (*mtp).plan_rows;
-    plan.plan_width = 0;
-    plan.plan_node_id = (*mtp).plan_node_id;
-    plan.targetlist = std::ptr::null_mut();
-    (*cs).scan.scanrelid = rti as pg_sys::Index;
-    (*cs).methods = &SCAN_METHODS.0;
     let mut exprs: *mut pg_sys::List = std::ptr::null_mut();
     for e in keys.iter().chain(values.iter()) {
         exprs = pg_sys::lappend(exprs, *e as *mut std::ffi::c_void);
     }
-    (*cs).custom_exprs = exprs;
-    let mut private: *mut pg_sys::List = std::ptr::null_mut();
-    for v in [op, (*mt).canSetTag as i32, keys.len() as i32].iter().chain(assigned.iter()) {
-        private = pg_sys::lappend_int(private, *v);
-    }
-    (*cs).custom_private = private;
-    // The plan PostgreSQL made, run when the statement cannot write by key.
-    (*cs).custom_plans = pg_sys::lappend(std::ptr::null_mut(), mt as *mut std::ffi::c_void);
-    Some(cs)
+    let private: Vec<i32> = [op, (*mt).canSetTag as i32, keys.len() as i32].into_iter().chain(assigned).collect();
+    Some(custom_scan(mt, rti, exprs, &private))
 }
 
 /// Whether expression `e` can be computed before the write: it reads no column
@@ -377,9 +441,13 @@ unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *m
     (*s).can_set_tag = private[1] != 0;
     let nkeys = private[2] as usize;
     let explain_only = eflags as u32 & pg_sys::EXEC_FLAG_EXPLAIN_ONLY != 0;
+    let allowed = match (*s).op {
+        OP_DELETE_ALL => guc::delete_all() && pg_sys::XactIsoLevel < pg_sys::XACT_REPEATABLE_READ as i32,
+        OP_DELETE => guc::single_row_writes(),
+        _ => guc::single_row_writes() && guc::column_conflicts(),
+    };
     (*s).by_key = !explain_only
-        && guc::single_row_writes()
-        && ((*s).op == OP_DELETE || guc::column_conflicts())
+        && allowed
         && pg_sys::XactIsoLevel < pg_sys::XACT_SERIALIZABLE as i32
         && crate::hooks::restart::top_level_whole_transaction((*estate).es_plannedstmt)
         && state::with(|b| b.wrote_nothing());
@@ -437,6 +505,9 @@ unsafe extern "C-unwind" fn exec(node: *mut pg_sys::CustomScanState) -> *mut pg_
         return std::ptr::null_mut();
     }
     (*s).done = true;
+    if (*s).op == OP_DELETE_ALL {
+        return delete_all(s);
+    }
     let rel = (*node).ss.ss_currentRelation;
     let desc = (*rel).rd_att;
     let natts = (*desc).natts as usize;
@@ -542,6 +613,31 @@ unsafe extern "C-unwind" fn exec(node: *mut pg_sys::CustomScanState) -> *mut pg_
     std::ptr::null_mut()
 }
 
+/// DELETE of every row, in the tablets (module header).
+unsafe fn delete_all(s: *mut NodeState) -> *mut pg_sys::TupleTableSlot {
+    let rel = (*s).css.ss.ss_currentRelation;
+    let m = meta::table_meta(rel).or_raise();
+    let seq = pg_sys::GetCurrentCommandId(true);
+    let mut conflicts = 0;
+    let n = loop {
+        match state::with(|b| b.delete_all(seq, &m.storage)) {
+            Ok(n) => break n,
+            // A commit after the read time: again at a new one.
+            Err(e) if e.error.code() == pinax_common::ErrorCode::SerializationFailure && conflicts < MAX_REREADS => {
+                conflicts += 1;
+                state::with(|b| b.restart_statement());
+            }
+            Err(e) => crate::violation::raise(e),
+        }
+    };
+    (*s).outcome = n.min(i32::MAX as u64) as i32;
+    if (*s).can_set_tag {
+        (*(*s).css.ss.ps.state).es_processed += n;
+    }
+    pgrx::debug1!("pinax: DELETE of every row in the tablets: {n} rows");
+    std::ptr::null_mut()
+}
+
 /// The row `stored` (as read, patches merged) with the attributes `assigned` taken
 /// from `slot`: the whole new row.
 unsafe fn whole_row(rel: pg_sys::Relation, slot: *mut pg_sys::TupleTableSlot, assigned: &[u16], stored: Vec<u8>) -> Vec<u8> {
@@ -591,8 +687,18 @@ unsafe extern "C-unwind" fn explain(node: *mut pg_sys::CustomScanState, ancestor
     let plan = (*node).ss.ps.plan;
     let cscan = plan as *mut pg_sys::CustomScan;
     let private = list_ints((*cscan).custom_private);
-    let op = if private[0] == OP_UPDATE { c"Update" } else { c"Delete" };
+    let op = match private[0] {
+        OP_UPDATE => c"Update",
+        OP_DELETE => c"Delete",
+        _ => c"Delete All",
+    };
     pg_sys::ExplainPropertyText(c"Operation".as_ptr(), op.as_ptr(), es);
+    if private[0] == OP_DELETE_ALL {
+        if (*es).analyze && (*s).outcome >= 0 {
+            pg_sys::ExplainPropertyInteger(c"Rows Deleted in Tablets".as_ptr(), std::ptr::null(), (*s).outcome as i64, es);
+        }
+        return;
+    }
     let nkeys = private[2] as usize;
     let exprs = list_ptrs::<pg_sys::Node>((*cscan).custom_exprs);
     let ctx = pg_sys::set_deparse_context_plan((*es).deparse_cxt, plan, ancestors);
