@@ -43,13 +43,14 @@
 //! PostgreSQL does (nothing was written).
 //!
 //! DELETE of every row (`DELETE FROM t`, no WHERE: ModifyTable over a sequential
-//! scan with no condition) of a table with no secondary index, under the same
-//! conditions (nothing needs the old rows), becomes the same custom scan with
+//! scan with no condition) of a table whose indexes are all B-trees, under the
+//! same conditions (nothing needs the old rows), becomes the same custom scan with
 //! `Operation: Delete All`. Run as a whole READ COMMITTED transaction with
 //! `pinax.enable_delete_all` on, each tablet counts its rows live at the
 //! statement's read time and writes one intent, applied as a whole-tablet
-//! tombstone at the commit (`Request::DeleteAll`): no row is shipped, and none is
-//! written one by one. A commit after the read time in a tablet is a conflict:
+//! tombstone at the commit (`Request::DeleteAll`); so do the tablets of every
+//! secondary index (all its entries go): no row is shipped, and none is written
+//! one by one. A commit after the read time in a tablet is a conflict:
 //! the deletion is sent again at a new read time (the READ COMMITTED wrapper is
 //! not used, as for writes by key), to the tablets that refused it; those that
 //! took it hold their rows until the commit (any write there waits), so their
@@ -193,17 +194,22 @@ unsafe fn plain_pinax_table(rel: pg_sys::Relation) -> bool {
 }
 
 /// The custom scan for `mt` (a DELETE with no condition) on `rel`, if nothing
-/// needs the old rows and the table has no index but its primary key (secondary
-/// index entries are keyed by the rows' values).
+/// needs the old rows and every index of the table is a B-tree (Pinax storage:
+/// its entries go the same way).
 unsafe fn build_delete_all(mt: *mut pg_sys::ModifyTable, rel: pg_sys::Relation, rti: i32) -> Option<*mut pg_sys::CustomScan> {
     if !plain_pinax_table(rel) {
         return None;
     }
     let indexes = pg_sys::RelationGetIndexList(rel);
-    let only_pk = list_oids(indexes).iter().all(|oid| *oid == (*rel).rd_pkindex);
+    let oids = list_oids(indexes);
     pg_sys::list_free(indexes);
-    if !only_pk {
-        return None;
+    for oid in oids {
+        let idx = pg_sys::index_open(oid, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
+        let btree = (*(*idx).rd_rel).relam.to_u32() == pg_sys::BTREE_AM_OID.to_u32();
+        pg_sys::index_close(idx, pg_sys::NoLock as pg_sys::LOCKMODE);
+        if !btree {
+            return None;
+        }
     }
     Some(custom_scan(mt, rti, std::ptr::null_mut(), &[OP_DELETE_ALL, (*mt).canSetTag as i32, 0]))
 }
@@ -617,10 +623,26 @@ unsafe extern "C-unwind" fn exec(node: *mut pg_sys::CustomScanState) -> *mut pg_
 unsafe fn delete_all(s: *mut NodeState) -> *mut pg_sys::TupleTableSlot {
     let rel = (*s).css.ss.ss_currentRelation;
     let m = meta::table_meta(rel).or_raise();
+    let indexes = pg_sys::RelationGetIndexList(rel);
+    let n_indexes = pg_sys::list_length(indexes) as usize;
+    pg_sys::list_free(indexes);
+    if n_indexes != m.secondary.len() + usize::from(m.pk.is_some()) {
+        // An index Pinax does not keep entries of yet (being built): row by row.
+        (*s).by_key = false;
+        return run_child(s);
+    }
     let seq = pg_sys::GetCurrentCommandId(true);
     let mut conflicts = 0;
     let n = loop {
-        match state::with(|b| b.delete_all(seq, &m.storage)) {
+        // The rows, then every secondary index's entries, in one transaction.
+        let res: Result<u64, state::FlushError> = state::with(|b| {
+            let n = b.delete_all(seq, &m.storage)?;
+            for im in &m.secondary {
+                b.delete_all(seq, &im.storage)?;
+            }
+            Ok(n)
+        });
+        match res {
             Ok(n) => break n,
             // A commit after the read time: again at a new one.
             Err(e) if e.error.code() == pinax_common::ErrorCode::SerializationFailure && conflicts < MAX_REREADS => {

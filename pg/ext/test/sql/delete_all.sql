@@ -34,12 +34,20 @@ INSERT INTO da_nopk SELECT g, 'b' FROM generate_series(1, 30) g;
 DELETE FROM da_nopk;
 \echo rows :ROW_COUNT
 SELECT count(*) FROM da_nopk;
-CREATE TABLE da_idx (id int PRIMARY KEY, v int);
+-- Secondary indexes (a unique one too): their entries go with the rows.
+CREATE TABLE da_idx (id int PRIMARY KEY, v int, w text UNIQUE);
 CREATE INDEX ON da_idx (v);
-INSERT INTO da_idx SELECT g, g FROM generate_series(1, 40) g;
+INSERT INTO da_idx SELECT g, g % 7, 'w' || g FROM generate_series(1, 40) g;
 DELETE FROM da_idx;
 \echo rows :ROW_COUNT
-SELECT count(*) FROM da_idx WHERE v > 0;
+SET enable_seqscan = off;
+SELECT count(*) FROM da_idx WHERE v = 3;
+SELECT count(*) FROM da_idx WHERE w = 'w5';
+INSERT INTO da_idx SELECT g, g % 7, 'w' || g FROM generate_series(1, 10) g;
+INSERT INTO da_idx VALUES (99, 1, 'w5');
+SELECT id, v, w FROM da_idx WHERE v = 3 ORDER BY id;
+SELECT id FROM da_idx WHERE w = 'w5';
+RESET enable_seqscan;
 -- RETURNING, and a table referenced by a foreign key.
 DELETE FROM da;
 INSERT INTO da SELECT g, 'r' FROM generate_series(1, 3) g;
