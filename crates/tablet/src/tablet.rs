@@ -867,18 +867,15 @@ impl<E: KvEngine> Tablet<E> {
     }
 
     /// A snapshot, whether it may hold intents, and the deletions of every row it
-    /// holds (decided atomically with it; until this replica's first write as
-    /// leader of `term`, it assumes it may hold intents and reads the deletions
-    /// from it: batches applied as a follower bypassed the write lock's state).
+    /// holds (decided atomically with it). The first read of a leader term that
+    /// comes before any write reloads what the write lock's state knows about the
+    /// engine ([`Tablet::lead`]: batches applied as a follower bypassed it).
     fn snapshot(&self, term: u64) -> Result<(E::Snapshot<'_>, bool, TabletDeletions)> {
-        let guard = self.write_lock.lock();
-        let snap = self.engine.snapshot();
+        let mut guard = self.write_lock.lock();
         if guard.term != term {
-            drop(guard);
-            let deletions = self.load_deletions(&snap)?;
-            return Ok((snap, true, deletions));
+            self.lead(&mut guard)?;
         }
-        Ok((snap, !guard.intent_txns.is_empty(), guard.deletions.clone()))
+        Ok((self.engine.snapshot(), !guard.intent_txns.is_empty(), guard.deletions.clone()))
     }
 
     /// Turn the intents of committed `txn` into versions at `commit_ht`.

@@ -242,6 +242,11 @@ on $pg3 -c "INSERT INTO dall SELECT g, 'w' || g FROM generate_series(1, 300) g"
 "$bin" cluster kill 2 --data-dir "$dir" >/dev/null
 expect "the rows inserted again" "$(on $pg3 -c "SELECT count(*), count(DISTINCT w) FROM dall")" "300|300"
 "$bin" cluster restart 2 --data-dir "$dir" >/dev/null
+# Both restarted nodes serve SQL again.
+for port in $pg1 $pg2; do
+  for _ in $(seq 1 100); do on "$port" -c "SELECT count(*) FROM dall" >/dev/null 2>&1 && break; sleep 0.2; done
+done
+expect "the rows, on node 1" "$(on $pg1 -c "SELECT count(*) FROM dall")" "300"
 echo "cluster DELETE of every row: ok"
 
 # Kill node 1 or 2 (in turn) every few seconds, restarting it after a few
