@@ -168,6 +168,17 @@ fn decode_times(v: &[u8]) -> Result<Vec<HybridTime>> {
     Ok(v.chunks_exact(8).map(|c| HybridTime(u64::from_be_bytes(c.try_into().unwrap_or([0; 8])))).collect())
 }
 
+/// The outcome of rewriting a transaction's intents: a rewrite that failed may have
+/// applied part of its batches (the mark of a deletion of every row, say), so what
+/// the write lock's state knows about the engine is reloaded ([`Tablet::lead`])
+/// before the next decision or read.
+fn reload_on_error<T>(guard: &mut WriteState, res: Result<T>) -> Result<T> {
+    if res.is_err() {
+        guard.term = 0;
+    }
+    res
+}
+
 /// Resolving at least this many intents at once compacts the intents CF afterwards:
 /// a large transaction leaves as many tombstones, which every later intents
 /// iterator over the range would otherwise step over one by one.
@@ -895,7 +906,7 @@ impl<E: KvEngine> Tablet<E> {
     /// earlier intents stay. Returns the number of intents dropped. Idempotent.
     pub fn rollback_intents(&self, txn: TxnId, from_seq: u32) -> Result<usize> {
         let mut guard = self.lock_drained()?;
-        let n = self.rewrite_txn_intents(txn, self.clock.now(), false, |batch, user_key, rkey, mine, _, _| {
+        let res = self.rewrite_txn_intents(txn, self.clock.now(), false, |batch, user_key, rkey, mine, _, _| {
             let mut dropped = 0;
             for r in mine.iter().filter(|r| r.seq >= from_seq) {
                 batch.delete(Cf::Intents, &keys::intent_key(user_key, txn, r.seq));
@@ -905,7 +916,8 @@ impl<E: KvEngine> Tablet<E> {
                 batch.delete(Cf::Intents, rkey);
             }
             Ok(dropped)
-        })?;
+        });
+        let n = reload_on_error(&mut guard, res)?;
         if guard.deletions.pending.is_some_and(|(t, seq)| t == txn && seq >= from_seq) {
             // Its deletion of every row went with the rest (its mark).
             guard.deletions.pending = None;
@@ -1015,16 +1027,7 @@ impl<E: KvEngine> Tablet<E> {
             resolve_key_intents(batch, user_key, txn, commit_ht, &recs, false, fold, false)?;
             Ok(1)
         });
-        let n = match res {
-            Ok(n) => n,
-            Err(e) => {
-                // Part of it may be applied: what the lock's state knows about the
-                // engine is reloaded before the next decision (and read from the
-                // engine by reads until then).
-                guard.term = 0;
-                return Err(e);
-            }
-        };
+        let n = reload_on_error(guard, res)?;
         guard.intent_txns.remove(&txn);
         guard.clean.remove(&txn);
         guard.stepped_over.remove(&txn);
