@@ -194,8 +194,10 @@ const REWRITE_CHUNK_BYTES: usize = 256 << 10;
 struct Probes<'s, S: Snapshot + 's> {
     regular: KeyCursor<S::Iter<'s>>,
     intents: Option<KeyCursor<S::Iter<'s>>>,
-    /// The newest committed deletion of every row (see [`Tablet::deletion_in_the_way`]).
+    /// The newest committed deletion of every row, and whether the writing
+    /// transaction deleted every row itself (see [`Tablet::deletion_in_the_way`]).
     deleted: Option<HybridTime>,
+    own_deletion: bool,
 }
 
 /// Blind patches ([`Tablet::write_if_live`]) a row may carry over its newest whole
@@ -492,7 +494,8 @@ impl<E: KvEngine> Tablet<E> {
             let snap = self.engine.snapshot();
             let regular = KeyCursor::probing(snap.iter(Cf::Regular, IterOptions { prefix_same_as_start: true, ..IterOptions::default() }));
             let intents = (!guard.intent_txns.is_empty()).then(|| intents_cursor_between(&snap, &op.key, &op.key, true));
-            let mut probes: Probes<E::Snapshot<'_>> = Probes { regular, intents, deleted: self.deletion_in_the_way(None, &guard.deletions, resolver)? };
+            let (deleted, own_deletion) = self.deletion_in_the_way(None, &guard.deletions, resolver)?;
+            let mut probes: Probes<E::Snapshot<'_>> = Probes { regular, intents, deleted, own_deletion };
             self.resolve_key(&mut probes, &op.key, None, read_ht, op.kind, op.strength(), patch.map(|p| &p.deps[..]), !full, resolver, &mut batch, &mut stepped)?
         };
         guard.stepped_over.extend(stepped);
@@ -624,7 +627,8 @@ impl<E: KvEngine> Tablet<E> {
         } else {
             KeyCursor::new(snap.iter(Cf::Regular, IterOptions::default()))
         };
-        let mut probes: Probes<E::Snapshot<'_>> = Probes { regular, intents: has_intents.then(|| intents_cursor_between(&snap, first, last, probe)), deleted: self.deletion_in_the_way(me, deletions, resolver)? };
+        let (deleted, own_deletion) = self.deletion_in_the_way(me, deletions, resolver)?;
+        let mut probes: Probes<E::Snapshot<'_>> = Probes { regular, intents: has_intents.then(|| intents_cursor_between(&snap, first, last, probe)), deleted, own_deletion };
         // (FxHash: SipHash of every key showed in profiles of random-key inserts.)
         let mut seen: rustc_hash::FxHashMap<&[u8], (KeyState, LockStrength, bool)> = Default::default();
         let mut write = Vec::with_capacity(ops.len());
@@ -673,16 +677,16 @@ impl<E: KvEngine> Tablet<E> {
 
     /// What the deletions of every row mean for a write of transaction `me` (None:
     /// outside transactions): the newest committed one (applied, or whose
-    /// transaction committed), which deleted every row written before it. A
-    /// pending one is a conflict with any write here (it deletes every row the
-    /// write could touch, and counted the rows it deletes); after its own deletion
-    /// a transaction writes nothing more here (the SQL layer deletes every row only
-    /// as a whole transaction).
-    fn deletion_in_the_way<R: TxnStatusResolver + ?Sized>(&self, me: Option<TxnId>, d: &TabletDeletions, resolver: &R) -> Result<Option<HybridTime>> {
+    /// transaction committed), which deleted every row written before it, and
+    /// whether the pending one is `me`'s own (every row it has not written since
+    /// is gone for it; its writes are applied at the deletion's time, and so stay).
+    /// Another transaction's pending one is a conflict with any write here (it
+    /// deletes every row the write could touch, and counted the rows it deletes).
+    fn deletion_in_the_way<R: TxnStatusResolver + ?Sized>(&self, me: Option<TxnId>, d: &TabletDeletions, resolver: &R) -> Result<(Option<HybridTime>, bool)> {
         let mut newest = d.committed.last().copied();
         if let Some((txn, _)) = d.pending {
             if Some(txn) == me {
-                return Err(Error::InvalidRequest("a transaction writes nothing to a tablet after deleting every row of it".into()));
+                return Ok((newest, true));
             }
             match resolver.status(txn, self.clock.now())? {
                 TxnStatus::Pending => return Err(Error::WriteConflict { tablet_id: self.id, other_txn: Some(txn), committed_at: None }),
@@ -693,7 +697,7 @@ impl<E: KvEngine> Tablet<E> {
                 TxnStatus::Aborted => {}
             }
         }
-        Ok(newest)
+        Ok((newest, false))
     }
 
     /// Decide what writing `key` meets: resolve other transactions' intents (apply
@@ -836,6 +840,11 @@ impl<E: KvEngine> Tablet<E> {
         if let Some(own) = own_newest {
             // Our own earlier write decides liveness; conflicts were checked then.
             return Ok(KeyState { live: own.kind != IntentKind::Delete, own: Some(intent_strength(own)), whole: false, latest, chain: 0 });
+        }
+        if probes.own_deletion {
+            // Deleted by the transaction's own deletion of every row, as by a
+            // delete intent of its own (nothing else was written here since).
+            return Ok(KeyState { live: false, own: Some(LockStrength::Update), whole: false, latest, chain: 0 });
         }
         if deps.is_some() && !latest_live && !blind {
             // A patch needs a row under it (the read that found one is outdated).
@@ -1054,9 +1063,10 @@ impl<E: KvEngine> Tablet<E> {
     /// resolved: a pending one is a conflict (the caller waits for it), as is
     /// anything committed after `read_ht` (a row written or deleted since, or
     /// another such deletion: the statement runs again at a newer time). While it
-    /// is pending, every write here conflicts with it. The transaction must have
-    /// written nothing here before (refused), and writes nothing here after.
-    /// Sent again (its answer lost), it counts again and writes nothing.
+    /// is pending, every other transaction's write here conflicts with it. The
+    /// transaction must have written nothing here before (refused); its later
+    /// statements find no row here but those they write. Sent again (its answer
+    /// lost), it counts again and writes nothing.
     pub fn delete_all<R: TxnStatusResolver + ?Sized>(&self, txn: TxnId, seq: u32, read_ht: HybridTime, resolver: &R) -> Result<u64> {
         let mut guard = self.lock_drained()?;
         let again = guard.deletions.pending.is_some_and(|(t, _)| t == txn);

@@ -1773,8 +1773,6 @@ fn deleting_every_row_is_one_intent_per_tablet_and_a_tombstone_once_committed() 
     let e = tid(41);
     w.status.create(e).unwrap();
     assert!(blocked(w.tablets[1].delete_all(e, 1, w.now(), &w.resolver()).unwrap_err()));
-    // A transaction writes nothing to a tablet after deleting its rows.
-    assert!(matches!(w.tablets[0].write_intents(0, d, 2, read_ht, &[WriteOp::put("c", "3")], &w.resolver()), Err(Error::InvalidRequest(_))));
     w.manual.advance(10);
     let commit = w.status.commit(d, all_ids(&w)).unwrap();
     // Committed, not applied: every older row is gone at the commit time, there
@@ -1879,4 +1877,39 @@ fn history_gc_drops_rows_a_deletion_of_every_row_deleted() {
     assert_eq!(engine.version_count(Cf::Regular), 1);
     assert_eq!(t.read(ReadContext::at(after), b"k3", &none).unwrap().as_deref(), Some(&b"back"[..]));
     assert_eq!(t.read(ReadContext::at(after), b"k4", &none).unwrap(), None);
+}
+
+/// A transaction's statements after its own deletion of every row (a transaction
+/// block: `DELETE FROM t; INSERT ...`): they see no older row, write the deleted
+/// keys again without duplicates, and their rows outlive the tombstone (applied at
+/// the same commit time).
+#[test]
+fn writes_after_a_transactions_own_deletion_of_every_row() {
+    let w = World::new();
+    w.put("a", "1");
+    w.put("b", "2");
+    w.put("x", "9");
+    w.manual.advance(10);
+    let d = tid(70);
+    w.status.create(d).unwrap();
+    let read_ht = w.now();
+    assert_eq!(w.delete_all(d, 1, read_ht).unwrap(), vec![2, 1]);
+    // Statement 2: "a" again (no duplicate), "c" new; statement 3 updates "c".
+    w.txn_write(d, 2, read_ht, vec![WriteOp::insert("a", "new"), WriteOp::insert("c", "3")]).unwrap();
+    w.txn_write(d, 3, read_ht, vec![WriteOp::put("c", "33")]).unwrap();
+    let own = |key: &str| w.get_ctx(key, ReadContext::in_txn(w.now(), d, 4));
+    assert_eq!((own("a").as_deref(), own("b"), own("c").as_deref(), own("x")), (Some("new"), None, Some("33"), None));
+    // Its statement 1 (the deletion) did not see its own deletion.
+    assert_eq!(w.get_ctx("b", ReadContext::in_txn(w.now(), d, 1)).as_deref(), Some("2"));
+    // Others see the old rows until it commits.
+    assert_eq!(w.scan_all(w.now()), vec!["a", "b", "x"]);
+    w.manual.advance(10);
+    let commit = w.status.commit(d, all_ids(&w)).unwrap();
+    assert_eq!(w.scan_all(commit), vec!["a", "c"]);
+    for t in &w.tablets {
+        t.apply_intents(d, commit).unwrap();
+    }
+    assert_eq!(w.scan_all(w.now()), vec!["a", "c"]);
+    assert_eq!((w.get_at("a", w.now()).as_deref(), w.get_at("c", w.now()).as_deref()), (Some("new"), Some("33")));
+    assert_eq!(w.get_at("a", commit.decremented()).as_deref(), Some("1"));
 }

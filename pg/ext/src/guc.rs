@@ -135,8 +135,8 @@ pub fn init() {
     );
     GucRegistry::define_bool_guc(
         c"pinax.enable_delete_all",
-        c"An autocommit DELETE of every row of a Pinax table is done in its tablets: no row is read or written one by one.",
-        c"DELETE FROM t with no WHERE, under READ COMMITTED, as a whole transaction, from a table without triggers (foreign keys included), row-level security or RETURNING whose indexes are B-trees: each tablet of the table and of its secondary indexes counts its rows and writes one whole-tablet tombstone. EXPLAIN shows Custom Scan (PinaxWriteByKey) with Operation: Delete All. Otherwise the statement runs as usual.",
+        c"A DELETE of every row of a Pinax table is done in its tablets: no row is read or written one by one.",
+        c"DELETE FROM t with no WHERE, under READ COMMITTED, as the first write of its transaction (autocommit or in a block), from a table without triggers (foreign keys included), row-level security or RETURNING whose indexes are B-trees: each tablet of the table and of its secondary indexes counts its rows and writes one whole-tablet tombstone. EXPLAIN shows Custom Scan (PinaxWriteByKey) with Operation: Delete All. Otherwise the statement runs as usual.",
         &DELETE_ALL,
         GucContext::Userset,
         GucFlags::default(),

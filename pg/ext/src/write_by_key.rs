@@ -45,7 +45,8 @@
 //! DELETE of every row (`DELETE FROM t`, no WHERE: ModifyTable over a sequential
 //! scan with no condition) of a table whose indexes are all B-trees, under the
 //! same conditions (nothing needs the old rows), becomes the same custom scan with
-//! `Operation: Delete All`. Run as a whole READ COMMITTED transaction with
+//! `Operation: Delete All`. Run as the first write of a READ COMMITTED
+//! transaction (autocommit or in a transaction block; a top-level statement) with
 //! `pinax.enable_delete_all` on, each tablet counts its rows live at the
 //! statement's read time and writes one intent, applied as a whole-tablet
 //! tombstone at the commit (`Request::DeleteAll`); so do the tablets of every
@@ -54,7 +55,9 @@
 //! the deletion is sent again at a new read time (the READ COMMITTED wrapper is
 //! not used, as for writes by key), to the tablets that refused it; those that
 //! took it hold their rows until the commit (any write there waits), so their
-//! count stands at the new time too.
+//! count stands at the new time too. The transaction's later statements see no
+//! older row of the table (`TabletDeletions`: its own deletion) and may write the
+//! table again; their rows outlive the tombstone, applied at the same commit time.
 
 use crate::error::OrRaise;
 use crate::guc;
@@ -455,7 +458,12 @@ unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *m
     (*s).by_key = !explain_only
         && allowed
         && pg_sys::XactIsoLevel < pg_sys::XACT_SERIALIZABLE as i32
-        && crate::hooks::restart::top_level_whole_transaction((*estate).es_plannedstmt)
+        && if (*s).op == OP_DELETE_ALL {
+            // Its transaction commits it, whenever: any top-level statement.
+            crate::hooks::restart::top_level()
+        } else {
+            crate::hooks::restart::top_level_whole_transaction((*estate).es_plannedstmt)
+        }
         && state::with(|b| b.wrote_nothing());
     if (*s).by_key {
         let ps = node as *mut pg_sys::PlanState;

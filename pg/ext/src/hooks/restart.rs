@@ -137,6 +137,12 @@ fn depth() -> u32 {
     RUN_DEPTH.with(|d| d.get())
 }
 
+/// Whether the statement starting now is a top-level one: not run by a function,
+/// a trigger, a DO block or a procedure (inside a transaction block or not).
+pub fn top_level() -> bool {
+    depth() == 0 && IN_STATEMENTS.with(|c| c.get()) == 0
+}
+
 fn set_depth(v: u32) {
     RUN_DEPTH.with(|d| d.set(v));
 }

@@ -28,6 +28,34 @@ INSERT INTO da VALUES (101, 'after');
 SELECT * FROM da ORDER BY id;
 ROLLBACK;
 SELECT count(*) FROM da;
+-- The first write of a transaction block (in the tablets on Pinax): later
+-- statements see no older row, write the same keys again, roll back or commit.
+BEGIN;
+DELETE FROM da;
+\echo rows :ROW_COUNT
+SELECT count(*) FROM da;
+INSERT INTO da VALUES (1, 'again'), (200, 'new');
+UPDATE da SET v = v || '!' WHERE id = 1;
+SELECT * FROM da ORDER BY id;
+ROLLBACK;
+SELECT count(*) FROM da;
+BEGIN;
+DELETE FROM da;
+INSERT INTO da SELECT g, 'y' FROM generate_series(1, 5) g;
+DELETE FROM da WHERE id = 5;
+\echo rows :ROW_COUNT
+SAVEPOINT s;
+DELETE FROM da;
+\echo rows :ROW_COUNT
+ROLLBACK TO SAVEPOINT s;
+COMMIT;
+SELECT * FROM da ORDER BY id;
+BEGIN;
+SAVEPOINT s;
+DELETE FROM da;
+ROLLBACK TO SAVEPOINT s;
+SELECT count(*) FROM da;
+COMMIT;
 -- A table without a primary key, and one with a secondary index.
 CREATE TABLE da_nopk (a int, b text);
 INSERT INTO da_nopk SELECT g, 'b' FROM generate_series(1, 30) g;

@@ -38,7 +38,9 @@ SELECT * FROM wbp ORDER BY id;
 DROP TABLE wbp;
 DROP FUNCTION wbp_volatile(), wbp_stable();
 -- DELETE with no WHERE: in the tablets (Operation: Delete All) when nothing needs
--- the rows, as a whole READ COMMITTED transaction; otherwise PostgreSQL's plan runs.
+-- the rows, as the first write of a READ COMMITTED transaction (autocommit or in a
+-- block); otherwise (REPEATABLE READ, the setting off, after a write) PostgreSQL's
+-- plan runs.
 CREATE TABLE wbd (id int PRIMARY KEY, v text);
 CREATE TABLE wbd_idx (id int PRIMARY KEY, v text);
 CREATE INDEX ON wbd_idx (v);
@@ -51,6 +53,10 @@ SET client_min_messages = debug1;
 DELETE FROM wbd;
 INSERT INTO wbd SELECT g, 'v' FROM generate_series(1, 10) g;
 BEGIN;
+DELETE FROM wbd;
+ROLLBACK;
+BEGIN;
+INSERT INTO wbd VALUES (0, 'first');
 DELETE FROM wbd;
 ROLLBACK;
 SET default_transaction_isolation = 'repeatable read';
