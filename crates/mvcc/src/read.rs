@@ -141,13 +141,6 @@ pub struct TabletDeletions {
     pub pending: Option<(TxnId, u32)>,
 }
 
-impl TabletDeletions {
-    /// The newest committed deletion at or before `ht`, if any.
-    pub fn newest_at(&self, ht: HybridTime) -> Option<HybridTime> {
-        self.committed.iter().rev().find(|t| **t <= ht).copied()
-    }
-}
-
 /// A reader's view of its tablet's deletions, decided once per reader.
 #[derive(Default)]
 struct Deletions {
