@@ -5,6 +5,7 @@
 //! (new index, dropped primary key, TRUNCATE's new file node) is seen at once.
 
 use crate::keys::{build_key, KeyColumn};
+use crate::pg_list::list_oids;
 use crate::state::{self, index_storage_name, table_storage_name};
 use pgrx::pg_sys;
 use pinax_client::ClientError;
@@ -173,9 +174,7 @@ pub unsafe fn table_meta(rel: pg_sys::Relation) -> Result<Rc<TableMeta>, ClientE
     let mut pk = None;
     let mut secondary = Vec::new();
     if !list.is_null() {
-        let n = (*list).length as usize;
-        for i in 0..n {
-            let oid = (*(*list).elements.add(i)).oid_value;
+        for oid in list_oids(list) {
             let idx = pg_sys::index_open(oid, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
             let valid = (*(*idx).rd_index).indisvalid || (*(*idx).rd_index).indisready;
             let is_btree = (*(*idx).rd_rel).relam.to_u32() == pg_sys::BTREE_AM_OID.to_u32();

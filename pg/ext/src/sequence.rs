@@ -454,8 +454,8 @@ pub unsafe fn after_utility(node: *mut pg_sys::Node) {
                 if seqs.is_null() {
                     continue;
                 }
-                for j in 0..(*seqs).length as usize {
-                    restart_sequence((*(*seqs).elements.add(j)).oid_value, None);
+                for seq in crate::pg_list::list_oids(seqs) {
+                    restart_sequence(seq, None);
                 }
             }
         }

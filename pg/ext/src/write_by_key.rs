@@ -62,7 +62,7 @@
 use crate::error::OrRaise;
 use crate::guc;
 use crate::meta;
-use crate::pg_list::{list_ints, list_oids, list_ptrs};
+use crate::pg_list::{list_ints, list_ptrs};
 use crate::pushdown::{exec_methods, Methods};
 use crate::state;
 use crate::tuple::{form_tuple_bytes, merged, slot_getallattrs, store_tuple};
@@ -196,23 +196,26 @@ unsafe fn plain_pinax_table(rel: pg_sys::Relation) -> bool {
         && (*rel).trigdesc.is_null()
 }
 
-/// The custom scan for `mt` (a DELETE with no condition) on `rel`, if nothing
-/// needs the old rows and every index of the table is a B-tree (Pinax storage:
-/// its entries go the same way).
-unsafe fn build_delete_all(mt: *mut pg_sys::ModifyTable, rel: pg_sys::Relation, rti: i32) -> Option<*mut pg_sys::CustomScan> {
-    if !plain_pinax_table(rel) {
-        return None;
-    }
+/// How many indexes `rel` has.
+unsafe fn index_count(rel: pg_sys::Relation) -> usize {
     let indexes = pg_sys::RelationGetIndexList(rel);
-    let oids = list_oids(indexes);
+    let n = pg_sys::list_length(indexes) as usize;
     pg_sys::list_free(indexes);
-    for oid in oids {
-        let idx = pg_sys::index_open(oid, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
-        let btree = (*(*idx).rd_rel).relam.to_u32() == pg_sys::BTREE_AM_OID.to_u32();
-        pg_sys::index_close(idx, pg_sys::NoLock as pg_sys::LOCKMODE);
-        if !btree {
-            return None;
-        }
+    n
+}
+
+/// Whether Pinax keeps the entries of every index of `rel` (its primary key and
+/// valid B-trees, `m`): not of another kind of index, nor of one being built.
+unsafe fn every_index_kept(rel: pg_sys::Relation, m: &meta::TableMeta) -> bool {
+    index_count(rel) == m.secondary.len() + usize::from(m.pk.is_some())
+}
+
+/// The custom scan for `mt` (a DELETE with no condition) on `rel`, if nothing
+/// needs the old rows and Pinax keeps the entries of every index of the table
+/// (they go the same way).
+unsafe fn build_delete_all(mt: *mut pg_sys::ModifyTable, rel: pg_sys::Relation, rti: i32) -> Option<*mut pg_sys::CustomScan> {
+    if !plain_pinax_table(rel) || !meta::table_meta(rel).is_ok_and(|m| every_index_kept(rel, &m)) {
+        return None;
     }
     Some(custom_scan(mt, rti, std::ptr::null_mut(), &[OP_DELETE_ALL, (*mt).canSetTag as i32, 0]))
 }
@@ -293,10 +296,7 @@ unsafe fn build(mt: *mut pg_sys::ModifyTable, ix: *mut pg_sys::IndexScan, rel: p
             return None;
         }
         // Secondary index entries are keyed by the old row's values.
-        let indexes = pg_sys::RelationGetIndexList(rel);
-        let n = pg_sys::list_length(indexes);
-        pg_sys::list_free(indexes);
-        if n != 1 {
+        if index_count(rel) != 1 {
             return None;
         }
     }
@@ -631,10 +631,7 @@ unsafe extern "C-unwind" fn exec(node: *mut pg_sys::CustomScanState) -> *mut pg_
 unsafe fn delete_all(s: *mut NodeState) -> *mut pg_sys::TupleTableSlot {
     let rel = (*s).css.ss.ss_currentRelation;
     let m = meta::table_meta(rel).or_raise();
-    let indexes = pg_sys::RelationGetIndexList(rel);
-    let n_indexes = pg_sys::list_length(indexes) as usize;
-    pg_sys::list_free(indexes);
-    if n_indexes != m.secondary.len() + usize::from(m.pk.is_some()) {
+    if !every_index_kept(rel, &m) {
         // An index Pinax does not keep entries of yet (being built): row by row.
         (*s).by_key = false;
         return run_child(s);
