@@ -4,7 +4,8 @@
 # Usage: bench/client_writes.sh [--no-sync] [pinax-bench args...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-T=${CARGO_TARGET_DIR:-$HOME/.cache/pinax/target}
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/pinax/target}
+T=$CARGO_TARGET_DIR
 cargo build --workspace --all-targets --locked >/dev/null
 dir=$(mktemp -d)
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')

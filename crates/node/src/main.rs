@@ -350,7 +350,7 @@ fn joined_node_id(dir: &Path, master: &str, addr: &str) -> Result<u64> {
 fn run(a: NodeArgs) -> Result<()> {
     let dir = default_data_dir(a.data_dir.clone());
     std::fs::create_dir_all(dir.join("data")).with_context(|| format!("creating {}", dir.display()))?;
-    tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into())).with_ansi(false).init();
+    tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info,openraft=warn".into())).with_ansi(false).init();
     let addr = format!("127.0.0.1:{}", a.port);
     let node_id = match &a.join {
         None => first_node_id(&dir)?,

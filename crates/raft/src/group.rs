@@ -175,8 +175,9 @@ fn handing_over(h: &Mutex<Option<Handover>>, raft: &Raft) -> Option<NodeId> {
 }
 
 /// While this replica leads, send a heartbeat every `every` (openraft's own timer
-/// is off; see [`RaftTiming`]), except while it hands over (`paused`). Ends when
-/// `stop` is dropped or the group shuts down.
+/// is off; see [`RaftTiming`]), except while it hands over (`paused`) and while the
+/// group has no other member (nobody to keep from campaigning). Ends when `stop` is
+/// dropped or the group shuts down.
 async fn heartbeats(raft: Raft, every: Duration, paused: Arc<Mutex<Option<Handover>>>, mut stop: tokio::sync::oneshot::Receiver<()>) {
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -185,7 +186,12 @@ async fn heartbeats(raft: Raft, every: Duration, paused: Arc<Mutex<Option<Handov
             _ = &mut stop => return,
             _ = tick.tick() => {}
         }
-        let leads = raft.metrics().borrow().state == ServerState::Leader;
+        // A group of one voter has nobody to keep from campaigning.
+        let leads = {
+            let m = raft.metrics();
+            let m = m.borrow();
+            m.state == ServerState::Leader && (m.membership_config.membership().voter_ids().nth(1).is_some() || m.membership_config.membership().learner_ids().next().is_some())
+        };
         if leads && handing_over(&paused, &raft).is_none() && raft.trigger().heartbeat().await.is_err() {
             return;
         }
