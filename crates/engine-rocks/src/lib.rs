@@ -446,6 +446,12 @@ impl KvEngine for RocksEngine {
         Ok(())
     }
 
+    /// RocksDB leaves alone what it does not recognise as its own files
+    /// (subdirectories included).
+    fn dir(&self) -> Option<&Path> {
+        Some(&self.path)
+    }
+
     /// The worst column family decides (RocksDB's triggers are per column family).
     fn write_pressure(&self) -> WritePressure {
         let (mut l0, mut pending, mut stopped) = (0, 0, false);

@@ -30,8 +30,10 @@ pub enum Cf {
     Intents,
     /// Tablet metadata (applied index, schema, ...); tiny.
     Meta,
-    /// The tablet's Raft log and vote (`pinax-raft`): the write-ahead log of the
-    /// other column families.
+    /// The tablet's Raft state (`pinax-raft`): vote, purge point, and the log's
+    /// entries for engines without a directory (an engine with one has them in
+    /// files of their own). The log is the write-ahead log of the other column
+    /// families.
     Log,
 }
 
@@ -211,6 +213,11 @@ pub trait KvEngine: Send + Sync + 'static {
     /// Backpressure for writers (cheap: called every few milliseconds).
     fn write_pressure(&self) -> WritePressure {
         WritePressure::None
+    }
+    /// The directory the engine keeps its files in (None: an in-memory engine).
+    /// Its owner may keep files of its own in a subdirectory (the Raft log does).
+    fn dir(&self) -> Option<&std::path::Path> {
+        None
     }
 }
 

@@ -1,5 +1,6 @@
-//! pinax-raft: the openraft glue. Every tablet is one Raft group whose log lives in
-//! the tablet's own engine ([`Cf::Log`](pinax_engine::Cf::Log)) and whose state
+//! pinax-raft: the openraft glue. Every tablet is one Raft group whose log lives
+//! next to the tablet's own engine (entries in files of their own, [`log_files`];
+//! vote and purge point in [`Cf::Log`](pinax_engine::Cf::Log)) and whose state
 //! machine is the rest of that engine.
 //!
 //! Key types:
@@ -7,7 +8,9 @@
 //!   [`Command`]: one write batch a tablet leader decided, as [`OwnedBatch`] bytes,
 //!   with the hybrid time it was decided at, or several of them merged into one
 //!   entry ([`Command::merge`], group commit).
-//! - [`LogStore`]: the Raft log, vote and committed index in `Cf::Log` (synced).
+//! - [`LogStore`]: the Raft log: entries in segment files ([`log_files::LogFiles`],
+//!   appended and fsynced, never through memtables or compactions), vote and
+//!   purge point in `Cf::Log` (synced).
 //! - [`StateMachine`]: applies committed commands to the engine, atomically with
 //!   the applied log id (`Cf::Meta`); snapshots are the engine's contents.
 //! - [`network`]: RPCs between replicas over a [`network::Transport`] the node
@@ -33,6 +36,7 @@
 #![allow(clippy::result_large_err)]
 
 pub mod group;
+pub mod log_files;
 pub mod log_store;
 pub mod network;
 pub mod state_machine;

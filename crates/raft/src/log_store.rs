@@ -1,16 +1,23 @@
-//! The Raft log of one group, in its tablet engine's `Cf::Log`.
+//! The Raft log of one group: its entries in files of their own next to the tablet
+//! engine ([`LogFiles`], `<engine dir>/raft-log`), its other state in the engine's
+//! `Cf::Log`. An engine without a directory (the in-memory test double) keeps the
+//! entries in `Cf::Log` too.
 //!
-//! Layout (all in `Cf::Log`):
+//! Layout in `Cf::Log`:
 //! ```text
-//! "e" + index:u64be  → entry (bincode of openraft's Entry)
-//! "v"                → vote
+//! "v"                → vote (synced)
 //! "c"                → committed log id (not synced: an optimisation of restarts)
-//! "p"                → last purged log id
+//! "p"                → last purged log id (synced before purged segments are deleted)
+//! "e" + index:u64be  → entry (bincode of openraft's Entry): engines without a
+//!                      directory only; found in an engine that has one (a log
+//!                      written before the entries had files), they move to the files
+//!                      at open
 //! ```
-//! Appends and votes are written with `sync`, so an entry is acknowledged
-//! (`LogFlushed`) only once it survives a crash. Entries live in the same engine as
-//! the data they describe: the engine's own log then orders them, and one fsync
-//! makes an entry and every apply before it durable.
+//! An entry's bytes are the same bincode in either place. Appends are synced, so an
+//! entry is acknowledged (`LogFlushed`) only once it survives a crash. The state
+//! machine's applies are not logged by the engine (see `state_machine`): after a
+//! crash they are redone from these entries, which is why the log is purged only
+//! behind an applied id the engine has flushed.
 //!
 //! The newest entries are also kept in memory (`Cached::tail`, bounded): the state
 //! machine and replication to followers read an entry right after it was appended,
@@ -18,6 +25,7 @@
 //! The tail is cut before the engine is (truncate, purge), so a reader that misses
 //! it finds the entries in the engine as before.
 
+use crate::log_files::{read_record, LogFiles};
 use crate::{decode, encode, Entry, LogId, StorageError, TypeConfig, Vote};
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
 use openraft::{ErrorSubject, ErrorVerb, OptionalSend, RaftLogReader, StorageIOError};
@@ -33,6 +41,10 @@ const ENTRY_PREFIX: u8 = b'e';
 const VOTE_KEY: &[u8] = b"v";
 const COMMITTED_KEY: &[u8] = b"c";
 const PURGED_KEY: &[u8] = b"p";
+/// The entries' directory, under the engine's.
+pub const LOG_DIR: &str = "raft-log";
+/// Entries moved from `Cf::Log` to the files per append (see `LogStore::open`).
+const MOVE_CHUNK: usize = 512;
 
 fn entry_key(index: u64) -> [u8; 9] {
     let mut k = [0u8; 9];
@@ -120,25 +132,111 @@ impl Cached {
 pub struct LogStore<E: KvEngine> {
     engine: Arc<E>,
     cached: Arc<Mutex<Cached>>,
+    /// The entries' files (None: the entries are in `Cf::Log`).
+    files: Option<Arc<Mutex<LogFiles>>>,
 }
 
 impl<E: KvEngine> Clone for LogStore<E> {
     fn clone(&self) -> Self {
-        LogStore { engine: self.engine.clone(), cached: self.cached.clone() }
+        LogStore { engine: self.engine.clone(), cached: self.cached.clone(), files: self.files.clone() }
     }
 }
 
+fn log_err(verb: ErrorVerb) -> impl Fn(std::io::Error) -> StorageError {
+    move |e| io_err(ErrorSubject::Logs, verb, e)
+}
+
 impl<E: KvEngine> LogStore<E> {
-    /// Open the log kept in `engine` (empty for a new group).
+    /// Open the log of `engine` (empty for a new group): its entries' files in
+    /// the engine's directory, or `Cf::Log` for an engine without one.
     pub fn open(engine: Arc<E>) -> Result<Self, StorageError> {
         let last_purged: Option<LogId> = match engine.get(Cf::Log, PURGED_KEY).map_err(|e| io_err(ErrorSubject::Logs, ErrorVerb::Read, e))? {
             Some(b) => Some(decode(&b).map_err(|e| io_err(ErrorSubject::Logs, ErrorVerb::Read, e))?),
             None => None,
         };
-        let store = LogStore { engine, cached: Arc::default() };
+        let files = match engine.dir() {
+            Some(dir) => Some(Arc::new(Mutex::new(LogFiles::open(&dir.join(LOG_DIR)).map_err(log_err(ErrorVerb::Read))?))),
+            None => None,
+        };
+        let store = LogStore { engine, cached: Arc::default(), files };
+        if let Some(files) = &store.files {
+            store.move_entries_to_files(files)?;
+            if let Some(p) = last_purged {
+                // Segments whose deletion a crash undid.
+                files.lock().purge(p.index).map_err(log_err(ErrorVerb::Delete))?;
+            }
+        }
         let last_log = store.last_entry()?.or(last_purged);
         *store.cached.lock() = Cached { last_purged, last_log, ..Cached::default() };
         Ok(store)
+    }
+
+    /// Move entries an earlier version kept in `Cf::Log` into the files (in
+    /// order: appending an index again replaces it, so a move a crash cut short is
+    /// simply done again), then delete them from the engine.
+    fn move_entries_to_files(&self, files: &Mutex<LogFiles>) -> Result<(), StorageError> {
+        let snap = self.engine.snapshot();
+        let mut it = snap.iter(Cf::Log, IterOptions::bounded(vec![ENTRY_PREFIX], vec![ENTRY_PREFIX + 1]));
+        it.seek_to_first();
+        let mut chunk = Vec::new();
+        let mut moved = 0u64;
+        loop {
+            let valid = it.valid().map_err(|e| io_err(ErrorSubject::Logs, ErrorVerb::Read, e))?;
+            if valid {
+                let index = it.key().get(1..9).and_then(|b| b.try_into().ok()).map(u64::from_be_bytes);
+                let index = index.ok_or_else(|| io_err(ErrorSubject::Logs, ErrorVerb::Read, "malformed log entry key"))?;
+                chunk.push((index, it.value().to_vec()));
+                it.next();
+            }
+            if chunk.len() >= MOVE_CHUNK || (!valid && !chunk.is_empty()) {
+                moved += chunk.len() as u64;
+                files.lock().append(&chunk).map_err(log_err(ErrorVerb::Write))?;
+                chunk.clear();
+            }
+            if !valid {
+                break;
+            }
+        }
+        if moved > 0 {
+            let mut b = self.engine.new_batch();
+            self.delete_entries(0, u64::MAX, &mut b);
+            self.write(b, true, ErrorSubject::Logs)?;
+            tracing::info!(entries = moved, "moved the Raft log's entries out of the engine into their own files");
+        }
+        Ok(())
+    }
+
+    /// Append `entries` durably (the body of `append`, less openraft's callback).
+    fn append_entries(&self, entries: &[Entry]) -> Result<(), String> {
+        let Some(last) = entries.last() else { return Ok(()) };
+        match &self.files {
+            Some(files) => {
+                let records: Vec<(u64, Vec<u8>)> = entries.iter().map(|e| (e.log_id.index, encode(e))).collect();
+                files.lock().append(&records).map_err(|e| e.to_string())?;
+            }
+            None => {
+                let mut b = self.engine.new_batch();
+                for e in entries {
+                    b.put(Cf::Log, &entry_key(e.log_id.index), &encode(e));
+                }
+                self.engine.write(b, WriteOptions { sync: true, ..Default::default() }).map_err(|e| e.to_string())?;
+            }
+        }
+        let mut c = self.cached.lock();
+        c.last_log = Some(last.log_id);
+        c.push_tail(entries);
+        Ok(())
+    }
+
+    /// Entries `[start, end)` that the files hold, decoded (read outside the lock).
+    fn read_files(files: &Mutex<LogFiles>, start: u64, end: u64) -> Result<Vec<Entry>, StorageError> {
+        let locs = files.lock().locate(start, end);
+        let mut out = Vec::with_capacity(locs.len());
+        for (seq, file, offset, len) in locs {
+            let bytes = read_record(seq, &file, offset, len).map_err(log_err(ErrorVerb::Read))?;
+            out.push(decode(&bytes).map_err(|e| io_err(ErrorSubject::Logs, ErrorVerb::Read, e))?);
+        }
+        Ok(out)
     }
 
     /// The count of entry reads answered from the in-memory tail (tests).
@@ -147,6 +245,10 @@ impl<E: KvEngine> LogStore<E> {
     }
 
     fn last_entry(&self) -> Result<Option<LogId>, StorageError> {
+        if let Some(files) = &self.files {
+            let Some((_, last)) = files.lock().bounds() else { return Ok(None) };
+            return Ok(Self::read_files(files, last, last + 1)?.pop().map(|e| e.log_id));
+        }
         let snap = self.engine.snapshot();
         let mut it = snap.iter(Cf::Log, IterOptions::bounded(vec![ENTRY_PREFIX], vec![ENTRY_PREFIX + 1]));
         it.seek_to_last();
@@ -191,6 +293,9 @@ impl<E: KvEngine> RaftLogReader<TypeConfig> for LogStore<E> {
         };
         if let Some(entries) = self.cached.lock().read_tail(start, end) {
             return Ok(entries);
+        }
+        if let Some(files) = &self.files {
+            return Self::read_files(files, start, end);
         }
         let upper = match range.end_bound() {
             Bound::Included(&i) => entry_key(i).to_vec().into_iter().chain([0]).collect(),
@@ -252,20 +357,10 @@ impl<E: KvEngine> RaftLogStorage<TypeConfig> for LogStore<E> {
         I: IntoIterator<Item = Entry> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
-        let mut b = self.engine.new_batch();
         let entries: Vec<Entry> = entries.into_iter().collect();
-        for e in &entries {
-            b.put(Cf::Log, &entry_key(e.log_id.index), &encode(e));
-        }
-        if let Some(last) = entries.last() {
-            if let Err(e) = self.engine.write(b, WriteOptions { sync: true, ..Default::default() }) {
-                let msg = e.to_string();
-                callback.log_io_completed(Err(std::io::Error::other(msg.clone())));
-                return Err(io_err(ErrorSubject::Logs, ErrorVerb::Write, msg));
-            }
-            let mut c = self.cached.lock();
-            c.last_log = Some(last.log_id);
-            c.push_tail(&entries);
+        if let Err(msg) = self.append_entries(&entries) {
+            callback.log_io_completed(Err(std::io::Error::other(msg.clone())));
+            return Err(io_err(ErrorSubject::Logs, ErrorVerb::Write, msg));
         }
         callback.log_io_completed(Ok(()));
         Ok(())
@@ -273,9 +368,14 @@ impl<E: KvEngine> RaftLogStorage<TypeConfig> for LogStore<E> {
 
     async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError> {
         self.cached.lock().cut_tail_from(log_id.index);
-        let mut b = self.engine.new_batch();
-        self.delete_entries(log_id.index, u64::MAX, &mut b);
-        self.write(b, true, ErrorSubject::Logs)?;
+        match &self.files {
+            Some(files) => files.lock().truncate(log_id.index).map_err(log_err(ErrorVerb::Delete))?,
+            None => {
+                let mut b = self.engine.new_batch();
+                self.delete_entries(log_id.index, u64::MAX, &mut b);
+                self.write(b, true, ErrorSubject::Logs)?;
+            }
+        }
         let prev = if log_id.index == 0 { None } else { self.last_entry()? };
         let mut c = self.cached.lock();
         c.last_log = prev.or(c.last_purged);
@@ -286,8 +386,17 @@ impl<E: KvEngine> RaftLogStorage<TypeConfig> for LogStore<E> {
         self.cached.lock().cut_tail_through(log_id.index);
         let mut b = self.engine.new_batch();
         b.put(Cf::Log, PURGED_KEY, &encode(&log_id));
-        self.delete_entries(0, log_id.index.saturating_add(1), &mut b);
-        self.write(b, false, ErrorSubject::Logs)?;
+        match &self.files {
+            Some(files) => {
+                // Recorded durably before any segment goes (see `LogFiles`).
+                self.write(b, true, ErrorSubject::Logs)?;
+                files.lock().purge(log_id.index).map_err(log_err(ErrorVerb::Delete))?;
+            }
+            None => {
+                self.delete_entries(0, log_id.index.saturating_add(1), &mut b);
+                self.write(b, false, ErrorSubject::Logs)?;
+            }
+        }
         let mut c = self.cached.lock();
         c.last_purged = Some(log_id);
         if c.last_log < Some(log_id) {
@@ -309,6 +418,68 @@ mod tests {
 
     fn indexes(v: Option<Vec<Entry>>) -> Option<Vec<u64>> {
         v.map(|v| v.iter().map(|e| e.log_id.index).collect())
+    }
+
+    fn block_on<F: std::future::Future>(f: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(f)
+    }
+
+    fn engine_entries(e: &pinax_engine_rocks::RocksEngine) -> usize {
+        let snap = e.snapshot();
+        let mut it = snap.iter(Cf::Log, IterOptions::bounded(vec![ENTRY_PREFIX], vec![ENTRY_PREFIX + 1]));
+        it.seek_to_first();
+        let mut n = 0;
+        while it.valid().unwrap() {
+            n += 1;
+            it.next();
+        }
+        n
+    }
+
+    #[test]
+    fn entries_live_in_files_survive_reopening_and_move_out_of_an_engine_that_held_them() {
+        use pinax_engine_rocks::{RocksConfig, RocksEngine};
+        let tmp = tempfile::tempdir().unwrap();
+        let open = || Arc::new(RocksEngine::open(tmp.path().join("db"), &RocksConfig::default()).unwrap());
+        let engine = open();
+        // The layout before the files: entries in Cf::Log.
+        let mut b = engine.new_batch();
+        for i in 1..=5 {
+            b.put(Cf::Log, &entry_key(i), &encode(&entry(i, 1, 10)));
+        }
+        engine.write(b, WriteOptions { sync: true, ..Default::default() }).unwrap();
+        let mut store = LogStore::open(engine.clone()).unwrap();
+        assert_eq!(engine_entries(&engine), 0, "moved out of the engine");
+        assert!(tmp.path().join("db").join(LOG_DIR).is_dir());
+        let all = |s: &mut LogStore<RocksEngine>| block_on(s.try_get_log_entries(0..)).unwrap().iter().map(|e| (e.log_id.index, e.log_id.leader_id.term)).collect::<Vec<_>>();
+        assert_eq!(all(&mut store), (1..=5).map(|i| (i, 1)).collect::<Vec<_>>());
+        store.append_entries(&(6..=8).map(|i| entry(i, 2, 10)).collect::<Vec<_>>()).unwrap();
+        block_on(store.truncate(entry(8, 2, 0).log_id)).unwrap();
+        store.append_entries(&[entry(8, 3, 10)]).unwrap();
+        block_on(store.purge(entry(3, 1, 0).log_id)).unwrap();
+        let want = vec![(4, 1), (5, 1), (6, 2), (7, 2), (8, 3)];
+        assert_eq!(all(&mut store), want);
+        assert_eq!(engine_entries(&engine), 0, "appends go to the files only");
+        drop(store);
+        drop(engine);
+        // Reopened: nothing in memory, every read from the files.
+        let engine = open();
+        let mut store = LogStore::open(engine.clone()).unwrap();
+        let state = block_on(store.get_log_state()).unwrap();
+        assert_eq!(state.last_purged_log_id.map(|l| l.index), Some(3));
+        assert_eq!(state.last_log_id.map(|l| (l.index, l.leader_id.term)), Some((8, 3)));
+        assert_eq!(all(&mut store), want);
+        assert_eq!(block_on(store.try_get_log_entries(5..7)).unwrap().len(), 2);
+        assert_eq!(store.tail_reads().load(Ordering::Relaxed), 0);
+        // A purge past every entry, then a reopen: an empty log after it.
+        block_on(store.purge(entry(20, 3, 0).log_id)).unwrap();
+        drop(store);
+        drop(engine);
+        let engine = open();
+        let mut store = LogStore::open(engine).unwrap();
+        let state = block_on(store.get_log_state()).unwrap();
+        assert_eq!((state.last_purged_log_id.map(|l| l.index), state.last_log_id.map(|l| l.index)), (Some(20), Some(20)));
+        assert_eq!(all(&mut store), vec![]);
     }
 
     #[test]

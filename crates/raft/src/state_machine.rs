@@ -3,13 +3,13 @@
 //! Applying a batch of committed entries is one engine write: every command's ops,
 //! plus the last applied log id and the membership (in `Cf::Meta`). It is neither
 //! synced nor written to the engine's write-ahead log (`skip_log`): the Raft log
-//! is the write-ahead log, and the entries it applies were synced to it (in the
-//! same engine) before they were committed. A crash loses the applies since the
-//! last memtable flush, with the applied id written alongside them (flushes are
-//! atomic across column families): the restart redoes them from the log. (Writing
-//! them to RocksDB's log too copied every command into it a second time.) So the
-//! log must keep every entry past the flushed applied id: `build_snapshot`, which
-//! lets openraft purge the log behind the applied id it reports, flushes first.
+//! is the write-ahead log, and the entries it applies were synced to it before
+//! they were committed. A crash loses the applies since the last memtable flush,
+//! with the applied id written alongside them (flushes are atomic across column
+//! families): the restart redoes them from the log. (Writing them to RocksDB's log
+//! too copied every command into it a second time.) So the log must keep every
+//! entry past the flushed applied id: `build_snapshot`, which lets openraft purge
+//! the log behind the applied id it reports, flushes first.
 //!
 //! Snapshots: the engine is the snapshot. `build_snapshot` records the applied id
 //! (so openraft may purge the log behind it) without copying anything; a peer that
