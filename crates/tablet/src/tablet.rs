@@ -70,6 +70,10 @@ pub struct Tablet<E: KvEngine> {
 
 /// How long a reading of the engine's write pressure is used.
 const PRESSURE_REFRESH: Duration = Duration::from_millis(50);
+/// How long a write waits while storage is far behind before it is refused, and
+/// how often it looks again meanwhile.
+const FULL_WAIT: Duration = Duration::from_millis(500);
+const FULL_RECHECK: Duration = Duration::from_millis(10);
 
 /// State kept under the tablet's write lock.
 #[derive(Default)]
@@ -532,17 +536,24 @@ impl<E: KvEngine> Tablet<E> {
     /// down to what storage absorbs): the engine's delay per [`SLOW_UNIT_BYTES`]
     /// of `ops`, at least once and at most [`MAX_SLOW`]. A bulk load's large batches
     /// are held back by their size, not by their count, which a delay per write
-    /// would hardly slow. When it is far behind, writes are refused with a
-    /// retryable error rather than queued. (Applying and removing intents, which
-    /// reduce the work, are never held back.)
+    /// would hardly slow. When it is far behind, a write waits up to [`FULL_WAIT`]
+    /// for that to pass (RocksDB stops writes for moments, while memtables wait
+    /// for a flush), then is refused with a retryable error rather than queued.
+    /// (Applying and removing intents, which reduce the work, are never held back.)
     fn admit_write(&self, ops: &[WriteOp]) -> Result<()> {
-        let pressure = {
+        let read = |fresh: bool| {
             let mut p = self.pressure.lock();
-            if p.0.is_none_or(|at| at.elapsed() >= PRESSURE_REFRESH) {
+            if fresh || p.0.is_none_or(|at| at.elapsed() >= PRESSURE_REFRESH) {
                 *p = (Some(Instant::now()), self.engine.write_pressure());
             }
             p.1.clone()
         };
+        let mut pressure = read(false);
+        let deadline = Instant::now() + FULL_WAIT;
+        while matches!(pressure, WritePressure::Full(_)) && Instant::now() < deadline {
+            std::thread::sleep(FULL_RECHECK);
+            pressure = read(true);
+        }
         match pressure {
             WritePressure::None => Ok(()),
             WritePressure::Slow(d) => {
