@@ -6,7 +6,8 @@
 //! Layout in `Cf::Log`:
 //! ```text
 //! "v"                → vote (synced)
-//! "c"                → committed log id (not synced: an optimisation of restarts)
+//! "c"                → committed log id (not synced, at most every 100 ms: an
+//!                      optimisation of restarts, see `COMMITTED_EVERY`)
 //! "p"                → last purged log id (synced before purged segments are deleted)
 //! "e" + index:u64be  → entry (bincode of openraft's Entry): engines without a
 //!                      directory only; found in an engine that has one (a log
@@ -36,6 +37,7 @@ use std::fmt::Debug;
 use std::ops::{Bound, RangeBounds};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 const ENTRY_PREFIX: u8 = b'e';
 const VOTE_KEY: &[u8] = b"v";
@@ -67,7 +69,17 @@ struct Cached {
     tail_bytes: usize,
     /// Reads answered from `tail` (tests; shared with [`LogStore::tail_reads`]'s callers).
     tail_reads: Arc<AtomicU64>,
+    /// The committed id openraft last gave, if it gave one since the log was
+    /// opened, and when one was last written to the engine.
+    committed: Option<Option<LogId>>,
+    committed_written: Option<Instant>,
 }
+
+/// The committed id is written to the engine at most this often: it only spares a
+/// restart waiting for a leader before applying what was committed, and an older
+/// one is as correct (every id it names was committed). Openraft gives one per
+/// commit; writing each was a RocksDB write per replicated write.
+const COMMITTED_EVERY: Duration = Duration::from_millis(100);
 
 /// Most entries and payload bytes kept in [`Cached::tail`].
 const TAIL_ENTRIES: usize = 256;
@@ -340,6 +352,14 @@ impl<E: KvEngine> RaftLogStorage<TypeConfig> for LogStore<E> {
     }
 
     async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), StorageError> {
+        {
+            let mut c = self.cached.lock();
+            c.committed = Some(committed);
+            if committed.is_some() && c.committed_written.is_some_and(|at| at.elapsed() < COMMITTED_EVERY) {
+                return Ok(());
+            }
+            c.committed_written = Some(Instant::now());
+        }
         let mut b = self.engine.new_batch();
         match committed {
             Some(c) => b.put(Cf::Log, COMMITTED_KEY, &encode(&c)),
@@ -349,6 +369,9 @@ impl<E: KvEngine> RaftLogStorage<TypeConfig> for LogStore<E> {
     }
 
     async fn read_committed(&mut self) -> Result<Option<LogId>, StorageError> {
+        if let Some(c) = self.cached.lock().committed {
+            return Ok(c);
+        }
         self.get_id(COMMITTED_KEY, ErrorSubject::Store)
     }
 
@@ -480,6 +503,30 @@ mod tests {
         let state = block_on(store.get_log_state()).unwrap();
         assert_eq!((state.last_purged_log_id.map(|l| l.index), state.last_log_id.map(|l| l.index)), (Some(20), Some(20)));
         assert_eq!(all(&mut store), vec![]);
+    }
+
+    #[test]
+    fn the_committed_id_is_written_at_most_every_interval_and_read_back_as_last_given() {
+        use pinax_engine_rocks::{RocksConfig, RocksEngine};
+        let tmp = tempfile::tempdir().unwrap();
+        let engine = Arc::new(RocksEngine::open(tmp.path().join("db"), &RocksConfig::default()).unwrap());
+        let mut store = LogStore::open(engine.clone()).unwrap();
+        let id = |i| Some(entry(i, 1, 0).log_id);
+        let stored = |e: &RocksEngine| e.get(Cf::Log, COMMITTED_KEY).unwrap().map(|b| decode::<LogId>(&b).unwrap().index);
+        block_on(store.save_committed(id(1))).unwrap();
+        block_on(store.save_committed(id(2))).unwrap();
+        assert_eq!(stored(&engine), Some(1), "the second within the interval is not written");
+        assert_eq!(block_on(store.read_committed()).unwrap(), id(2), "but is the one read back");
+        std::thread::sleep(COMMITTED_EVERY);
+        block_on(store.save_committed(id(3))).unwrap();
+        assert_eq!(stored(&engine), Some(3));
+        // A restart reads what was written: an older id, still committed.
+        block_on(store.save_committed(id(4))).unwrap();
+        drop(store);
+        let mut store = LogStore::open(engine.clone()).unwrap();
+        assert_eq!(block_on(store.read_committed()).unwrap(), id(3));
+        block_on(store.save_committed(None)).unwrap();
+        assert_eq!(stored(&engine), None, "clearing it is always written");
     }
 
     #[test]
