@@ -186,11 +186,12 @@ async fn heartbeats(raft: Raft, every: Duration, paused: Arc<Mutex<Option<Handov
             _ = &mut stop => return,
             _ = tick.tick() => {}
         }
-        // A group of one voter has nobody to keep from campaigning.
+        // A group whose only member (voter or learner) is this replica has nobody
+        // to keep from campaigning.
         let leads = {
             let m = raft.metrics();
             let m = m.borrow();
-            m.state == ServerState::Leader && (m.membership_config.membership().voter_ids().nth(1).is_some() || m.membership_config.membership().learner_ids().next().is_some())
+            m.state == ServerState::Leader && m.membership_config.membership().nodes().nth(1).is_some()
         };
         if leads && handing_over(&paused, &raft).is_none() && raft.trigger().heartbeat().await.is_err() {
             return;

@@ -123,7 +123,7 @@ impl LogFiles {
     }
 
     /// [`LogFiles::open`] with another segment size (tests).
-    pub fn open_with(dir: &Path, segment_bytes: u64) -> io::Result<LogFiles> {
+    fn open_with(dir: &Path, segment_bytes: u64) -> io::Result<LogFiles> {
         std::fs::create_dir_all(dir)?;
         let mut seqs = Vec::new();
         for e in std::fs::read_dir(dir)? {
@@ -306,7 +306,8 @@ impl LogFiles {
     }
 
     /// Segment files now (tests).
-    pub fn segment_count(&self) -> usize {
+    #[cfg(test)]
+    fn segment_count(&self) -> usize {
         self.segments.len()
     }
 }

@@ -23,8 +23,8 @@
 //! The newest entries are also kept in memory (`Cached::tail`, bounded): the state
 //! machine and replication to followers read an entry right after it was appended,
 //! and answering them from there spares a RocksDB iterator and a decode per read.
-//! The tail is cut before the engine is (truncate, purge), so a reader that misses
-//! it finds the entries in the engine as before.
+//! The tail is cut before the files or the engine are (truncate, purge), so a
+//! reader that misses it finds the entries there as before.
 
 use crate::log_files::{read_record, LogFiles};
 use crate::{decode, encode, Entry, LogId, StorageError, TypeConfig, Vote};
@@ -190,25 +190,20 @@ impl<E: KvEngine> LogStore<E> {
         let snap = self.engine.snapshot();
         let mut it = snap.iter(Cf::Log, IterOptions::bounded(vec![ENTRY_PREFIX], vec![ENTRY_PREFIX + 1]));
         it.seek_to_first();
+        let append = |chunk: &mut Vec<(u64, Vec<u8>)>| files.lock().append(&std::mem::take(chunk)).map_err(log_err(ErrorVerb::Write));
         let mut chunk = Vec::new();
         let mut moved = 0u64;
-        loop {
-            let valid = it.valid().map_err(|e| io_err(ErrorSubject::Logs, ErrorVerb::Read, e))?;
-            if valid {
-                let index = it.key().get(1..9).and_then(|b| b.try_into().ok()).map(u64::from_be_bytes);
-                let index = index.ok_or_else(|| io_err(ErrorSubject::Logs, ErrorVerb::Read, "malformed log entry key"))?;
-                chunk.push((index, it.value().to_vec()));
-                it.next();
+        while it.valid().map_err(|e| io_err(ErrorSubject::Logs, ErrorVerb::Read, e))? {
+            let index = it.key().get(1..9).and_then(|b| b.try_into().ok()).map(u64::from_be_bytes);
+            let index = index.ok_or_else(|| io_err(ErrorSubject::Logs, ErrorVerb::Read, "malformed log entry key"))?;
+            chunk.push((index, it.value().to_vec()));
+            moved += 1;
+            if chunk.len() >= MOVE_CHUNK {
+                append(&mut chunk)?;
             }
-            if chunk.len() >= MOVE_CHUNK || (!valid && !chunk.is_empty()) {
-                moved += chunk.len() as u64;
-                files.lock().append(&chunk).map_err(log_err(ErrorVerb::Write))?;
-                chunk.clear();
-            }
-            if !valid {
-                break;
-            }
+            it.next();
         }
+        append(&mut chunk)?;
         if moved > 0 {
             let mut b = self.engine.new_batch();
             self.delete_entries(0, u64::MAX, &mut b);
