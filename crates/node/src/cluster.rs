@@ -147,7 +147,7 @@ fn node_args(dir: &Path, l: &Layout, i: u32) -> NodeArgs {
         tablets_per_node: l.tablets_per_node,
         no_sync: false,
         txn_timeout_secs: 5,
-        block_cache_mb: 128,
+        block_cache_mb: Some(128),
         memtable_mb: 128,
         pg_port: l.pg_port + (i - 1) as u16,
         no_postgres: l.no_postgres,

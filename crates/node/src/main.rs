@@ -71,9 +71,11 @@ struct NodeArgs {
     /// Seconds without heartbeat after which a transaction is aborted.
     #[arg(long, default_value_t = 5)]
     txn_timeout_secs: u64,
-    /// Block cache size in MiB (shared by all tablets).
-    #[arg(long, default_value_t = 256)]
-    block_cache_mb: usize,
+    /// Block cache size in MiB (shared by all tablets; default: an eighth of the
+    /// machine's memory, at least 256). Blocks are cached uncompressed: a scan of
+    /// a table that fits reads no file and decompresses nothing.
+    #[arg(long)]
+    block_cache_mb: Option<usize>,
     /// Memtable budget in MiB (shared by all tablets).
     #[arg(long, default_value_t = 256)]
     memtable_mb: usize,
@@ -224,7 +226,9 @@ fn start(a: NodeArgs) -> Result<()> {
     cmd.arg("run").arg("--data-dir").arg(&dir).arg("--port").arg(a.port.to_string());
     cmd.arg("--tablets-per-node").arg(a.tablets_per_node.to_string());
     cmd.arg("--txn-timeout-secs").arg(a.txn_timeout_secs.to_string());
-    cmd.arg("--block-cache-mb").arg(a.block_cache_mb.to_string());
+    if let Some(mb) = a.block_cache_mb {
+        cmd.arg("--block-cache-mb").arg(mb.to_string());
+    }
     cmd.arg("--memtable-mb").arg(a.memtable_mb.to_string());
     if a.no_sync {
         cmd.arg("--no-sync");
@@ -267,6 +271,22 @@ fn start_postgres(a: &NodeArgs, dir: &Path, addr: &str) -> Result<()> {
 /// The directories of a node's tablet data: `--data-dirs`, else `<dir>/data`.
 /// The list is kept in `<dir>/data-dirs`; a start without a directory listed there
 /// is refused (its tablets would be missing: the node would recreate them empty).
+/// The block cache a node gets unless told: an eighth of the machine's memory
+/// (`MemTotal`), at least 256 MiB. The cache takes memory only as blocks are
+/// read; PostgreSQL's counterpart is the OS page cache more than `shared_buffers`.
+fn default_block_cache_mb() -> usize {
+    block_cache_mb_for(&std::fs::read_to_string("/proc/meminfo").unwrap_or_default())
+}
+
+/// [`default_block_cache_mb`] given the text of `/proc/meminfo`.
+fn block_cache_mb_for(meminfo: &str) -> usize {
+    let total_kb = meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:").and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<usize>().ok()))
+        .unwrap_or(0);
+    (total_kb / 1024 / 8).max(256)
+}
+
 fn tablet_dirs(dir: &Path, given: &[PathBuf]) -> Result<Vec<PathBuf>> {
     let mut dirs: Vec<PathBuf> = if given.is_empty() { vec![dir.join("data")] } else { given.iter().map(|d| std::path::absolute(d).unwrap_or_else(|_| d.clone())).collect() };
     dirs.dedup();
@@ -371,7 +391,7 @@ fn run(a: NodeArgs) -> Result<()> {
     };
     // Bind first: a port already in use fails before any data is touched.
     let listener = std::net::TcpListener::bind(&addr).with_context(|| format!("listening on {addr}"))?;
-    let shared = SharedResources::new(a.block_cache_mb << 20, a.memtable_mb << 20);
+    let shared = SharedResources::new(a.block_cache_mb.unwrap_or_else(default_block_cache_mb) << 20, a.memtable_mb << 20);
     let factory = RocksFactory::with_roots(tablet_dirs(&dir, &a.data_dirs)?, shared);
     let physical = pinax_common::SkewedClock::new(pinax_common::SystemClock, a.clock_offset_ms.saturating_mul(1000));
     let clock = HybridClock::new(Arc::new(physical)).with_max_skew(a.max_clock_skew_ms.saturating_mul(1000));
@@ -482,4 +502,17 @@ fn hex(b: &[u8]) -> String {
         return "-∞".into();
     }
     b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::block_cache_mb_for;
+
+    #[test]
+    fn the_default_block_cache_is_an_eighth_of_memory_and_at_least_256_mib() {
+        assert_eq!(block_cache_mb_for("MemTotal:       24576000 kB\nMemFree:         1000 kB\n"), 3000);
+        assert_eq!(block_cache_mb_for("MemFree: 1 kB\nMemTotal: 1048576 kB\n"), 256);
+        assert_eq!(block_cache_mb_for(""), 256);
+        assert_eq!(block_cache_mb_for("MemTotal: lots\n"), 256);
+    }
 }
