@@ -24,7 +24,10 @@
 //!
 //! Appends write every record of the call with one `write` and make them durable
 //! with one `fdatasync` (a new segment's directory entry is synced when it is
-//! created). Purging forgets entries at the front and deletes the oldest
+//! created). A log opened without syncing appends ([`LogFiles::set_sync`], a node
+//! run with `--no-sync`) leaves them in the OS's cache: a process crash loses
+//! nothing, a power loss the newest appends; the segment before a new one is still
+//! synced when the new one starts, so only the newest segment can end short. Purging forgets entries at the front and deletes the oldest
 //! segments while all their entries are purged; the caller records the purge point first (in
 //! the engine, synced), so a segment whose deletion a crash undid is dropped
 //! again at the next open.
@@ -114,6 +117,10 @@ pub struct LogFiles {
     first: u64,
     locs: VecDeque<Loc>,
     segment_bytes: u64,
+    /// Appends are fsynced (see the module docs).
+    sync: bool,
+    /// fsyncs of appended records so far (tests).
+    append_syncs: u64,
 }
 
 impl LogFiles {
@@ -136,7 +143,7 @@ impl LogFiles {
             }
         }
         seqs.sort_unstable();
-        let mut log = LogFiles { dir: dir.to_path_buf(), segments: BTreeMap::new(), end: 0, first: 0, locs: VecDeque::new(), segment_bytes };
+        let mut log = LogFiles { dir: dir.to_path_buf(), segments: BTreeMap::new(), end: 0, first: 0, locs: VecDeque::new(), segment_bytes, sync: true, append_syncs: 0 };
         for (i, &seq) in seqs.iter().enumerate() {
             let newest = i + 1 == seqs.len();
             log.replay(seq, newest)?;
@@ -204,6 +211,12 @@ impl LogFiles {
     }
 
     fn new_segment(&mut self, seq: u64) -> io::Result<()> {
+        if !self.sync {
+            // Only the newest segment may lose its tail (see the module docs).
+            if let Some((_, old)) = self.segments.last_key_value() {
+                old.file.sync_data()?;
+            }
+        }
         let path = self.dir.join(segment_name(seq));
         let mut file = OpenOptions::new().read(true).write(true).create_new(true).open(&path)?;
         let mut header = MAGIC.to_vec();
@@ -219,6 +232,12 @@ impl LogFiles {
     fn active(&self) -> (u64, &Segment) {
         let (seq, s) = self.segments.last_key_value().unwrap_or_else(|| unreachable!("a log has an active segment"));
         (*seq, s)
+    }
+
+    /// Whether appends are fsynced before they return (the default) or left in
+    /// the OS's cache (see the module docs).
+    pub fn set_sync(&mut self, sync: bool) {
+        self.sync = sync;
     }
 
     /// The first and last entry indexes held (None: no entry).
@@ -246,7 +265,10 @@ impl LogFiles {
             encode_record(&mut buf, seq, KIND_ENTRY, *index, payload);
         }
         seg.file.write_all_at(&buf, self.end)?;
-        seg.file.sync_data()?;
+        if self.sync {
+            seg.file.sync_data()?;
+            self.append_syncs += 1;
+        }
         self.end += buf.len() as u64;
         let max = entries.iter().map(|(i, _)| *i).max().unwrap_or(0);
         if let Some(s) = self.segments.get_mut(&seq) {
@@ -392,6 +414,26 @@ mod tests {
         let mut log = LogFiles::open_with(dir.path(), 200).unwrap();
         log.purge(100).unwrap();
         expect(&log, 101..=103, |_| 4);
+    }
+
+    #[test]
+    fn a_log_that_does_not_sync_appends_keeps_them_readable_across_reopening() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = LogFiles::open_with(dir.path(), 200).unwrap();
+        log.append(&batch(1..=2, 1)).unwrap();
+        assert_eq!(log.append_syncs, 1, "appends are synced by default");
+        log.set_sync(false);
+        for i in 3..=30 {
+            log.append(&batch(i..=i, 1)).unwrap();
+        }
+        assert_eq!(log.append_syncs, 1, "no append was synced");
+        assert!(log.segment_count() > 2, "segments rolled over without syncing appends");
+        expect(&log, 1..=30, |_| 1);
+        drop(log);
+        // A process that stopped without syncing lost nothing: the records are in
+        // the OS's cache.
+        let log = LogFiles::open_with(dir.path(), 200).unwrap();
+        expect(&log, 1..=30, |_| 1);
     }
 
     #[test]

@@ -246,6 +246,16 @@ impl<E: KvEngine> LogStore<E> {
         Ok(out)
     }
 
+    /// Whether appends are fsynced before openraft is told they are durable (the
+    /// default) or left in the OS's cache (a node run with `--no-sync`: a power
+    /// loss loses the newest, a process crash nothing; see `log_files`). Entries
+    /// an engine without a directory holds follow the engine's own writes.
+    pub fn set_sync(&self, sync: bool) {
+        if let Some(files) = &self.files {
+            files.lock().set_sync(sync);
+        }
+    }
+
     /// The count of entry reads answered from the in-memory tail (tests).
     pub fn tail_reads(&self) -> Arc<AtomicU64> {
         self.cached.lock().tail_reads.clone()

@@ -448,7 +448,7 @@ impl<F: EngineFactory> Node<F> {
         let engine = Arc::new(self.factory.open(&tablet_engine_name(id), gc).map_err(|e| err(ErrorCode::Io, e.to_string()))?);
         self.engines.lock().insert(id, Arc::downgrade(&engine));
         let raft_err = |e: pinax_raft::GroupError| err(ErrorCode::Io, format!("tablet {}: {e}", id.0));
-        let group = RaftGroup::start(self.rt.handle(), id.0, self.cfg.node_id, engine.clone(), self.clock.clone(), self.transport.clone(), self.cfg.raft_timing).map_err(raft_err)?;
+        let group = RaftGroup::start_with(self.rt.handle(), id.0, self.cfg.node_id, engine.clone(), self.clock.clone(), self.transport.clone(), self.cfg.raft_timing, self.cfg.sync).map_err(raft_err)?;
         if r.bootstrap {
             group.initialize(&r.members.iter().cloned().collect()).map_err(raft_err)?;
         }
