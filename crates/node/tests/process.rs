@@ -2,22 +2,22 @@
 //! of acknowledged writes across `kill -9`.
 
 mod common;
-use common::{bin, free_port, key, wait_client};
+use common::{bin, free_port, key, wait_client, Daemon};
 
 use pinax_client::Client;
 use pinax_proto::{ScanSpec, Sharding, WriteOp};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn spawn_run(dir: &std::path::Path, port: u16) -> Child {
-    Command::new(bin())
+fn spawn_run(dir: &std::path::Path, port: u16) -> Daemon {
+    Daemon(Command::new(bin())
         .args(["run", "--data-dir"])
         .arg(dir)
         .args(["--port", &port.to_string(), "--block-cache-mb", "16", "--memtable-mb", "32"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
-        .unwrap()
+        .unwrap())
 }
 
 #[test]
@@ -54,8 +54,7 @@ fn acknowledged_writes_survive_kill_9() {
     let mut open = silent.begin();
     open.write("durable", (3000..3010).map(|i| WriteOp::put(key(i), b"open".to_vec())).collect()).unwrap();
 
-    child.kill().unwrap(); // SIGKILL
-    child.wait().unwrap();
+    child.kill9();
     std::mem::forget(open); // its node is gone; do not try to abort it
     drop(c);
 
@@ -75,8 +74,7 @@ fn acknowledged_writes_survive_kill_9() {
         assert!(Instant::now() < deadline, "abandoned transaction never released its keys");
         std::thread::sleep(Duration::from_millis(100));
     }
-    child.kill().unwrap();
-    child.wait().unwrap();
+    child.kill9();
 }
 
 /// Past a Raft snapshot (every 20,000 entries; the log behind it purged), a
@@ -90,14 +88,16 @@ fn writes_survive_kill_9_after_the_log_was_purged() {
     let port = free_port();
     let addr = format!("127.0.0.1:{port}");
     let spawn = || {
-        Command::new(bin())
-            .args(["run", "--no-sync", "--data-dir"])
-            .arg(dir.path())
-            .args(["--port", &port.to_string(), "--block-cache-mb", "16", "--memtable-mb", "256"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap()
+        Daemon(
+            Command::new(bin())
+                .args(["run", "--no-sync", "--data-dir"])
+                .arg(dir.path())
+                .args(["--port", &port.to_string(), "--block-cache-mb", "16", "--memtable-mb", "256"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        )
     };
     let mut child = spawn();
     let c = wait_client(&addr);
@@ -116,8 +116,7 @@ fn writes_survive_kill_9_after_the_log_was_purged() {
             });
         }
     });
-    child.kill().unwrap(); // SIGKILL
-    child.wait().unwrap();
+    child.kill9();
     drop(c);
     let mut child = spawn();
     let c = wait_client(&addr);
@@ -126,8 +125,7 @@ fn writes_survive_kill_9_after_the_log_was_purged() {
     for i in (0..WRITES).step_by(997) {
         assert_eq!(c.get("purged", &key(i)).unwrap(), Some(format!("v{i}").into_bytes()));
     }
-    child.kill().unwrap();
-    child.wait().unwrap();
+    child.kill9();
 }
 
 #[test]
@@ -166,16 +164,14 @@ fn a_client_outlives_its_node_restarting() {
     let c = wait_client(&addr);
     c.create_table("t", Sharding::Hash { tablets: 2 }).unwrap();
     c.write("t", vec![WriteOp::put(key(1), b"one".to_vec())]).unwrap();
-    child.kill().unwrap();
-    child.wait().unwrap();
+    child.kill9();
     let mut child = spawn_run(dir.path(), port);
     let _ = wait_client(&addr);
     // The same client works again at once: a connection pooled before the restart
     // is noticed as closed and replaced, not handed a request to fail on.
     c.write("t", vec![WriteOp::put(key(2), b"two".to_vec())]).unwrap();
     assert_eq!(c.get("t", &key(1)).unwrap().as_deref(), Some(&b"one"[..]));
-    child.kill().unwrap();
-    child.wait().unwrap();
+    child.kill9();
     // While the node is down: a clear, retryable error, never a hang or a panic.
     let e = c.get("t", &key(1)).unwrap_err();
     assert_eq!(e.code(), pinax_common::ErrorCode::Unavailable, "{e}");
@@ -183,8 +179,7 @@ fn a_client_outlives_its_node_restarting() {
     let mut child = spawn_run(dir.path(), port);
     let _ = wait_client(&addr);
     assert_eq!(c.get("t", &key(2)).unwrap().as_deref(), Some(&b"two"[..]));
-    child.kill().unwrap();
-    child.wait().unwrap();
+    child.kill9();
 }
 
 #[test]
@@ -205,7 +200,7 @@ fn tablets_spread_over_data_dirs_and_a_missing_one_is_refused() {
             .unwrap()
     };
     let tablets_in = |d: &std::path::Path| std::fs::read_dir(d).unwrap().flatten().filter(|e| e.file_name().to_string_lossy().starts_with("tablet-")).count();
-    let mut child = run(&dirs_arg);
+    let mut child = Daemon(run(&dirs_arg));
     let c = wait_client(&addr);
     c.create_table("spread", Sharding::Hash { tablets: 8 }).unwrap();
     for i in 0..100 {
@@ -216,8 +211,7 @@ fn tablets_spread_over_data_dirs_and_a_missing_one_is_refused() {
     // (the catalog is an engine too).
     assert!((8..=9).contains(&counts.iter().sum::<usize>()), "{counts:?}");
     assert!(counts.iter().all(|n| *n >= 4), "tablets not spread evenly: {counts:?}");
-    child.kill().unwrap();
-    child.wait().unwrap();
+    child.kill9();
     drop(c);
 
     // Without one of the disks: refused, nothing touched.
@@ -227,9 +221,8 @@ fn tablets_spread_over_data_dirs_and_a_missing_one_is_refused() {
     assert!(err.contains("holds tablets of this node") && err.contains("disk1"), "{err}");
 
     // With both again: every row is there.
-    let mut child = run(&dirs_arg);
+    let mut child = Daemon(run(&dirs_arg));
     let c = wait_client(&addr);
     assert_eq!(c.scan("spread", ScanSpec::default()).unwrap().len(), 100);
-    child.kill().unwrap();
-    child.wait().unwrap();
+    child.kill9();
 }

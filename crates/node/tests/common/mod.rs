@@ -31,3 +31,24 @@ pub fn key(i: u32) -> Vec<u8> {
     k.extend_from_slice(&i.to_be_bytes());
     k
 }
+
+/// A `pinax run` child that is killed (SIGKILL) and reaped when dropped: a test
+/// that fails does not leave its daemon running.
+pub struct Daemon(pub std::process::Child);
+
+impl Daemon {
+    /// SIGKILL the daemon (it must still be running) and wait for it.
+    pub fn kill9(&mut self) {
+        self.0.kill().unwrap();
+        self.0.wait().unwrap();
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
