@@ -661,6 +661,12 @@ unsafe fn delete_all(s: *mut NodeState) -> *mut pg_sys::TupleTableSlot {
     if (*s).can_set_tag {
         (*(*s).css.ss.ps.state).es_processed += n;
     }
+    // The table's statistics count the rows as a row-by-row DELETE would
+    // (pg_stat_user_tables.n_tup_del, n_live_tup/n_dead_tup at commit);
+    // PostgreSQL 15 counts deletions one at a time.
+    for _ in 0..n {
+        pg_sys::pgstat_count_heap_delete(rel);
+    }
     pgrx::debug1!("pinax: DELETE of every row in the tablets: {n} rows");
     std::ptr::null_mut()
 }

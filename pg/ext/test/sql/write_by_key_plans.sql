@@ -55,6 +55,15 @@ INSERT INTO wbd SELECT g, 'v' FROM generate_series(1, 10) g;
 BEGIN;
 DELETE FROM wbd;
 ROLLBACK;
+-- The rows are counted in the table's statistics as row-by-row deletions are (a
+-- table of its own: the backend's pending counts still hold earlier statements').
+CREATE TABLE wbd_stats (id int PRIMARY KEY);
+INSERT INTO wbd_stats SELECT generate_series(1, 7);
+BEGIN;
+DELETE FROM wbd_stats;
+SELECT n_tup_del FROM pg_stat_xact_user_tables WHERE relname = 'wbd_stats';
+ROLLBACK;
+DROP TABLE wbd_stats;
 BEGIN;
 INSERT INTO wbd VALUES (0, 'first');
 DELETE FROM wbd;
