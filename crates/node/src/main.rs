@@ -268,9 +268,6 @@ fn start_postgres(a: &NodeArgs, dir: &Path, addr: &str) -> Result<()> {
     Ok(())
 }
 
-/// The directories of a node's tablet data: `--data-dirs`, else `<dir>/data`.
-/// The list is kept in `<dir>/data-dirs`; a start without a directory listed there
-/// is refused (its tablets would be missing: the node would recreate them empty).
 /// The block cache a node gets unless told: an eighth of the machine's memory
 /// (`MemTotal`), at least 256 MiB. The cache takes memory only as blocks are
 /// read; PostgreSQL's counterpart is the OS page cache more than `shared_buffers`.
@@ -287,6 +284,9 @@ fn block_cache_mb_for(meminfo: &str) -> usize {
     (total_kb / 1024 / 8).max(256)
 }
 
+/// The directories of a node's tablet data: `--data-dirs`, else `<dir>/data`.
+/// The list is kept in `<dir>/data-dirs`; a start without a directory listed there
+/// is refused (its tablets would be missing: the node would recreate them empty).
 fn tablet_dirs(dir: &Path, given: &[PathBuf]) -> Result<Vec<PathBuf>> {
     let mut dirs: Vec<PathBuf> = if given.is_empty() { vec![dir.join("data")] } else { given.iter().map(|d| std::path::absolute(d).unwrap_or_else(|_| d.clone())).collect() };
     dirs.dedup();

@@ -27,10 +27,12 @@
 //! created). A log opened without syncing appends ([`LogFiles::set_sync`], a node
 //! run with `--no-sync`) leaves them in the OS's cache: a process crash loses
 //! nothing, a power loss the newest appends; the segment before a new one is still
-//! synced when the new one starts, so only the newest segment can end short. Purging forgets entries at the front and deletes the oldest
-//! segments while all their entries are purged; the caller records the purge point first (in
-//! the engine, synced), so a segment whose deletion a crash undid is dropped
-//! again at the next open.
+//! synced when the new one starts, so only the newest segment can end short.
+//!
+//! Purging forgets entries at the front and deletes the oldest segments while all
+//! their entries are purged; the caller records the purge point first (in the
+//! engine, synced), so a segment whose deletion a crash undid is dropped again at
+//! the next open.
 //!
 //! Not thread-safe by itself: the log store holds it behind a mutex. Reads copy
 //! the segment's file handle and read outside that mutex.
