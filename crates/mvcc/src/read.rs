@@ -331,7 +331,7 @@ impl<'a, S: Snapshot, R: TxnStatusResolver + ?Sized> MvccReader<'a, S, R> {
             let returned = !spec.count_only && (spec.sample_every <= 1 || (out.count + 1) % spec.sample_every as u64 == 0);
             let from_regular = if in_regular {
                 // A filtered row's value is read even when it is only counted.
-                let (found, uncertain, found_ht) = read_version_group(&mut reg, &esc, &self.ctx, spec.reverse, returned || matcher.is_some())?;
+                let (found, uncertain, found_ht) = read_version_group(&mut reg, &esc, &self.ctx, spec.reverse, point, returned || matcher.is_some())?;
                 if let Some(ht) = uncertain {
                     self.restart.set(self.restart.get().max(ht));
                 }
@@ -417,6 +417,11 @@ impl<'a, S: Snapshot, R: TxnStatusResolver + ?Sized> MvccReader<'a, S, R> {
             // Rows shipped by a count or an aggregate (undecided ones) fill the
             // answer: it stays well under the frame limit.
             full |= (spec.count_only || !aggs.is_empty()) && bytes >= MAX_SHIPPED_BYTES;
+            if point {
+                // The range holds this one key, and nothing follows it (the regular
+                // iterator may have stopped inside its older versions).
+                break;
+            }
             if full {
                 // Continue after the last key seen (counted, returned or not).
                 out.resume = resume_after(&esc, spec.reverse, &mut reg, int.as_mut())?;
@@ -579,7 +584,7 @@ fn resume_after<I: KvIterator>(esc: &[u8], reverse: bool, reg: &mut I, int: Opti
 /// value copied only if `want_value`: a count needs none), with the newest version
 /// in the read's uncertainty window, if any (a read restarted at that time sees
 /// every version of the key the window held), and the time of the one returned.
-fn read_version_group<I: KvIterator>(it: &mut I, esc: &[u8], ctx: &ReadContext, reverse: bool, want_value: bool) -> Result<(Found, Option<HybridTime>, HybridTime)> {
+fn read_version_group<I: KvIterator>(it: &mut I, esc: &[u8], ctx: &ReadContext, reverse: bool, point: bool, want_value: bool) -> Result<(Found, Option<HybridTime>, HybridTime)> {
     let read_ht = ctx.read_ht;
     let mut found = Found::Nothing;
     let mut found_ht = HybridTime::INVALID;
@@ -589,6 +594,11 @@ fn read_version_group<I: KvIterator>(it: &mut I, esc: &[u8], ctx: &ReadContext, 
     while it.valid()? {
         let (k, ht) = keys::split_version_key(it.key())?;
         if k != esc {
+            break;
+        }
+        if decided && point {
+            // A point read needs nothing after the answer: the older versions can
+            // neither be visible nor uncertain (both are newer than the answer).
             break;
         }
         if decided && !reverse {

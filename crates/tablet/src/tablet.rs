@@ -116,9 +116,13 @@ struct WriteState {
 
 /// The hashes of the rows a keyed write touches (its ops' keys).
 fn row_hashes(ops: &[WriteOp]) -> Vec<u64> {
+    ops.iter().map(|op| row_hash(&op.key)).collect()
+}
+
+/// The hash of a row's user key in [`WriteState::in_flight`].
+fn row_hash(key: &[u8]) -> u64 {
     use std::hash::{BuildHasher, BuildHasherDefault};
-    let h = BuildHasherDefault::<rustc_hash::FxHasher>::default();
-    ops.iter().map(|op| h.hash_one(&op.key)).collect()
+    BuildHasherDefault::<rustc_hash::FxHasher>::default().hash_one(key)
 }
 
 /// A keyed write in flight (see [`WriteState::in_flight`]): its rows are released
@@ -867,11 +871,11 @@ impl<E: KvEngine> Tablet<E> {
         Ok(KeyState { live: latest_live, own: None, whole, latest, chain })
     }
 
-    /// Point read.
+    /// Point read. It waits for the writes in flight on its own row only, not
+    /// for the tablet's safe time ([`Tablet::row_snapshot`]).
     pub fn read<R: TxnStatusResolver + ?Sized>(&self, ctx: ReadContext, key: &[u8], resolver: &R) -> Result<Option<Vec<u8>>> {
         let term = self.log.read_barrier()?;
-        self.mvcc.wait_for_safe_time(&self.clock, ctx.read_ht);
-        let (snap, has_intents, deletions) = self.snapshot(term)?;
+        let (snap, has_intents, deletions) = self.row_snapshot(term, ctx.read_ht, key)?;
         let reader = MvccReader::new(&snap, resolver, ctx).with_deletions(&deletions);
         let value = if has_intents { reader } else { reader.without_intents() }.get(key)?;
         Ok(value)
@@ -890,11 +894,36 @@ impl<E: KvEngine> Tablet<E> {
             }
         }
         let term = self.log.read_barrier()?;
-        self.mvcc.wait_for_safe_time(&self.clock, ctx.read_ht);
-        let (snap, has_intents, deletions) = self.snapshot(term)?;
+        let (snap, has_intents, deletions) = if spec.point && !spec.reverse {
+            self.row_snapshot(term, ctx.read_ht, &spec.start)?
+        } else {
+            self.mvcc.wait_for_safe_time(&self.clock, ctx.read_ht);
+            self.snapshot(term)?
+        };
         let reader = MvccReader::new(&snap, resolver, ctx).with_deletions(&deletions);
         let result = if has_intents { reader } else { reader.without_intents() }.scan(&spec)?;
         Ok(result)
+    }
+
+    /// [`Tablet::snapshot`] for a read of the row `key` at `read_ht`: once no
+    /// write of that row is in flight. A write committed at or before `read_ht`
+    /// is a keyed write (the only ones that take a commit time on the spot), and
+    /// its rows are in flight from its decision, under the write lock, until the
+    /// engine shows it; a write decided after the clock moves past `read_ht`
+    /// commits above it. So the snapshot shows every version of the row at or
+    /// before `read_ht`, without waiting for writes of other rows (the tablet's
+    /// safe time: on a busy tablet, every read would wait for an fsync).
+    fn row_snapshot(&self, term: u64, read_ht: HybridTime, key: &[u8]) -> Result<(E::Snapshot<'_>, bool, TabletDeletions)> {
+        self.clock.update(read_ht);
+        let row = row_hash(key);
+        let mut guard = self.write_lock.lock();
+        while guard.in_flight.contains_key(&row) {
+            self.settled.wait(&mut guard);
+        }
+        if guard.term != term {
+            self.lead(&mut guard)?;
+        }
+        Ok((self.engine.snapshot(), !guard.intent_txns.is_empty(), guard.deletions.clone()))
     }
 
     /// A snapshot, whether it may hold intents, and the deletions of every row it

@@ -142,6 +142,14 @@ fn many_versions_per_key_read_and_scan_correctly() {
             }
         }
         assert_eq!(paged, want, "paged scan at round {round}");
+        // A point read stops at its answer, inside the key's older versions: it
+        // says so by no resume (nothing follows the key in its range).
+        for k in keys {
+            let spec = ScanSpec { start: k.as_bytes().to_vec(), end: Some(b"z".to_vec()), limit: 1, point: true, ..Default::default() };
+            let one = t.scan(ReadContext::at(*ht), &spec, &w.resolver()).unwrap();
+            assert_eq!(one.rows, [(k.as_bytes().to_vec(), format!("{k}-{round}").into_bytes())], "point read of {k:?} at round {round}");
+            assert_eq!(one.resume, None, "point read of {k:?} at round {round}");
+        }
     }
 }
 
@@ -935,6 +943,56 @@ fn writes_of_other_rows_are_decided_while_a_write_is_in_flight() {
     assert_eq!(read("a").as_deref(), Some(&b"second"[..]));
     assert_eq!(read("b").as_deref(), Some(&b"other"[..]));
     assert!(t.txns_with_intents().unwrap().is_empty());
+}
+
+/// A point read waits for writes in flight on its own row only: not for the
+/// tablet's safe time, which a write of another row holds back (on a busy tablet
+/// every read would wait for an fsync). A scan still waits for it.
+#[test]
+fn a_point_read_waits_for_writes_of_its_row_only() {
+    let w = World::new();
+    let engine = Arc::new(MemEngine::new());
+    let log = Arc::new(GatedLog { inner: Some(pinax_tablet::DirectWrite::new(engine.clone(), false)), ..Default::default() });
+    let part = Partition { start: vec![], end: None };
+    let t = Tablet::open_replicated(TabletId(9), engine, log.clone(), w.clock.clone(), part, HistoryCutoff::default()).unwrap();
+    let resolver = w.resolver();
+    t.write_fast(1, &[WriteOp::put("a", "a0"), WriteOp::put("b", "b0")], None, &resolver).unwrap();
+    log.set_shut(true);
+    let quiet = std::time::Duration::from_millis(200);
+    std::thread::scope(|s| {
+        let (t, resolver, log) = (&t, &resolver, &log);
+        let write = s.spawn(move || t.write_fast(2, &[WriteOp::put("a", "a1")], None, resolver));
+        assert!(log.wait_handed_over(2));
+        let at = w.now();
+        assert!(at > HybridTime::INVALID);
+        // Another row: answered while the write is in flight.
+        let (btx, brx) = std::sync::mpsc::channel();
+        let other = s.spawn(move || {
+            let v = t.read(ReadContext::at(at), b"b", resolver).unwrap();
+            let point = ScanSpec { start: b"b".to_vec(), end: Some(b"c".to_vec()), point: true, limit: 1, ..Default::default() };
+            btx.send((v, t.scan(ReadContext::at(at), &point, resolver).unwrap().rows.len())).unwrap();
+        });
+        let got = brx.recv_timeout(std::time::Duration::from_secs(5));
+        if got.is_err() {
+            log.set_shut(false); // let the threads end before failing
+        }
+        assert_eq!(got.expect("a read of another row waited for the write in flight"), (Some(b"b0".to_vec()), 1));
+        other.join().unwrap();
+        // Its own row, and a scan: they wait until the write is applied, and see it.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (tx2, rx2) = std::sync::mpsc::channel();
+        let own = s.spawn(move || tx.send(t.read(ReadContext::at(at), b"a", resolver).unwrap()).unwrap());
+        let scan = s.spawn(move || tx2.send(t.scan(ReadContext::at(at), &ScanSpec::default(), resolver).unwrap().rows.len()).unwrap());
+        assert!(rx.recv_timeout(quiet).is_err(), "the read of the row in flight did not wait");
+        assert!(rx2.recv_timeout(std::time::Duration::from_millis(10)).is_err(), "the scan did not wait");
+        log.set_shut(false);
+        let written = write.join().unwrap().unwrap();
+        assert!(written <= at, "the write was decided before the reads' time");
+        assert_eq!(rx.recv_timeout(std::time::Duration::from_secs(10)).unwrap().as_deref(), Some(&b"a1"[..]));
+        assert_eq!(rx2.recv_timeout(std::time::Duration::from_secs(10)).unwrap(), 2);
+        own.join().unwrap();
+        scan.join().unwrap();
+    });
 }
 
 #[test]
@@ -1923,3 +1981,4 @@ fn writes_after_a_transactions_own_deletion_of_every_row() {
     assert_eq!((w.get_at("a", w.now()).as_deref(), w.get_at("c", w.now()).as_deref()), (Some("new"), Some("33")));
     assert_eq!(w.get_at("a", commit.decremented()).as_deref(), Some("1"));
 }
+
