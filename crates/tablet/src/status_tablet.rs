@@ -287,17 +287,14 @@ impl<E: KvEngine> StatusTablet<E> {
         Ok(expired)
     }
 
-    /// Every participant applied/removed the intents of `id`.
+    /// Every participant applied/removed the intents of `id`. Kept in memory
+    /// only (a replicated write per transaction otherwise): a leader that loads
+    /// the record resolves it again, which finds nothing left to do, and the
+    /// record goes with the next collection after that ([`StatusTablet::gc`]).
     pub fn mark_resolved(&self, id: TxnId) -> Result<()> {
-        let rec = {
-            let mut g = self.lead()?;
-            let now = self.clock.now();
-            g.coord.mark_resolved(id, now)
-        };
-        if let Some(r) = rec {
-            // Losing this only means resolving again (idempotent) later.
-            self.persist(&[(id, r)])?;
-        }
+        let mut g = self.lead()?;
+        let now = self.clock.now();
+        g.coord.mark_resolved(id, now);
         Ok(())
     }
 

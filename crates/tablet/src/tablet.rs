@@ -196,6 +196,11 @@ const COMPACT_AFTER_RESOLVING: usize = 20_000;
 /// replicates a log entry whenever the batch reaches this size.
 const REWRITE_CHUNK_BYTES: usize = 256 << 10;
 
+/// Resolving a transaction with intents on at most this many keys here (and
+/// changes that fit one entry) is a keyed write of those rows: see
+/// [`Tablet::resolve_txn_keyed`].
+const RESOLVE_KEYED_MAX_KEYS: usize = 4096;
+
 /// What a write batch's checks read with: a cursor over the regular column
 /// family, and one over the intents of the batch's key range if the tablet holds
 /// intents at all.
@@ -955,7 +960,7 @@ impl<E: KvEngine> Tablet<E> {
     /// earlier intents stay. Returns the number of intents dropped. Idempotent.
     pub fn rollback_intents(&self, txn: TxnId, from_seq: u32) -> Result<usize> {
         let mut guard = self.lock_drained()?;
-        let res = self.rewrite_txn_intents(txn, self.clock.now(), false, |batch, user_key, rkey, mine, _, _| {
+        let res = self.rewrite_txn_intents(txn, self.clock.now(), false, None, |batch, user_key, rkey, mine, _, _| {
             let mut dropped = 0;
             for r in mine.iter().filter(|r| r.seq >= from_seq) {
                 batch.delete(Cf::Intents, &keys::intent_key(user_key, txn, r.seq));
@@ -966,7 +971,7 @@ impl<E: KvEngine> Tablet<E> {
             }
             Ok(dropped)
         });
-        let n = reload_on_error(&mut guard, res)?;
+        let n = reload_on_error(&mut guard, res)?.unwrap_or(0);
         if guard.deletions.pending.is_some_and(|(t, seq)| t == txn && seq >= from_seq) {
             // Its deletion of every row went with the rest (its mark).
             guard.deletions.pending = None;
@@ -985,7 +990,11 @@ impl<E: KvEngine> Tablet<E> {
     /// entries of a transaction are contiguous), a small one key by key (range
     /// tombstones are cheap to write but each one costs every later read of the
     /// column family until compaction, so small transactions do not leave one).
-    fn rewrite_txn_intents(&self, txn: TxnId, ht: HybridTime, clear_reverse: bool, mut f: impl FnMut(&mut OwnedBatch, &[u8], &[u8], Vec<IntentRecord>, bool, &mut dyn FnMut(&[u8]) -> Result<Option<HybridTime>>) -> Result<usize>) -> Result<usize> {
+    ///
+    /// `one`: the changes are not replicated but left there, whole (`Ok(None)`
+    /// when they would take more than one chunk: nothing is left there).
+    #[allow(clippy::type_complexity)]
+    fn rewrite_txn_intents(&self, txn: TxnId, ht: HybridTime, clear_reverse: bool, one: Option<&mut OwnedBatch>, mut f: impl FnMut(&mut OwnedBatch, &[u8], &[u8], Vec<IntentRecord>, bool, &mut dyn FnMut(&[u8]) -> Result<Option<HybridTime>>) -> Result<usize>) -> Result<Option<usize>> {
         let snap = self.engine.snapshot();
         let prefix = keys::reverse_prefix(txn);
         let upper = keys::prefix_upper_bound(&prefix);
@@ -1015,6 +1024,9 @@ impl<E: KvEngine> Tablet<E> {
             // reader between two finds the rest still intents of the same
             // transaction, whose status decides them the same way.
             if batch.as_bytes().len() >= REWRITE_CHUNK_BYTES {
+                if one.is_some() {
+                    return Ok(None);
+                }
                 clear_reverse_keys(&mut batch, &mut reverse);
                 self.log.replicate(ht, std::mem::take(&mut batch), 0)?;
                 n += std::mem::take(&mut in_batch);
@@ -1026,15 +1038,21 @@ impl<E: KvEngine> Tablet<E> {
         drop(ints);
         drop(reg);
         drop(snap);
-        if in_batch > 0 {
+        if let Some(out) = one {
+            *out = batch;
+            n += in_batch;
+        } else if in_batch > 0 {
             self.log.replicate(ht, batch, 0)?;
             n += in_batch;
         }
-        Ok(n)
+        Ok(Some(n))
     }
 
     fn resolve_txn(&self, txn: TxnId, commit_ht: Option<HybridTime>) -> Result<usize> {
-        let n = self.resolve_txn_locked(txn, commit_ht)?;
+        let n = match self.resolve_txn_keyed(txn, commit_ht)? {
+            Some(n) => n,
+            None => self.resolve_txn_locked(txn, commit_ht)?,
+        };
         if n >= COMPACT_AFTER_RESOLVING {
             if let Err(e) = self.engine.compact_range(Cf::Intents, None, None) {
                 tracing::warn!(tablet_id = self.id.0, error = %e, "compacting intents failed");
@@ -1048,13 +1066,76 @@ impl<E: KvEngine> Tablet<E> {
         self.resolve_txn_held(&mut guard, txn, commit_ht)
     }
 
+    /// [`Tablet::resolve_txn`] of a transaction with few intents here, as a
+    /// keyed write of the rows it holds them on: only writes of those rows wait
+    /// (a drained resolution holds the write lock, hence every read and write of
+    /// the tablet, through its entry's fsync), and the lock is let go once the
+    /// entry has its place in the log. The rows are known in advance from the
+    /// reverse index: nothing adds to them (a decided transaction writes no
+    /// more); writers resolving some of them meanwhile leave a subset, read
+    /// again under the lock. `None`: not done here (too many keys, changes
+    /// larger than one entry, or its deletion of every row is among them): the
+    /// caller resolves it drained.
+    fn resolve_txn_keyed(&self, txn: TxnId, commit_ht: Option<HybridTime>) -> Result<Option<usize>> {
+        let Some(keys) = self.intent_keys(txn, RESOLVE_KEYED_MAX_KEYS)? else {
+            return Ok(None);
+        };
+        let rows: Vec<u64> = keys.iter().map(|k| row_hash(k)).collect();
+        let mut guard = self.lock_rows(&rows)?;
+        if guard.deletions.pending.is_some_and(|(t, _)| t == txn) {
+            // Its deletion of every row changes the tablet's deletions: drained.
+            return Ok(None);
+        }
+        let mut batch = OwnedBatch::new();
+        let Some(n) = self.resolve_txn_in(&mut guard, txn, commit_ht, Some(&mut batch))? else {
+            return Ok(None);
+        };
+        if n > 0 {
+            let ht = commit_ht.unwrap_or_else(|| self.clock.now());
+            if let Err(e) = self.replicate_keyed(guard, rows, ht, batch, 0) {
+                self.write_lock.lock().term = 0; // reloaded before the next decision
+                return Err(e);
+            }
+            guard = self.write_lock.lock();
+        }
+        self.forget_resolved(&mut guard, txn, None);
+        Ok(Some(n))
+    }
+
+    /// The keys `txn` holds intents on here (its reverse index), if at most `max`.
+    fn intent_keys(&self, txn: TxnId, max: usize) -> Result<Option<Vec<Vec<u8>>>> {
+        let snap = self.engine.snapshot();
+        let prefix = keys::reverse_prefix(txn);
+        let upper = keys::prefix_upper_bound(&prefix);
+        let mut it = snap.iter(Cf::Intents, IterOptions { lower: Some(prefix.clone()), upper, prefix_same_as_start: true });
+        it.seek_to_first();
+        let mut out = Vec::new();
+        while it.valid()? {
+            if out.len() == max {
+                return Ok(None);
+            }
+            out.push(keys::unescape_prefix(&it.key()[prefix.len()..])?.0);
+            it.next();
+        }
+        Ok(Some(out))
+    }
+
     /// [`Tablet::resolve_txn_locked`] with the write lock held (drained).
     fn resolve_txn_held(&self, guard: &mut WriteState, txn: TxnId, commit_ht: Option<HybridTime>) -> Result<usize> {
+        Ok(self.resolve_txn_in(guard, txn, commit_ht, None)?.unwrap_or(0))
+    }
+
+    /// [`Tablet::resolve_txn_held`]; with `one`, the changes are left there whole
+    /// instead of replicated (`None`: they would not fit one entry), and the
+    /// lock's state is left to the caller ([`Tablet::forget_resolved`] once they
+    /// are applied).
+    fn resolve_txn_in(&self, guard: &mut WriteState, txn: TxnId, commit_ht: Option<HybridTime>, one: Option<&mut OwnedBatch>) -> Result<Option<usize>> {
+        let leave = one.is_some();
         let untouched = guard.clean.contains(&txn) && !guard.stepped_over.contains(&txn);
         // Its deletion of every row, applied: the times of all of them.
         let mut deletions: Option<Vec<HybridTime>> = None;
         let applied = guard.deletions.committed.clone();
-        let res = self.rewrite_txn_intents(txn, commit_ht.unwrap_or_else(|| self.clock.now()), true, |batch, user_key, _, mine, others, latest| {
+        let res = self.rewrite_txn_intents(txn, commit_ht.unwrap_or_else(|| self.clock.now()), true, one, |batch, user_key, _, mine, others, latest| {
             let recs: Vec<&IntentRecord> = mine.iter().collect();
             if let Some(ht) = commit_ht {
                 self.note_predicate_writes(&recs, ht, batch);
@@ -1076,7 +1157,18 @@ impl<E: KvEngine> Tablet<E> {
             resolve_key_intents(batch, user_key, txn, commit_ht, &recs, false, fold, false)?;
             Ok(1)
         });
-        let n = reload_on_error(guard, res)?;
+        let Some(n) = reload_on_error(guard, res)? else {
+            return Ok(None);
+        };
+        if !leave {
+            self.forget_resolved(guard, txn, deletions);
+        }
+        Ok(Some(n))
+    }
+
+    /// The lock's state after `txn`'s intents here were all applied or removed
+    /// (`deletions`: the times of the deletions of every row, its own applied).
+    fn forget_resolved(&self, guard: &mut WriteState, txn: TxnId, deletions: Option<Vec<HybridTime>>) {
         guard.intent_txns.remove(&txn);
         guard.clean.remove(&txn);
         guard.stepped_over.remove(&txn);
@@ -1087,7 +1179,6 @@ impl<E: KvEngine> Tablet<E> {
             guard.deletions.committed = Arc::new(times);
             self.cutoff.set_deletions(guard.deletions.committed.clone());
         }
-        Ok(n)
     }
 
     /// Delete every row of the tablet as transaction `txn`'s statement `seq`, for a

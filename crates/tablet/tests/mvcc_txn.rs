@@ -485,7 +485,15 @@ fn crash_after_commit_record_before_apply_still_commits() {
         t.apply_intents(txn, commit).unwrap();
     }
     w.status.mark_resolved(txn).unwrap();
+    assert!(w.status.unresolved().is_empty());
+    // The mark is kept in memory only: after another restart the record is
+    // resolved again, which finds nothing left to apply.
     let w = w.restart();
+    assert_eq!(w.status.unresolved().len(), 1);
+    for t in &w.tablets {
+        assert_eq!(t.apply_intents(txn, commit).unwrap(), 0);
+    }
+    w.status.mark_resolved(txn).unwrap();
     assert!(w.status.unresolved().is_empty());
     assert_eq!(w.get_at("y", w.now()).as_deref(), Some("Y"));
 }
@@ -993,6 +1001,51 @@ fn a_point_read_waits_for_writes_of_its_row_only() {
         own.join().unwrap();
         scan.join().unwrap();
     });
+}
+
+/// Applying (or removing) a small transaction's intents is a keyed write of its
+/// rows: while its entry is in flight, reads and writes of other rows go on; a
+/// read of one of its rows waits and sees it applied.
+#[test]
+fn resolving_a_small_transaction_holds_back_its_rows_only() {
+    let w = World::new();
+    let engine = Arc::new(MemEngine::new());
+    let log = Arc::new(GatedLog { inner: Some(pinax_tablet::DirectWrite::new(engine.clone(), false)), ..Default::default() });
+    let part = Partition { start: vec![], end: None };
+    let t = Tablet::open_replicated(TabletId(9), engine, log.clone(), w.clock.clone(), part, HistoryCutoff::default()).unwrap();
+    let resolver = w.resolver();
+    t.write_fast(1, &[WriteOp::put("b", "b0")], None, &resolver).unwrap();
+    let txn = tid(92);
+    w.status.create(txn).unwrap();
+    t.write_intents(2, txn, 1, w.now(), &[WriteOp::put("a", "t"), WriteOp::put("c", "t")], &resolver).unwrap();
+    let commit = w.status.commit(txn, vec![TabletId(9)]).unwrap();
+    log.set_shut(true);
+    std::thread::scope(|s| {
+        let (t, resolver, log, w) = (&t, &resolver, &log, &w);
+        let apply = s.spawn(move || t.apply_intents(txn, commit));
+        assert!(log.wait_handed_over(0), "the apply's entry");
+        let (tx, rx) = std::sync::mpsc::channel();
+        let other = s.spawn(move || {
+            tx.send(t.read(ReadContext::at(w.now()), b"b", resolver).unwrap()).unwrap();
+            t.write_fast(3, &[WriteOp::put("d", "d0")], None, resolver).map(|_| ())
+        });
+        // (The write of "d" is handed over, then waits for the gate like the apply.)
+        let got = rx.recv_timeout(std::time::Duration::from_secs(5));
+        let handed = log.wait_handed_over(3);
+        let (rtx, rrx) = std::sync::mpsc::channel();
+        let own = s.spawn(move || rtx.send(t.read(ReadContext::at(w.now()), b"a", resolver).unwrap()).unwrap());
+        let early = rrx.recv_timeout(std::time::Duration::from_millis(100));
+        log.set_shut(false);
+        assert_eq!(got.expect("a read of another row waited for the apply"), Some(b"b0".to_vec()));
+        assert!(handed, "a write of another row waited for the apply");
+        assert!(early.is_err(), "a read of one of its rows did not wait for the apply");
+        assert_eq!(rrx.recv_timeout(std::time::Duration::from_secs(10)).unwrap(), Some(b"t".to_vec()));
+        assert_eq!(apply.join().unwrap().unwrap(), 2);
+        other.join().unwrap().unwrap();
+        own.join().unwrap();
+    });
+    assert!(t.txns_with_intents().unwrap().is_empty());
+    assert_eq!(t.apply_intents(txn, commit).unwrap(), 0, "idempotent");
 }
 
 #[test]

@@ -411,9 +411,12 @@ fn a_local_status_engine_of_an_earlier_version_is_retired_or_refused() {
         let (pending, done) = (TxnId([1; 16]), TxnId([2; 16]));
         old.create(pending).unwrap();
         old.create(done).unwrap();
-        old.commit(done, vec![TabletId(7)]).unwrap();
-        if !committed_unapplied {
-            old.mark_resolved(done).unwrap();
+        // (A record of the earlier version said resolved when applied; the
+        // current one keeps that mark in memory: an aborted record stands in.)
+        if committed_unapplied {
+            old.commit(done, vec![TabletId(7)]).unwrap();
+        } else {
+            old.abort(done, vec![TabletId(7)]).unwrap();
         }
         drop(old);
         let res = Node::open(NodeConfig { sync: false, ..NodeConfig::default() }, factory.clone(), clock.clone());
