@@ -5,8 +5,9 @@
 //!   writes of distributed transactions, MVCC reads and scans, intent apply/removal.
 //! - [`StatusTablet`]: the transaction status tablet: persists the decisions of
 //!   [`pinax_txn::Coordinator`].
-//! - [`mvcc_manager::MvccManager`]: "safe time" — a read at `ht` waits until every
-//!   write that was given a hybrid time `<= ht` is in the engine.
+//! - [`mvcc_manager::MvccManager`]: "safe time" — a scan at `ht` waits until every
+//!   write that was given a hybrid time `<= ht` is in the engine (a point read
+//!   waits for writes of its own row only: `Tablet::row_snapshot`).
 //! - [`WriteOp`]: one row operation of a batch.
 //!
 //! Invariants:
