@@ -80,7 +80,7 @@ pub extern "C-unwind" fn _PG_init() {
 /// and taken again, page by page (page faults, TLB flushes), on every request.
 /// Allocations below 4 MiB come from the heap, and it is trimmed only beyond 32
 /// MiB free. Set in the postmaster, inherited by every backend. YCSB's scans
-/// (bench/results/2026-11-27-bench.txt): +8-10% throughput.
+/// (bench/results/2026-11-27-bench.txt): +6-10% throughput.
 fn tune_malloc() {
     const M_TRIM_THRESHOLD: std::ffi::c_int = -1;
     const M_MMAP_THRESHOLD: std::ffi::c_int = -3;
