@@ -114,6 +114,17 @@ struct WriteState {
     deletions: TabletDeletions,
 }
 
+/// `txn`'s reverse index in `snap` (its entries `'R' ++ txn ++ esc(user key)`),
+/// positioned on the first, and the length of the prefix before the key.
+fn reverse_index<S: Snapshot>(snap: &S, txn: TxnId) -> (S::Iter<'_>, usize) {
+    let prefix = keys::reverse_prefix(txn);
+    let upper = keys::prefix_upper_bound(&prefix);
+    let len = prefix.len();
+    let mut it = snap.iter(Cf::Intents, IterOptions { lower: Some(prefix), upper, prefix_same_as_start: true });
+    it.seek_to_first();
+    (it, len)
+}
+
 /// The hashes of the rows a keyed write touches (its ops' keys).
 fn row_hashes(ops: &[WriteOp]) -> Vec<u64> {
     ops.iter().map(|op| row_hash(&op.key)).collect()
@@ -925,10 +936,7 @@ impl<E: KvEngine> Tablet<E> {
         while guard.in_flight.contains_key(&row) {
             self.settled.wait(&mut guard);
         }
-        if guard.term != term {
-            self.lead(&mut guard)?;
-        }
-        Ok((self.engine.snapshot(), !guard.intent_txns.is_empty(), guard.deletions.clone()))
+        self.snapshot_locked(guard, term)
     }
 
     /// A snapshot, whether it may hold intents, and the deletions of every row it
@@ -936,7 +944,11 @@ impl<E: KvEngine> Tablet<E> {
     /// comes before any write reloads what the write lock's state knows about the
     /// engine ([`Tablet::lead`]: batches applied as a follower bypassed it).
     fn snapshot(&self, term: u64) -> Result<(E::Snapshot<'_>, bool, TabletDeletions)> {
-        let mut guard = self.write_lock.lock();
+        self.snapshot_locked(self.write_lock.lock(), term)
+    }
+
+    /// [`Tablet::snapshot`] with the write lock taken.
+    fn snapshot_locked(&self, mut guard: MutexGuard<'_, WriteState>, term: u64) -> Result<(E::Snapshot<'_>, bool, TabletDeletions)> {
         if guard.term != term {
             self.lead(&mut guard)?;
         }
@@ -996,10 +1008,7 @@ impl<E: KvEngine> Tablet<E> {
     #[allow(clippy::type_complexity)]
     fn rewrite_txn_intents(&self, txn: TxnId, ht: HybridTime, clear_reverse: bool, one: Option<&mut OwnedBatch>, mut f: impl FnMut(&mut OwnedBatch, &[u8], &[u8], Vec<IntentRecord>, bool, &mut dyn FnMut(&[u8]) -> Result<Option<HybridTime>>) -> Result<usize>) -> Result<Option<usize>> {
         let snap = self.engine.snapshot();
-        let prefix = keys::reverse_prefix(txn);
-        let upper = keys::prefix_upper_bound(&prefix);
-        let mut it = snap.iter(Cf::Intents, IterOptions { lower: Some(prefix.clone()), upper, prefix_same_as_start: true });
-        it.seek_to_first();
+        let (mut it, prefix_len) = reverse_index(&snap, txn);
         let mut ints = intents_cursor(&snap);
         // The newest committed version of a key (a cursor made on first use).
         let mut reg = None;
@@ -1011,7 +1020,7 @@ impl<E: KvEngine> Tablet<E> {
         let mut reverse: Vec<Vec<u8>> = Vec::new();
         while it.valid()? {
             let rkey = it.key().to_vec();
-            let (user_key, _) = keys::unescape_prefix(&rkey[prefix.len()..])?;
+            let (user_key, _) = keys::unescape_prefix(&rkey[prefix_len..])?;
             let all = ints.intents(&user_key)?;
             let others = all.iter().any(|r| r.txn != txn && r.kind != IntentKind::Lock);
             let mine: Vec<IntentRecord> = all.into_iter().filter(|r| r.txn == txn).collect();
@@ -1105,16 +1114,13 @@ impl<E: KvEngine> Tablet<E> {
     /// The keys `txn` holds intents on here (its reverse index), if at most `max`.
     fn intent_keys(&self, txn: TxnId, max: usize) -> Result<Option<Vec<Vec<u8>>>> {
         let snap = self.engine.snapshot();
-        let prefix = keys::reverse_prefix(txn);
-        let upper = keys::prefix_upper_bound(&prefix);
-        let mut it = snap.iter(Cf::Intents, IterOptions { lower: Some(prefix.clone()), upper, prefix_same_as_start: true });
-        it.seek_to_first();
+        let (mut it, prefix_len) = reverse_index(&snap, txn);
         let mut out = Vec::new();
         while it.valid()? {
             if out.len() == max {
                 return Ok(None);
             }
-            out.push(keys::unescape_prefix(&it.key()[prefix.len()..])?.0);
+            out.push(keys::unescape_prefix(&it.key()[prefix_len..])?.0);
             it.next();
         }
         Ok(Some(out))

@@ -904,13 +904,19 @@ impl pinax_tablet::Replicator for GatedLog {
     }
 }
 
-#[test]
-fn writes_of_other_rows_are_decided_while_a_write_is_in_flight() {
-    let w = World::new();
+/// A tablet (id 9, the whole key space) on `w`'s clock whose log is a [`GatedLog`].
+fn gated_tablet(w: &World) -> (Arc<GatedLog>, Tablet<MemEngine>) {
     let engine = Arc::new(MemEngine::new());
     let log = Arc::new(GatedLog { inner: Some(pinax_tablet::DirectWrite::new(engine.clone(), false)), ..Default::default() });
     let part = Partition { start: vec![], end: None };
     let t = Tablet::open_replicated(TabletId(9), engine, log.clone(), w.clock.clone(), part, HistoryCutoff::default()).unwrap();
+    (log, t)
+}
+
+#[test]
+fn writes_of_other_rows_are_decided_while_a_write_is_in_flight() {
+    let w = World::new();
+    let (log, t) = gated_tablet(&w);
     let resolver = w.resolver();
     // A transaction with an intent, to roll back while a write is in flight.
     let txn = tid(91);
@@ -959,10 +965,7 @@ fn writes_of_other_rows_are_decided_while_a_write_is_in_flight() {
 #[test]
 fn a_point_read_waits_for_writes_of_its_row_only() {
     let w = World::new();
-    let engine = Arc::new(MemEngine::new());
-    let log = Arc::new(GatedLog { inner: Some(pinax_tablet::DirectWrite::new(engine.clone(), false)), ..Default::default() });
-    let part = Partition { start: vec![], end: None };
-    let t = Tablet::open_replicated(TabletId(9), engine, log.clone(), w.clock.clone(), part, HistoryCutoff::default()).unwrap();
+    let (log, t) = gated_tablet(&w);
     let resolver = w.resolver();
     t.write_fast(1, &[WriteOp::put("a", "a0"), WriteOp::put("b", "b0")], None, &resolver).unwrap();
     log.set_shut(true);
@@ -1009,10 +1012,7 @@ fn a_point_read_waits_for_writes_of_its_row_only() {
 #[test]
 fn resolving_a_small_transaction_holds_back_its_rows_only() {
     let w = World::new();
-    let engine = Arc::new(MemEngine::new());
-    let log = Arc::new(GatedLog { inner: Some(pinax_tablet::DirectWrite::new(engine.clone(), false)), ..Default::default() });
-    let part = Partition { start: vec![], end: None };
-    let t = Tablet::open_replicated(TabletId(9), engine, log.clone(), w.clock.clone(), part, HistoryCutoff::default()).unwrap();
+    let (log, t) = gated_tablet(&w);
     let resolver = w.resolver();
     t.write_fast(1, &[WriteOp::put("b", "b0")], None, &resolver).unwrap();
     let txn = tid(92);
