@@ -419,3 +419,28 @@ fn a_flush_puts_the_blocks_it_writes_into_the_block_cache() {
     let after = shared.block_cache_usage();
     assert!(after >= before + (100 << 10), "block cache {before} -> {after} bytes");
 }
+
+/// The `block_size` RocksDB recorded for column family `name` in the newest
+/// OPTIONS file of the database in `dir`.
+fn recorded_block_size(dir: &std::path::Path, name: &str) -> Option<usize> {
+    let newest = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|d| d.unwrap().path())
+        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("OPTIONS-")))
+        .max()?;
+    let text = std::fs::read_to_string(newest).unwrap();
+    let section = format!("[TableOptions/BlockBasedTable \"{name}\"]");
+    let body = text.split(&section).nth(1)?;
+    let body = body.split("\n[").next()?;
+    body.lines().find_map(|l| l.trim().strip_prefix("block_size=")).and_then(|v| v.parse().ok())
+}
+
+#[test]
+fn rows_are_stored_in_large_blocks_and_the_rest_in_small_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let _e = RocksEngine::open(dir.path(), &small_config()).unwrap();
+    assert_eq!(recorded_block_size(dir.path(), Cf::Regular.name()), Some(REGULAR_BLOCK_BYTES));
+    for cf in [Cf::Intents, Cf::Meta, Cf::Log] {
+        assert_eq!(recorded_block_size(dir.path(), cf.name()), Some(4096), "{cf:?}");
+    }
+}
