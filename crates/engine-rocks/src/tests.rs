@@ -444,3 +444,38 @@ fn rows_are_stored_in_large_blocks_and_the_rest_in_small_ones() {
         assert_eq!(recorded_block_size(dir.path(), cf.name()), Some(4096), "{cf:?}");
     }
 }
+
+#[test]
+fn engine_threads_do_not_count_rocksdb_perf_metrics() {
+    use rocksdb::perf::{PerfContext, PerfMetric, PerfStatsLevel};
+    let dir = tempfile::tempdir().unwrap();
+    let e = RocksEngine::open(dir.path(), &small_config()).unwrap();
+    for i in 0..100 {
+        put(&e, Cf::Regular, &key(i), b"v", false);
+    }
+    let steps = |e: &RocksEngine| {
+        let s = e.snapshot();
+        let mut ctx = PerfContext::default();
+        ctx.reset();
+        let mut it = s.iter(Cf::Regular, IterOptions::default());
+        it.seek_to_first();
+        while it.valid().unwrap() {
+            it.next();
+        }
+        ctx.metric(PerfMetric::UserKeyComparisonCount)
+    };
+    std::thread::scope(|t| {
+        t.spawn(|| {
+            assert_eq!(steps(&e), 0, "an engine's thread counts nothing");
+            // The counters work when on (the assertion above can fail).
+            rocksdb::perf::set_perf_stats(PerfStatsLevel::EnableCount);
+            let s = e.snapshot();
+            let mut ctx = PerfContext::default();
+            ctx.reset();
+            let mut it = s.iter(Cf::Regular, IterOptions::default());
+            it.seek(&key(50));
+            it.next();
+            assert!(ctx.metric(PerfMetric::UserKeyComparisonCount) > 0);
+        });
+    });
+}
