@@ -16,6 +16,8 @@ static READ_TIME_LAG_MS: GucSetting<i32> = GucSetting::<i32>::new(0);
 static OUTPUT_BUFFER_SIZE: GucSetting<i32> = GucSetting::<i32>::new(256 * 1024);
 static HOLD_SELECTS_ALWAYS: GucSetting<bool> = GucSetting::<bool>::new(false);
 static ENABLE_FILTER_PUSHDOWN: GucSetting<bool> = GucSetting::<bool>::new(true);
+static ENABLE_LIMIT_PUSHDOWN: GucSetting<bool> = GucSetting::<bool>::new(true);
+static TRACE_SCANS: GucSetting<bool> = GucSetting::<bool>::new(false);
 static COLUMN_CONFLICTS: GucSetting<bool> = GucSetting::<bool>::new(true);
 static SINGLE_ROW_WRITES: GucSetting<bool> = GucSetting::<bool>::new(true);
 static DELETE_ALL: GucSetting<bool> = GucSetting::<bool>::new(true);
@@ -126,6 +128,22 @@ pub fn init() {
         GucFlags::default(),
     );
     GucRegistry::define_bool_guc(
+        c"pinax.enable_limit_pushdown",
+        c"A scan of a Pinax table or index right under a LIMIT asks storage for the LIMIT's rows (plus OFFSET) in its first read.",
+        c"Without it a scan's first read asks for 16 rows and each next one for four times more, so a LIMIT of 50 took two round trips and 80 rows. Rows a filter rejects are made up by further reads as before. pinax.trace_scans shows the reads.",
+        &ENABLE_LIMIT_PUSHDOWN,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_bool_guc(
+        c"pinax.trace_scans",
+        c"Each storage read of a scan of a Pinax table or index raises a NOTICE with the number of rows it asks for.",
+        c"For tests and diagnosis.",
+        &TRACE_SCANS,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_bool_guc(
         c"pinax.enable_single_row_writes",
         c"An autocommit UPDATE or DELETE of one Pinax row by its whole primary key writes without reading the row first.",
         c"When nothing needs the old row (no RETURNING, triggers, row-level security, CHECK constraints, stored generated columns; an UPDATE whose new values do not read the row and that changes no indexed column; a DELETE from a table without secondary indexes), the statement is one storage write that applies only if the row exists. EXPLAIN shows Custom Scan (PinaxWriteByKey). Inside transaction blocks and SERIALIZABLE transactions the statement runs as usual.",
@@ -175,6 +193,16 @@ pub fn output_buffer_size() -> usize {
 /// `pinax.enable_filter_pushdown`.
 pub fn enable_filter_pushdown() -> bool {
     ENABLE_FILTER_PUSHDOWN.get()
+}
+
+/// `pinax.enable_limit_pushdown`.
+pub fn enable_limit_pushdown() -> bool {
+    ENABLE_LIMIT_PUSHDOWN.get()
+}
+
+/// `pinax.trace_scans`.
+pub fn trace_scans() -> bool {
+    TRACE_SCANS.get()
 }
 
 /// `pinax.enable_single_row_writes`.

@@ -32,6 +32,7 @@ pub mod error;
 pub mod guc;
 pub mod hooks;
 pub mod keys;
+pub mod limit;
 pub mod meta;
 pub mod pg_list;
 pub mod pgtry;

@@ -44,11 +44,20 @@ pub struct Pager {
     /// The range holds at most the row `start` (a primary-key lookup by every key
     /// column): the tablet probes that row (`ScanSpec::point`).
     pub point: bool,
+    /// The relation (table or index OID) whose scan this walk is: its first read
+    /// asks for the rows a LIMIT above needs, if one does (`limit.rs`).
+    limit_relid: Option<u32>,
 }
 
 impl Pager {
     pub fn new(storage: String, start: Vec<u8>, end: Option<Vec<u8>>, reverse: bool, curcid: u32) -> Pager {
-        Pager { storage, start, end, reverse, curcid, at: None, rows: VecDeque::new(), done: false, page: FIRST_PAGE_ROWS, filter: None, point: false }
+        Pager { storage, start, end, reverse, curcid, at: None, rows: VecDeque::new(), done: false, page: FIRST_PAGE_ROWS, filter: None, point: false, limit_relid: None }
+    }
+
+    /// This walk scans relation `relid` (a table's or an index's OID): a LIMIT
+    /// right above the scan sets its first read's size.
+    pub fn under_limit_of(&mut self, relid: u32) {
+        self.limit_relid = Some(relid);
     }
 
     /// How many rows the walk would return, counted in the tablets (no rows are
@@ -149,7 +158,15 @@ impl Pager {
     }
 
     fn fetch(&mut self) -> Result<(), FlushError> {
+        if let Some(relid) = self.limit_relid.take() {
+            if let Some(n) = crate::limit::first_page(relid) {
+                self.page = n.min(PAGE_ROWS);
+            }
+        }
         let limit = self.page;
+        if crate::guc::trace_scans() {
+            pgrx::notice!("pinax: storage read of up to {limit} rows");
+        }
         self.page = (self.page * 4).min(PAGE_ROWS);
         let (rows, read_ht, at) = self.reading(|client, storage, spec, at| client.scan_at(storage, spec, at), limit)?;
         self.at = Some(ReadPoint { read_ht, ..at });

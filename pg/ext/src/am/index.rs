@@ -649,7 +649,8 @@ unsafe fn ranges(im: &IndexMeta, keys: &[pg_sys::ScanKeyData]) -> (Vec<Range>, b
         let Some(arg) = same_type_arg(col, sk, sk.sk_argument) else { continue };
         match strategy {
             s if s == pg_sys::BTEqualStrategyNumber => eq[att - 1] = Some(vec![arg]),
-            s if s == pg_sys::BTGreaterEqualStrategyNumber || s == pg_sys::BTGreaterStrategyNumber => lower[att - 1] = Some((arg, true)),
+            s if s == pg_sys::BTGreaterEqualStrategyNumber => lower[att - 1] = Some((arg, true)),
+            s if s == pg_sys::BTGreaterStrategyNumber => lower[att - 1] = Some((arg, false)),
             s if s == pg_sys::BTLessStrategyNumber => upper[att - 1] = Some((arg, false)),
             s if s == pg_sys::BTLessEqualStrategyNumber => upper[att - 1] = Some((arg, true)),
             _ => {}
@@ -690,10 +691,12 @@ unsafe fn ranges(im: &IndexMeta, keys: &[pg_sys::ScanKeyData]) -> (Vec<Range>, b
         if !im.hashed && k < ncols {
             let col = &im.cols[k];
             if col.ordered && col.order.order == pinax_codec::datum::SortOrder::Asc {
-                if let Some((v, _)) = lower[k] {
+                if let Some((v, inclusive)) = lower[k] {
                     let mut s = prefix.clone();
                     col.encode(&mut s, v, false);
-                    start = s;
+                    // `> v`: past every key whose column is v (the recheck would
+                    // drop them, after a read that may not have been needed).
+                    start = if inclusive { s } else { prefix_end(&s).unwrap_or(s) };
                 }
                 if let Some((v, inclusive)) = upper[k] {
                     let mut e = prefix.clone();
@@ -762,6 +765,7 @@ unsafe extern "C-unwind" fn amgettuple(scan: pg_sys::IndexScanDesc, direction: p
             let Some((start, end)) = st.ranges.pop_front() else { return false };
             let mut pager = Pager::new(st.index_storage.clone(), start, end, st.reverse, st.curcid);
             pager.point = st.point;
+            pager.under_limit_of((*(*scan).indexRelation).rd_id.to_u32());
             st.pager = Some(pager);
         }
         if (*o).no_tids && (*o).needed == 0 && !st.reverse {

@@ -142,6 +142,13 @@ unsafe fn is_pinax_node(node: *mut pg_sys::IndexOnlyScanState) -> bool {
 
 #[pg_guard]
 unsafe extern "C-unwind" fn exec(ps: *mut pg_sys::PlanState) -> *mut pg_sys::TupleTableSlot {
+    // As ExecIndexOnlyScan: runtime keys (a generic plan's parameters) not yet
+    // evaluated are evaluated first, else the scan would start with no keys and
+    // walk the whole index (the rows outside them removed by the recheck).
+    let node = ps as *mut pg_sys::IndexOnlyScanState;
+    if (*node).ioss_NumRuntimeKeys != 0 && !(*node).ioss_RuntimeKeysReady {
+        pg_sys::ExecReScan(ps);
+    }
     pg_sys::ExecScan(ps as *mut pg_sys::ScanState, Some(next), Some(recheck))
 }
 

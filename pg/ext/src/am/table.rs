@@ -93,7 +93,9 @@ unsafe extern "C-unwind" fn scan_begin(
     (*d).base.rs_nkeys = nkeys;
     (*d).base.rs_key = key;
     (*d).base.rs_flags = flags;
-    let st = ScanState { pager: Pager::new(m.storage.clone(), Vec::new(), None, false, snapshot_cid(snapshot)), relid: m.relid, analyze_block_done: false, analyze_unshipped: 0, counted: None };
+    let mut pager = Pager::new(m.storage.clone(), Vec::new(), None, false, snapshot_cid(snapshot));
+    pager.under_limit_of((*rel).rd_id.to_u32());
+    let st = ScanState { pager, relid: m.relid, analyze_block_done: false, analyze_unshipped: 0, counted: None };
     (*d).state = Box::into_raw(Box::new(st));
     (*d).cb.func = Some(free_scan_state);
     (*d).cb.arg = d.cast();
@@ -114,6 +116,7 @@ unsafe extern "C-unwind" fn scan_rescan(scan: pg_sys::TableScanDesc, _key: *mut 
     let d = scan as *mut PinaxScanDesc;
     let st = &mut *(*d).state;
     st.pager = Pager::new(st.pager.storage.clone(), Vec::new(), None, false, snapshot_cid((*scan).rs_snapshot));
+    st.pager.under_limit_of((*(*scan).rs_rd).rd_id.to_u32());
     st.counted = None;
 }
 

@@ -1,6 +1,7 @@
 //! Executor hooks.
 //! - ExecutorStart: index-only scans of Pinax indexes run Pinax's node code, which
-//!   skips the visibility map (am/index_only.rs).
+//!   skips the visibility map (am/index_only.rs); Limit nodes over scans of Pinax
+//!   relations pass their bound to the scan's first read (limit.rs).
 //! - ExecutorStart/End: which UPDATE runs, for column-level conflicts
 //!   (update_deps.rs).
 //! - ExecutorEnd: inside a transaction block or a subtransaction (an exception
@@ -38,8 +39,11 @@ unsafe extern "C-unwind" fn executor_start(query_desc: *mut pg_sys::QueryDesc, e
         Some(prev) => prev(query_desc, eflags),
         None => pg_sys::standard_ExecutorStart(query_desc, eflags),
     }
-    if meta::pinax_am_oid_cached().is_some() && !guc::index_only_fetch_rows() {
-        index_only::adopt_nodes((*query_desc).planstate);
+    if meta::pinax_am_oid_cached().is_some() {
+        if !guc::index_only_fetch_rows() {
+            index_only::adopt_nodes((*query_desc).planstate);
+        }
+        crate::limit::adopt_nodes((*query_desc).planstate);
     }
     crate::update_deps::started(query_desc);
 }

@@ -119,6 +119,7 @@ unsafe extern "C-unwind" fn xact_callback(event: pg_sys::XactEvent::Type, _arg: 
             }
         }
         XACT_EVENT_ABORT | XACT_EVENT_PARALLEL_ABORT => {
+            crate::limit::clear();
             index::forget_held();
             super::restart::end_of_xact();
             crate::update_deps::clear();
@@ -154,6 +155,7 @@ unsafe extern "C-unwind" fn subxact_callback(event: pg_sys::SubXactEvent::Type, 
             state::with(|b| b.commit_subxact(my_subid));
         }
         SUBXACT_EVENT_ABORT_SUB => {
+            crate::limit::clear();
             super::restart::subxact_aborted();
             state::with(|b| b.abort_subxact(my_subid));
             crate::ddl::subxact_aborted(my_subid);
