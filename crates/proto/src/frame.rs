@@ -1,10 +1,13 @@
 //! Length-prefixed, checksummed frames over any byte stream.
 //!
 //! `[len: u32 BE][crc32c(payload): u32 BE][payload: len bytes]`
+//!
+//! Every frame carries its checksum; a client reading answers over a Unix-domain
+//! socket does not verify it ([`read_frame_buffered`]: memory to memory).
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use std::io::{self, Read, Write};
+use std::io::{self, BufRead, BufReader, Read, Write};
 
 /// Largest accepted payload.
 pub const MAX_FRAME: usize = 64 << 20;
@@ -99,6 +102,39 @@ pub fn read_frame<T: DeserializeOwned, R: Read>(r: &mut R, buf: &mut Vec<u8>) ->
     decode_payload(buf).map(Some)
 }
 
+/// [`read_frame`] over a buffered stream, for large frames (scan answers of tens
+/// of kilobytes): the part of the payload the reader has buffered is copied, the
+/// rest is read from the stream straight into `buf` (not into the reader's buffer
+/// and then copied again), and `buf` keeps its length between frames (no zero fill
+/// of each payload: its bytes are overwritten). `verify`: check the checksum (a
+/// Unix-domain socket copies memory to memory; its reader may skip it).
+pub fn read_frame_buffered<T: DeserializeOwned, R: Read>(r: &mut BufReader<R>, buf: &mut Vec<u8>, verify: bool) -> Result<Option<T>, FrameError> {
+    let mut h = [0u8; HEADER_LEN];
+    let mut got = 0;
+    while got < HEADER_LEN {
+        match r.read(&mut h[got..]) {
+            Ok(0) if got == 0 => return Ok(None),
+            Ok(0) => return Err(FrameError::Io(io::ErrorKind::UnexpectedEof.into())),
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let (len, crc) = parse_header(&h)?;
+    if buf.len() < len {
+        buf.resize(len, 0);
+    }
+    let payload = &mut buf[..len];
+    let have = r.buffer().len().min(len);
+    payload[..have].copy_from_slice(&r.buffer()[..have]);
+    r.consume(have);
+    r.get_mut().read_exact(&mut payload[have..])?;
+    if verify && crc32c::crc32c(payload) != crc {
+        return Err(FrameError::Checksum);
+    }
+    decode_payload(payload).map(Some)
+}
+
 /// Encode `msg` and write it as one frame.
 pub fn write_frame<T: Serialize, W: Write>(w: &mut W, msg: &T, buf: &mut Vec<u8>) -> Result<(), FrameError> {
     encode_frame(msg, buf)?;
@@ -131,6 +167,46 @@ mod tests {
         assert_eq!(r.unwrap(), sample());
         let r: Option<RequestEnvelope> = read_frame(&mut cur, &mut scratch).unwrap();
         assert!(r.is_none());
+    }
+
+    #[test]
+    fn buffered_reads_take_frames_of_any_size_across_the_buffer() {
+        let small = sample();
+        let big = RequestEnvelope { ht: HybridTime(7), request: Request::Write { tablet: TabletId(1), ops: (0..3000u32).map(|i| WriteOp::put(i.to_be_bytes().to_vec(), vec![i as u8; 40])).collect(), read_ht: None, txn: None, request: 0 } };
+        let mut stream = Vec::new();
+        let mut one = Vec::new();
+        for m in [&small, &big, &small, &big, &big, &small] {
+            encode_frame(m, &mut one).unwrap();
+            stream.extend_from_slice(&one);
+        }
+        // A reader buffer smaller and larger than the frames; the scratch buffer is
+        // reused (longer than the next payload after a big frame).
+        for cap in [16, 4096, 1 << 20] {
+            let mut r = BufReader::with_capacity(cap, io::Cursor::new(stream.clone()));
+            let mut scratch = Vec::new();
+            for want in [&small, &big, &small, &big, &big, &small] {
+                let got: RequestEnvelope = read_frame_buffered(&mut r, &mut scratch, true).unwrap().unwrap();
+                assert_eq!(&got, want, "buffer of {cap}");
+            }
+            assert!(read_frame_buffered::<RequestEnvelope, _>(&mut r, &mut scratch, true).unwrap().is_none());
+        }
+        // A damaged payload: an error when verified, not noticed when not.
+        let mut bad = Vec::new();
+        encode_frame(&small, &mut bad).unwrap();
+        let last = bad.len() - 1;
+        bad[last] ^= 0x01;
+        let mut r = BufReader::new(io::Cursor::new(bad.clone()));
+        assert!(matches!(read_frame_buffered::<RequestEnvelope, _>(&mut r, &mut Vec::new(), true), Err(FrameError::Checksum)));
+        let mut r = BufReader::new(io::Cursor::new(bad));
+        assert!(!matches!(read_frame_buffered::<RequestEnvelope, _>(&mut r, &mut Vec::new(), false), Err(FrameError::Checksum)));
+        // A stream cut in the middle of a payload.
+        let mut r = BufReader::with_capacity(16, io::Cursor::new(stream[..stream.len() - 3].to_vec()));
+        let mut scratch = Vec::new();
+        let mut res = Ok(None);
+        for _ in 0..6 {
+            res = read_frame_buffered::<RequestEnvelope, _>(&mut r, &mut scratch, true);
+        }
+        assert!(matches!(res, Err(FrameError::Io(_))), "{res:?}");
     }
 
     #[test]
