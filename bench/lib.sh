@@ -85,13 +85,20 @@ cpu_of() {
 # Wait until SYS's servers are idle (less than 20 ms of CPU in half a second, at
 # most 30 s): work a statement leaves behind (Pinax: applying a transaction's
 # intents; PostgreSQL: autovacuum) then counts towards it.
+# Idle: two 0.5 s windows in a row with under 20 ms of CPU each (one quiet window
+# was not enough: a compaction starting later landed on the next step).
 wait_idle() {
-  local a b
+  local a b quiet=0
   a=$(cpu_of "$1")
   for _ in $(seq 1 60); do
     sleep 0.5
     b=$(cpu_of "$1")
-    (( (b - a) * 1000 / tck < 20 )) && return
+    if (( (b - a) * 1000 / tck < 20 )); then
+      quiet=$((quiet + 1))
+      (( quiet >= 2 )) && return
+    else
+      quiet=0
+    fi
     a=$b
   done
 }
