@@ -808,12 +808,12 @@ impl<E: KvEngine> Tablet<E> {
                     let alone = intents.iter().all(|r| r.txn == other || r.kind == IntentKind::Lock);
                     let regular = &mut probes.regular;
                     let fold = |base| Ok(alone && regular.latest_version(key)?.0 == Some(base));
-                    if let Some(v) = resolve_key_intents(batch, key, other, Some(commit_ht), &recs, true, fold, true)? {
+                    if let Some(v) = resolve_key_intents(batch, key, other, Some(commit_ht), &recs, true, fold, true, true)? {
                         versions.push(v);
                     }
                 }
                 TxnStatus::Aborted => {
-                    resolve_key_intents(batch, key, other, None, &recs, true, |_| Ok(false), false)?;
+                    resolve_key_intents(batch, key, other, None, &recs, true, |_| Ok(false), false, true)?;
                 }
             }
         }
@@ -1057,6 +1057,73 @@ impl<E: KvEngine> Tablet<E> {
         Ok(Some(n))
     }
 
+    /// Resolution of a transaction that alone holds intents in this tablet (the
+    /// caller holds the write lock drained): the intents column family is walked
+    /// in order, one cursor, instead of the transaction's reverse index with a
+    /// lookup of each of its keys; `f` writes a key's resolution but not the
+    /// deletion of its intents, which go as range deletions, one per chunk of the
+    /// walk (a bulk load left a tombstone per row, each one a memtable insert and
+    /// a key every later read of the column family steps over until compaction),
+    /// and the transaction's reverse index as one more. A chunk holding another
+    /// transaction's intent (the lock's record of who holds intents should rule
+    /// that out) deletes this one's key by key. Chunks are replicated in order, as
+    /// in [`Tablet::rewrite_txn_intents`]: a reader between two finds the rest still
+    /// intents of the same transaction, and a resolution cut short resumes through
+    /// the reverse index (keys already resolved have no intent left: nothing to do).
+    fn resolve_walking(&self, txn: TxnId, ht: HybridTime, mut f: impl FnMut(&mut OwnedBatch, &[u8], Vec<IntentRecord>, bool, &mut dyn FnMut(&[u8]) -> Result<Option<HybridTime>>) -> Result<usize>) -> Result<usize> {
+        let snap = self.engine.snapshot();
+        let mut it = snap.iter(Cf::Intents, IterOptions { lower: Some(vec![keys::INTENT_PREFIX]), upper: Some(vec![keys::INTENT_PREFIX + 1]), prefix_same_as_start: false });
+        it.seek_to_first();
+        let mut reg = None;
+        let mut latest = |k: &[u8]| -> Result<Option<HybridTime>> { Ok(reg.get_or_insert_with(|| KeyCursor::new(snap.iter(Cf::Regular, IterOptions::default()))).latest_version(k)?.0) };
+        let mut batch = OwnedBatch::new();
+        let mut chunk = WalkedIntents::default();
+        let mut n = 0;
+        let mut in_batch = 0;
+        while it.valid()? {
+            let esc = keys::split_intent_key(it.key())?.0.to_vec();
+            let mut recs = Vec::new();
+            while it.valid()? {
+                let (k, owner, seq) = keys::split_intent_key(it.key())?;
+                if k != esc.as_slice() {
+                    break;
+                }
+                let v = keys::decode_intent_value(it.value())?;
+                chunk.saw(it.key(), owner == txn);
+                recs.push(IntentRecord { txn: owner, seq, kind: v.kind, subtxn: v.subtxn, data: v.data.to_vec() });
+                it.next();
+            }
+            let (user_key, _) = keys::unescape_prefix(&esc)?;
+            let others = recs.iter().any(|r| r.txn != txn && r.kind != IntentKind::Lock);
+            let mine: Vec<IntentRecord> = recs.into_iter().filter(|r| r.txn == txn).collect();
+            if !mine.is_empty() {
+                in_batch += f(&mut batch, &user_key, mine, others, &mut latest)?;
+            }
+            if batch.as_bytes().len() >= REWRITE_CHUNK_BYTES {
+                chunk.drop_into(&mut batch);
+                self.log.replicate(ht, std::mem::take(&mut batch), 0)?;
+                n += std::mem::take(&mut in_batch);
+            }
+        }
+        chunk.drop_into(&mut batch);
+        drop(it);
+        drop(reg);
+        let (rev, _) = reverse_index(&snap, txn);
+        if rev.valid()? {
+            let prefix = keys::reverse_prefix(txn);
+            match keys::prefix_upper_bound(&prefix) {
+                Some(upper) => batch.delete_range(Cf::Intents, &prefix, &upper),
+                None => unreachable!("a reverse-index prefix ends in a transaction id, not in 0xFF bytes only"),
+            }
+        }
+        drop(rev);
+        drop(snap);
+        if !batch.is_empty() {
+            self.log.replicate(ht, batch, 0)?;
+        }
+        Ok(n + in_batch)
+    }
+
     fn resolve_txn(&self, txn: TxnId, commit_ht: Option<HybridTime>) -> Result<usize> {
         let n = match self.resolve_txn_keyed(txn, commit_ht)? {
             Some(n) => n,
@@ -1141,7 +1208,10 @@ impl<E: KvEngine> Tablet<E> {
         // Its deletion of every row, applied: the times of all of them.
         let mut deletions: Option<Vec<HybridTime>> = None;
         let applied = guard.deletions.committed.clone();
-        let res = self.rewrite_txn_intents(txn, commit_ht.unwrap_or_else(|| self.clock.now()), true, one, |batch, user_key, _, mine, others, latest| {
+        // Alone: no other transaction holds intents here.
+        let alone = guard.intent_txns.len() == 1 && guard.intent_txns.contains(&txn);
+        let ht = commit_ht.unwrap_or_else(|| self.clock.now());
+        let mut per_key = |batch: &mut OwnedBatch, user_key: &[u8], mine: Vec<IntentRecord>, others: bool, latest: &mut dyn FnMut(&[u8]) -> Result<Option<HybridTime>>, drop_intents: bool| -> Result<usize> {
             let recs: Vec<&IntentRecord> = mine.iter().collect();
             if let Some(ht) = commit_ht {
                 self.note_predicate_writes(&recs, ht, batch);
@@ -1160,9 +1230,14 @@ impl<E: KvEngine> Tablet<E> {
             // Applied whole if no one else has written the row since (known
             // without looking if no one stepped over the transaction's patches).
             let fold = |base: HybridTime| Ok(!others && base != HybridTime::INVALID && (untouched || latest(user_key)? == Some(base)));
-            resolve_key_intents(batch, user_key, txn, commit_ht, &recs, false, fold, false)?;
+            resolve_key_intents(batch, user_key, txn, commit_ht, &recs, false, fold, false, drop_intents)?;
             Ok(1)
-        });
+        };
+        let res = if alone && !leave {
+            self.resolve_walking(txn, ht, |batch, user_key, mine, others, latest| per_key(batch, user_key, mine, others, latest, false)).map(Some)
+        } else {
+            self.rewrite_txn_intents(txn, ht, true, one, |batch, user_key, _, mine, others, latest| per_key(batch, user_key, mine, others, latest, true))
+        };
         let Some(n) = reload_on_error(guard, res)? else {
             return Ok(None);
         };
@@ -1325,7 +1400,7 @@ impl<E: KvEngine> Tablet<E> {
 /// since or holds intents on it: its row is then the row's whole state, and reads
 /// need not merge.
 #[allow(clippy::too_many_arguments)]
-fn resolve_key_intents(batch: &mut OwnedBatch, key: &[u8], txn: TxnId, commit_ht: Option<HybridTime>, recs: &[&IntentRecord], reverse: bool, fold: impl FnOnce(HybridTime) -> Result<bool>, want_cols: bool) -> Result<Option<Version>> {
+fn resolve_key_intents(batch: &mut OwnedBatch, key: &[u8], txn: TxnId, commit_ht: Option<HybridTime>, recs: &[&IntentRecord], reverse: bool, fold: impl FnOnce(HybridTime) -> Result<bool>, want_cols: bool, drop_intents: bool) -> Result<Option<Version>> {
     let written = match commit_ht {
         Some(ht) => {
             let vk = keys::version_key(key, ht);
@@ -1358,13 +1433,60 @@ fn resolve_key_intents(batch: &mut OwnedBatch, key: &[u8], txn: TxnId, commit_ht
         }
         None => None,
     };
-    for r in recs {
-        batch.delete(Cf::Intents, &keys::intent_key(key, txn, r.seq));
+    if drop_intents {
+        for r in recs {
+            batch.delete(Cf::Intents, &keys::intent_key(key, txn, r.seq));
+        }
     }
     if reverse {
         batch.delete(Cf::Intents, &keys::reverse_key(txn, key));
     }
     Ok(written)
+}
+
+/// The intent keys of one chunk of [`Tablet::resolve_walking`]: the first and the
+/// last visited, whether every one between is the transaction's, and its own.
+#[derive(Default)]
+struct WalkedIntents {
+    first: Option<Vec<u8>>,
+    last: Vec<u8>,
+    pure: bool,
+    mine: Vec<Vec<u8>>,
+}
+
+impl WalkedIntents {
+    fn saw(&mut self, key: &[u8], mine: bool) {
+        if self.first.is_none() {
+            self.first = Some(key.to_vec());
+            self.pure = true;
+        }
+        self.last.clear();
+        self.last.extend_from_slice(key);
+        if mine {
+            self.mine.push(key.to_vec());
+        } else {
+            self.pure = false;
+        }
+    }
+
+    /// Delete the chunk's intents of the transaction into `batch` (one range
+    /// deletion if the chunk holds no other one's), and start a new chunk.
+    fn drop_into(&mut self, batch: &mut OwnedBatch) {
+        match self.first.take() {
+            Some(first) if self.pure && self.mine.len() >= REVERSE_RANGE_DELETE_MIN => {
+                let mut end = std::mem::take(&mut self.last);
+                end.push(0); // the key right after the last one
+                batch.delete_range(Cf::Intents, &first, &end);
+            }
+            _ => {
+                for k in &self.mine {
+                    batch.delete(Cf::Intents, k);
+                }
+            }
+        }
+        self.mine.clear();
+        self.last.clear();
+    }
 }
 
 /// A chunk of a transaction's keys with at least this many reverse-index entries

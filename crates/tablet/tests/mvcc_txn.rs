@@ -810,28 +810,51 @@ fn a_write_sent_again_is_not_applied_twice() {
     assert!(matches!(e, Error::DuplicateKey { .. }), "{e:?}");
 }
 
-/// Counts and sizes the log entries a tablet replicates.
+/// Counts and sizes the log entries a tablet replicates, and the deletions of
+/// intents they carry (one by one, by range).
+#[derive(Default)]
 struct CountingLog {
-    inner: pinax_tablet::DirectWrite<MemEngine>,
+    inner: Option<pinax_tablet::DirectWrite<MemEngine>>,
     entries: parking_lot::Mutex<Vec<usize>>,
+    intent_deletes: parking_lot::Mutex<(usize, usize)>,
+}
+
+impl CountingLog {
+    fn new(engine: Arc<MemEngine>) -> Self {
+        CountingLog { inner: Some(pinax_tablet::DirectWrite::new(engine, false)), ..Default::default() }
+    }
+
+    fn inner(&self) -> &pinax_tablet::DirectWrite<MemEngine> {
+        self.inner.as_ref().expect("a log over an engine")
+    }
 }
 
 impl pinax_tablet::Replicator for CountingLog {
     fn replicate(&self, ht: HybridTime, batch: pinax_engine::OwnedBatch, request: u128) -> pinax_tablet::Result<()> {
         self.entries.lock().push(batch.as_bytes().len());
-        self.inner.replicate(ht, batch, request)
+        {
+            let mut d = self.intent_deletes.lock();
+            for op in batch.ops() {
+                match op {
+                    pinax_engine::BatchOp::Delete { cf: Cf::Intents, key } if key.first() == Some(&b'I') => d.0 += 1,
+                    pinax_engine::BatchOp::DeleteRange { cf: Cf::Intents, start, .. } if start.first() == Some(&b'I') => d.1 += 1,
+                    _ => {}
+                }
+            }
+        }
+        self.inner().replicate(ht, batch, request)
     }
     fn applied_request(&self, request: u128) -> Option<HybridTime> {
-        self.inner.applied_request(request)
+        self.inner().applied_request(request)
     }
     fn leader_term(&self) -> pinax_tablet::Result<u64> {
-        self.inner.leader_term()
+        self.inner().leader_term()
     }
     fn leads_now(&self) -> bool {
-        self.inner.leads_now()
+        self.inner().leads_now()
     }
     fn read_barrier(&self) -> pinax_tablet::Result<u64> {
-        self.inner.read_barrier()
+        self.inner().read_barrier()
     }
 }
 
@@ -1054,7 +1077,7 @@ fn a_large_transactions_intents_are_applied_in_bounded_entries() {
     // Raft entry, which followers could not take within the AppendEntries timeout.
     let w = World::new();
     let engine = Arc::new(MemEngine::new());
-    let log = Arc::new(CountingLog { inner: pinax_tablet::DirectWrite::new(engine.clone(), false), entries: Default::default() });
+    let log = Arc::new(CountingLog::new(engine.clone()));
     let part = Partition { start: vec![], end: None };
     let t = Tablet::open_replicated(TabletId(9), engine, log.clone(), w.clock.clone(), part, HistoryCutoff::default()).unwrap();
     let txn = tid(90);
@@ -1075,6 +1098,79 @@ fn a_large_transactions_intents_are_applied_in_bounded_entries() {
     assert!(t.txns_with_intents().unwrap().is_empty());
     let scan = t.scan(ReadContext::at(commit), &ScanSpec::default(), &w.resolver()).unwrap();
     assert_eq!(scan.rows.len(), rows);
+}
+
+#[test]
+fn a_transaction_alone_in_its_tablet_drops_its_intents_by_range() {
+    // Resolving a bulk load walked its reverse index, looked each key up and left
+    // a tombstone per row in the intents column family. Alone in its tablet, the
+    // transaction's intents go as range deletions, one per chunk of the walk.
+    use pinax_engine::{IterOptions, KvIterator, Snapshot as _};
+    let w = World::new();
+    let engine = Arc::new(MemEngine::new());
+    let log = Arc::new(CountingLog::new(engine.clone()));
+    let part = Partition { start: vec![], end: None };
+    let t = Tablet::open_replicated(TabletId(9), engine.clone(), log.clone(), w.clock.clone(), part, HistoryCutoff::default()).unwrap();
+    let value = "v".repeat(200);
+    let write = |txn: TxnId, prefix: &str, rows: usize| {
+        w.status.create(txn).unwrap();
+        for chunk in (0..rows).collect::<Vec<_>>().chunks(500) {
+            let ops: Vec<WriteOp> = chunk.iter().map(|i| WriteOp::insert(format!("{prefix}{i:05}").as_str(), value.as_str())).collect();
+            t.write_intents(0, txn, 1, w.now(), &ops, &w.resolver()).unwrap();
+        }
+    };
+    let intent_keys = || {
+        let snap = engine.snapshot();
+        let mut it = snap.iter(Cf::Intents, IterOptions::default());
+        it.seek_to_first();
+        let mut n = 0;
+        while it.valid().unwrap() {
+            n += 1;
+            it.next();
+        }
+        n
+    };
+    // Commit: every row applied, no intent or reverse entry left, no tombstone per row.
+    let a = tid(91);
+    write(a, "a", 4000);
+    let commit = w.status.commit(a, vec![TabletId(9)]).unwrap();
+    *log.intent_deletes.lock() = (0, 0);
+    log.entries.lock().clear();
+    assert_eq!(t.apply_intents(a, commit).unwrap(), 4000);
+    let (points, ranges) = *log.intent_deletes.lock();
+    assert_eq!(points, 0, "no intent deleted one by one");
+    assert!(ranges > 2 && ranges <= log.entries.lock().len(), "a range per chunk: {ranges}");
+    assert!(log.entries.lock().iter().all(|n| *n < 300 << 10), "entries stay bounded: {:?}", log.entries.lock());
+    assert_eq!(intent_keys(), 0);
+    assert!(t.txns_with_intents().unwrap().is_empty());
+    assert_eq!(t.scan(ReadContext::at(commit), &ScanSpec::default(), &w.resolver()).unwrap().rows.len(), 4000);
+    assert_eq!(t.apply_intents(a, commit).unwrap(), 0, "idempotent");
+    // Abort: the rows never appear. (Both transactions are too large for a keyed
+    // resolution, one entry of at most 256 KiB and 4096 keys: they resolve drained.)
+    let b = tid(92);
+    write(b, "b", 5000);
+    w.status.abort(b, vec![TabletId(9)]).unwrap();
+    *log.intent_deletes.lock() = (0, 0);
+    t.remove_intents(b).unwrap();
+    assert_eq!(log.intent_deletes.lock().0, 0);
+    assert_eq!(intent_keys(), 0);
+    assert_eq!(t.scan(ReadContext::at(w.now()), &ScanSpec::default(), &w.resolver()).unwrap().rows.len(), 4000);
+    // Not alone: another transaction's intent among its keys stays, and the
+    // transaction's own go one by one.
+    let c = tid(93);
+    let d = tid(94);
+    write(c, "c", 3000);
+    w.status.create(d).unwrap();
+    t.write_intents(0, d, 1, w.now(), &[WriteOp::insert("c01500x", "d")], &w.resolver()).unwrap();
+    let commit_c = w.status.commit(c, vec![TabletId(9)]).unwrap();
+    *log.intent_deletes.lock() = (0, 0);
+    assert_eq!(t.apply_intents(c, commit_c).unwrap(), 3000);
+    assert_eq!(*log.intent_deletes.lock(), (3000, 0));
+    assert_eq!(t.txns_with_intents().unwrap(), vec![d]);
+    let commit_d = w.status.commit(d, vec![TabletId(9)]).unwrap();
+    t.apply_intents(d, commit_d).unwrap();
+    assert_eq!(intent_keys(), 0);
+    assert_eq!(t.scan(ReadContext::at(commit_d), &ScanSpec::default(), &w.resolver()).unwrap().rows.len(), 7001);
 }
 
 #[test]
