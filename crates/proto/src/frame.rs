@@ -78,9 +78,9 @@ pub fn decode_frame<T: DeserializeOwned>(frame: &[u8]) -> Result<T, FrameError> 
     decode_payload(payload)
 }
 
-/// Read one frame from `r` into `buf` and decode it. `Ok(None)` on clean EOF
-/// before a frame starts.
-pub fn read_frame<T: DeserializeOwned, R: Read>(r: &mut R, buf: &mut Vec<u8>) -> Result<Option<T>, FrameError> {
+/// Read a frame's header from `r`: (payload length, checksum); `Ok(None)` on clean
+/// EOF before it starts.
+fn read_header<R: Read>(r: &mut R) -> Result<Option<(usize, u32)>, FrameError> {
     let mut h = [0u8; HEADER_LEN];
     let mut got = 0;
     while got < HEADER_LEN {
@@ -92,7 +92,13 @@ pub fn read_frame<T: DeserializeOwned, R: Read>(r: &mut R, buf: &mut Vec<u8>) ->
             Err(e) => return Err(e.into()),
         }
     }
-    let (len, crc) = parse_header(&h)?;
+    parse_header(&h).map(Some)
+}
+
+/// Read one frame from `r` into `buf` and decode it. `Ok(None)` on clean EOF
+/// before a frame starts.
+pub fn read_frame<T: DeserializeOwned, R: Read>(r: &mut R, buf: &mut Vec<u8>) -> Result<Option<T>, FrameError> {
+    let Some((len, crc)) = read_header(r)? else { return Ok(None) };
     buf.clear();
     buf.resize(len, 0);
     r.read_exact(buf)?;
@@ -109,18 +115,7 @@ pub fn read_frame<T: DeserializeOwned, R: Read>(r: &mut R, buf: &mut Vec<u8>) ->
 /// of each payload: its bytes are overwritten). `verify`: check the checksum (a
 /// Unix-domain socket copies memory to memory; its reader may skip it).
 pub fn read_frame_buffered<T: DeserializeOwned, R: Read>(r: &mut BufReader<R>, buf: &mut Vec<u8>, verify: bool) -> Result<Option<T>, FrameError> {
-    let mut h = [0u8; HEADER_LEN];
-    let mut got = 0;
-    while got < HEADER_LEN {
-        match r.read(&mut h[got..]) {
-            Ok(0) if got == 0 => return Ok(None),
-            Ok(0) => return Err(FrameError::Io(io::ErrorKind::UnexpectedEof.into())),
-            Ok(n) => got += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
-    let (len, crc) = parse_header(&h)?;
+    let Some((len, crc)) = read_header(r)? else { return Ok(None) };
     if buf.len() < len {
         buf.resize(len, 0);
     }

@@ -858,6 +858,15 @@ impl pinax_tablet::Replicator for CountingLog {
     }
 }
 
+/// Tablet 9 (every key) over its own engine, replicating through a [`CountingLog`].
+fn counted_tablet(w: &World) -> (Arc<MemEngine>, Arc<CountingLog>, Tablet<MemEngine>) {
+    let engine = Arc::new(MemEngine::new());
+    let log = Arc::new(CountingLog::new(engine.clone()));
+    let part = Partition { start: vec![], end: None };
+    let t = Tablet::open_replicated(TabletId(9), engine.clone(), log.clone(), w.clock.clone(), part, HistoryCutoff::default()).unwrap();
+    (engine, log, t)
+}
+
 /// A log that keeps the order batches were handed over in, records their request
 /// ids in that order, and holds their application while the gate is shut (the
 /// time a Raft entry takes to be durable): writes decided meanwhile show whether
@@ -1076,10 +1085,7 @@ fn a_large_transactions_intents_are_applied_in_bounded_entries() {
     // Regression: applying a 25k-row INSERT's intents on a tablet was one 4.5 MB
     // Raft entry, which followers could not take within the AppendEntries timeout.
     let w = World::new();
-    let engine = Arc::new(MemEngine::new());
-    let log = Arc::new(CountingLog::new(engine.clone()));
-    let part = Partition { start: vec![], end: None };
-    let t = Tablet::open_replicated(TabletId(9), engine, log.clone(), w.clock.clone(), part, HistoryCutoff::default()).unwrap();
+    let (_, log, t) = counted_tablet(&w);
     let txn = tid(90);
     w.status.create(txn).unwrap();
     let value = "v".repeat(200);
@@ -1107,10 +1113,7 @@ fn a_transaction_alone_in_its_tablet_drops_its_intents_by_range() {
     // transaction's intents go as range deletions, one per chunk of the walk.
     use pinax_engine::{IterOptions, KvIterator, Snapshot as _};
     let w = World::new();
-    let engine = Arc::new(MemEngine::new());
-    let log = Arc::new(CountingLog::new(engine.clone()));
-    let part = Partition { start: vec![], end: None };
-    let t = Tablet::open_replicated(TabletId(9), engine.clone(), log.clone(), w.clock.clone(), part, HistoryCutoff::default()).unwrap();
+    let (engine, log, t) = counted_tablet(&w);
     let value = "v".repeat(200);
     let write = |txn: TxnId, prefix: &str, rows: usize| {
         w.status.create(txn).unwrap();
