@@ -695,7 +695,13 @@ unsafe fn ranges(im: &IndexMeta, keys: &[pg_sys::ScanKeyData]) -> (Vec<Range>, b
                     let mut s = prefix.clone();
                     col.encode(&mut s, v, false);
                     // `> v`: past every key whose column is v (the recheck would
-                    // drop them, after a read that may not have been needed).
+                    // drop them, after a read that may not have been needed). An
+                    // ordered column's encoding is prefix-free (fixed width, escaped
+                    // bytes ending in a terminator, or numeric digit pairs whose last
+                    // one is marked: pinax_codec::datum), so those keys are exactly
+                    // the ones starting with `s`, and a key whose column is above
+                    // v differs from `s` at a byte inside it: it is at or after
+                    // `prefix_end(&s)`.
                     start = if inclusive { s } else { prefix_end(&s).unwrap_or(s) };
                 }
                 if let Some((v, inclusive)) = upper[k] {
