@@ -60,26 +60,24 @@ pub fn first_page(relid: u32) -> Option<usize> {
     }
 }
 
-/// The OID of the Pinax relation `child` scans, if it is a scan of one.
-unsafe fn scanned_pinax_relation(child: *mut pg_sys::PlanState) -> Option<u32> {
+/// The relation `child` scans, if it is a scan node, and whether that is an index
+/// (index and index-only scans) rather than a table.
+unsafe fn scanned_relation(child: *mut pg_sys::PlanState) -> Option<(pg_sys::Relation, bool)> {
     if child.is_null() {
         return None;
     }
-    match (*child).type_ {
-        pg_sys::NodeTag::T_IndexScanState => {
-            let idx = (*(child as *mut pg_sys::IndexScanState)).iss_RelationDesc;
-            (!idx.is_null() && index::is_pinax_index(idx)).then(|| (*idx).rd_id.to_u32())
-        }
-        pg_sys::NodeTag::T_IndexOnlyScanState => {
-            let idx = (*(child as *mut pg_sys::IndexOnlyScanState)).ioss_RelationDesc;
-            (!idx.is_null() && index::is_pinax_index(idx)).then(|| (*idx).rd_id.to_u32())
-        }
-        pg_sys::NodeTag::T_SeqScanState | pg_sys::NodeTag::T_CustomScanState => {
-            let rel = (*(child as *mut pg_sys::ScanState)).ss_currentRelation;
-            (!rel.is_null() && meta::is_pinax_table(rel)).then(|| (*rel).rd_id.to_u32())
-        }
-        _ => None,
-    }
+    let (rel, index) = match (*child).type_ {
+        pg_sys::NodeTag::T_IndexScanState => ((*(child as *mut pg_sys::IndexScanState)).iss_RelationDesc, true),
+        pg_sys::NodeTag::T_IndexOnlyScanState => ((*(child as *mut pg_sys::IndexOnlyScanState)).ioss_RelationDesc, true),
+        pg_sys::NodeTag::T_SeqScanState | pg_sys::NodeTag::T_CustomScanState => ((*(child as *mut pg_sys::ScanState)).ss_currentRelation, false),
+        _ => return None,
+    };
+    (!rel.is_null()).then_some((rel, index))
+}
+
+/// Whether `child` scans a Pinax table or index.
+unsafe fn scans_pinax_relation(child: *mut pg_sys::PlanState) -> bool {
+    scanned_relation(child).is_some_and(|(rel, index)| if index { index::is_pinax_index(rel) } else { meta::is_pinax_table(rel) })
 }
 
 /// Point the Limit nodes over scans of Pinax relations in `planstate`'s tree at
@@ -96,7 +94,7 @@ pub unsafe fn adopt_nodes(planstate: *mut pg_sys::PlanState) {
 
 #[pg_guard]
 unsafe extern "C-unwind" fn walker(ps: *mut pg_sys::PlanState, ctx: *mut std::ffi::c_void) -> bool {
-    if (*ps).type_ == pg_sys::NodeTag::T_LimitState && scanned_pinax_relation((*ps).lefttree).is_some() {
+    if (*ps).type_ == pg_sys::NodeTag::T_LimitState && scans_pinax_relation((*ps).lefttree) {
         if let Some(real) = (*ps).ExecProcNodeReal {
             let real = real as usize;
             // Another extension's node function is left alone.
@@ -116,7 +114,8 @@ unsafe extern "C-unwind" fn exec_limit(ps: *mut pg_sys::PlanState) -> *mut pg_sy
     };
     // SAFETY: the pointer was ExecLimit's, an `ExecProcNodeMtd`.
     let real: unsafe extern "C-unwind" fn(*mut pg_sys::PlanState) -> *mut pg_sys::TupleTableSlot = std::mem::transmute(real);
-    let relid = scanned_pinax_relation((*ps).lefttree).unwrap_or(0);
+    // The child was found to scan a Pinax relation when the node was adopted.
+    let relid = scanned_relation((*ps).lefttree).map_or(0, |(rel, _)| (*rel).rd_id.to_u32());
     let _restore = Restore(HINT.with(|h| h.replace((relid, ps as *mut pg_sys::LimitState))));
     pg_sys::ffi::pg_guard_ffi_boundary(|| real(ps))
 }
