@@ -3,7 +3,7 @@
 use crate::client::Client;
 use crate::error::{ClientError, Result};
 use pinax_common::{HybridTime, TabletId, TxnId};
-use pinax_proto::{ReadPoint, Request, Response, ScanSpec, WriteOp};
+use pinax_proto::{LiveWrite, ReadPoint, Request, Response, ScanSpec, WriteOp};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum State {
@@ -104,12 +104,31 @@ impl Txn {
             let ti = &info.tablets[idx];
             let req = Request::Write { tablet: ti.id, ops, read_ht: Some(self.read_ht), txn: Some((self.id, self.seq)), request: crate::client::new_request_id() };
             match self.send(ti, req, on_blocked)? {
-                None | Some(Response::Written { .. }) => {}
-                Some(r) => return Err(ClientError::Protocol(format!("unexpected response {r:?}"))),
+                Response::Written { .. } => {}
+                r => return Err(ClientError::Protocol(format!("unexpected response {r:?}"))),
             }
         }
         self.seq += 1;
         Ok(())
+    }
+
+    /// Write `op` (a blind patch or a delete of one row) as the current statement
+    /// only if the row is live for the transaction (`Request::WriteIntentIfLive`:
+    /// its own earlier writes, else the newest committed version), then move to the
+    /// next statement. Returns what the tablet did: `NeedsRow` (a patch over a row
+    /// the transaction wrote, or carrying two patches) and `Absent` wrote nothing.
+    /// `on_blocked` as for [`Txn::write_waiting`].
+    pub fn write_if_live(&mut self, table: &str, op: WriteOp, on_blocked: &mut dyn FnMut(&Client, TxnId) -> Result<bool>) -> Result<LiveWrite> {
+        self.check_open()?;
+        let info = self.client.table(table)?;
+        let ti = &info.tablets[info.tablet_index_for(&op.key)];
+        let req = Request::WriteIntentIfLive { tablet: ti.id, op, txn: self.id, seq: self.seq, request: crate::client::new_request_id() };
+        let outcome = match self.send(ti, req, on_blocked)? {
+            Response::WrittenIfLive { outcome, .. } => outcome,
+            r => return Err(ClientError::Protocol(format!("unexpected response {r:?}"))),
+        };
+        self.seq += 1;
+        Ok(outcome)
     }
 
     /// Delete every row of `table` as the current statement, in the tablets
@@ -125,7 +144,7 @@ impl Txn {
         for ti in &info.tablets {
             let req = Request::DeleteAll { tablet: ti.id, txn: self.id, seq: self.seq, read_ht: self.read_ht };
             match self.send(ti, req, on_blocked)? {
-                Some(Response::DeletedAll { count: n }) => count += n,
+                Response::DeletedAll { count: n } => count += n,
                 r => return Err(ClientError::Protocol(format!("unexpected response {r:?}"))),
             }
         }
@@ -135,9 +154,9 @@ impl Txn {
 
     /// Send the current statement's write `req` to tablet `ti`: the tablet becomes
     /// a participant, the status record is created first if it is not yet (with
-    /// the write when the status node leads the tablet: `Ok(None)` then), and a
-    /// conflict with another transaction's pending intent calls `on_blocked`.
-    fn send(&mut self, ti: &pinax_proto::TabletInfo, mut req: Request, on_blocked: &mut dyn FnMut(&Client, TxnId) -> Result<bool>) -> Result<Option<Response>> {
+    /// the write when the status node leads the tablet), and a conflict with
+    /// another transaction's pending intent calls `on_blocked`. Returns the write's answer.
+    fn send(&mut self, ti: &pinax_proto::TabletInfo, mut req: Request, on_blocked: &mut dyn FnMut(&Client, TxnId) -> Result<bool>) -> Result<Response> {
         match self.participants.iter().position(|p| *p == ti.id) {
             Some(i) => self.participant_writes[i].1 = self.participant_writes[i].1.max(self.seq),
             None => {
@@ -148,10 +167,10 @@ impl Txn {
         if !self.created {
             // The status record must exist before the first intent. When the
             // status node leads this tablet too, one request does both.
-            if matches!(req, Request::Write { .. }) && self.client.leader_of(ti) == self.status_addr {
+            if matches!(req, Request::Write { .. } | Request::WriteIntentIfLive { .. }) && self.client.leader_of(ti) == self.status_addr {
                 match self.create_and_write(req)? {
-                    None => return Ok(None),
-                    Some(back) => req = back,
+                    Ok(r) => return Ok(r),
+                    Err(back) => req = back,
                 }
             } else {
                 self.create()?;
@@ -160,7 +179,7 @@ impl Txn {
         loop {
             let (res, back) = self.client.call_tablet_returning(ti, req);
             match res {
-                Ok(r) => return Ok(Some(r)),
+                Ok(r) => return Ok(r),
                 Err(e) => match e.blocker() {
                     Some(b) if b != self.id && on_blocked(&self.client, b)? => req = back,
                     _ => return Err(e),
@@ -182,10 +201,10 @@ impl Txn {
 
     /// Create the status record and do the first write `write` in one round trip
     /// (`CreateTxnAndWrite`, to the status node, which leads the write's tablet).
-    /// `Ok(None)`: both done; `Ok(Some(write))`: the record was created, the write
-    /// failed and is handed back to be sent the ordinary way (which follows a moved
-    /// leader and waits for a blocker); an error: the record was not created.
-    fn create_and_write(&mut self, write: Request) -> Result<Option<Request>> {
+    /// `Ok(Ok(answer))`: both done; `Ok(Err(write))`: the record was created, the
+    /// write failed and is handed back to be sent the ordinary way (which follows a
+    /// moved leader and waits for a blocker); an error: the record was not created.
+    fn create_and_write(&mut self, write: Request) -> Result<std::result::Result<Response, Request>> {
         let req = Request::CreateTxnAndWrite { txn: self.id, write: Box::new(write) };
         let (res, back) = self.client.call_at_returning(&self.status_addr, req);
         let Request::CreateTxnAndWrite { write, .. } = back else { unreachable!("the request handed back") };
@@ -194,9 +213,8 @@ impl Txn {
                 self.created = true;
                 self.client.register_txn(self.id, self.status_addr.clone());
                 match res {
-                    Ok(r) if matches!(*r, Response::Written { .. }) => Ok(None),
-                    Ok(r) => Err(ClientError::Protocol(format!("unexpected response {r:?}"))),
-                    Err(_) => Ok(Some(*write)),
+                    Ok(r) => Ok(Ok(*r)),
+                    Err(_) => Ok(Err(*write)),
                 }
             }
             r => Err(ClientError::Protocol(format!("unexpected response {r:?}"))),

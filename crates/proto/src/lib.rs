@@ -199,7 +199,7 @@ pub enum Request {
     Campaign { tablet: TabletId },
     /// A transaction's first write, sent to its home node (the status node) when
     /// that node also leads the tablet written: `CreateTxn { txn }`, then, once the
-    /// record exists, `write` (a `Write` of `txn`). One round trip instead of two.
+    /// record exists, `write` (a `Write` or `WriteIntentIfLive` of `txn`). One round trip instead of two.
     /// Fails as `CreateTxn` would when the record could not be created (nothing was
     /// written); otherwise answers `TxnWritten` with the write's own outcome.
     CreateTxnAndWrite { txn: TxnId, write: Box<Request> },
@@ -212,6 +212,12 @@ pub enum Request {
     /// patch, never stored whole, refused with `NeedsRow` over a row already
     /// carrying two patches: reads merge every layer). Answers `WrittenIfLive`.
     WriteIfLive { tablet: TabletId, op: WriteOp, read_ht: Option<HybridTime>, full: bool, request: u128 },
+    /// `WriteIfLive` inside transaction `txn`, as its statement `seq`: a blind patch
+    /// or a delete written as an intent if the row is live for the transaction (its
+    /// own earlier writes, else the newest committed version: READ COMMITTED). A
+    /// patch over a row the transaction wrote itself, or carrying two patches,
+    /// answers `NeedsRow` (nothing written). Answers `WrittenIfLive`.
+    WriteIntentIfLive { tablet: TabletId, op: WriteOp, txn: TxnId, seq: u32, request: u128 },
     /// Delete every row of a tablet as transaction `txn`'s statement `seq`, which
     /// reads at `read_ht` (`DELETE FROM t` with no condition, done in the tablets:
     /// one intent per tablet, a whole-tablet tombstone once applied). Conflicts as

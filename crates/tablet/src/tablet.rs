@@ -551,6 +551,72 @@ impl<E: KvEngine> Tablet<E> {
         Ok((ht, outcome))
     }
 
+    /// [`Tablet::write_if_live`] as transaction `txn`'s statement `seq`: a blind
+    /// `Patch` (holding only the columns it assigns) or a `Delete` of one row, written
+    /// as an intent only if the row is live for the transaction (its own earlier
+    /// writes decide; else the newest committed version, whatever the statement's
+    /// read time: READ COMMITTED's EvalPlanQual, the write reading nothing). Another
+    /// transaction's pending write of the row (a patch of a column this one assigns,
+    /// for a patch) is a conflict naming it. A patch is refused with `NeedsRow` over a
+    /// row the transaction wrote itself (its row would have to hold the whole row,
+    /// see `txn_effect`) or one already carrying [`BLIND_CHAIN`] patches; the caller
+    /// then reads the row and writes it the ordinary way. Nothing is written unless
+    /// `Applied` (the request id is then remembered: a resend answers `Applied`).
+    /// A patch intent names no base version, so it is never applied as a whole row.
+    pub fn write_intent_if_live<R: TxnStatusResolver + ?Sized>(&self, request: u128, txn: TxnId, seq: u32, op: &WriteOp, resolver: &R) -> Result<LiveWrite> {
+        if !matches!(op.kind, WriteOpKind::Delete | WriteOpKind::Patch) {
+            return Err(Error::InvalidRequest(format!("a write if live is a delete or a patch, not {:?}", op.kind)));
+        }
+        let ops = std::slice::from_ref(op);
+        self.check_keys(ops)?;
+        // Its answer may be that nothing is there: only the leader may say so.
+        self.log.read_barrier()?;
+        self.admit_write(ops)?;
+        let rows = row_hashes(ops);
+        let mut guard = self.lock_rows(&rows)?;
+        if self.log.applied_request(request).is_some() {
+            return Ok(LiveWrite::Applied);
+        }
+        let mut batch = OwnedBatch::new();
+        let patches = patches_of(ops)?;
+        let patch = patches[0].as_ref();
+        let mut stepped = Vec::new();
+        let state = {
+            let snap = self.engine.snapshot();
+            let regular = KeyCursor::probing(snap.iter(Cf::Regular, IterOptions { prefix_same_as_start: true, ..IterOptions::default() }));
+            let intents = (!guard.intent_txns.is_empty()).then(|| intents_cursor_between(&snap, &op.key, &op.key, true));
+            let (deleted, own_deletion) = self.deletion_in_the_way(Some(txn), &guard.deletions, resolver)?;
+            let mut probes: Probes<E::Snapshot<'_>> = Probes { regular, intents, deleted, own_deletion };
+            self.resolve_key(&mut probes, &op.key, Some(txn), None, op.kind, op.strength(), patch.map(|p| &p.deps[..]), true, resolver, &mut batch, &mut stepped)?
+        };
+        guard.stepped_over.extend(stepped);
+        let outcome = if !state.live {
+            LiveWrite::Absent
+        } else if patch.is_some() && (state.own.is_some() || state.chain >= BLIND_CHAIN) {
+            LiveWrite::NeedsRow
+        } else {
+            LiveWrite::Applied
+        };
+        if outcome != LiveWrite::Applied && batch.is_empty() {
+            return Ok(outcome);
+        }
+        if outcome == LiveWrite::Applied {
+            let mut v = Vec::new();
+            match patch {
+                Some(p) => keys::encode_intent_value(&mut v, IntentKind::Patch, 0, &patch::encode_patch_intent(HybridTime::INVALID, p.stored)),
+                None => keys::encode_intent_value(&mut v, IntentKind::Delete, 0, &[]),
+            }
+            batch.put(Cf::Intents, &keys::intent_key(&op.key, txn, seq), &v);
+            batch.put(Cf::Intents, &keys::reverse_key(txn, &op.key), &[]);
+            if guard.intent_txns.insert(txn) {
+                guard.clean.insert(txn);
+            }
+        }
+        let request = if outcome == LiveWrite::Applied { request } else { 0 };
+        self.replicate_keyed(guard, rows, self.clock.now(), batch, request)?;
+        Ok(outcome)
+    }
+
     /// Write backpressure, before a client's write takes the write lock: while the
     /// engine's background work is behind, each write waits (so the writers slow
     /// down to what storage absorbs): the engine's delay per [`SLOW_UNIT_BYTES`]

@@ -1951,6 +1951,79 @@ fn writes_if_live_apply_only_to_live_rows_and_bound_blind_patches() {
     }
 }
 
+#[test]
+fn transactional_writes_if_live_write_intents_over_live_rows_only() {
+    use pinax_proto::LiveWrite::{Absent, Applied, NeedsRow};
+    use pinax_tablet::tablet::BLIND_CHAIN;
+    let w = World::new();
+    let t = w.tablet_for(b"a");
+    let live = |txn: TxnId, seq: u32, op: &WriteOp| t.write_intent_if_live(0, txn, seq, op, &w.resolver());
+    let t1 = tid(1);
+    w.status.create(t1).unwrap();
+    // No row: nothing written (no intent).
+    assert_eq!(live(t1, 1, &patch_op("a", &[2], &[2], "p")).unwrap(), Absent);
+    assert_eq!(live(t1, 1, &WriteOp::delete("a")).unwrap(), Absent);
+    assert_eq!(t.apply_intents(t1, w.now()).unwrap(), 0, "no intent was written");
+    // A live row: the blind patch is an intent, seen by the transaction's later
+    // statements (laid over the row), not by its own statement nor by others.
+    w.put("a", "base");
+    let before = w.now();
+    assert_eq!(live(t1, 2, &patch_op("a", &[2], &[2], "p1")).unwrap(), Applied);
+    assert_eq!(stacked(&w, "a", ReadContext::in_txn(w.now(), t1, 3)), Some((vec![(vec![2], "p1".into())], "base".into())));
+    assert_eq!(stacked(&w, "a", ReadContext::in_txn(w.now(), t1, 2)), Some((vec![], "base".into())));
+    assert_eq!(stacked(&w, "a", ReadContext::at(w.now())), Some((vec![], "base".into())));
+    // Another transaction meets it: a write of the same attribute conflicts naming
+    // t1, of another attribute it does not; an autocommit delete conflicts.
+    let t2 = tid(2);
+    w.status.create(t2).unwrap();
+    let e = live(t2, 1, &patch_op("a", &[2], &[2], "x")).unwrap_err();
+    assert!(matches!(e, Error::WriteConflict { other_txn: Some(o), .. } if o == t1), "{e:?}");
+    let e = live(t2, 1, &WriteOp::delete("a")).unwrap_err();
+    assert!(matches!(e, Error::WriteConflict { other_txn: Some(o), .. } if o == t1), "{e:?}");
+    // A second patch of t1's own row needs the row (t1 wrote it): nothing written.
+    assert_eq!(live(t1, 3, &patch_op("a", &[3], &[3], "q")).unwrap(), NeedsRow);
+    assert_eq!(stacked(&w, "a", ReadContext::in_txn(w.now(), t1, 4)).unwrap().0.len(), 1);
+    // Committed: the patch over the row, never folded into a whole row (its row
+    // holds only what it assigns), whether read through the intent or applied.
+    let commit = w.status.commit(t1, vec![t.id()]).unwrap();
+    assert!(commit > before);
+    assert_eq!(stacked(&w, "a", ReadContext::at(commit)), Some((vec![(vec![2], "p1".into())], "base".into())));
+    assert_eq!(t.apply_intents(t1, commit).unwrap(), 1);
+    assert_eq!(stacked(&w, "a", ReadContext::at(w.now())), Some((vec![(vec![2], "p1".into())], "base".into())));
+    assert_eq!(stacked(&w, "a", ReadContext::at(commit.decremented())), Some((vec![], "base".into())));
+    // t2 (READ COMMITTED: no read time) now writes over the newest version.
+    assert_eq!(live(t2, 1, &patch_op("a", &[4], &[4], "p2")).unwrap(), Applied);
+    let c2 = w.status.commit(t2, vec![t.id()]).unwrap();
+    assert_eq!(t.apply_intents(t2, c2).unwrap(), 1);
+    assert_eq!(BLIND_CHAIN, 2);
+    // Two patches over the row: the next one needs the row.
+    let t3 = tid(3);
+    w.status.create(t3).unwrap();
+    assert_eq!(live(t3, 1, &patch_op("a", &[5], &[5], "p3")).unwrap(), NeedsRow);
+    // A transaction's own full write decides liveness: a patch over it needs the
+    // row, a delete of it applies; over its own delete, nothing is there.
+    w.txn_write(t3, 1, w.now(), vec![WriteOp::put("b", "mine")]).unwrap();
+    assert_eq!(live(t3, 2, &patch_op("b", &[2], &[2], "p")).unwrap(), NeedsRow);
+    assert_eq!(live(t3, 2, &WriteOp::delete("b")).unwrap(), Applied);
+    assert_eq!(stacked(&w, "b", ReadContext::in_txn(w.now(), t3, 3)), None);
+    assert_eq!(live(t3, 3, &WriteOp::delete("b")).unwrap(), Absent);
+    // Aborted: nothing of it stays; a resend of an applied request is not written twice.
+    w.status.abort(t3, vec![t.id()]).unwrap();
+    t.remove_intents(t3).unwrap();
+    assert_eq!(w.get_at("b", w.now()), None);
+    let t4 = tid(4);
+    w.status.create(t4).unwrap();
+    assert_eq!(t.write_intent_if_live(9, t4, 1, &WriteOp::delete("a"), &w.resolver()).unwrap(), Applied);
+    assert_eq!(t.write_intent_if_live(9, t4, 1, &WriteOp::delete("a"), &w.resolver()).unwrap(), Applied);
+    let c4 = w.status.commit(t4, vec![t.id()]).unwrap();
+    assert_eq!(t.apply_intents(t4, c4).unwrap(), 1);
+    assert_eq!(stacked(&w, "a", ReadContext::at(w.now())), None);
+    // Only deletes and patches.
+    for bad in [WriteOp::put("a", "x"), WriteOp::insert("a", "x"), WriteOp::lock("a")] {
+        assert_eq!(live(t4, 2, &bad).unwrap_err().code(), ErrorCode::InvalidRequest);
+    }
+}
+
 impl World {
     fn delete_all(&self, txn: TxnId, seq: u32, read_ht: HybridTime) -> Result<Vec<u64>, Error> {
         self.tablets.iter().map(|t| t.delete_all(txn, seq, read_ht, &self.resolver())).collect()

@@ -1100,12 +1100,17 @@ impl<F: EngineFactory> Node<F> {
                 let (ht, outcome) = t.write_if_live(request, &op, read_ht, full, &self.resolver()).map_err(tablet_err)?;
                 Ok(Response::WrittenIfLive { ht, outcome })
             }
+            Request::WriteIntentIfLive { tablet, op, txn, seq, request } => {
+                let t = self.get_tablet(tablet)?;
+                let outcome = t.write_intent_if_live(request, txn, seq, &op, &self.resolver()).map_err(tablet_err)?;
+                Ok(Response::WrittenIfLive { ht: self.clock.now(), outcome })
+            }
             Request::DeleteAll { tablet, txn, seq, read_ht } => {
                 let t = self.get_tablet(tablet)?;
                 t.delete_all(txn, seq, read_ht, &self.resolver()).map(|count| Response::DeletedAll { count }).map_err(tablet_err)
             }
             Request::CreateTxnAndWrite { txn, write } => {
-                if !matches!(&*write, Request::Write { txn: Some((t, _)), .. } if *t == txn) {
+                if !matches!(&*write, Request::Write { txn: Some((t, _)), .. } | Request::WriteIntentIfLive { txn: t, .. } if *t == txn) {
                     return Err(err(ErrorCode::InvalidRequest, "CreateTxnAndWrite carries a write of its own transaction"));
                 }
                 match self.on_status_tablet(txn, Request::CreateTxn { txn }, true)? {

@@ -20,6 +20,7 @@ static ENABLE_LIMIT_PUSHDOWN: GucSetting<bool> = GucSetting::<bool>::new(true);
 static TRACE_SCANS: GucSetting<bool> = GucSetting::<bool>::new(false);
 static COLUMN_CONFLICTS: GucSetting<bool> = GucSetting::<bool>::new(true);
 static SINGLE_ROW_WRITES: GucSetting<bool> = GucSetting::<bool>::new(true);
+static SINGLE_ROW_WRITES_IN_TXNS: GucSetting<bool> = GucSetting::<bool>::new(true);
 static DELETE_ALL: GucSetting<bool> = GucSetting::<bool>::new(true);
 
 pub fn init() {
@@ -146,8 +147,16 @@ pub fn init() {
     GucRegistry::define_bool_guc(
         c"pinax.enable_single_row_writes",
         c"An autocommit UPDATE or DELETE of one Pinax row by its whole primary key writes without reading the row first.",
-        c"When nothing needs the old row (no RETURNING, triggers, row-level security, CHECK constraints, stored generated columns; an UPDATE whose new values do not read the row and that changes no indexed column; a DELETE from a table without secondary indexes), the statement is one storage write that applies only if the row exists. EXPLAIN shows Custom Scan (PinaxWriteByKey). Inside transaction blocks and SERIALIZABLE transactions the statement runs as usual.",
+        c"When nothing needs the old row (no RETURNING, triggers, row-level security, CHECK constraints, stored generated columns; an UPDATE whose new values do not read the row and that changes no indexed column; a DELETE from a table without secondary indexes), the statement is one storage write that applies only if the row exists. EXPLAIN shows Custom Scan (PinaxWriteByKey). In transaction blocks see pinax.enable_single_row_writes_in_transactions; in REPEATABLE READ and SERIALIZABLE transactions the statement runs as usual.",
         &SINGLE_ROW_WRITES,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_bool_guc(
+        c"pinax.enable_single_row_writes_in_transactions",
+        c"pinax.enable_single_row_writes also inside READ COMMITTED transaction blocks: the row is written as a provisional record of the transaction without being read first.",
+        c"A top-level statement (not run by a function, procedure or DO block). The row is live for the transaction when its own earlier writes say so, else when its newest committed version is live (PostgreSQL's READ COMMITTED re-check of an updated row). A second such UPDATE of a row the transaction wrote, or of a row carrying two earlier ones, reads the row and runs as usual.",
+        &SINGLE_ROW_WRITES_IN_TXNS,
         GucContext::Userset,
         GucFlags::default(),
     );
@@ -208,6 +217,11 @@ pub fn trace_scans() -> bool {
 /// `pinax.enable_single_row_writes`.
 pub fn single_row_writes() -> bool {
     SINGLE_ROW_WRITES.get()
+}
+
+/// `pinax.enable_single_row_writes_in_transactions`.
+pub fn single_row_writes_in_transactions() -> bool {
+    SINGLE_ROW_WRITES_IN_TXNS.get()
 }
 
 /// `pinax.enable_delete_all`.

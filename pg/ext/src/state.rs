@@ -24,7 +24,7 @@ use crate::tid::TidMap;
 use pgrx::pg_sys;
 use pinax_client::{Client, ClientError, Txn};
 use pinax_common::HybridTime;
-use pinax_proto::{LockStrength, ReadPoint, WriteOp};
+use pinax_proto::{LiveWrite, LockStrength, ReadPoint, WriteOp};
 use std::cell::RefCell;
 
 /// Flush the buffer once it holds this many operations...
@@ -389,6 +389,29 @@ impl Backend {
         let me = txn.id();
         let mut started = None;
         txn.delete_all(table, &mut |client, blocker| wait_for(client, blocker, Some(me), &mut started)).map_err(mk)
+    }
+
+    /// Write `op` (a blind patch or a delete of one row, see `write_by_key`) as
+    /// command `seq` of the storage transaction (begun here) only if the row is live
+    /// for it (`Txn::write_if_live`: READ COMMITTED, the newest committed version or
+    /// the transaction's own writes). A pending writer met is waited for, and the
+    /// write sent again however it ended (it reads nothing that could be outdated).
+    pub fn write_if_live(&mut self, seq: u32, table: &str, op: WriteOp) -> Result<LiveWrite, FlushError> {
+        self.flush()?;
+        let mk = |e: ClientError| FlushError { table: table.to_string(), error: e };
+        let ht = self.statement_ht().map_err(mk)?.ht;
+        let client = self.client().map_err(mk)?;
+        let txn = self.txn.get_or_insert_with(|| client.begin());
+        txn.set_read_ht(ht);
+        txn.set_seq(seq);
+        let me = txn.id();
+        let mut started = None;
+        let outcome = txn.write_if_live(table, op, &mut |client, blocker| wait_for(client, blocker, Some(me), &mut started).map(|_| true)).map_err(mk)?;
+        if outcome == LiveWrite::Applied {
+            self.writes += 1;
+            self.max_seq = Some(self.max_seq.map_or(seq, |m| m.max(seq)));
+        }
+        Ok(outcome)
     }
 
     /// Where a read with a snapshot at command `curcid` reads: after flushing, at the

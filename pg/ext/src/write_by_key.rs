@@ -27,14 +27,22 @@
 //! transaction, see `hooks::restart::top_level_whole_transaction`), under READ
 //! COMMITTED or REPEATABLE READ, with `pinax.enable_single_row_writes` (and for
 //! UPDATE `pinax.column_conflicts`) on. Its write then commits at once, as the
-//! autocommit fast path would at the end of the statement. Otherwise (a transaction
-//! block, a function, SERIALIZABLE) it runs its child, the plan PostgreSQL made,
-//! unchanged.
+//! autocommit fast path would at the end of the statement. A top-level statement
+//! inside a READ COMMITTED transaction (a transaction block, or after earlier
+//! writes), with `pinax.enable_single_row_writes_in_transactions` on, writes by
+//! key too, as a provisional record of the transaction (`Request::WriteIntentIfLive`):
+//! the row is live when the transaction's own earlier writes say so, else when its
+//! newest committed version is; a blind patch over a row the transaction wrote
+//! itself (its patch must hold the whole row, see `pinax_mvcc::txn_effect`) or
+//! over two patches answers `NeedsRow`, and the statement then runs its child.
+//! Otherwise (a function, REPEATABLE READ in a block, SERIALIZABLE) it runs its
+//! child, the plan PostgreSQL made, unchanged.
 //!
 //! Semantics: the write reads nothing, so it has no read time to conflict with:
 //! it applies to the newest committed version, as PostgreSQL's EvalPlanQual
 //! would under READ COMMITTED (and, the statement being its whole transaction,
-//! as a REPEATABLE READ transaction whose snapshot was taken then). A pending
+//! as a REPEATABLE READ transaction whose snapshot was taken then; a READ
+//! COMMITTED statement's snapshot could have been taken then too). A pending
 //! write of another transaction makes it wait (as for a row lock) and try again.
 //! A patch that would be the third over a row is refused by the tablet (reads,
 //! scans above all, merge every layer of a row's stack): the node then reads the row, forms it whole and writes it with that
@@ -430,6 +438,8 @@ struct NodeState {
     child: *mut pg_sys::PlanState,
     /// What the write did (EXPLAIN ANALYZE; -1: not run by key).
     outcome: i32,
+    /// Writing by key as an intent of the transaction (not committed at once).
+    in_txn: bool,
 }
 
 #[pg_guard]
@@ -460,11 +470,14 @@ unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *m
         && pg_sys::XactIsoLevel < pg_sys::XACT_SERIALIZABLE as i32
         && if (*s).op == OP_DELETE_ALL {
             // Its transaction commits it, whenever: any top-level statement.
-            crate::hooks::restart::top_level()
+            crate::hooks::restart::top_level() && state::with(|b| b.wrote_nothing())
+        } else if crate::hooks::restart::top_level_whole_transaction((*estate).es_plannedstmt) && state::with(|b| b.wrote_nothing()) {
+            true
         } else {
-            crate::hooks::restart::top_level_whole_transaction((*estate).es_plannedstmt)
-        }
-        && state::with(|b| b.wrote_nothing());
+            // Inside a READ COMMITTED transaction: an intent of the transaction.
+            (*s).in_txn = guc::single_row_writes_in_transactions() && pg_sys::XactIsoLevel < pg_sys::XACT_REPEATABLE_READ as i32 && crate::hooks::restart::top_level();
+            (*s).in_txn
+        };
     if (*s).by_key {
         let ps = node as *mut pg_sys::PlanState;
         let exprs = list_ptrs::<pg_sys::Expr>((*cscan).custom_exprs);
@@ -563,8 +576,20 @@ unsafe extern "C-unwind" fn exec(node: *mut pg_sys::CustomScanState) -> *mut pg_
     let key = meta::pk_key(&pk, slot);
     let mut sorted = assigned.clone();
     sorted.sort_unstable();
-    let client = state::with(|b| b.client()).or_raise();
     let blind = if (*s).op == OP_UPDATE { WriteOp::patch(key.clone(), patch::encode_patch_op(&sorted, &sorted, &form_tuple_bytes(slot))) } else { WriteOp::delete(key.clone()) };
+    if (*s).in_txn {
+        let seq = pg_sys::GetCurrentCommandId(true);
+        let outcome = state::with(|b| b.write_if_live(seq, &m.storage, blind)).unwrap_or_else(|e| crate::violation::raise(e));
+        if outcome == LiveWrite::NeedsRow {
+            // The transaction wrote the row, or it carries patches: PostgreSQL's plan
+            // reads it and writes it whole (nothing was written).
+            (*s).by_key = false;
+            pgrx::debug1!("pinax: UPDATE by key in a transaction needs the row: read, then written");
+            return run_child(s);
+        }
+        return finish(s, rel, outcome, false);
+    }
+    let client = state::with(|b| b.client()).or_raise();
     let mut whole: Option<(WriteOp, pinax_common::HybridTime)> = None;
     let mut written_whole = false;
     let mut rereads = 0;
@@ -604,10 +629,16 @@ unsafe extern "C-unwind" fn exec(node: *mut pg_sys::CustomScanState) -> *mut pg_
             },
         }
     };
+    finish(s, rel, outcome, written_whole)
+}
+
+/// Count what the write by key did (`outcome`) as PostgreSQL counts an UPDATE or
+/// DELETE's rows.
+unsafe fn finish(s: *mut NodeState, rel: pg_sys::Relation, outcome: LiveWrite, written_whole: bool) -> *mut pg_sys::TupleTableSlot {
     (*s).outcome = outcome as i32;
     if outcome == LiveWrite::Applied {
         if (*s).can_set_tag {
-            (*(*node).ss.ps.state).es_processed += 1;
+            (*(*s).css.ss.ps.state).es_processed += 1;
         }
         if (*s).op == OP_UPDATE {
             pg_sys::pgstat_count_heap_update(rel, false);
@@ -619,7 +650,9 @@ unsafe extern "C-unwind" fn exec(node: *mut pg_sys::CustomScanState) -> *mut pg_
         let what = if (*s).op == OP_UPDATE { "UPDATE" } else { "DELETE" };
         let how = match outcome {
             LiveWrite::Applied if written_whole => "1 row (read, then written whole: it carried many patches)",
+            LiveWrite::Applied if (*s).in_txn => "1 row (in the transaction)",
             LiveWrite::Applied => "1 row",
+            _ if (*s).in_txn => "no row (in the transaction)",
             _ => "no row",
         };
         pgrx::debug1!("pinax: {what} by key without reading the row: {how}");

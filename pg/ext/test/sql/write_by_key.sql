@@ -83,6 +83,58 @@ INSERT INTO wbk VALUES (30, 'new', 30);
 UPDATE wbk SET a = 'newer' WHERE id = 30;
 \echo rows :ROW_COUNT
 COMMIT;
+-- More in transaction blocks (READ COMMITTED: by key as provisional writes):
+-- the statement's own later reads, a second update of the row (read first), an
+-- update and a delete of a row deleted in the block, savepoints, an abort.
+INSERT INTO wbk SELECT g, 'a' || g, g, 'c' || g FROM generate_series(21, 26) g;
+BEGIN;
+SELECT a, b FROM wbk WHERE id = 21;
+UPDATE wbk SET a = 'one' WHERE id = 21;
+\echo rows :ROW_COUNT
+SELECT a, b FROM wbk WHERE id = 21;
+UPDATE wbk SET b = 2121 WHERE id = 21;
+\echo rows :ROW_COUNT
+UPDATE wbk SET c = 'c21' WHERE id = 21;
+\echo rows :ROW_COUNT
+SELECT a, b, c FROM wbk WHERE id = 21;
+UPDATE wbk SET a = 'two' WHERE id = 22;
+\echo rows :ROW_COUNT
+DELETE FROM wbk WHERE id = 22;
+\echo rows :ROW_COUNT
+UPDATE wbk SET a = 'gone' WHERE id = 22;
+\echo rows :ROW_COUNT
+DELETE FROM wbk WHERE id = 22;
+\echo rows :ROW_COUNT
+UPDATE wbk SET a = 'none' WHERE id = 999;
+\echo rows :ROW_COUNT
+SAVEPOINT s1;
+UPDATE wbk SET a = 'undone' WHERE id = 23;
+\echo rows :ROW_COUNT
+DELETE FROM wbk WHERE id = 24;
+\echo rows :ROW_COUNT
+ROLLBACK TO SAVEPOINT s1;
+SELECT id, a FROM wbk WHERE id IN (23, 24) ORDER BY id;
+UPDATE wbk SET a = 'kept' WHERE id = 23;
+\echo rows :ROW_COUNT
+RELEASE SAVEPOINT s1;
+SAVEPOINT s2;
+UPDATE wbk SET b = NULL WHERE id = 24;
+ROLLBACK TO SAVEPOINT s2;
+UPDATE wbk SET b = 2424 WHERE id = 24;
+\echo rows :ROW_COUNT
+COMMIT;
+SELECT id, a, b, c FROM wbk WHERE id BETWEEN 21 AND 24 ORDER BY id;
+BEGIN;
+UPDATE wbk SET a = 'aborted' WHERE id = 25;
+DELETE FROM wbk WHERE id = 26;
+SELECT id, a FROM wbk WHERE id IN (25, 26) ORDER BY id;
+ROLLBACK;
+SELECT id, a FROM wbk WHERE id IN (25, 26) ORDER BY id;
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+UPDATE wbk SET a = 'rr' WHERE id = 25;
+\echo rows :ROW_COUNT
+COMMIT;
+SELECT id, a FROM wbk WHERE id = 25;
 -- Triggers see the old and new rows.
 CREATE TABLE wbk_log (op text, old_a text, new_a text);
 CREATE FUNCTION wbk_trg() RETURNS trigger LANGUAGE plpgsql AS $$

@@ -23,9 +23,26 @@ DELETE FROM wbp WHERE id = 4;
 -- More patches than a row carries: the third reads the row and writes it whole.
 SELECT format('UPDATE wbp SET %s = %L WHERE id = 2', CASE WHEN g % 2 = 0 THEN 'a' ELSE 'b' END, g) FROM generate_series(1, 10) g
 \gexec
--- Not by key: a transaction block, the setting off, SERIALIZABLE.
+-- In a READ COMMITTED transaction block: by key, as provisional writes; a
+-- second update of the row the transaction wrote reads it first.
 BEGIN;
 UPDATE wbp SET a = 'y' WHERE id = 5;
+UPDATE wbp SET b = 55 WHERE id = 5;
+DELETE FROM wbp WHERE id = 5;
+UPDATE wbp SET a = 'y' WHERE id = 5;
+COMMIT;
+-- Not by key: a function's statement, REPEATABLE READ in a block, the settings
+-- off, SERIALIZABLE.
+CREATE FUNCTION wbp_set(i int) RETURNS void LANGUAGE sql AS $$ UPDATE wbp SET a = 'f' WHERE id = i $$;
+BEGIN;
+SELECT wbp_set(8);
+COMMIT;
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+UPDATE wbp SET a = 'y' WHERE id = 9;
+COMMIT;
+BEGIN;
+SET LOCAL pinax.enable_single_row_writes_in_transactions = off;
+UPDATE wbp SET a = 'y' WHERE id = 9;
 COMMIT;
 SET pinax.enable_single_row_writes = off;
 UPDATE wbp SET a = 'z' WHERE id = 6;
@@ -36,7 +53,7 @@ RESET default_transaction_isolation;
 RESET client_min_messages;
 SELECT * FROM wbp ORDER BY id;
 DROP TABLE wbp;
-DROP FUNCTION wbp_volatile(), wbp_stable();
+DROP FUNCTION wbp_volatile(), wbp_stable(), wbp_set(int);
 -- DELETE with no WHERE: in the tablets (Operation: Delete All) when nothing needs
 -- the rows, as the first write of a READ COMMITTED transaction (autocommit or in a
 -- block); otherwise (REPEATABLE READ, the setting off, after a write) PostgreSQL's
