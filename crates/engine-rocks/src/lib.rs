@@ -221,8 +221,19 @@ fn table_options(cfg: &RocksConfig, cf: Cf) -> BlockBasedOptions {
     t
 }
 
+/// RocksDB's memtable skip list starts an insert from the previous one's place
+/// (its "splice") only if the key falls right next to it, and otherwise searches
+/// from the top. With a hint prefix extractor it walks up from the previous place
+/// until a level brackets the key: a batch in key order (Tablet::write_intents and
+/// write_fast sort theirs; the applied rows of a resolution come in key order)
+/// then costs a few comparisons per record rather than a whole search. One hint
+/// per first byte: the reverse index's records (tagged) keep their own.
+/// A 1M-row insert..select: daemon CPU -3-4% beyond sorting the batches (4 runs).
+const MEMTABLE_HINTS: &str = "memtable_insert_with_hint_prefix_extractor=rocksdb.CappedPrefix.1";
+
 fn cf_options(cfg: &RocksConfig, cf: Cf) -> Options {
-    let mut o = Options::default();
+    // (Not in RocksDB's C API: set through an options string.)
+    let mut o = Options::default().get_options_from_string(MEMTABLE_HINTS).expect("a valid RocksDB option");
     o.set_block_based_table_factory(&table_options(cfg, cf));
     match cf {
         // Rows: uncompressed in L0 and L1 (flushes and the first compactions are
