@@ -91,6 +91,12 @@ struct WriteState {
     /// looking at the stored versions.
     clean: HashSet<TxnId>,
     stepped_over: HashSet<TxnId>,
+    /// Per transaction whose intents were all written in this leader term (a
+    /// subset of `clean`, kept as long): the hashes of the rows it holds intents
+    /// on (a superset; `None` past [`OWN_ROWS_MAX`]). A write of a transaction alone
+    /// in the tablet to rows it never wrote has no intent to meet: it skips
+    /// looking for them (see [`WriteState::needs_intents`]).
+    own_rows: rustc_hash::FxHashMap<TxnId, Option<rustc_hash::FxHashSet<u64>>>,
     /// The leader term `intent_txns` was loaded in (0: not yet). Followers apply
     /// batches without this lock, so a replica that becomes leader reloads it.
     term: u64,
@@ -112,6 +118,49 @@ struct WriteState {
     /// Deletions of every row: applied ones, and the pending one (whose intent
     /// is on the range-lock key). Reloaded with `intent_txns`.
     deletions: TabletDeletions,
+}
+
+/// Rows a transaction's intents here are tracked on ([`WriteState::own_rows`]), at
+/// most: past that (a bulk load of millions of rows into one tablet) its writes look
+/// for intents again.
+const OWN_ROWS_MAX: usize = 1 << 19;
+
+impl WriteState {
+    /// Whether a write of transaction `txn` to rows `rows` (their hashes) may meet
+    /// intents: another transaction's, or its own on one of those rows. False when
+    /// no other transaction may hold intents here and `txn` holds none on them
+    /// (it holds none at all, or its rows are tracked and none is among them).
+    fn needs_intents(&self, txn: TxnId, rows: &[u64]) -> bool {
+        if self.intent_txns.iter().any(|t| *t != txn) {
+            return true;
+        }
+        match self.own_rows.get(&txn) {
+            Some(Some(own)) => rows.iter().any(|h| own.contains(h)),
+            Some(None) => true,
+            None => self.intent_txns.contains(&txn),
+        }
+    }
+
+    /// `txn` wrote intents on `rows` (their hashes): it may hold intents here from
+    /// now on; if these are its first, its rows are tracked from here.
+    fn note_intents(&mut self, txn: TxnId, rows: &[u64]) {
+        if self.intent_txns.insert(txn) {
+            self.clean.insert(txn);
+            self.own_rows.insert(txn, Some(Default::default()));
+        }
+        self.note_own_rows(txn, rows);
+    }
+
+    fn note_own_rows(&mut self, txn: TxnId, rows: &[u64]) {
+        if let Some(slot) = self.own_rows.get_mut(&txn) {
+            if let Some(own) = slot {
+                own.extend(rows.iter().copied());
+                if own.len() > OWN_ROWS_MAX {
+                    *slot = None;
+                }
+            }
+        }
+    }
 }
 
 /// `txn`'s reverse index in `snap` (its entries `'R' ++ txn ++ esc(user key)`),
@@ -384,6 +433,7 @@ impl<E: KvEngine> Tablet<E> {
             state.intent_txns = self.txns_with_intents()?.into_iter().collect();
             state.clean.clear();
             state.stepped_over.clear();
+            state.own_rows.clear();
             self.load_predicate_write_ht()?;
             state.deletions = self.load_deletions(&self.engine.snapshot())?;
             self.cutoff.set_deletions(state.deletions.committed.clone());
@@ -598,7 +648,7 @@ impl<E: KvEngine> Tablet<E> {
         let state = {
             let snap = self.engine.snapshot();
             let regular = KeyCursor::probing(snap.iter(Cf::Regular, IterOptions { prefix_same_as_start: true, ..IterOptions::default() }));
-            let intents = (!guard.intent_txns.is_empty()).then(|| intents_cursor_between(&snap, &op.key, &op.key, true));
+            let intents = guard.needs_intents(txn, &rows).then(|| intents_cursor_between(&snap, &op.key, &op.key, true));
             let (deleted, own_deletion) = self.deletion_in_the_way(Some(txn), &guard.deletions, resolver)?;
             let mut probes: Probes<E::Snapshot<'_>> = Probes { regular, intents, deleted, own_deletion };
             self.resolve_key(&mut probes, &op.key, Some(txn), None, op.kind, op.strength(), patch.map(|p| &p.deps[..]), true, resolver, &mut batch, &mut stepped)?
@@ -622,9 +672,7 @@ impl<E: KvEngine> Tablet<E> {
             }
             batch.put(Cf::Intents, &keys::intent_key(&op.key, txn, seq), &v);
             batch.put(Cf::Intents, &keys::reverse_key(txn, &op.key), &[]);
-            if guard.intent_txns.insert(txn) {
-                guard.clean.insert(txn);
-            }
+            guard.note_intents(txn, &rows);
         }
         let request = if outcome == LiveWrite::Applied { request } else { 0 };
         self.replicate_keyed(guard, rows, self.clock.now(), batch, request)?;
@@ -680,7 +728,7 @@ impl<E: KvEngine> Tablet<E> {
         let mut batch = OwnedBatch::new();
         let patches = patches_of(ops)?;
         let mut stepped = Vec::new();
-        let actions = self.check_ops(ops, &patches, Some(txn), Some(read_ht), resolver, &mut batch, !guard.intent_txns.is_empty(), &guard.deletions, &mut stepped)?;
+        let actions = self.check_ops(ops, &patches, Some(txn), Some(read_ht), resolver, &mut batch, guard.needs_intents(txn, &rows), &guard.deletions, &mut stepped)?;
         guard.stepped_over.extend(stepped);
         let mut vbuf = Vec::new();
         // In key order (see `key_order`): the intents, then the reverse index.
@@ -708,9 +756,7 @@ impl<E: KvEngine> Tablet<E> {
         for &i in &written {
             batch.put(Cf::Intents, &keys::reverse_key(txn, &ops[i].key), &[]);
         }
-        if guard.intent_txns.insert(txn) {
-            guard.clean.insert(txn);
-        }
+        guard.note_intents(txn, &rows);
         self.replicate_keyed(guard, rows, self.clock.now(), batch, request)
     }
 
@@ -1343,6 +1389,7 @@ impl<E: KvEngine> Tablet<E> {
     fn forget_resolved(&self, guard: &mut WriteState, txn: TxnId, deletions: Option<Vec<HybridTime>>) {
         guard.intent_txns.remove(&txn);
         guard.clean.remove(&txn);
+        guard.own_rows.remove(&txn);
         guard.stepped_over.remove(&txn);
         if guard.deletions.pending.is_some_and(|(t, _)| t == txn) {
             guard.deletions.pending = None;
@@ -1430,7 +1477,9 @@ impl<E: KvEngine> Tablet<E> {
         batch.put(Cf::Intents, &keys::intent_key(&self.partition.start, txn, seq), &v);
         batch.put(Cf::Intents, &keys::reverse_key(txn, &self.partition.start), &[]);
         self.log.replicate(self.clock.now(), batch, 0)?;
-        guard.intent_txns.insert(txn);
+        if !guard.intent_txns.insert(txn) {
+            guard.note_own_rows(txn, &[row_hash(&self.partition.start)]);
+        }
         guard.deletions.pending = Some((txn, seq));
         Ok(count)
     }
@@ -1593,4 +1642,43 @@ fn clear_reverse_keys(batch: &mut OwnedBatch, keys: &mut Vec<Vec<u8>>) {
         }
     }
     keys.clear();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn txn(n: u8) -> TxnId {
+        TxnId([n; 16])
+    }
+
+    #[test]
+    fn a_transaction_alone_looks_for_intents_only_on_rows_it_wrote() {
+        let mut s = WriteState::default();
+        let (a, b) = (txn(1), txn(2));
+        // Nothing here: nothing to meet.
+        assert!(!s.needs_intents(a, &[1, 2]));
+        s.note_intents(a, &[1, 2]);
+        assert!(s.needs_intents(a, &[3, 2]), "its own row 2");
+        assert!(!s.needs_intents(a, &[3, 4]), "rows it never wrote");
+        // Another transaction's intents: always look (for both).
+        s.note_intents(b, &[9]);
+        assert!(s.needs_intents(a, &[3]));
+        assert!(s.needs_intents(b, &[3]));
+        s.intent_txns.remove(&b);
+        s.own_rows.remove(&b);
+        assert!(!s.needs_intents(a, &[3]));
+        // Past the bound, it is not tracked any more: always look.
+        let many: Vec<u64> = (100..100 + OWN_ROWS_MAX as u64 + 1).collect();
+        s.note_intents(a, &many);
+        assert!(s.needs_intents(a, &[5]));
+        s.note_intents(a, &[6]);
+        assert!(s.needs_intents(a, &[7]), "stays untracked");
+        // Holding intents from before the term (reloaded, untracked): look.
+        let mut s = WriteState::default();
+        s.intent_txns.insert(a);
+        assert!(s.needs_intents(a, &[1]));
+        s.note_intents(a, &[1]);
+        assert!(s.needs_intents(a, &[2]), "its earlier intents are not tracked");
+    }
 }

@@ -2046,6 +2046,36 @@ fn batches_out_of_key_order_keep_the_later_write_of_a_key() {
     assert_eq!((w.get_at("c", now).as_deref(), w.get_at("d", now), w.get_at("e", now).as_deref(), w.get_at("f", now).as_deref()), (Some("c3"), None, Some("e1"), Some("f2")));
 }
 
+#[test]
+fn a_transaction_alone_meets_its_own_writes_in_later_batches() {
+    // Batches of one transaction alone in its tablet skip looking for intents on
+    // rows it never wrote; on rows it wrote they are found.
+    let w = World::new();
+    let t = w.tablet_for(b"a");
+    let t1 = tid(1);
+    w.status.create(t1).unwrap();
+    let r = w.now();
+    t.write_intents(0, t1, 1, r, &[WriteOp::insert("a", "1"), WriteOp::insert("b", "1")], &w.resolver()).unwrap();
+    t.write_intents(0, t1, 2, r, &[WriteOp::insert("c", "1"), WriteOp::insert("d", "1")], &w.resolver()).unwrap();
+    let e = t.write_intents(0, t1, 3, r, &[WriteOp::insert("e", "1"), WriteOp::insert("b", "2")], &w.resolver()).unwrap_err();
+    assert!(matches!(e, Error::DuplicateKey { .. }), "{e:?}");
+    t.write_intents(0, t1, 3, r, &[WriteOp::delete("c")], &w.resolver()).unwrap();
+    t.write_intents(0, t1, 4, r, &[WriteOp::insert("c", "2"), WriteOp::insert("f", "1")], &w.resolver()).unwrap();
+    let ctx = ReadContext::in_txn(w.now(), t1, 5);
+    assert_eq!(["a", "b", "c", "d", "e", "f"].map(|k| w.get_ctx(k, ctx)), [Some("1"), Some("1"), Some("2"), Some("1"), None, Some("1")].map(|v| v.map(String::from)));
+    // Another transaction joins: both look again (its write of a row t1 holds conflicts).
+    let t2 = tid(2);
+    w.status.create(t2).unwrap();
+    t.write_intents(0, t2, 1, w.now(), &[WriteOp::insert("g", "1")], &w.resolver()).unwrap();
+    let e = t.write_intents(0, t2, 2, w.now(), &[WriteOp::put("a", "x")], &w.resolver()).unwrap_err();
+    assert!(matches!(e, Error::WriteConflict { other_txn: Some(o), .. } if o == t1), "{e:?}");
+    let e = t.write_intents(0, t1, 5, r, &[WriteOp::insert("g", "2")], &w.resolver()).unwrap_err();
+    assert!(matches!(e, Error::WriteConflict { other_txn: Some(o), .. } if o == t2), "{e:?}");
+    let commit = w.status.commit(t1, vec![t.id()]).unwrap();
+    assert_eq!(t.apply_intents(t1, commit).unwrap(), 5);
+    assert_eq!(w.get_at("c", w.now()).as_deref(), Some("2"));
+}
+
 impl World {
     fn delete_all(&self, txn: TxnId, seq: u32, read_ht: HybridTime) -> Result<Vec<u64>, Error> {
         self.tablets.iter().map(|t| t.delete_all(txn, seq, read_ht, &self.resolver())).collect()
