@@ -158,6 +158,19 @@ pub fn reverse_key(txn: TxnId, user_key: &[u8]) -> Vec<u8> {
     k
 }
 
+/// Escape byte after which [`unindexed_key`] has this (escaped keys have only
+/// `ESC_ZERO` or `ESC_END` after `ESC`).
+pub const ESC_UNINDEXED: u8 = 0x02;
+
+/// `'R' ++ txn ++ ESC ESC_UNINDEXED`: in a transaction's reverse index, the mark
+/// that the index is incomplete (some of its intents have no entry: a bulk write;
+/// its intents are then found by walking the intents). No escaped key equals it.
+pub fn unindexed_key(txn: TxnId) -> Vec<u8> {
+    let mut k = reverse_prefix(txn);
+    k.extend_from_slice(&[ESC, ESC_UNINDEXED]);
+    k
+}
+
 /// `'R' ++ txn`: prefix of the reverse index of one transaction.
 pub fn reverse_prefix(txn: TxnId) -> Vec<u8> {
     let mut k = Vec::with_capacity(1 + TxnId::LEN + 16);

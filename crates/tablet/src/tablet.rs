@@ -97,6 +97,9 @@ struct WriteState {
     /// in the tablet to rows it never wrote has no intent to meet: it skips
     /// looking for them (see [`WriteState::needs_intents`]).
     own_rows: rustc_hash::FxHashMap<TxnId, Option<rustc_hash::FxHashSet<u64>>>,
+    /// Transactions whose writes in this term put no reverse-index entries (see
+    /// [`WriteState::unindexed_write`]).
+    unindexed: HashSet<TxnId>,
     /// The leader term `intent_txns` was loaded in (0: not yet). Followers apply
     /// batches without this lock, so a replica that becomes leader reloads it.
     term: u64,
@@ -149,6 +152,24 @@ impl WriteState {
             self.own_rows.insert(txn, Some(Default::default()));
         }
         self.note_own_rows(txn, rows);
+    }
+
+    /// Whether a write of `txn` leaves its reverse index out (each such batch
+    /// carries the [`keys::unindexed_key`] mark instead): once the transaction,
+    /// alone in the tablet, holds intents on more rows than a keyed resolution
+    /// takes (a bulk load: its resolution walks the intents anyway, see
+    /// [`Tablet::resolve_walking`]), and from then on in this term. The entries
+    /// were a third of a bulk load's memtable inserts.
+    fn unindexed_write(&mut self, txn: TxnId) -> bool {
+        if self.unindexed.contains(&txn) {
+            return true;
+        }
+        let alone = self.intent_txns.iter().all(|t| *t == txn);
+        let large = matches!(self.own_rows.get(&txn), Some(None)) || self.own_rows.get(&txn).is_some_and(|o| o.as_ref().is_some_and(|o| o.len() >= RESOLVE_KEYED_MAX_KEYS));
+        if alone && large {
+            self.unindexed.insert(txn);
+        }
+        alone && large
     }
 
     fn note_own_rows(&mut self, txn: TxnId, rows: &[u64]) {
@@ -434,6 +455,7 @@ impl<E: KvEngine> Tablet<E> {
             state.clean.clear();
             state.stepped_over.clear();
             state.own_rows.clear();
+            state.unindexed.clear();
             self.load_predicate_write_ht()?;
             state.deletions = self.load_deletions(&self.engine.snapshot())?;
             self.cutoff.set_deletions(state.deletions.committed.clone());
@@ -753,8 +775,12 @@ impl<E: KvEngine> Tablet<E> {
             keys::encode_intent_value(&mut vbuf, kind, 0, data);
             batch.put(Cf::Intents, &keys::intent_key(&op.key, txn, seq), &vbuf);
         }
-        for &i in &written {
-            batch.put(Cf::Intents, &keys::reverse_key(txn, &ops[i].key), &[]);
+        if guard.unindexed_write(txn) {
+            batch.put(Cf::Intents, &keys::unindexed_key(txn), &[]);
+        } else {
+            for &i in &written {
+                batch.put(Cf::Intents, &keys::reverse_key(txn, &ops[i].key), &[]);
+            }
         }
         guard.note_intents(txn, &rows);
         self.replicate_keyed(guard, rows, self.clock.now(), batch, request)
@@ -1139,6 +1165,19 @@ impl<E: KvEngine> Tablet<E> {
     /// when they would take more than one chunk: nothing is left there).
     #[allow(clippy::type_complexity)]
     fn rewrite_txn_intents(&self, txn: TxnId, ht: HybridTime, clear_reverse: bool, one: Option<&mut OwnedBatch>, mut f: impl FnMut(&mut OwnedBatch, &[u8], &[u8], Vec<IntentRecord>, bool, &mut dyn FnMut(&[u8]) -> Result<Option<HybridTime>>) -> Result<usize>) -> Result<Option<usize>> {
+        if self.unindexed(txn)? {
+            // Its reverse index is incomplete: walk the intents.
+            if one.is_some() {
+                return Ok(None);
+            }
+            let n = self.resolve_walking_with(txn, ht, false, |batch, user_key, mine, others, latest| f(batch, user_key, &keys::reverse_key(txn, user_key), mine, others, latest))?;
+            if clear_reverse {
+                let mut batch = OwnedBatch::new();
+                clear_reverse_index(&mut batch, txn);
+                self.log.replicate(ht, batch, 0)?;
+            }
+            return Ok(Some(n));
+        }
         let snap = self.engine.snapshot();
         let (mut it, prefix_len) = reverse_index(&snap, txn);
         let mut ints = intents_cursor(&snap);
@@ -1202,7 +1241,18 @@ impl<E: KvEngine> Tablet<E> {
     /// in [`Tablet::rewrite_txn_intents`]: a reader between two finds the rest still
     /// intents of the same transaction, and a resolution cut short resumes through
     /// the reverse index (keys already resolved have no intent left: nothing to do).
-    fn resolve_walking(&self, txn: TxnId, ht: HybridTime, mut f: impl FnMut(&mut OwnedBatch, &[u8], Vec<IntentRecord>, bool, &mut dyn FnMut(&[u8]) -> Result<Option<HybridTime>>) -> Result<usize>) -> Result<usize> {
+    fn resolve_walking(&self, txn: TxnId, ht: HybridTime, f: impl FnMut(&mut OwnedBatch, &[u8], Vec<IntentRecord>, bool, &mut dyn FnMut(&[u8]) -> Result<Option<HybridTime>>) -> Result<usize>) -> Result<usize> {
+        self.resolve_walking_with(txn, ht, true, f)
+    }
+
+    /// Whether `txn`'s reverse index here is incomplete ([`keys::unindexed_key`]).
+    fn unindexed(&self, txn: TxnId) -> Result<bool> {
+        Ok(self.engine.get(Cf::Intents, &keys::unindexed_key(txn))?.is_some())
+    }
+
+    /// [`Tablet::resolve_walking`]; `resolve`: the transaction's intents and reverse
+    /// index go (else `f` decides what to delete, as a rollback does).
+    fn resolve_walking_with(&self, txn: TxnId, ht: HybridTime, resolve: bool, mut f: impl FnMut(&mut OwnedBatch, &[u8], Vec<IntentRecord>, bool, &mut dyn FnMut(&[u8]) -> Result<Option<HybridTime>>) -> Result<usize>) -> Result<usize> {
         let snap = self.engine.snapshot();
         let mut it = snap.iter(Cf::Intents, IterOptions { lower: Some(vec![keys::INTENT_PREFIX]), upper: Some(vec![keys::INTENT_PREFIX + 1]), prefix_same_as_start: false });
         it.seek_to_first();
@@ -1221,7 +1271,9 @@ impl<E: KvEngine> Tablet<E> {
                     break;
                 }
                 let v = keys::decode_intent_value(it.value())?;
-                chunk.saw(it.key(), owner == txn);
+                if resolve {
+                    chunk.saw(it.key(), owner == txn);
+                }
                 recs.push(IntentRecord { txn: owner, seq, kind: v.kind, subtxn: v.subtxn, data: v.data.to_vec() });
                 it.next();
             }
@@ -1232,23 +1284,22 @@ impl<E: KvEngine> Tablet<E> {
                 in_batch += f(&mut batch, &user_key, mine, others, &mut latest)?;
             }
             if batch.as_bytes().len() >= REWRITE_CHUNK_BYTES {
-                chunk.drop_into(&mut batch);
+                if resolve {
+                    chunk.drop_into(&mut batch);
+                }
                 self.log.replicate(ht, std::mem::take(&mut batch), 0)?;
                 n += std::mem::take(&mut in_batch);
             }
         }
-        chunk.drop_into(&mut batch);
         drop(it);
         drop(reg);
-        let (rev, _) = reverse_index(&snap, txn);
-        if rev.valid()? {
-            let prefix = keys::reverse_prefix(txn);
-            match keys::prefix_upper_bound(&prefix) {
-                Some(upper) => batch.delete_range(Cf::Intents, &prefix, &upper),
-                None => unreachable!("a reverse-index prefix ends in a transaction id, not in 0xFF bytes only"),
+        if resolve {
+            chunk.drop_into(&mut batch);
+            let (rev, _) = reverse_index(&snap, txn);
+            if rev.valid()? {
+                clear_reverse_index(&mut batch, txn);
             }
         }
-        drop(rev);
         drop(snap);
         if !batch.is_empty() {
             self.log.replicate(ht, batch, 0)?;
@@ -1316,7 +1367,7 @@ impl<E: KvEngine> Tablet<E> {
         let (mut it, prefix_len) = reverse_index(&snap, txn);
         let mut out = Vec::new();
         while it.valid()? {
-            if out.len() == max {
+            if out.len() == max || it.key()[prefix_len..] == [keys::ESC, keys::ESC_UNINDEXED] {
                 return Ok(None);
             }
             out.push(keys::unescape_prefix(&it.key()[prefix_len..])?.0);
@@ -1365,7 +1416,7 @@ impl<E: KvEngine> Tablet<E> {
             resolve_key_intents(batch, user_key, txn, commit_ht, &recs, false, fold, false, drop_intents)?;
             Ok(1)
         };
-        let res = if alone && !leave {
+        let res = if (alone || self.unindexed(txn)?) && !leave {
             self.resolve_walking(txn, ht, |batch, user_key, mine, others, latest| per_key(batch, user_key, mine, others, latest, false)).map(Some)
         } else {
             self.rewrite_txn_intents(txn, ht, true, one, |batch, user_key, _, mine, others, latest| per_key(batch, user_key, mine, others, latest, true))
@@ -1390,6 +1441,7 @@ impl<E: KvEngine> Tablet<E> {
         guard.intent_txns.remove(&txn);
         guard.clean.remove(&txn);
         guard.own_rows.remove(&txn);
+        guard.unindexed.remove(&txn);
         guard.stepped_over.remove(&txn);
         if guard.deletions.pending.is_some_and(|(t, _)| t == txn) {
             guard.deletions.pending = None;
@@ -1627,6 +1679,15 @@ impl WalkedIntents {
 /// A chunk of a transaction's keys with at least this many reverse-index entries
 /// drops them with one range deletion.
 const REVERSE_RANGE_DELETE_MIN: usize = 64;
+
+/// Delete `txn`'s whole reverse index (its entries and its unindexed mark).
+fn clear_reverse_index(batch: &mut OwnedBatch, txn: TxnId) {
+    let prefix = keys::reverse_prefix(txn);
+    match keys::prefix_upper_bound(&prefix) {
+        Some(upper) => batch.delete_range(Cf::Intents, &prefix, &upper),
+        None => unreachable!("a reverse-index prefix ends in a transaction id, not in 0xFF bytes only"),
+    }
+}
 
 /// Delete the reverse-index entries `keys` (consecutive entries of one
 /// transaction, in order) into `batch`, and forget them.

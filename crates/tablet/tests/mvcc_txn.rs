@@ -2076,6 +2076,78 @@ fn a_transaction_alone_meets_its_own_writes_in_later_batches() {
     assert_eq!(w.get_at("c", w.now()).as_deref(), Some("2"));
 }
 
+#[test]
+fn a_bulk_write_alone_in_its_tablet_leaves_its_reverse_index_out() {
+    // Past the rows a keyed resolution takes, a transaction alone in its tablet
+    // writes no reverse-index entries (a mark instead): its commit, abort and
+    // rollback walk the intents.
+    use pinax_engine::{IterOptions, KvIterator, Snapshot as _};
+    let w = World::new();
+    let (engine, log, t) = counted_tablet(&w);
+    let keys_tagged = |tag: u8| {
+        let snap = engine.snapshot();
+        let mut it = snap.iter(Cf::Intents, IterOptions::default());
+        it.seek_to_first();
+        let mut n = 0;
+        while it.valid().unwrap() {
+            n += usize::from(it.key().first() == Some(&tag));
+            it.next();
+        }
+        n
+    };
+    let write = |t: &Tablet<MemEngine>, txn: TxnId, seq: u32, from: usize, rows: usize| {
+        for chunk in (from..from + rows).collect::<Vec<_>>().chunks(500) {
+            let ops: Vec<WriteOp> = chunk.iter().map(|i| WriteOp::insert(format!("k{i:05}").as_str(), "v")).collect();
+            t.write_intents(0, txn, seq, w.now(), &ops, &w.resolver()).unwrap();
+        }
+    };
+    let a = tid(95);
+    w.status.create(a).unwrap();
+    write(&t, a, 1, 0, 3000);
+    write(&t, a, 2, 3000, 3000);
+    // Nine batches of 500 indexed (4500 rows, past 4096), then a mark.
+    assert_eq!(keys_tagged(b'R'), 4500 + 1);
+    assert_eq!(keys_tagged(b'I'), 6000);
+    assert_eq!(t.txns_with_intents().unwrap(), vec![a]);
+    // A duplicate among them is still found.
+    let e = t.write_intents(0, a, 3, w.now(), &[WriteOp::insert("k05999", "again")], &w.resolver()).unwrap_err();
+    assert!(matches!(e, Error::DuplicateKey { .. }), "{e:?}");
+    // Rollback of statement 2: its rows go, statement 1's stay.
+    assert_eq!(t.rollback_intents(a, 2).unwrap(), 3000);
+    let seen = |k: &str| t.read(ReadContext::in_txn(w.now(), a, 9), k.as_bytes(), &w.resolver()).unwrap().is_some();
+    assert!(seen("k02999") && !seen("k03000") && !seen("k05999"));
+    write(&t, a, 3, 3000, 1000);
+    // Another transaction joins; a's commit walks, applies its rows and leaves
+    // the other's intent.
+    let d = tid(96);
+    w.status.create(d).unwrap();
+    t.write_intents(0, d, 1, w.now(), &[WriteOp::insert("zz", "d")], &w.resolver()).unwrap();
+    let e = t.write_intents(0, d, 2, w.now(), &[WriteOp::put("k03500", "d")], &w.resolver()).unwrap_err();
+    assert!(matches!(e, Error::WriteConflict { other_txn: Some(o), .. } if o == a), "{e:?}");
+    let commit = w.status.commit(a, vec![TabletId(9)]).unwrap();
+    assert_eq!(t.apply_intents(a, commit).unwrap(), 4000);
+    assert_eq!(t.scan(ReadContext::at(commit), &ScanSpec::default(), &w.resolver()).unwrap().rows.len(), 4000);
+    assert_eq!((keys_tagged(b'I'), keys_tagged(b'R')), (1, 1), "only d's intent and its entry");
+    assert_eq!(t.txns_with_intents().unwrap(), vec![d]);
+    w.status.abort(d, vec![TabletId(9)]).unwrap();
+    t.remove_intents(d).unwrap();
+    // Across a restart (the mark is stored): an abort still finds every intent.
+    let b = tid(97);
+    w.status.create(b).unwrap();
+    for chunk in (0..5000).collect::<Vec<usize>>().chunks(500) {
+        let ops: Vec<WriteOp> = chunk.iter().map(|i| WriteOp::insert(format!("b{i:05}").as_str(), "v")).collect();
+        t.write_intents(0, b, 1, w.now(), &ops, &w.resolver()).unwrap();
+    }
+    assert_eq!(keys_tagged(b'R'), 4500 + 1);
+    drop(t);
+    let t = Tablet::open_replicated(TabletId(9), engine.clone(), log.clone(), w.clock.clone(), Partition { start: vec![], end: None }, HistoryCutoff::default()).unwrap();
+    assert_eq!(t.txns_with_intents().unwrap(), vec![b]);
+    w.status.abort(b, vec![TabletId(9)]).unwrap();
+    assert_eq!(t.remove_intents(b).unwrap(), 5000);
+    assert_eq!((keys_tagged(b'I'), keys_tagged(b'R')), (0, 0));
+    assert_eq!(t.scan(ReadContext::at(w.now()), &ScanSpec::default(), &w.resolver()).unwrap().rows.len(), 4000);
+}
+
 impl World {
     fn delete_all(&self, txn: TxnId, seq: u32, read_ht: HybridTime) -> Result<Vec<u64>, Error> {
         self.tablets.iter().map(|t| t.delete_all(txn, seq, read_ht, &self.resolver())).collect()
