@@ -422,13 +422,18 @@ fn a_flush_puts_the_blocks_it_writes_into_the_block_cache() {
 
 /// The `block_size` RocksDB recorded for column family `name` in the newest
 /// OPTIONS file of the database in `dir`.
-fn recorded_block_size(dir: &std::path::Path, name: &str) -> Option<usize> {
+/// The text of the newest OPTIONS file RocksDB wrote in `dir`.
+fn newest_options(dir: &std::path::Path) -> Option<String> {
     let newest = std::fs::read_dir(dir)
         .unwrap()
         .map(|d| d.unwrap().path())
         .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("OPTIONS-")))
         .max()?;
-    let text = std::fs::read_to_string(newest).unwrap();
+    Some(std::fs::read_to_string(newest).unwrap())
+}
+
+fn recorded_block_size(dir: &std::path::Path, name: &str) -> Option<usize> {
+    let text = newest_options(dir)?;
     let section = format!("[TableOptions/BlockBasedTable \"{name}\"]");
     let body = text.split(&section).nth(1)?;
     let body = body.split("\n[").next()?;
@@ -523,12 +528,7 @@ fn memtable_inserts_in_key_order_start_from_the_previous_insert() {
 
 /// The value of option `name` of column family `cf` in the newest OPTIONS file.
 fn recorded_cf_option(dir: &std::path::Path, cf: &str, name: &str) -> Option<String> {
-    let newest = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|d| d.unwrap().path())
-        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("OPTIONS-")))
-        .max()?;
-    let text = std::fs::read_to_string(newest).unwrap();
+    let text = newest_options(dir)?;
     let body = text.split(&format!("[CFOptions \"{cf}\"]")).nth(1)?.split("\n[").next()?.to_string();
     body.lines().find_map(|l| l.trim().strip_prefix(&format!("{name}=")).map(str::to_string))
 }

@@ -583,31 +583,15 @@ impl<E: KvEngine> Tablet<E> {
     /// commit after `read_ht`. Nothing is written unless `Applied` (the request
     /// id is then remembered, so a resend answers `Applied` without writing again).
     pub fn write_if_live<R: TxnStatusResolver + ?Sized>(&self, request: u128, op: &WriteOp, read_ht: Option<HybridTime>, full: bool, resolver: &R) -> Result<(HybridTime, LiveWrite)> {
-        if !matches!(op.kind, WriteOpKind::Delete | WriteOpKind::Patch) {
-            return Err(Error::InvalidRequest(format!("a write if live is a delete or a patch, not {:?}", op.kind)));
-        }
-        let ops = std::slice::from_ref(op);
-        self.check_keys(ops)?;
-        // Its answer may be that nothing is there: only the leader may say so.
-        self.log.read_barrier()?;
-        self.admit_write(ops)?;
-        let rows = row_hashes(ops);
-        let mut guard = self.lock_rows(&rows)?;
+        let (rows, mut guard) = self.lock_live_write(op)?;
         if let Some(ht) = self.log.applied_request(request) {
             return Ok((ht, LiveWrite::Applied));
         }
         let mut batch = OwnedBatch::new();
-        let patches = patches_of(ops)?;
+        let patches = patches_of(std::slice::from_ref(op))?;
         let patch = patches[0].as_ref();
         let mut stepped = Vec::new();
-        let state = {
-            let snap = self.engine.snapshot();
-            let regular = KeyCursor::probing(snap.iter(Cf::Regular, IterOptions { prefix_same_as_start: true, ..IterOptions::default() }));
-            let intents = (!guard.intent_txns.is_empty()).then(|| intents_cursor_between(&snap, &op.key, &op.key, true));
-            let (deleted, own_deletion) = self.deletion_in_the_way(None, &guard.deletions, resolver)?;
-            let mut probes: Probes<E::Snapshot<'_>> = Probes { regular, intents, deleted, own_deletion };
-            self.resolve_key(&mut probes, &op.key, None, read_ht, op.kind, op.strength(), patch.map(|p| &p.deps[..]), !full, resolver, &mut batch, &mut stepped)?
-        };
+        let state = self.resolve_live(&guard, op, None, read_ht, patch, !full, !guard.intent_txns.is_empty(), resolver, &mut batch, &mut stepped)?;
         guard.stepped_over.extend(stepped);
         let outcome = if !state.live {
             LiveWrite::Absent
@@ -650,31 +634,15 @@ impl<E: KvEngine> Tablet<E> {
     /// `Applied` (the request id is then remembered: a resend answers `Applied`).
     /// A patch intent names no base version, so it is never applied as a whole row.
     pub fn write_intent_if_live<R: TxnStatusResolver + ?Sized>(&self, request: u128, txn: TxnId, seq: u32, op: &WriteOp, resolver: &R) -> Result<LiveWrite> {
-        if !matches!(op.kind, WriteOpKind::Delete | WriteOpKind::Patch) {
-            return Err(Error::InvalidRequest(format!("a write if live is a delete or a patch, not {:?}", op.kind)));
-        }
-        let ops = std::slice::from_ref(op);
-        self.check_keys(ops)?;
-        // Its answer may be that nothing is there: only the leader may say so.
-        self.log.read_barrier()?;
-        self.admit_write(ops)?;
-        let rows = row_hashes(ops);
-        let mut guard = self.lock_rows(&rows)?;
+        let (rows, mut guard) = self.lock_live_write(op)?;
         if self.log.applied_request(request).is_some() {
             return Ok(LiveWrite::Applied);
         }
         let mut batch = OwnedBatch::new();
-        let patches = patches_of(ops)?;
+        let patches = patches_of(std::slice::from_ref(op))?;
         let patch = patches[0].as_ref();
         let mut stepped = Vec::new();
-        let state = {
-            let snap = self.engine.snapshot();
-            let regular = KeyCursor::probing(snap.iter(Cf::Regular, IterOptions { prefix_same_as_start: true, ..IterOptions::default() }));
-            let intents = guard.needs_intents(txn, &rows).then(|| intents_cursor_between(&snap, &op.key, &op.key, true));
-            let (deleted, own_deletion) = self.deletion_in_the_way(Some(txn), &guard.deletions, resolver)?;
-            let mut probes: Probes<E::Snapshot<'_>> = Probes { regular, intents, deleted, own_deletion };
-            self.resolve_key(&mut probes, &op.key, Some(txn), None, op.kind, op.strength(), patch.map(|p| &p.deps[..]), true, resolver, &mut batch, &mut stepped)?
-        };
+        let state = self.resolve_live(&guard, op, Some(txn), None, patch, true, guard.needs_intents(txn, &rows), resolver, &mut batch, &mut stepped)?;
         guard.stepped_over.extend(stepped);
         let outcome = if !state.live {
             LiveWrite::Absent
@@ -699,6 +667,34 @@ impl<E: KvEngine> Tablet<E> {
         let request = if outcome == LiveWrite::Applied { request } else { 0 };
         self.replicate_keyed(guard, rows, self.clock.now(), batch, request)?;
         Ok(outcome)
+    }
+
+    /// The start of a write if live of `op` (a delete or a patch): checked, admitted,
+    /// its row locked at the leader (its answer may be that nothing is there: only
+    /// the leader may say so). Returns the row's hash and the write lock.
+    fn lock_live_write(&self, op: &WriteOp) -> Result<(Vec<u64>, MutexGuard<'_, WriteState>)> {
+        if !matches!(op.kind, WriteOpKind::Delete | WriteOpKind::Patch) {
+            return Err(Error::InvalidRequest(format!("a write if live is a delete or a patch, not {:?}", op.kind)));
+        }
+        let ops = std::slice::from_ref(op);
+        self.check_keys(ops)?;
+        self.log.read_barrier()?;
+        self.admit_write(ops)?;
+        let rows = row_hashes(ops);
+        let guard = self.lock_rows(&rows)?;
+        Ok((rows, guard))
+    }
+
+    /// [`Tablet::resolve_key`] for the one row of a write if live (`intents`:
+    /// whether to look for intents on it).
+    #[allow(clippy::too_many_arguments)]
+    fn resolve_live<R: TxnStatusResolver + ?Sized>(&self, guard: &WriteState, op: &WriteOp, me: Option<TxnId>, read_ht: Option<HybridTime>, patch: Option<&PatchOp<'_>>, blind: bool, intents: bool, resolver: &R, batch: &mut OwnedBatch, stepped: &mut Vec<TxnId>) -> Result<KeyState> {
+        let snap = self.engine.snapshot();
+        let regular = KeyCursor::probing(snap.iter(Cf::Regular, IterOptions { prefix_same_as_start: true, ..IterOptions::default() }));
+        let intents = intents.then(|| intents_cursor_between(&snap, &op.key, &op.key, true));
+        let (deleted, own_deletion) = self.deletion_in_the_way(me, &guard.deletions, resolver)?;
+        let mut probes: Probes<E::Snapshot<'_>> = Probes { regular, intents, deleted, own_deletion };
+        self.resolve_key(&mut probes, &op.key, me, read_ht, op.kind, op.strength(), patch.map(|p| &p.deps[..]), blind, resolver, batch, stepped)
     }
 
     /// Write backpressure, before a client's write takes the write lock: while the

@@ -377,6 +377,19 @@ impl Backend {
     /// the read time is returned (the READ COMMITTED wrapper runs the statement
     /// again at a new read time).
     pub fn delete_all(&mut self, seq: u32, table: &str) -> Result<u64, FlushError> {
+        let mk = |e: ClientError| FlushError { table: table.to_string(), error: e };
+        self.statement_txn(seq, table)?;
+        self.writes += 1;
+        self.max_seq = Some(self.max_seq.map_or(seq, |m| m.max(seq)));
+        let txn = self.txn.as_mut().expect("begun by statement_txn");
+        let me = txn.id();
+        let mut started = None;
+        txn.delete_all(table, &mut |client, blocker| wait_for(client, blocker, Some(me), &mut started)).map_err(mk)
+    }
+
+    /// The storage transaction (begun here), set for command `seq` at the
+    /// statement's read time, after the buffered writes were sent.
+    fn statement_txn(&mut self, seq: u32, table: &str) -> Result<&mut Txn, FlushError> {
         self.flush()?;
         let mk = |e: ClientError| FlushError { table: table.to_string(), error: e };
         let ht = self.statement_ht().map_err(mk)?.ht;
@@ -384,11 +397,7 @@ impl Backend {
         let txn = self.txn.get_or_insert_with(|| client.begin());
         txn.set_read_ht(ht);
         txn.set_seq(seq);
-        self.writes += 1;
-        self.max_seq = Some(self.max_seq.map_or(seq, |m| m.max(seq)));
-        let me = txn.id();
-        let mut started = None;
-        txn.delete_all(table, &mut |client, blocker| wait_for(client, blocker, Some(me), &mut started)).map_err(mk)
+        Ok(txn)
     }
 
     /// Write `op` (a blind patch or a delete of one row, see `write_by_key`) as
@@ -397,13 +406,8 @@ impl Backend {
     /// the transaction's own writes). A pending writer met is waited for, and the
     /// write sent again however it ended (it reads nothing that could be outdated).
     pub fn write_if_live(&mut self, seq: u32, table: &str, op: WriteOp) -> Result<LiveWrite, FlushError> {
-        self.flush()?;
         let mk = |e: ClientError| FlushError { table: table.to_string(), error: e };
-        let ht = self.statement_ht().map_err(mk)?.ht;
-        let client = self.client().map_err(mk)?;
-        let txn = self.txn.get_or_insert_with(|| client.begin());
-        txn.set_read_ht(ht);
-        txn.set_seq(seq);
+        let txn = self.statement_txn(seq, table)?;
         let me = txn.id();
         let mut started = None;
         let outcome = txn.write_if_live(table, op, &mut |client, blocker| wait_for(client, blocker, Some(me), &mut started).map(|_| true)).map_err(mk)?;
