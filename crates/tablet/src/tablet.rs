@@ -1161,11 +1161,10 @@ impl<E: KvEngine> Tablet<E> {
     /// when they would take more than one chunk: nothing is left there).
     #[allow(clippy::type_complexity)]
     fn rewrite_txn_intents(&self, txn: TxnId, ht: HybridTime, clear_reverse: bool, one: Option<&mut OwnedBatch>, mut f: impl FnMut(&mut OwnedBatch, &[u8], &[u8], Vec<IntentRecord>, bool, &mut dyn FnMut(&[u8]) -> Result<Option<HybridTime>>) -> Result<usize>) -> Result<Option<usize>> {
-        if self.unindexed(txn)? {
+        // (A keyed resolution, `one`, found no mark in the reverse index: nothing is
+        // written to a decided transaction's.)
+        if one.is_none() && self.unindexed(txn)? {
             // Its reverse index is incomplete: walk the intents.
-            if one.is_some() {
-                return Ok(None);
-            }
             let n = self.resolve_walking_with(txn, ht, false, |batch, user_key, mine, others, latest| f(batch, user_key, &keys::reverse_key(txn, user_key), mine, others, latest))?;
             if clear_reverse {
                 let mut batch = OwnedBatch::new();
@@ -1412,7 +1411,7 @@ impl<E: KvEngine> Tablet<E> {
             resolve_key_intents(batch, user_key, txn, commit_ht, &recs, false, fold, false, drop_intents)?;
             Ok(1)
         };
-        let res = if (alone || self.unindexed(txn)?) && !leave {
+        let res = if !leave && (alone || self.unindexed(txn)?) {
             self.resolve_walking(txn, ht, |batch, user_key, mine, others, latest| per_key(batch, user_key, mine, others, latest, false)).map(Some)
         } else {
             self.rewrite_txn_intents(txn, ht, true, one, |batch, user_key, _, mine, others, latest| per_key(batch, user_key, mine, others, latest, true))
