@@ -165,7 +165,11 @@ impl WriteState {
             return true;
         }
         let alone = self.intent_txns.iter().all(|t| *t == txn);
-        let large = matches!(self.own_rows.get(&txn), Some(None)) || self.own_rows.get(&txn).is_some_and(|o| o.as_ref().is_some_and(|o| o.len() >= RESOLVE_KEYED_MAX_KEYS));
+        let large = match self.own_rows.get(&txn) {
+            Some(Some(own)) => own.len() >= RESOLVE_KEYED_MAX_KEYS,
+            Some(None) => true,
+            None => false,
+        };
         if alone && large {
             self.unindexed.insert(txn);
         }

@@ -89,6 +89,20 @@ fn all_ids(w: &World) -> Vec<TabletId> {
     w.tablets.iter().map(|t| t.id()).collect()
 }
 
+/// Every key of `engine`'s intents column family (intents, reverse-index entries, marks).
+fn intents_cf_keys(engine: &MemEngine) -> Vec<Vec<u8>> {
+    use pinax_engine::{KvIterator, Snapshot as _};
+    let snap = engine.snapshot();
+    let mut it = snap.iter(Cf::Intents, Default::default());
+    it.seek_to_first();
+    let mut keys = Vec::new();
+    while it.valid().unwrap() {
+        keys.push(it.key().to_vec());
+        it.next();
+    }
+    keys
+}
+
 #[test]
 fn versions_visible_by_read_time() {
     let w = World::new();
@@ -271,17 +285,7 @@ fn resolving_large_and_small_transactions_leaves_no_intents_and_keeps_others() {
     left.sort();
     assert_eq!(left, vec![other_before, other_after]);
     // Only the two open transactions' intents and reverse entries remain.
-    use pinax_engine::{KvIterator, Snapshot};
-    let snap = w.engines[1].snapshot();
-    let mut it = snap.iter(Cf::Intents, Default::default());
-    it.seek_to_first();
-    let mut n = 0;
-    while it.valid().unwrap() {
-        n += 1;
-        it.next();
-    }
-    assert_eq!(n, 2 * 2 * 100);
-    drop(it);
+    assert_eq!(intents_cf_keys(&w.engines[1]).len(), 2 * 2 * 100);
     assert_eq!(w.get_at("n02999", w.now()).as_deref().map(str::len), Some(200));
     assert_eq!(w.get_at("p00002", w.now()).as_deref(), Some("v"));
     // The open ones still resolve.
@@ -1111,7 +1115,6 @@ fn a_transaction_alone_in_its_tablet_drops_its_intents_by_range() {
     // Resolving a bulk load walked its reverse index, looked each key up and left
     // a tombstone per row in the intents column family. Alone in its tablet, the
     // transaction's intents go as range deletions, one per chunk of the walk.
-    use pinax_engine::{IterOptions, KvIterator, Snapshot as _};
     let w = World::new();
     let (engine, log, t) = counted_tablet(&w);
     let value = "v".repeat(200);
@@ -1122,17 +1125,7 @@ fn a_transaction_alone_in_its_tablet_drops_its_intents_by_range() {
             t.write_intents(0, txn, 1, w.now(), &ops, &w.resolver()).unwrap();
         }
     };
-    let intent_keys = || {
-        let snap = engine.snapshot();
-        let mut it = snap.iter(Cf::Intents, IterOptions::default());
-        it.seek_to_first();
-        let mut n = 0;
-        while it.valid().unwrap() {
-            n += 1;
-            it.next();
-        }
-        n
-    };
+    let intent_keys = || intents_cf_keys(&engine).len();
     // Commit: every row applied, no intent or reverse entry left, no tombstone per row.
     let a = tid(91);
     write(a, "a", 4000);
@@ -2081,20 +2074,9 @@ fn a_bulk_write_alone_in_its_tablet_leaves_its_reverse_index_out() {
     // Past the rows a keyed resolution takes, a transaction alone in its tablet
     // writes no reverse-index entries (a mark instead): its commit, abort and
     // rollback walk the intents.
-    use pinax_engine::{IterOptions, KvIterator, Snapshot as _};
     let w = World::new();
     let (engine, log, t) = counted_tablet(&w);
-    let keys_tagged = |tag: u8| {
-        let snap = engine.snapshot();
-        let mut it = snap.iter(Cf::Intents, IterOptions::default());
-        it.seek_to_first();
-        let mut n = 0;
-        while it.valid().unwrap() {
-            n += usize::from(it.key().first() == Some(&tag));
-            it.next();
-        }
-        n
-    };
+    let keys_tagged = |tag: u8| intents_cf_keys(&engine).iter().filter(|k| k.first() == Some(&tag)).count();
     let write = |t: &Tablet<MemEngine>, txn: TxnId, seq: u32, from: usize, rows: usize| {
         for chunk in (from..from + rows).collect::<Vec<_>>().chunks(500) {
             let ops: Vec<WriteOp> = chunk.iter().map(|i| WriteOp::insert(format!("k{i:05}").as_str(), "v")).collect();

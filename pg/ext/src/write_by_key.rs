@@ -465,19 +465,20 @@ unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *m
         OP_DELETE => guc::single_row_writes(),
         _ => guc::single_row_writes() && guc::column_conflicts(),
     };
-    (*s).by_key = !explain_only
-        && allowed
-        && pg_sys::XactIsoLevel < pg_sys::XACT_SERIALIZABLE as i32
-        && if (*s).op == OP_DELETE_ALL {
-            // Its transaction commits it, whenever: any top-level statement.
-            crate::hooks::restart::top_level() && state::with(|b| b.wrote_nothing())
-        } else if crate::hooks::restart::top_level_whole_transaction((*estate).es_plannedstmt) && state::with(|b| b.wrote_nothing()) {
-            true
-        } else {
-            // Inside a READ COMMITTED transaction: an intent of the transaction.
-            (*s).in_txn = guc::single_row_writes_in_transactions() && pg_sys::XactIsoLevel < pg_sys::XACT_REPEATABLE_READ as i32 && crate::hooks::restart::top_level();
-            (*s).in_txn
-        };
+    let eligible = !explain_only && allowed && pg_sys::XactIsoLevel < pg_sys::XACT_SERIALIZABLE as i32;
+    // (by key, as an intent of the transaction)
+    ((*s).by_key, (*s).in_txn) = if !eligible {
+        (false, false)
+    } else if (*s).op == OP_DELETE_ALL {
+        // Its transaction commits it, whenever: any top-level statement.
+        (crate::hooks::restart::top_level() && state::with(|b| b.wrote_nothing()), false)
+    } else if crate::hooks::restart::top_level_whole_transaction((*estate).es_plannedstmt) && state::with(|b| b.wrote_nothing()) {
+        (true, false)
+    } else {
+        // Inside a READ COMMITTED transaction: an intent of the transaction.
+        let in_txn = guc::single_row_writes_in_transactions() && pg_sys::XactIsoLevel < pg_sys::XACT_REPEATABLE_READ as i32 && crate::hooks::restart::top_level();
+        (in_txn, in_txn)
+    };
     if (*s).by_key {
         let ps = node as *mut pg_sys::PlanState;
         let exprs = list_ptrs::<pg_sys::Expr>((*cscan).custom_exprs);
