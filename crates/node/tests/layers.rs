@@ -5,7 +5,11 @@ use std::path::Path;
 
 /// `pinax-*` (and rocksdb) dependencies of a crate's `[dependencies]` section.
 fn deps(krate: &str) -> Vec<String> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(krate).join("Cargo.toml");
+    // Cargo sets the variable when it runs the test: the checkout being tested,
+    // also when the binary was built from another one sharing the target
+    // directory (its compile-time value would name that one).
+    let dir = std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").to_string());
+    let root = Path::new(&dir).join("..").join(krate).join("Cargo.toml");
     let text = std::fs::read_to_string(&root).unwrap_or_else(|e| panic!("{}: {e}", root.display()));
     let mut out = Vec::new();
     let mut in_deps = false;
