@@ -8,7 +8,7 @@ PINAX_DATA_DIR ?= $(if $(filter 0,$(shell id -u)),/var/lib/pinax,$(HOME)/.pinax)
 APT_PACKAGES := build-essential ccache clang libclang-dev pkg-config postgresql-15 postgresql-server-dev-15 postgresql-contrib
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: start stop status test deps build check bench perf clean-cache ext pgrx sqltest bank soak
+.PHONY: start stop status test deps build check bench perf clean-cache ext ext-perf pgrx sqltest bank soak
 
 ## Install what is missing (Debian 12): apt packages and a Rust toolchain check.
 deps:
@@ -90,7 +90,12 @@ check: deps
 perf: deps
 	$(CARGO) build --profile perf --locked -p pinax
 
-bench: build ext perf
+## The extension as benchmarks run it: release profile (opt-level 3, thin LTO), as
+## PostgreSQL itself is built; `make ext` (tests, `make start`) builds the dev one.
+ext-perf: pgrx
+	cd pg/ext && CARGO_TARGET_DIR=$(EXT_TARGET_DIR) $(CARGO) pgrx install --release --pg-config $(PG_CONFIG) $(PGRX_SUDO)
+
+bench: build ext-perf perf
 	PINAX_BIN=$(PERF_BIN) bash bench/all.sh
 
 clean-cache:

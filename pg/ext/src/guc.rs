@@ -21,6 +21,7 @@ static TRACE_SCANS: GucSetting<bool> = GucSetting::<bool>::new(false);
 static COLUMN_CONFLICTS: GucSetting<bool> = GucSetting::<bool>::new(true);
 static SINGLE_ROW_WRITES: GucSetting<bool> = GucSetting::<bool>::new(true);
 static SINGLE_ROW_WRITES_IN_TXNS: GucSetting<bool> = GucSetting::<bool>::new(true);
+static INSERT_AT_ONCE: GucSetting<bool> = GucSetting::<bool>::new(true);
 static DELETE_ALL: GucSetting<bool> = GucSetting::<bool>::new(true);
 
 pub fn init() {
@@ -161,6 +162,14 @@ pub fn init() {
         GucFlags::default(),
     );
     GucRegistry::define_bool_guc(
+        c"pinax.enable_insert_at_once",
+        c"An autocommit INSERT ... ON CONFLICT DO NOTHING of one row into a Pinax table writes the row at once, if it is absent, without reading first.",
+        c"For a table whose only index is its primary key, without AFTER INSERT triggers (foreign keys to other tables included) or views' check options, a statement without RETURNING that inserts one row (VALUES) and is its whole transaction, under READ COMMITTED or REPEATABLE READ. The row is one storage write that fails if the key exists; the conflict is then read and resolved as usual (nothing is inserted). Otherwise the row is checked for first and inserted in a storage transaction.",
+        &INSERT_AT_ONCE,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_bool_guc(
         c"pinax.enable_delete_all",
         c"A DELETE of every row of a Pinax table is done in its tablets: no row is read or written one by one.",
         c"DELETE FROM t with no WHERE, under READ COMMITTED, as the first write of its transaction (autocommit or in a block), from a table without triggers (foreign keys included), row-level security or RETURNING whose indexes are B-trees: each tablet of the table and of its secondary indexes counts its rows and writes one whole-tablet tombstone. EXPLAIN shows Custom Scan (PinaxWriteByKey) with Operation: Delete All. Otherwise the statement runs as usual.",
@@ -217,6 +226,11 @@ pub fn trace_scans() -> bool {
 /// `pinax.enable_single_row_writes`.
 pub fn single_row_writes() -> bool {
     SINGLE_ROW_WRITES.get()
+}
+
+/// `pinax.enable_insert_at_once`.
+pub fn insert_at_once() -> bool {
+    INSERT_AT_ONCE.get()
 }
 
 /// `pinax.enable_single_row_writes_in_transactions`.

@@ -31,6 +31,7 @@ pub mod ddl;
 pub mod error;
 pub mod guc;
 pub mod hooks;
+pub mod insert_at_once;
 pub mod keys;
 pub mod limit;
 pub mod meta;

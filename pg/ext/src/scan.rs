@@ -44,6 +44,9 @@ pub struct Pager {
     /// The range holds at most the row `start` (a primary-key lookup by every key
     /// column): the tablet probes that row (`ScanSpec::point`).
     pub point: bool,
+    /// Read the newest committed rows (a dirty snapshot's look-up), not at the
+    /// statement's read time (`Backend::read_point_latest`).
+    pub latest: bool,
     /// The relation (table or index OID) whose scan this walk is: its first read
     /// asks for the rows a LIMIT above needs, if one does (`limit.rs`).
     limit_relid: Option<u32>,
@@ -51,7 +54,7 @@ pub struct Pager {
 
 impl Pager {
     pub fn new(storage: String, start: Vec<u8>, end: Option<Vec<u8>>, reverse: bool, curcid: u32) -> Pager {
-        Pager { storage, start, end, reverse, curcid, at: None, rows: VecDeque::new(), done: false, page: FIRST_PAGE_ROWS, filter: None, point: false, limit_relid: None }
+        Pager { storage, start, end, reverse, curcid, at: None, rows: VecDeque::new(), done: false, page: FIRST_PAGE_ROWS, filter: None, point: false, latest: false, limit_relid: None }
     }
 
     /// This walk scans relation `relid` (a table's or an index's OID): a LIMIT
@@ -110,6 +113,9 @@ impl Pager {
     pub fn read_point(&mut self) -> Result<ReadPoint, FlushError> {
         if let Some(at) = self.at {
             return Ok(at);
+        }
+        if self.latest {
+            return state::with(|b| b.read_point_latest(self.curcid));
         }
         state::with(|b| b.read_point(self.curcid))
     }

@@ -93,6 +93,9 @@ pub struct Backend {
     /// met again by the same command is "invisible" to it (PostgreSQL then raises
     /// "ON CONFLICT DO UPDATE command cannot affect row a second time").
     pub spec_rows: std::collections::HashMap<(u32, Vec<u8>), u32>,
+    /// The relation (OID) whose one row the running statement writes at once
+    /// (`insert_at_once`), until it is written.
+    pub insert_at_once: Option<u32>,
     /// SERIALIZABLE: the tablets' range-lock keys this transaction locked (storage
     /// table, tablet index, SHARE for range reads or PREDICATE WRITE for writes,
     /// command id), so each is locked once (and again after a rollback dropped it).
@@ -124,6 +127,9 @@ pub struct Speculative {
     /// A unique index reported a conflict.
     pub index_conflict: bool,
     pub written: Vec<(String, Vec<u8>)>,
+    /// The row was committed at once (`insert_at_once`), not written in the
+    /// storage transaction: nothing is to be undone.
+    pub committed: bool,
 }
 
 thread_local! {
@@ -432,6 +438,16 @@ impl Backend {
         })
     }
 
+    /// Where a read that must see the newest committed rows reads (PostgreSQL's
+    /// dirty snapshot: ON CONFLICT's and unique checks' look-ups, which must find
+    /// a row committed after the statement's read time that a write then met):
+    /// after flushing, at the serving tablet's present time, seeing every own write.
+    pub fn read_point_latest(&mut self, curcid: u32) -> Result<ReadPoint, FlushError> {
+        self.flush()?;
+        let txn = self.txn.as_ref().and_then(|t| t.read_point(curcid).txn);
+        Ok(ReadPoint { read_ht: HybridTime::INVALID, txn, uncertain_from: HybridTime::INVALID })
+    }
+
     /// A subtransaction starts (SAVEPOINT, an exception block): writes of command
     /// `current_cid` and later belong to it, unless that command id was already
     /// written before it started. Earlier writes are sent now, so that their errors
@@ -519,20 +535,31 @@ impl Backend {
         let ops: Vec<WriteOp> = std::mem::take(&mut self.buf).into_iter().flat_map(|c| c.ops).collect();
         self.buf_ops = 0;
         self.buf_bytes = 0;
-        let client = self.client().map_err(|e| FlushError { table: table.clone(), error: e })?;
+        self.write_now(&table, &ops)?;
+        Ok(true)
+    }
+
+    /// Commit `ops` to storage table `table` at once, outside any storage
+    /// transaction (`Client::write_at`: one tablet, one RPC; several, a storage
+    /// transaction aborted if it fails), checked against commits after the
+    /// statement's read time. A pending writer met is waited for, and the write
+    /// sent again (inserts whatever it did, others if it aborted).
+    pub fn write_now(&mut self, table: &str, ops: &[WriteOp]) -> Result<(), FlushError> {
+        let mk = |e| FlushError { table: table.to_string(), error: e };
+        let client = self.client().map_err(mk)?;
         // Values computed from reads (UPDATE t SET v = v + 1) conflict with
         // commits after the read time: no lost update. (No read: no check.)
         let read_ht = self.stmt.map(|rt| rt.ht);
-        let inserts = only_inserts(&ops);
+        let inserts = only_inserts(ops);
         let mut started = None;
         loop {
             // One tablet's write is atomic; several go through a transaction
             // that is aborted when it fails: retrying is safe either way.
-            match client.write_at(&table, &ops, read_ht) {
-                Ok(_) => return Ok(true),
+            match client.write_at(table, ops, read_ht) {
+                Ok(_) => return Ok(()),
                 Err(e) => match e.blocker() {
-                    Some(b) if wait_for(&client, b, None, &mut started).map_err(|e| FlushError { table: table.clone(), error: e })? || inserts => continue,
-                    _ => return Err(FlushError { table, error: e }),
+                    Some(b) if wait_for(&client, b, None, &mut started).map_err(mk)? || inserts => continue,
+                    _ => return Err(mk(e)),
                 },
             }
         }
@@ -572,6 +599,7 @@ impl Backend {
         self.spec = None;
         self.spec_cid = None;
         self.spec_rows.clear();
+        self.insert_at_once = None;
         self.range_locks.clear();
     }
 }

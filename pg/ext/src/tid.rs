@@ -13,6 +13,8 @@
 use pgrx::pg_sys;
 
 const PER_BLOCK: u64 = 256;
+/// Arena bytes a cleared map keeps allocated.
+const KEEP_BYTES: usize = 1 << 20;
 
 /// Where an entry's row came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -107,9 +109,17 @@ impl TidMap {
         self.entries.is_empty()
     }
 
+    /// Forget every entry. The buffers keep their capacity, up to
+    /// [`KEEP_BYTES`] of rows, for the next transaction: one that reads a few pages
+    /// of rows would otherwise grow them again from nothing, each doubling a
+    /// large allocation and a copy.
     pub fn clear(&mut self) {
-        self.entries = Vec::new();
-        self.arena = Vec::new();
+        self.entries.clear();
+        self.arena.clear();
+        if self.arena.capacity() > KEEP_BYTES {
+            self.arena = Vec::new();
+            self.entries = Vec::new();
+        }
     }
 }
 

@@ -491,6 +491,8 @@ struct IndexScanState {
     curcid: u32,
     /// Every range is one primary-key row (all key columns equal).
     point: bool,
+    /// A dirty snapshot's look-up: the newest committed rows (`Pager::latest`).
+    latest: bool,
 }
 
 #[repr(C)]
@@ -725,6 +727,13 @@ unsafe extern "C-unwind" fn amgettuple(scan: pg_sys::IndexScanDesc, direction: p
     if (*o).state.is_null() {
         let heap = (*scan).heapRelation;
         let (m, im) = meta_for(heap, (*scan).indexRelation);
+        let snapshot = (*scan).xs_snapshot;
+        let dirty = !snapshot.is_null() && (*snapshot).snapshot_type == pg_sys::SnapshotType::SNAPSHOT_DIRTY;
+        if im.is_pk && dirty && crate::insert_at_once::pending(m.relid) {
+            // ON CONFLICT's look-up before a row written at once: its write is the
+            // check (a conflict there makes PostgreSQL look again, for real).
+            return false;
+        }
         let keys: &[pg_sys::ScanKeyData] = if (*scan).keyData.is_null() || (*scan).numberOfKeys <= 0 {
             &[]
         } else {
@@ -757,6 +766,7 @@ unsafe extern "C-unwind" fn amgettuple(scan: pg_sys::IndexScanDesc, direction: p
             is_pk: im.is_pk,
             relid: m.relid,
             curcid: snapshot_cid((*scan).xs_snapshot),
+            latest: dirty,
             point,
         };
         (*o).state = Box::into_raw(Box::new(st));
@@ -771,6 +781,7 @@ unsafe extern "C-unwind" fn amgettuple(scan: pg_sys::IndexScanDesc, direction: p
             let Some((start, end)) = st.ranges.pop_front() else { return false };
             let mut pager = Pager::new(st.index_storage.clone(), start, end, st.reverse, st.curcid);
             pager.point = st.point;
+            pager.latest = st.latest;
             pager.under_limit_of((*(*scan).indexRelation).rd_id.to_u32());
             st.pager = Some(pager);
         }

@@ -240,23 +240,18 @@ unsafe fn fetch_version(rel: pg_sys::Relation, tid: pg_sys::ItemPointer, snapsho
         (*snapshot).speculativeToken = 0;
     }
     let cid = snapshot_cid(snapshot);
-    let found = state::with(|b| {
-        b.tids.get(relid.to_u32(), &*tid).and_then(|r| {
-            // A version replaced by a command the snapshot already sees is gone.
-            if cid != u32::MAX && r.superseded_by.is_some_and(|c| c < cid) {
-                return None;
-            }
-            Some((r.tuple.to_vec(), r.origin))
-        })
-    });
-    match found {
-        Some((bytes, origin)) => {
-            let own = (origin == Origin::Written).then(|| pg_sys::GetCurrentTransactionId());
-            store_tuple(slot, &bytes, *tid, relid, own);
-            true
+    // The row goes into the slot straight from the map (no copy of it first);
+    // nothing store_tuple calls comes back to the backend state.
+    state::with(|b| {
+        let Some(r) = b.tids.get(relid.to_u32(), &*tid) else { return false };
+        // A version replaced by a command the snapshot already sees is gone.
+        if cid != u32::MAX && r.superseded_by.is_some_and(|c| c < cid) {
+            return false;
         }
-        None => false,
-    }
+        let own = (r.origin == Origin::Written).then(|| pg_sys::GetCurrentTransactionId());
+        store_tuple(slot, r.tuple, *tid, relid, own);
+        true
+    })
 }
 
 #[pg_guard]
@@ -342,12 +337,16 @@ unsafe extern "C-unwind" fn tuple_insert_speculative(
     _bistate: *mut pg_sys::BulkInsertStateData,
     _spec_token: u32,
 ) {
+    if crate::insert_at_once::take((*rel).rd_id.to_u32()) {
+        insert_at_once(rel, slot, cid);
+        return;
+    }
     // Earlier writes first, so that a conflict is about this row alone.
     state::with(|b| b.flush()).or_raise();
     let key = insert_row(rel, slot, cid);
     let storage = meta_of(rel).storage.clone();
     let res = state::with(|b| {
-        b.spec = Some(state::Speculative { conflict: None, index_conflict: false, written: vec![(storage.clone(), key.clone())] });
+        b.spec = Some(state::Speculative { conflict: None, index_conflict: false, written: vec![(storage.clone(), key.clone())], committed: false });
         if b.spec_cid != Some(cid) {
             b.spec_cid = Some(cid);
             b.spec_rows.clear();
@@ -368,6 +367,44 @@ unsafe extern "C-unwind" fn tuple_insert_speculative(
     }
 }
 
+/// The speculative insertion of a statement's one row, committed at once
+/// (`insert_at_once`): a duplicate key is reported as the speculative conflict
+/// (PostgreSQL then looks the row up and does nothing).
+unsafe fn insert_at_once(rel: pg_sys::Relation, slot: *mut pg_sys::TupleTableSlot, cid: u32) {
+    let m = meta_of(rel);
+    let Some(pk) = &m.pk else {
+        error::raise_with(pgrx::PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, "pinax: an insert at once into a table without a primary key", None);
+    };
+    slot_getallattrs(slot);
+    let bytes = form_tuple_bytes(slot);
+    let key = pk_key(pk, slot);
+    let res = state::with(|b| b.write_now(&m.storage, &[WriteOp::insert(key.clone(), bytes.clone())]));
+    let conflict = match res {
+        Ok(()) => false,
+        Err(e) if e.error.code() == pinax_common::ErrorCode::DuplicateKey && e.table == m.storage => true,
+        Err(e) => violation::raise(e),
+    };
+    if pg_sys::message_level_is_interesting(pg_sys::DEBUG1 as i32) {
+        pgrx::debug1!("pinax: INSERT ... ON CONFLICT DO NOTHING written at once: {}", if conflict { "the key exists" } else { "inserted" });
+    }
+    let tid = state::with(|b| {
+        b.last_cid = cid;
+        b.unchanged.clear();
+        if b.spec_cid != Some(cid) {
+            b.spec_cid = Some(cid);
+            b.spec_rows.clear();
+        }
+        let written = if conflict { vec![] } else { vec![(m.storage.clone(), key.clone())] };
+        b.spec = Some(state::Speculative { conflict: conflict.then(|| key.clone()), index_conflict: false, written, committed: true });
+        b.tids.add(m.relid, &key, &bytes, Origin::Written)
+    });
+    (*slot).tts_tid = tid;
+    (*slot).tts_tableOid = (*rel).rd_id;
+    if !conflict {
+        pg_sys::pgstat_count_heap_insert(rel, 1);
+    }
+}
+
 #[pg_guard]
 unsafe extern "C-unwind" fn tuple_complete_speculative(rel: pg_sys::Relation, _slot: *mut pg_sys::TupleTableSlot, _spec_token: u32, succeeded: bool) {
     let spec = state::with(|b| b.spec.take());
@@ -381,8 +418,9 @@ unsafe extern "C-unwind" fn tuple_complete_speculative(rel: pg_sys::Relation, _s
         }
         return;
     }
-    // Undo what was written for the row that lost: the row and its index entries.
-    if let Some(s) = spec {
+    // Undo what was written for the row that lost: the row and its index entries
+    // (a row committed at once was written only if nothing conflicted).
+    if let Some(s) = spec.filter(|s| !s.committed) {
         let _ = rel;
         state::with(|b| {
             let cid = b.last_cid;

@@ -4,6 +4,8 @@
 //!   relations pass their bound to the scan's first read (limit.rs).
 //! - ExecutorStart/End: which UPDATE runs, for column-level conflicts
 //!   (update_deps.rs).
+//! - ExecutorStart: whether an INSERT ... ON CONFLICT DO NOTHING writes its row at
+//!   once (insert_at_once.rs).
 //! - ExecutorEnd: inside a transaction block or a subtransaction (an exception
 //!   block), send a statement's buffered writes when it ends, so that its errors
 //!   (unique violations, conflicts) are reported by that statement and not by a
@@ -46,6 +48,7 @@ unsafe extern "C-unwind" fn executor_start(query_desc: *mut pg_sys::QueryDesc, e
         crate::limit::adopt_nodes((*query_desc).planstate);
     }
     crate::update_deps::started(query_desc);
+    crate::insert_at_once::started(query_desc, eflags);
 }
 
 #[pg_guard]

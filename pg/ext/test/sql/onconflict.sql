@@ -12,3 +12,26 @@ INSERT INTO oc VALUES (7, 'g') ON CONFLICT (id) DO UPDATE SET name = 'never' WHE
 INSERT INTO oc VALUES (1, 'x') ON CONFLICT (id) DO UPDATE SET name = 'cond' WHERE oc.hits > 1;
 SELECT * FROM oc ORDER BY id;
 DROP TABLE oc;
+-- One row at a time into a table whose only index is the primary key (on Pinax
+-- written at once, see insert_at_once): the row counts and rows PostgreSQL gives.
+CREATE TABLE oc1 (id int PRIMARY KEY, v text NOT NULL, n int DEFAULT 7 CHECK (n > 0));
+INSERT INTO oc1 VALUES (1, 'a') ON CONFLICT DO NOTHING;
+\echo :ROW_COUNT
+INSERT INTO oc1 VALUES (1, 'b') ON CONFLICT DO NOTHING;
+\echo :ROW_COUNT
+INSERT INTO oc1 VALUES (2, 'c') ON CONFLICT (id) DO NOTHING;
+\echo :ROW_COUNT
+INSERT INTO oc1 (v, id) VALUES ('d', (SELECT max(id) + 1 FROM oc1)) ON CONFLICT DO NOTHING;
+\echo :ROW_COUNT
+INSERT INTO oc1 VALUES (4, NULL) ON CONFLICT DO NOTHING;
+\echo :ROW_COUNT
+INSERT INTO oc1 VALUES (4, 'e', -1) ON CONFLICT DO NOTHING;
+\echo :ROW_COUNT
+INSERT INTO oc1 VALUES (4, 'e', 1) ON CONFLICT DO NOTHING;
+\echo :ROW_COUNT
+DELETE FROM oc1 WHERE id = 4;
+\echo :ROW_COUNT
+INSERT INTO oc1 VALUES (4, 'f', 2) ON CONFLICT DO NOTHING;
+\echo :ROW_COUNT
+SELECT * FROM oc1 ORDER BY id;
+DROP TABLE oc1;
