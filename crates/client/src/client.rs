@@ -180,7 +180,15 @@ impl Client {
                 return (Err(e), env.request);
             }
         };
-        self.inner.pool.lock().entry(addr.to_string()).or_default().push(conn);
+        {
+            let mut pool = self.inner.pool.lock();
+            match pool.get_mut(addr) {
+                Some(v) => v.push(conn),
+                None => {
+                    pool.insert(addr.to_string(), vec![conn]);
+                }
+            }
+        }
         self.inner.clock.update(resp.ht);
         self.inner.uncertain.store(resp.uncertain, Ordering::Relaxed);
         if let Err(RpcError { code: ErrorCode::ReadRestart, restart_ht, .. }) = &resp.result {

@@ -21,9 +21,10 @@
 //! written before it (storage or PostgreSQL WAL); its plan is ModifyTable(INSERT,
 //! ON CONFLICT DO NOTHING, no RETURNING, no writable CTE) over a Result (one row)
 //! into one Pinax table, not partitioned, without AFTER INSERT triggers (a foreign
-//! key's check included) or check options, whose only index is its primary key. Nothing can then run
-//! after the write that could fail the statement, so committing it early is
-//! committing it at the end: the row count is the one PostgreSQL reports.
+//! key's check included) or check options, whose only index is its primary key.
+//! Nothing can then run after the write that could fail the statement, so
+//! committing it early is committing it at the end: the row count is the one
+//! PostgreSQL reports.
 
 use crate::guc;
 use crate::meta;
