@@ -23,6 +23,9 @@ pub enum Origin {
     Read,
     /// Written by this transaction (insert or update): its xmin is ours.
     Written,
+    /// Read at the present time, not at the statement's read time (a dirty
+    /// snapshot's look-up: ON CONFLICT's arbiter check): a snapshot may not see it.
+    Latest,
 }
 
 #[derive(Clone, Copy, Debug)]

@@ -835,7 +835,8 @@ unsafe extern "C-unwind" fn amgettuple(scan: pg_sys::IndexScanDesc, direction: p
                 None => continue, // entry of a row this read point does not see
             }
         };
-        let tid = state::with(|b| b.tids.add(st.relid, &row_key, &row, Origin::Read));
+        let origin = if st.latest { Origin::Latest } else { Origin::Read };
+        let tid = state::with(|b| b.tids.add(st.relid, &row_key, &row, origin));
         (*scan).xs_heaptid = tid;
         (*scan).xs_recheck = true;
         return true;

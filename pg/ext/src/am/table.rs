@@ -284,9 +284,26 @@ unsafe extern "C-unwind" fn tuple_tid_valid(scan: pg_sys::TableScanDesc, tid: pg
 #[pg_guard]
 unsafe extern "C-unwind" fn tuple_get_latest_tid(_scan: pg_sys::TableScanDesc, _tid: pg_sys::ItemPointer) {}
 
+/// Whether the row version in `slot` is visible to `snapshot`. Versions read at the
+/// statement's read time or written by the transaction are; one found by a dirty
+/// snapshot's look-up at the present time (`Origin::Latest`) is if an MVCC
+/// snapshot's read of its key finds that same version. (ON CONFLICT under
+/// REPEATABLE READ and SERIALIZABLE asks this of the conflicting row: PostgreSQL
+/// raises 40001 when the transaction's snapshot cannot see it.)
 #[pg_guard]
-unsafe extern "C-unwind" fn tuple_satisfies_snapshot(_rel: pg_sys::Relation, _slot: *mut pg_sys::TupleTableSlot, _snapshot: pg_sys::Snapshot) -> bool {
-    true
+unsafe extern "C-unwind" fn tuple_satisfies_snapshot(rel: pg_sys::Relation, slot: *mut pg_sys::TupleTableSlot, snapshot: pg_sys::Snapshot) -> bool {
+    if snapshot.is_null() || (*snapshot).snapshot_type != pg_sys::SnapshotType::SNAPSHOT_MVCC {
+        return true;
+    }
+    let tid = (*slot).tts_tid;
+    let latest = state::with(|b| b.tids.get((*rel).rd_id.to_u32(), &tid).filter(|r| r.origin == Origin::Latest).map(|r| (r.key.to_vec(), r.tuple.to_vec())));
+    let Some((key, tuple)) = latest else { return true };
+    let m = meta_of(rel);
+    let mut pager = Pager::new(m.storage.clone(), Vec::new(), None, false, snapshot_cid(snapshot));
+    match pager.get(&m.storage, &key).or_raise() {
+        Some(v) => crate::tuple::merged((*rel).rd_att, v) == tuple,
+        None => false,
+    }
 }
 
 #[pg_guard]
