@@ -28,6 +28,7 @@
 
 use crate::guc;
 use crate::meta;
+use crate::pg_list::list_oids;
 use crate::state;
 use pgrx::pg_sys;
 
@@ -66,13 +67,13 @@ unsafe fn eligible(qd: *mut pg_sys::QueryDesc) -> Option<u32> {
     let sub = (*plan).lefttree;
     if (*mt).onConflictAction != pg_sys::OnConflictAction::ONCONFLICT_NOTHING
         || (*mt).rootRelation != 0
-        || pg_list_len((*mt).resultRelations) != 1
         || sub.is_null()
         || (*sub).type_ != pg_sys::NodeTag::T_Result
         || !(*sub).lefttree.is_null()
     {
         return None;
     }
+    // One result relation.
     let mts = (*qd).planstate as *mut pg_sys::ModifyTableState;
     if mts.is_null() || (*mts).mt_nrels != 1 {
         return None;
@@ -88,7 +89,7 @@ unsafe fn eligible(qd: *mut pg_sys::QueryDesc) -> Option<u32> {
     }
     // (The executor opens the indexes at the first insert.)
     let indexes = pg_sys::RelationGetIndexList(rel);
-    let only_pk = pg_list_len(indexes) == 1 && (*rel).rd_pkindex.to_u32() != 0 && pg_sys::list_member_oid(indexes, (*rel).rd_pkindex);
+    let only_pk = list_oids(indexes) == [(*rel).rd_pkindex];
     pg_sys::list_free(indexes);
     if !only_pk {
         return None;
@@ -97,14 +98,6 @@ unsafe fn eligible(qd: *mut pg_sys::QueryDesc) -> Option<u32> {
         return None;
     }
     Some((*rel).rd_id.to_u32())
-}
-
-unsafe fn pg_list_len(l: *mut pg_sys::List) -> i32 {
-    if l.is_null() {
-        0
-    } else {
-        (*l).length
-    }
 }
 
 /// Whether the running statement writes its row into `relid` at once and has not

@@ -393,9 +393,8 @@ unsafe fn insert_at_once(rel: pg_sys::Relation, slot: *mut pg_sys::TupleTableSlo
         error::raise_with(pgrx::PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, "pinax: an insert at once into a table without a primary key", None);
     };
     slot_getallattrs(slot);
-    let bytes = form_tuple_bytes(slot);
-    let key = pk_key(pk, slot);
-    let res = state::with(|b| b.write_now(&m.storage, &[WriteOp::insert(key.clone(), bytes.clone())]));
+    let op = WriteOp::insert(pk_key(pk, slot), form_tuple_bytes(slot));
+    let res = state::with(|b| b.write_now(&m.storage, std::slice::from_ref(&op)));
     let conflict = match res {
         Ok(()) => false,
         Err(e) if e.error.code() == pinax_common::ErrorCode::DuplicateKey && e.table == m.storage => true,
@@ -411,9 +410,9 @@ unsafe fn insert_at_once(rel: pg_sys::Relation, slot: *mut pg_sys::TupleTableSlo
             b.spec_cid = Some(cid);
             b.spec_rows.clear();
         }
-        let written = if conflict { vec![] } else { vec![(m.storage.clone(), key.clone())] };
-        b.spec = Some(state::Speculative { conflict: conflict.then(|| key.clone()), index_conflict: false, written, committed: true });
-        b.tids.add(m.relid, &key, &bytes, Origin::Written)
+        let written = if conflict { vec![] } else { vec![(m.storage.clone(), op.key.clone())] };
+        b.spec = Some(state::Speculative { conflict: conflict.then(|| op.key.clone()), index_conflict: false, written, committed: true });
+        b.tids.add(m.relid, &op.key, &op.value, Origin::Written)
     });
     (*slot).tts_tid = tid;
     (*slot).tts_tableOid = (*rel).rd_id;
