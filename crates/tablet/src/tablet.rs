@@ -1130,7 +1130,7 @@ impl<E: KvEngine> Tablet<E> {
     /// earlier intents stay. Returns the number of intents dropped. Idempotent.
     pub fn rollback_intents(&self, txn: TxnId, from_seq: u32) -> Result<usize> {
         let mut guard = self.lock_drained()?;
-        let res = self.rewrite_txn_intents(txn, self.clock.now(), false, None, |batch, user_key, rkey, mine, _, _| {
+        let res = self.rewrite_txn_intents(txn, self.clock.now(), false, false, None, |batch, user_key, rkey, mine, _, _| {
             let mut dropped = 0;
             for r in mine.iter().filter(|r| r.seq >= from_seq) {
                 batch.delete(Cf::Intents, &keys::intent_key(user_key, txn, r.seq));
@@ -1163,11 +1163,14 @@ impl<E: KvEngine> Tablet<E> {
     ///
     /// `one`: the changes are not replicated but left there, whole (`Ok(None)`
     /// when they would take more than one chunk: nothing is left there).
+    ///
+    /// `indexed`: the caller knows the reverse index holds every intent (it found no
+    /// [`keys::unindexed_key`] mark: a keyed resolution, which `one` callers are, or
+    /// one that looked); else the mark is looked up, and if there the intents are
+    /// walked instead.
     #[allow(clippy::type_complexity)]
-    fn rewrite_txn_intents(&self, txn: TxnId, ht: HybridTime, clear_reverse: bool, one: Option<&mut OwnedBatch>, mut f: impl FnMut(&mut OwnedBatch, &[u8], &[u8], Vec<IntentRecord>, bool, &mut dyn FnMut(&[u8]) -> Result<Option<HybridTime>>) -> Result<usize>) -> Result<Option<usize>> {
-        // (A keyed resolution, `one`, found no mark in the reverse index: nothing is
-        // written to a decided transaction's.)
-        if one.is_none() && self.unindexed(txn)? {
+    fn rewrite_txn_intents(&self, txn: TxnId, ht: HybridTime, clear_reverse: bool, indexed: bool, one: Option<&mut OwnedBatch>, mut f: impl FnMut(&mut OwnedBatch, &[u8], &[u8], Vec<IntentRecord>, bool, &mut dyn FnMut(&[u8]) -> Result<Option<HybridTime>>) -> Result<usize>) -> Result<Option<usize>> {
+        if !indexed && self.unindexed(txn)? {
             // Its reverse index is incomplete: walk the intents.
             let n = self.resolve_walking_with(txn, ht, false, |batch, user_key, mine, others, latest| f(batch, user_key, &keys::reverse_key(txn, user_key), mine, others, latest))?;
             if clear_reverse {
@@ -1415,10 +1418,12 @@ impl<E: KvEngine> Tablet<E> {
             resolve_key_intents(batch, user_key, txn, commit_ht, &recs, false, fold, false, drop_intents)?;
             Ok(1)
         };
+        // A keyed resolution (`leave`) found no unindexed mark; a drained one looks
+        // for it here (once: the reverse-index walk is then told there is none).
         let res = if !leave && (alone || self.unindexed(txn)?) {
             self.resolve_walking(txn, ht, |batch, user_key, mine, others, latest| per_key(batch, user_key, mine, others, latest, false)).map(Some)
         } else {
-            self.rewrite_txn_intents(txn, ht, true, one, |batch, user_key, _, mine, others, latest| per_key(batch, user_key, mine, others, latest, true))
+            self.rewrite_txn_intents(txn, ht, true, true, one, |batch, user_key, _, mine, others, latest| per_key(batch, user_key, mine, others, latest, true))
         };
         let Some(n) = reload_on_error(guard, res)? else {
             return Ok(None);
