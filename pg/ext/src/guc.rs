@@ -163,8 +163,8 @@ pub fn init() {
     );
     GucRegistry::define_bool_guc(
         c"pinax.enable_insert_at_once",
-        c"An autocommit INSERT ... ON CONFLICT DO NOTHING of one row into a Pinax table writes the row at once, if it is absent, without reading first.",
-        c"For a table whose only index is its primary key, without AFTER INSERT triggers (foreign keys to other tables included) or views' check options, a statement without RETURNING that inserts one row (VALUES) and is its whole transaction, under READ COMMITTED or REPEATABLE READ. The row is one storage write that fails if the key exists; the conflict is then read and resolved as usual (nothing is inserted). Otherwise the row is checked for first and inserted in a storage transaction.",
+        c"An autocommit INSERT ... ON CONFLICT DO NOTHING of one row into a Pinax table writes the row at once, if it is absent, without reading first; an upsert setting every other column from EXCLUDED writes it whether the key exists or not.",
+        c"For a table whose only index is its primary key, without AFTER INSERT triggers (foreign keys to other tables included) or views' check options, a statement without RETURNING that inserts one row (VALUES) and is its whole transaction, under READ COMMITTED or REPEATABLE READ. The row is one storage write that fails if the key exists; the conflict is then read and resolved as usual (nothing is inserted). ON CONFLICT (key) DO UPDATE SET every column but the key's = EXCLUDED.column, without WHERE, under READ COMMITTED, into a table without UPDATE triggers, row-level security or stored generated columns whose key types have no distinct equal values (integers, text under a deterministic collation, uuid, dates and times, bytea, bool): one storage write of the row. Otherwise the row is checked for first and inserted in a storage transaction.",
         &INSERT_AT_ONCE,
         GucContext::Userset,
         GucFlags::default(),

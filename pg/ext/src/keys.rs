@@ -78,6 +78,11 @@ pub struct KeyColumn {
     pub typmod: i32,
     /// Byte order of the encoding equals the btree order of the column.
     pub ordered: bool,
+    /// Values the column's btree equality calls equal are the same value (not so
+    /// for numeric 1.0 = 1.00, float -0 = 0, bpchar's trailing blanks, text under
+    /// a nondeterministic collation, or types stored as raw bytes): a row found by
+    /// such a key has exactly the key values it was looked up by.
+    pub equal_is_identical: bool,
 }
 
 const DEFAULT_COLLATION_OID: u32 = 100;
@@ -139,13 +144,20 @@ impl KeyColumn {
             KeyKind::Text | KeyKind::BpChar | KeyKind::Name => is_c_collation(coll),
             _ => true,
         };
+        let equal_is_identical = match kind {
+            KeyKind::Bool | KeyKind::Int2 | KeyKind::Int4 | KeyKind::Int8 | KeyKind::Oid | KeyKind::Char => true,
+            KeyKind::Bytea | KeyKind::Date | KeyKind::Time | KeyKind::Timestamp | KeyKind::TimestampTz | KeyKind::Uuid => true,
+            // SAFETY: a catalog lookup of the index column's collation.
+            KeyKind::Text => coll == 0 || coll == DEFAULT_COLLATION_OID || unsafe { pg_sys::get_collation_isdeterministic(pg_sys::Oid::from(coll)) },
+            KeyKind::Float4 | KeyKind::Float8 | KeyKind::Numeric | KeyKind::BpChar | KeyKind::Name | KeyKind::Raw { .. } => false,
+        };
         let desc = indoption & 0x0001 != 0; // INDOPTION_DESC
         let nulls_first = indoption & 0x0002 != 0; // INDOPTION_NULLS_FIRST
         let order = ColumnOrder::new(
             if desc { SortOrder::Desc } else { SortOrder::Asc },
             if nulls_first { NullsOrder::First } else { NullsOrder::Last },
         );
-        KeyColumn { kind, typid: base, order, typmod, ordered }
+        KeyColumn { kind, typid: base, order, typmod, ordered, equal_is_identical }
     }
 
     /// Whether decoding this column's encoding gives back the exact datum stored

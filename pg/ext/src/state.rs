@@ -93,9 +93,9 @@ pub struct Backend {
     /// met again by the same command is "invisible" to it (PostgreSQL then raises
     /// "ON CONFLICT DO UPDATE command cannot affect row a second time").
     pub spec_rows: std::collections::HashMap<(u32, Vec<u8>), u32>,
-    /// The relation (OID) whose one row the running statement writes at once
+    /// The relation whose one row the running statement writes at once, and how
     /// (`insert_at_once`), until it is written.
-    pub insert_at_once: Option<u32>,
+    pub insert_at_once: Option<crate::insert_at_once::AtOnce>,
     /// SERIALIZABLE: the tablets' range-lock keys this transaction locked (storage
     /// table, tablet index, SHARE for range reads or PREDICATE WRITE for writes,
     /// command id), so each is locked once (and again after a rollback dropped it).
@@ -535,7 +535,7 @@ impl Backend {
         let ops: Vec<WriteOp> = std::mem::take(&mut self.buf).into_iter().flat_map(|c| c.ops).collect();
         self.buf_ops = 0;
         self.buf_bytes = 0;
-        self.write_now(&table, &ops)?;
+        self.write_now(&table, &ops, false)?;
         Ok(true)
     }
 
@@ -544,13 +544,17 @@ impl Backend {
     /// transaction aborted if it fails), checked against commits after the
     /// statement's read time. A pending writer met is waited for, and the write
     /// sent again (inserts whatever it did, others if it aborted).
-    pub fn write_now(&mut self, table: &str, ops: &[WriteOp]) -> Result<(), FlushError> {
+    /// `blind`: the written values do not depend on what the statement read (an
+    /// upsert's row, `insert_at_once`): not checked against commits after the read
+    /// time, and sent again after any pending writer met ended.
+    pub fn write_now(&mut self, table: &str, ops: &[WriteOp], blind: bool) -> Result<(), FlushError> {
         let mk = |e| FlushError { table: table.to_string(), error: e };
         let client = self.client().map_err(mk)?;
         // Values computed from reads (UPDATE t SET v = v + 1) conflict with
         // commits after the read time: no lost update. (No read: no check.)
-        let read_ht = self.stmt.map(|rt| rt.ht);
-        let inserts = only_inserts(ops);
+        let read_ht = if blind { None } else { self.stmt.map(|rt| rt.ht) };
+        // Sent again after a committed writer too when nothing read decides it.
+        let again = blind || only_inserts(ops);
         let mut started = None;
         loop {
             // One tablet's write is atomic; several go through a transaction
@@ -558,7 +562,7 @@ impl Backend {
             match client.write_at(table, ops, read_ht) {
                 Ok(_) => return Ok(()),
                 Err(e) => match e.blocker() {
-                    Some(b) if wait_for(&client, b, None, &mut started).map_err(mk)? || inserts => continue,
+                    Some(b) if wait_for(&client, b, None, &mut started).map_err(mk)? || again => continue,
                     _ => return Err(mk(e)),
                 },
             }

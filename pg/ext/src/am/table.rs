@@ -354,8 +354,8 @@ unsafe extern "C-unwind" fn tuple_insert_speculative(
     _bistate: *mut pg_sys::BulkInsertStateData,
     _spec_token: u32,
 ) {
-    if crate::insert_at_once::take((*rel).rd_id.to_u32()) {
-        insert_at_once(rel, slot, cid);
+    if let Some(a) = crate::insert_at_once::take((*rel).rd_id.to_u32()) {
+        insert_at_once(rel, slot, cid, a.upsert);
         return;
     }
     // Earlier writes first, so that a conflict is about this row alone.
@@ -386,22 +386,27 @@ unsafe extern "C-unwind" fn tuple_insert_speculative(
 
 /// The speculative insertion of a statement's one row, committed at once
 /// (`insert_at_once`): a duplicate key is reported as the speculative conflict
-/// (PostgreSQL then looks the row up and does nothing).
-unsafe fn insert_at_once(rel: pg_sys::Relation, slot: *mut pg_sys::TupleTableSlot, cid: u32) {
+/// (PostgreSQL then looks the row up and does nothing). `upsert`: the row is put
+/// whether its key exists or not (no conflict to report).
+unsafe fn insert_at_once(rel: pg_sys::Relation, slot: *mut pg_sys::TupleTableSlot, cid: u32, upsert: bool) {
     let m = meta_of(rel);
     let Some(pk) = &m.pk else {
         error::raise_with(pgrx::PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, "pinax: an insert at once into a table without a primary key", None);
     };
     slot_getallattrs(slot);
-    let op = WriteOp::insert(pk_key(pk, slot), form_tuple_bytes(slot));
-    let res = state::with(|b| b.write_now(&m.storage, std::slice::from_ref(&op)));
+    let op = if upsert { WriteOp::put(pk_key(pk, slot), form_tuple_bytes(slot)) } else { WriteOp::insert(pk_key(pk, slot), form_tuple_bytes(slot)) };
+    let res = state::with(|b| b.write_now(&m.storage, std::slice::from_ref(&op), upsert));
     let conflict = match res {
         Ok(()) => false,
         Err(e) if e.error.code() == pinax_common::ErrorCode::DuplicateKey && e.table == m.storage => true,
         Err(e) => violation::raise(e),
     };
     if pg_sys::message_level_is_interesting(pg_sys::DEBUG1 as i32) {
-        pgrx::debug1!("pinax: INSERT ... ON CONFLICT DO NOTHING written at once: {}", if conflict { "the key exists" } else { "inserted" });
+        if upsert {
+            pgrx::debug1!("pinax: INSERT ... ON CONFLICT DO UPDATE written at once: the row put");
+        } else {
+            pgrx::debug1!("pinax: INSERT ... ON CONFLICT DO NOTHING written at once: {}", if conflict { "the key exists" } else { "inserted" });
+        }
     }
     let tid = state::with(|b| {
         b.last_cid = cid;

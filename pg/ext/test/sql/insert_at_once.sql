@@ -46,5 +46,45 @@ RESET client_min_messages;
 SELECT * FROM iao ORDER BY id;
 SELECT * FROM iao_ix;
 SELECT * FROM iao_fk;
+-- The upsert setting every column but the key from EXCLUDED, under READ
+-- COMMITTED: one blind put of the row, whether the key exists or not.
+CREATE TABLE iau (id int PRIMARY KEY, v text NOT NULL, n int DEFAULT 7 CHECK (n > 0));
+CREATE TABLE iau_num (id numeric PRIMARY KEY, v text);
+CREATE TABLE iau_trg (id int PRIMARY KEY, v text);
+CREATE FUNCTION iau_noop() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$;
+CREATE TRIGGER iau_upd BEFORE UPDATE ON iau_trg FOR EACH STATEMENT EXECUTE FUNCTION iau_noop();
+CREATE TABLE iau_gen (id int PRIMARY KEY, v int, w int GENERATED ALWAYS AS (v * 2) STORED);
+CREATE TABLE iau_rls (id int PRIMARY KEY, v text);
+ALTER TABLE iau_rls ENABLE ROW LEVEL SECURITY;
+CREATE TABLE iau_txt (id text COLLATE "C" PRIMARY KEY, v text);
+SET client_min_messages = debug1;
+INSERT INTO iau VALUES (1, 'a', 1) ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v, n = EXCLUDED.n;
+INSERT INTO iau VALUES (1, 'b', 2) ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v, n = EXCLUDED.n;
+\echo :ROW_COUNT
+INSERT INTO iau (id, v) VALUES (2, 'c') ON CONFLICT (id) DO UPDATE SET id = EXCLUDED.id, n = EXCLUDED.n, v = EXCLUDED.v;
+INSERT INTO iau_txt VALUES ('k', 'a') ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v;
+INSERT INTO iau_txt VALUES ('k', 'b') ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v;
+-- Errors before the write.
+INSERT INTO iau VALUES (1, NULL, 1) ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v, n = EXCLUDED.n;
+INSERT INTO iau VALUES (1, 'x', -1) ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v, n = EXCLUDED.n;
+-- Not at once: a column kept or computed, a WHERE, REPEATABLE READ, a key whose
+-- equal values can differ, an UPDATE trigger, a generated column, row-level
+-- security.
+INSERT INTO iau VALUES (1, 'd', 3) ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v;
+INSERT INTO iau VALUES (1, 'e', 4) ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v || '!', n = EXCLUDED.n;
+INSERT INTO iau VALUES (1, 'f', 5) ON CONFLICT (id) DO UPDATE SET v = iau.v, n = EXCLUDED.n;
+INSERT INTO iau VALUES (1, 'g', 6) ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v, n = EXCLUDED.n WHERE iau.n < 100;
+SET default_transaction_isolation = 'repeatable read';
+INSERT INTO iau VALUES (1, 'h', 7) ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v, n = EXCLUDED.n;
+RESET default_transaction_isolation;
+INSERT INTO iau_num VALUES (1.0, 'a') ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v;
+INSERT INTO iau_trg VALUES (1, 'a') ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v;
+INSERT INTO iau_gen VALUES (1, 1) ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v;
+INSERT INTO iau_rls VALUES (1, 'a') ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v;
+RESET client_min_messages;
+SELECT * FROM iau ORDER BY id;
+SELECT * FROM iau_txt;
+DROP TABLE iau, iau_num, iau_trg, iau_gen, iau_rls, iau_txt;
+DROP FUNCTION iau_noop;
 DROP TABLE iao_fk, iao_ix, iao;
 DROP FUNCTION iao_put;

@@ -43,4 +43,32 @@ INSERT INTO oc1 VALUES (9, 'y') ON CONFLICT DO NOTHING;
 INSERT INTO oc1 VALUES (9, 'z') ON CONFLICT (id) DO UPDATE SET v = 'upd';
 COMMIT;
 SELECT * FROM oc1 ORDER BY id;
+-- The upsert that sets every other column from EXCLUDED (on Pinax one blind
+-- write, see insert_at_once): absent, present, defaults, errors before the write.
+INSERT INTO oc1 VALUES (20, 'u1', 1) ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v, n = EXCLUDED.n;
+\echo :ROW_COUNT
+INSERT INTO oc1 VALUES (20, 'u2', 2) ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v, n = EXCLUDED.n;
+\echo :ROW_COUNT
+INSERT INTO oc1 VALUES (1, 'u3', 3) ON CONFLICT (id) DO UPDATE SET n = excluded.n, id = excluded.id, v = excluded.v;
+\echo :ROW_COUNT
+INSERT INTO oc1 (id, v) VALUES (2, 'u4') ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v, n = EXCLUDED.n;
+\echo :ROW_COUNT
+INSERT INTO oc1 VALUES (21, NULL, 1) ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v, n = EXCLUDED.n;
+INSERT INTO oc1 VALUES (20, 'u5', 0) ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v, n = EXCLUDED.n;
+INSERT INTO oc1 VALUES (20, 'u6', 6) ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v || '!', n = EXCLUDED.n;
+\echo :ROW_COUNT
+INSERT INTO oc1 VALUES (20, 'u7', 7) ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v;
+\echo :ROW_COUNT
+INSERT INTO oc1 VALUES (20, 'u8', 8) ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v, n = EXCLUDED.n WHERE oc1.n > 100;
+\echo :ROW_COUNT
+DELETE FROM oc1 WHERE id = 20;
+INSERT INTO oc1 VALUES (20, 'u9', 9) ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v, n = EXCLUDED.n;
+\echo :ROW_COUNT
+SELECT * FROM oc1 ORDER BY id;
 DROP TABLE oc1;
+-- A key whose equal values can differ (numeric 1.0 = 1.00): the stored key stays.
+CREATE TABLE ocn (id numeric PRIMARY KEY, v text);
+INSERT INTO ocn VALUES (1.0, 'a');
+INSERT INTO ocn VALUES (1.00, 'b') ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v;
+SELECT * FROM ocn;
+DROP TABLE ocn;
