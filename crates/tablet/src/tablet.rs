@@ -294,6 +294,10 @@ const COMPACT_AFTER_RESOLVING: usize = 20_000;
 /// replicates a log entry whenever the batch reaches this size.
 const REWRITE_CHUNK_BYTES: usize = 256 << 10;
 
+/// A keyed resolution of at most this many keys looks each key's intents up
+/// through the bloom filters (a seek each); more are stepped through in order.
+const PROBED_RESOLUTION_KEYS: usize = 64;
+
 /// Resolving a transaction with intents on at most this many keys here (and
 /// changes that fit one entry) is a keyed write of those rows: see
 /// [`Tablet::resolve_txn_keyed`].
@@ -516,7 +520,9 @@ impl<E: KvEngine> Tablet<E> {
             Some(v) => decode_times(&v)?,
             None => Vec::new(),
         };
-        let pending = intents_cursor(snap).intents(&self.partition.start)?.iter().find(|r| is_deletion_mark(r)).map(|r| (r.txn, r.seq));
+        // (A cursor bounded to the key: an unbounded one reads on past its intents.)
+        let start = &self.partition.start;
+        let pending = intents_cursor_between(snap, start, start, true).intents(start)?.iter().find(|r| is_deletion_mark(r)).map(|r| (r.txn, r.seq));
         Ok(TabletDeletions { committed: Arc::new(committed), pending })
     }
 
@@ -1161,15 +1167,22 @@ impl<E: KvEngine> Tablet<E> {
     /// tombstones are cheap to write but each one costs every later read of the
     /// column family until compaction, so small transactions do not leave one).
     ///
-    /// `one`: the changes are not replicated but left there, whole (`Ok(None)`
-    /// when they would take more than one chunk: nothing is left there).
+    /// `one`: the changes are not replicated but left in the batch, whole
+    /// (`Ok(None)` when they would take more than one chunk: nothing is left
+    /// there); with the keys the reverse index holds (a keyed resolution read them
+    /// already): they are not walked again, and each key's intents are looked up
+    /// through a cursor bounded to them (few keys: probing each key's own range).
+    /// (The unbounded stepping cursor a walk uses reads past a key's intents to the
+    /// next live entry of the column family: on rows written by many short
+    /// transactions, every resolved intent's tombstone since the last flush, which
+    /// were most of the applier's time under YCSB F.)
     ///
     /// `indexed`: the caller knows the reverse index holds every intent (it found no
     /// [`keys::unindexed_key`] mark: a keyed resolution, which `one` callers are, or
     /// one that looked); else the mark is looked up, and if there the intents are
     /// walked instead.
     #[allow(clippy::type_complexity)]
-    fn rewrite_txn_intents(&self, txn: TxnId, ht: HybridTime, clear_reverse: bool, indexed: bool, one: Option<&mut OwnedBatch>, mut f: impl FnMut(&mut OwnedBatch, &[u8], &[u8], Vec<IntentRecord>, bool, &mut dyn FnMut(&[u8]) -> Result<Option<HybridTime>>) -> Result<usize>) -> Result<Option<usize>> {
+    fn rewrite_txn_intents(&self, txn: TxnId, ht: HybridTime, clear_reverse: bool, indexed: bool, one: Option<(&mut OwnedBatch, &[Vec<u8>])>, mut f: impl FnMut(&mut OwnedBatch, &[u8], &[u8], Vec<IntentRecord>, bool, &mut dyn FnMut(&[u8]) -> Result<Option<HybridTime>>) -> Result<usize>) -> Result<Option<usize>> {
         if !indexed && self.unindexed(txn)? {
             // Its reverse index is incomplete: walk the intents.
             let n = self.resolve_walking_with(txn, ht, false, |batch, user_key, mine, others, latest| f(batch, user_key, &keys::reverse_key(txn, user_key), mine, others, latest))?;
@@ -1181,8 +1194,21 @@ impl<E: KvEngine> Tablet<E> {
             return Ok(Some(n));
         }
         let snap = self.engine.snapshot();
-        let (mut it, prefix_len) = reverse_index(&snap, txn);
-        let mut ints = intents_cursor(&snap);
+        let (one, known) = match one {
+            Some((batch, keys)) => (Some(batch), Some(keys)),
+            None => (None, None),
+        };
+        // The reverse index's keys: known (in key order), or walked.
+        let mut walk = match known {
+            Some(_) => None,
+            None => Some(reverse_index(&snap, txn)),
+        };
+        let mut known_keys = known.unwrap_or(&[]).iter();
+        let mut ints = match known {
+            Some(k @ [first, .., last]) => intents_cursor_between(&snap, first, last, k.len() <= PROBED_RESOLUTION_KEYS),
+            Some([only]) => intents_cursor_between(&snap, only, only, true),
+            _ => intents_cursor(&snap),
+        };
         // The newest committed version of a key (a cursor made on first use).
         let mut reg = None;
         let mut latest = |k: &[u8]| -> Result<Option<HybridTime>> { Ok(reg.get_or_insert_with(|| KeyCursor::new(snap.iter(Cf::Regular, IterOptions::default()))).latest_version(k)?.0) };
@@ -1191,9 +1217,22 @@ impl<E: KvEngine> Tablet<E> {
         let mut in_batch = 0;
         // The reverse-index keys of the chunk being built (clear_reverse).
         let mut reverse: Vec<Vec<u8>> = Vec::new();
-        while it.valid()? {
-            let rkey = it.key().to_vec();
-            let (user_key, _) = keys::unescape_prefix(&rkey[prefix_len..])?;
+        loop {
+            let (rkey, user_key) = match walk.as_mut() {
+                Some((it, prefix_len)) => {
+                    if !it.valid()? {
+                        break;
+                    }
+                    let rkey = it.key().to_vec();
+                    let (user_key, _) = keys::unescape_prefix(&rkey[*prefix_len..])?;
+                    it.next();
+                    (rkey, user_key)
+                }
+                None => match known_keys.next() {
+                    Some(k) => (keys::reverse_key(txn, k), k.clone()),
+                    None => break,
+                },
+            };
             let all = ints.intents(&user_key)?;
             let others = all.iter().any(|r| r.txn != txn && r.kind != IntentKind::Lock);
             let mine: Vec<IntentRecord> = all.into_iter().filter(|r| r.txn == txn).collect();
@@ -1213,10 +1252,9 @@ impl<E: KvEngine> Tablet<E> {
                 self.log.replicate(ht, std::mem::take(&mut batch), 0)?;
                 n += std::mem::take(&mut in_batch);
             }
-            it.next();
         }
         clear_reverse_keys(&mut batch, &mut reverse);
-        drop(it);
+        drop(walk);
         drop(ints);
         drop(reg);
         drop(snap);
@@ -1348,7 +1386,7 @@ impl<E: KvEngine> Tablet<E> {
             return Ok(None);
         }
         let mut batch = OwnedBatch::new();
-        let Some(n) = self.resolve_txn_in(&mut guard, txn, commit_ht, Some(&mut batch))? else {
+        let Some(n) = self.resolve_txn_in(&mut guard, txn, commit_ht, Some((&mut batch, &keys)))? else {
             return Ok(None);
         };
         if n > 0 {
@@ -1383,11 +1421,12 @@ impl<E: KvEngine> Tablet<E> {
         Ok(self.resolve_txn_in(guard, txn, commit_ht, None)?.unwrap_or(0))
     }
 
-    /// [`Tablet::resolve_txn_held`]; with `one`, the changes are left there whole
+    /// [`Tablet::resolve_txn_held`]; with `one` (a batch, and the keys the
+    /// transaction's reverse index holds), the changes are left in the batch whole
     /// instead of replicated (`None`: they would not fit one entry), and the
     /// lock's state is left to the caller ([`Tablet::forget_resolved`] once they
     /// are applied).
-    fn resolve_txn_in(&self, guard: &mut WriteState, txn: TxnId, commit_ht: Option<HybridTime>, one: Option<&mut OwnedBatch>) -> Result<Option<usize>> {
+    fn resolve_txn_in(&self, guard: &mut WriteState, txn: TxnId, commit_ht: Option<HybridTime>, one: Option<(&mut OwnedBatch, &[Vec<u8>])>) -> Result<Option<usize>> {
         let leave = one.is_some();
         let untouched = guard.clean.contains(&txn) && !guard.stepped_over.contains(&txn);
         // Its deletion of every row, applied: the times of all of them.
