@@ -176,6 +176,19 @@ impl WriteState {
         alone && large
     }
 
+    /// Whether some transaction may hold intents on the row with hash `row`: one
+    /// whose rows here are not tracked (reloaded at a term's start, or too many),
+    /// or tracked with that row among them. A point read of a row nobody may hold
+    /// intents on reads no intent (a row written by many short transactions has a
+    /// tombstone per resolved intent until a flush: a point read stepped over all
+    /// of them).
+    fn row_may_have_intents(&self, row: u64) -> bool {
+        self.intent_txns.iter().any(|t| match self.own_rows.get(t) {
+            Some(Some(own)) => own.contains(&row),
+            _ => true,
+        })
+    }
+
     fn note_own_rows(&mut self, txn: TxnId, rows: &[u64]) {
         if let Some(slot) = self.own_rows.get_mut(&txn) {
             if let Some(own) = slot {
@@ -1100,7 +1113,7 @@ impl<E: KvEngine> Tablet<E> {
         while guard.in_flight.contains_key(&row) {
             self.settled.wait(&mut guard);
         }
-        self.snapshot_locked(guard, term)
+        self.snapshot_locked(guard, term, Some(row))
     }
 
     /// A snapshot, whether it may hold intents, and the deletions of every row it
@@ -1108,15 +1121,21 @@ impl<E: KvEngine> Tablet<E> {
     /// comes before any write reloads what the write lock's state knows about the
     /// engine ([`Tablet::lead`]: batches applied as a follower bypassed it).
     fn snapshot(&self, term: u64) -> Result<(E::Snapshot<'_>, bool, TabletDeletions)> {
-        self.snapshot_locked(self.write_lock.lock(), term)
+        self.snapshot_locked(self.write_lock.lock(), term, None)
     }
 
-    /// [`Tablet::snapshot`] with the write lock taken.
-    fn snapshot_locked(&self, mut guard: MutexGuard<'_, WriteState>, term: u64) -> Result<(E::Snapshot<'_>, bool, TabletDeletions)> {
+    /// [`Tablet::snapshot`] with the write lock taken; for a read of the one row
+    /// with hash `row` if given (whether it may hold intents is then about that
+    /// row: [`WriteState::row_may_have_intents`]).
+    fn snapshot_locked(&self, mut guard: MutexGuard<'_, WriteState>, term: u64, row: Option<u64>) -> Result<(E::Snapshot<'_>, bool, TabletDeletions)> {
         if guard.term != term {
             self.lead(&mut guard)?;
         }
-        Ok((self.engine.snapshot(), !guard.intent_txns.is_empty(), guard.deletions.clone()))
+        let intents = match row {
+            Some(row) => guard.row_may_have_intents(row),
+            None => !guard.intent_txns.is_empty(),
+        };
+        Ok((self.engine.snapshot(), intents, guard.deletions.clone()))
     }
 
     /// Turn the intents of committed `txn` into versions at `commit_ht`.
@@ -1784,5 +1803,27 @@ mod tests {
         assert!(s.needs_intents(a, &[1]));
         s.note_intents(a, &[1]);
         assert!(s.needs_intents(a, &[2]), "its earlier intents are not tracked");
+    }
+
+    #[test]
+    fn a_point_read_looks_for_intents_only_where_some_transaction_may_hold_them() {
+        let mut s = WriteState::default();
+        let (a, b) = (txn(1), txn(2));
+        assert!(!s.row_may_have_intents(1));
+        s.note_intents(a, &[1, 2]);
+        s.note_intents(b, &[9]);
+        assert!(s.row_may_have_intents(1) && s.row_may_have_intents(2) && s.row_may_have_intents(9));
+        assert!(!s.row_may_have_intents(3), "no transaction wrote row 3");
+        // Resolved: its rows are free again.
+        s.intent_txns.remove(&a);
+        s.own_rows.remove(&a);
+        assert!(!s.row_may_have_intents(1));
+        // Past the bound, or holding intents from before the term: any row.
+        let many: Vec<u64> = (100..100 + OWN_ROWS_MAX as u64 + 1).collect();
+        s.note_intents(b, &many);
+        assert!(s.row_may_have_intents(3));
+        let mut s = WriteState::default();
+        s.intent_txns.insert(a);
+        assert!(s.row_may_have_intents(3));
     }
 }
