@@ -30,9 +30,9 @@
 //!
 //! When (`started`, at ExecutorStart of a top-level statement, and again at the
 //! insert): `pinax.enable_insert_at_once`; READ COMMITTED or REPEATABLE READ (the
-//! upsert: READ COMMITTED); the
-//! statement is its whole transaction (`hooks::restart::top_level_whole_transaction`:
-//! autocommit, not a function, nothing after it before the commit) and nothing was
+//! upsert: READ COMMITTED); the statement is its whole transaction
+//! (`hooks::restart::top_level_whole_transaction`: autocommit, not a function,
+//! nothing after it before the commit) and nothing was
 //! written before it (storage or PostgreSQL WAL); its plan is ModifyTable(INSERT,
 //! ON CONFLICT DO NOTHING or the upsert above, no RETURNING, no writable CTE) over a
 //! Result (one row) into one Pinax table, not partitioned, without AFTER INSERT

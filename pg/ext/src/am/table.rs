@@ -394,7 +394,8 @@ unsafe fn insert_at_once(rel: pg_sys::Relation, slot: *mut pg_sys::TupleTableSlo
         error::raise_with(pgrx::PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, "pinax: an insert at once into a table without a primary key", None);
     };
     slot_getallattrs(slot);
-    let op = if upsert { WriteOp::put(pk_key(pk, slot), form_tuple_bytes(slot)) } else { WriteOp::insert(pk_key(pk, slot), form_tuple_bytes(slot)) };
+    let (key, row) = (pk_key(pk, slot), form_tuple_bytes(slot));
+    let op = if upsert { WriteOp::put(key, row) } else { WriteOp::insert(key, row) };
     let res = state::with(|b| b.write_now(&m.storage, std::slice::from_ref(&op), upsert));
     let conflict = match res {
         Ok(()) => false,
