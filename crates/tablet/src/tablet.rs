@@ -93,9 +93,9 @@ struct WriteState {
     stepped_over: HashSet<TxnId>,
     /// Per transaction whose intents were all written in this leader term (a
     /// subset of `clean`, kept as long): the hashes of the rows it holds intents
-    /// on (a superset; `None` past [`OWN_ROWS_MAX`]). A write of a transaction alone
-    /// in the tablet to rows it never wrote has no intent to meet: it skips
-    /// looking for them (see [`WriteState::needs_intents`]).
+    /// on (a superset; `None` past [`OWN_ROWS_MAX`]). A write or a point read of
+    /// rows no transaction here wrote has no intent to meet: it skips looking for
+    /// them (see [`WriteState::needs_intents`]).
     own_rows: rustc_hash::FxHashMap<TxnId, Option<rustc_hash::FxHashSet<u64>>>,
     /// Transactions whose writes in this term put no reverse-index entries (see
     /// [`WriteState::unindexed_write`]).
@@ -129,19 +129,20 @@ struct WriteState {
 const OWN_ROWS_MAX: usize = 1 << 19;
 
 impl WriteState {
-    /// Whether a write of transaction `txn` to rows `rows` (their hashes) may meet
-    /// intents: another transaction's, or its own on one of those rows. False when
-    /// no other transaction may hold intents here and `txn` holds none on them
-    /// (it holds none at all, or its rows are tracked and none is among them).
-    fn needs_intents(&self, txn: TxnId, rows: &[u64]) -> bool {
-        if self.intent_txns.iter().any(|t| *t != txn) {
-            return true;
-        }
-        match self.own_rows.get(&txn) {
+    /// Whether a write (or a read) of rows `rows` (their hashes) may meet intents,
+    /// of any transaction, the writer's own included: some transaction holding
+    /// intents here either has its rows untracked (reloaded at a term's start, or
+    /// past [`OWN_ROWS_MAX`]) or tracked with one of these among them. Another
+    /// transaction's intents on other rows are nothing to meet (a pending deletion
+    /// of every row is checked apart; a SERIALIZABLE range lock is an intent on the
+    /// tablet's first key, a row tracked like any other). A row written by many
+    /// short transactions has a tombstone per resolved intent until a flush: a
+    /// lookup of its intents steps over all of them.
+    fn needs_intents(&self, rows: &[u64]) -> bool {
+        self.intent_txns.iter().any(|t| match self.own_rows.get(t) {
             Some(Some(own)) => rows.iter().any(|h| own.contains(h)),
-            Some(None) => true,
-            None => self.intent_txns.contains(&txn),
-        }
+            _ => true,
+        })
     }
 
     /// `txn` wrote intents on `rows` (their hashes): it may hold intents here from
@@ -174,19 +175,6 @@ impl WriteState {
             self.unindexed.insert(txn);
         }
         alone && large
-    }
-
-    /// Whether some transaction may hold intents on the row with hash `row`: one
-    /// whose rows here are not tracked (reloaded at a term's start, or too many),
-    /// or tracked with that row among them. A point read of a row nobody may hold
-    /// intents on reads no intent (a row written by many short transactions has a
-    /// tombstone per resolved intent until a flush: a point read stepped over all
-    /// of them).
-    fn row_may_have_intents(&self, row: u64) -> bool {
-        self.intent_txns.iter().any(|t| match self.own_rows.get(t) {
-            Some(Some(own)) => own.contains(&row),
-            _ => true,
-        })
     }
 
     fn note_own_rows(&mut self, txn: TxnId, rows: &[u64]) {
@@ -563,7 +551,7 @@ impl<E: KvEngine> Tablet<E> {
         let mut batch = OwnedBatch::new();
         let patches = patches_of(ops)?;
         let mut stepped = Vec::new();
-        let actions = self.check_ops(ops, &patches, None, read_ht, resolver, &mut batch, !guard.intent_txns.is_empty(), &guard.deletions, &mut stepped)?;
+        let actions = self.check_ops(ops, &patches, None, read_ht, resolver, &mut batch, guard.needs_intents(&rows), &guard.deletions, &mut stepped)?;
         guard.stepped_over.extend(stepped);
         let ht = self.mvcc.register_write(&self.clock);
         let mut vbuf = Vec::new();
@@ -614,7 +602,7 @@ impl<E: KvEngine> Tablet<E> {
         let patches = patches_of(std::slice::from_ref(op))?;
         let patch = patches[0].as_ref();
         let mut stepped = Vec::new();
-        let state = self.resolve_live(&guard, op, None, read_ht, patch, !full, !guard.intent_txns.is_empty(), resolver, &mut batch, &mut stepped)?;
+        let state = self.resolve_live(&guard, op, None, read_ht, patch, !full, guard.needs_intents(&rows), resolver, &mut batch, &mut stepped)?;
         guard.stepped_over.extend(stepped);
         let outcome = if !state.live {
             LiveWrite::Absent
@@ -665,7 +653,7 @@ impl<E: KvEngine> Tablet<E> {
         let patches = patches_of(std::slice::from_ref(op))?;
         let patch = patches[0].as_ref();
         let mut stepped = Vec::new();
-        let state = self.resolve_live(&guard, op, Some(txn), None, patch, true, guard.needs_intents(txn, &rows), resolver, &mut batch, &mut stepped)?;
+        let state = self.resolve_live(&guard, op, Some(txn), None, patch, true, guard.needs_intents(&rows), resolver, &mut batch, &mut stepped)?;
         guard.stepped_over.extend(stepped);
         let outcome = if !state.live {
             LiveWrite::Absent
@@ -769,7 +757,7 @@ impl<E: KvEngine> Tablet<E> {
         let mut batch = OwnedBatch::new();
         let patches = patches_of(ops)?;
         let mut stepped = Vec::new();
-        let actions = self.check_ops(ops, &patches, Some(txn), Some(read_ht), resolver, &mut batch, guard.needs_intents(txn, &rows), &guard.deletions, &mut stepped)?;
+        let actions = self.check_ops(ops, &patches, Some(txn), Some(read_ht), resolver, &mut batch, guard.needs_intents(&rows), &guard.deletions, &mut stepped)?;
         guard.stepped_over.extend(stepped);
         let mut vbuf = Vec::new();
         // In key order (see `key_order`): the intents, then the reverse index.
@@ -1126,13 +1114,13 @@ impl<E: KvEngine> Tablet<E> {
 
     /// [`Tablet::snapshot`] with the write lock taken; for a read of the one row
     /// with hash `row` if given (whether it may hold intents is then about that
-    /// row: [`WriteState::row_may_have_intents`]).
+    /// row: [`WriteState::needs_intents`]).
     fn snapshot_locked(&self, mut guard: MutexGuard<'_, WriteState>, term: u64, row: Option<u64>) -> Result<(E::Snapshot<'_>, bool, TabletDeletions)> {
         if guard.term != term {
             self.lead(&mut guard)?;
         }
         let intents = match row {
-            Some(row) => guard.row_may_have_intents(row),
+            Some(row) => guard.needs_intents(&[row]),
             None => !guard.intent_txns.is_empty(),
         };
         Ok((self.engine.snapshot(), intents, guard.deletions.clone()))
@@ -1776,54 +1764,33 @@ mod tests {
     }
 
     #[test]
-    fn a_transaction_alone_looks_for_intents_only_on_rows_it_wrote() {
+    fn writes_and_reads_look_for_intents_only_on_rows_some_transaction_may_hold() {
         let mut s = WriteState::default();
         let (a, b) = (txn(1), txn(2));
         // Nothing here: nothing to meet.
-        assert!(!s.needs_intents(a, &[1, 2]));
+        assert!(!s.needs_intents(&[1, 2]));
         s.note_intents(a, &[1, 2]);
-        assert!(s.needs_intents(a, &[3, 2]), "its own row 2");
-        assert!(!s.needs_intents(a, &[3, 4]), "rows it never wrote");
-        // Another transaction's intents: always look (for both).
+        assert!(s.needs_intents(&[3, 2]), "a's row 2");
+        assert!(!s.needs_intents(&[3, 4]), "rows nobody wrote");
+        // Another transaction's intents: only its rows.
         s.note_intents(b, &[9]);
-        assert!(s.needs_intents(a, &[3]));
-        assert!(s.needs_intents(b, &[3]));
+        assert!(s.needs_intents(&[9]) && s.needs_intents(&[1]));
+        assert!(!s.needs_intents(&[3]), "no transaction wrote row 3");
+        // Resolved: its rows are free again.
         s.intent_txns.remove(&b);
         s.own_rows.remove(&b);
-        assert!(!s.needs_intents(a, &[3]));
+        assert!(!s.needs_intents(&[9]));
         // Past the bound, it is not tracked any more: always look.
         let many: Vec<u64> = (100..100 + OWN_ROWS_MAX as u64 + 1).collect();
         s.note_intents(a, &many);
-        assert!(s.needs_intents(a, &[5]));
+        assert!(s.needs_intents(&[5]));
         s.note_intents(a, &[6]);
-        assert!(s.needs_intents(a, &[7]), "stays untracked");
+        assert!(s.needs_intents(&[7]), "stays untracked");
         // Holding intents from before the term (reloaded, untracked): look.
         let mut s = WriteState::default();
         s.intent_txns.insert(a);
-        assert!(s.needs_intents(a, &[1]));
+        assert!(s.needs_intents(&[1]));
         s.note_intents(a, &[1]);
-        assert!(s.needs_intents(a, &[2]), "its earlier intents are not tracked");
-    }
-
-    #[test]
-    fn a_point_read_looks_for_intents_only_where_some_transaction_may_hold_them() {
-        let mut s = WriteState::default();
-        let (a, b) = (txn(1), txn(2));
-        assert!(!s.row_may_have_intents(1));
-        s.note_intents(a, &[1, 2]);
-        s.note_intents(b, &[9]);
-        assert!(s.row_may_have_intents(1) && s.row_may_have_intents(2) && s.row_may_have_intents(9));
-        assert!(!s.row_may_have_intents(3), "no transaction wrote row 3");
-        // Resolved: its rows are free again.
-        s.intent_txns.remove(&a);
-        s.own_rows.remove(&a);
-        assert!(!s.row_may_have_intents(1));
-        // Past the bound, or holding intents from before the term: any row.
-        let many: Vec<u64> = (100..100 + OWN_ROWS_MAX as u64 + 1).collect();
-        s.note_intents(b, &many);
-        assert!(s.row_may_have_intents(3));
-        let mut s = WriteState::default();
-        s.intent_txns.insert(a);
-        assert!(s.row_may_have_intents(3));
+        assert!(s.needs_intents(&[2]), "its earlier intents are not tracked");
     }
 }
