@@ -438,6 +438,16 @@ impl Backend {
         })
     }
 
+    /// A speculative insertion (INSERT ... ON CONFLICT) of command `cid` is under
+    /// way: `spec`; the rows an earlier command's insertions wrote are forgotten.
+    pub fn begin_speculative(&mut self, cid: u32, spec: Speculative) {
+        self.spec = Some(spec);
+        if self.spec_cid != Some(cid) {
+            self.spec_cid = Some(cid);
+            self.spec_rows.clear();
+        }
+    }
+
     /// Where a read that must see the newest committed rows reads (PostgreSQL's
     /// dirty snapshot: ON CONFLICT's and unique checks' look-ups, which must find
     /// a row committed after the statement's read time that a write then met):

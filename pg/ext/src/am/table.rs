@@ -363,11 +363,7 @@ unsafe extern "C-unwind" fn tuple_insert_speculative(
     let key = insert_row(rel, slot, cid);
     let storage = meta_of(rel).storage.clone();
     let res = state::with(|b| {
-        b.spec = Some(state::Speculative { conflict: None, index_conflict: false, written: vec![(storage.clone(), key.clone())], committed: false });
-        if b.spec_cid != Some(cid) {
-            b.spec_cid = Some(cid);
-            b.spec_rows.clear();
-        }
+        b.begin_speculative(cid, state::Speculative { conflict: None, index_conflict: false, written: vec![(storage.clone(), key.clone())], committed: false });
         b.flush()
     });
     if let Err(e) = res {
@@ -412,12 +408,8 @@ unsafe fn insert_at_once(rel: pg_sys::Relation, slot: *mut pg_sys::TupleTableSlo
     let tid = state::with(|b| {
         b.last_cid = cid;
         b.unchanged.clear();
-        if b.spec_cid != Some(cid) {
-            b.spec_cid = Some(cid);
-            b.spec_rows.clear();
-        }
         let written = if conflict { vec![] } else { vec![(m.storage.clone(), op.key.clone())] };
-        b.spec = Some(state::Speculative { conflict: conflict.then(|| op.key.clone()), index_conflict: false, written, committed: true });
+        b.begin_speculative(cid, state::Speculative { conflict: conflict.then(|| op.key.clone()), index_conflict: false, written, committed: true });
         b.tids.add(m.relid, &op.key, &op.value, Origin::Written)
     });
     (*slot).tts_tid = tid;
