@@ -1212,8 +1212,7 @@ impl<E: KvEngine> Tablet<E> {
         };
         let mut known_keys = known.unwrap_or(&[]).iter();
         let mut ints = match known {
-            Some(k @ [first, .., last]) => intents_cursor_between(&snap, first, last, k.len() <= PROBED_RESOLUTION_KEYS),
-            Some([only]) => intents_cursor_between(&snap, only, only, true),
+            Some(k @ [first, ..]) => intents_cursor_between(&snap, first, &k[k.len() - 1], k.len() <= PROBED_RESOLUTION_KEYS),
             _ => intents_cursor(&snap),
         };
         // The newest committed version of a key (a cursor made on first use).
