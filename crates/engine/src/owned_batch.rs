@@ -94,15 +94,17 @@ impl OwnedBatch {
 
     /// Decode and check bytes made by [`OwnedBatch::as_bytes`].
     pub fn from_bytes(rep: Vec<u8>) -> Result<Self> {
-        let mut r = Reader { rest: &rep };
-        let mut count = 0;
-        while !r.rest.is_empty() {
-            if r.op().is_none() {
-                return Err(Error::Corruption(format!("malformed write batch: op {count} does not decode")));
-            }
-            count += 1;
-        }
+        let count = check(&rep)?;
         Ok(OwnedBatch { rep, count })
+    }
+
+    /// [`OwnedBatch::replay`] of bytes made by [`OwnedBatch::as_bytes`], checked
+    /// first as [`OwnedBatch::from_bytes`] does, without owning them (a Raft
+    /// entry's batch is shared with the log's in-memory tail).
+    pub fn replay_bytes<B: WriteBatch + ?Sized>(rep: &[u8], out: &mut B) -> Result<()> {
+        check(rep)?;
+        replay_ops(ops_of(rep), out);
+        Ok(())
     }
 
     pub fn as_bytes(&self) -> &[u8] {
@@ -115,9 +117,8 @@ impl OwnedBatch {
 
     /// The ops, in the order they were added.
     pub fn ops(&self) -> impl Iterator<Item = BatchOp<'_>> {
-        let mut r = Reader { rest: &self.rep };
         // Every OwnedBatch was built by the methods below or checked by from_bytes.
-        std::iter::from_fn(move || if r.rest.is_empty() { None } else { r.op() })
+        ops_of(&self.rep)
     }
 
     /// Add every op to `out` (another engine's batch), to the same effect as in the
@@ -130,18 +131,42 @@ impl OwnedBatch {
     /// key ranges (an intent and its reverse-index entry), costs up to twice as
     /// much to apply unsorted.
     pub fn replay<B: WriteBatch + ?Sized>(&self, out: &mut B) {
-        let mut run: Vec<BatchOp<'_>> = Vec::new();
-        for op in self.ops() {
-            match op {
-                BatchOp::DeleteRange { cf, start, end } => {
-                    flush_sorted(&mut run, out);
-                    out.delete_range(cf, start, end);
-                }
-                op => run.push(op),
-            }
-        }
-        flush_sorted(&mut run, out);
+        replay_ops(self.ops(), out);
     }
+}
+
+/// The number of ops in batch bytes; an error if one does not decode.
+fn check(rep: &[u8]) -> Result<usize> {
+    let mut r = Reader { rest: rep };
+    let mut count = 0;
+    while !r.rest.is_empty() {
+        if r.op().is_none() {
+            return Err(Error::Corruption(format!("malformed write batch: op {count} does not decode")));
+        }
+        count += 1;
+    }
+    Ok(count)
+}
+
+/// The ops of checked batch bytes.
+fn ops_of(rep: &[u8]) -> impl Iterator<Item = BatchOp<'_>> {
+    let mut r = Reader { rest: rep };
+    std::iter::from_fn(move || if r.rest.is_empty() { None } else { r.op() })
+}
+
+/// [`OwnedBatch::replay`]'s work.
+fn replay_ops<'a, B: WriteBatch + ?Sized>(ops: impl Iterator<Item = BatchOp<'a>>, out: &mut B) {
+    let mut run: Vec<BatchOp<'a>> = Vec::new();
+    for op in ops {
+        match op {
+            BatchOp::DeleteRange { cf, start, end } => {
+                flush_sorted(&mut run, out);
+                out.delete_range(cf, start, end);
+            }
+            op => run.push(op),
+        }
+    }
+    flush_sorted(&mut run, out);
 }
 
 /// The (column family, key) a put or delete writes.

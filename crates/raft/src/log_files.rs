@@ -65,12 +65,24 @@ fn crc(seq: u64, kind: u8, index: u64, payload: &[u8]) -> u32 {
     crc32c::crc32c_append(c, payload)
 }
 
-fn encode_record(out: &mut Vec<u8>, seq: u64, kind: u8, index: u64, payload: &[u8]) {
-    out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-    out.extend_from_slice(&crc(seq, kind, index, payload).to_le_bytes());
-    out.push(kind);
-    out.extend_from_slice(&index.to_le_bytes());
-    out.extend_from_slice(payload);
+/// A record whose payload `write` appends to `out` (encoded in place: no copy of
+/// it is made first).
+fn encode_record_with(out: &mut Vec<u8>, seq: u64, kind: u8, index: u64, write: impl FnOnce(&mut Vec<u8>)) -> io::Result<()> {
+    let at = out.len();
+    out.resize(at + RECORD_HEADER, 0);
+    write(out);
+    let len = out.len() - at - RECORD_HEADER;
+    let Ok(len32) = u32::try_from(len) else {
+        out.truncate(at);
+        return Err(corrupt(format!("log entry {index} of {len} bytes is too large")));
+    };
+    let sum = crc(seq, kind, index, &out[at + RECORD_HEADER..]);
+    let h = &mut out[at..at + RECORD_HEADER];
+    h[0..4].copy_from_slice(&len32.to_le_bytes());
+    h[4..8].copy_from_slice(&sum.to_le_bytes());
+    h[8] = kind;
+    h[9..17].copy_from_slice(&index.to_le_bytes());
+    Ok(())
 }
 
 /// One record parsed from `buf` at `at`: (kind, index, payload range), or None if
@@ -251,6 +263,12 @@ impl LogFiles {
     /// durable. An index at or before the last entry replaces the entries from
     /// it on; one past a gap starts the log over at it.
     pub fn append(&mut self, entries: &[(u64, Vec<u8>)]) -> io::Result<()> {
+        self.append_with(entries, |(index, p)| (*index, p.len()), |(_, p), out| out.extend_from_slice(p))
+    }
+
+    /// [`LogFiles::append`] of entries whose payloads `write` appends to the
+    /// buffer written (`head`: an entry's index and its payload's expected size).
+    pub fn append_with<T>(&mut self, entries: &[T], head: impl Fn(&T) -> (u64, usize), write: impl Fn(&T, &mut Vec<u8>)) -> io::Result<()> {
         if entries.is_empty() {
             return Ok(());
         }
@@ -259,12 +277,16 @@ impl LogFiles {
             self.new_segment(seq + 1)?;
         }
         let (seq, seg) = self.active();
-        let mut buf = Vec::with_capacity(entries.iter().map(|(_, p)| RECORD_HEADER + p.len()).sum());
+        let mut buf = Vec::with_capacity(entries.iter().map(|e| RECORD_HEADER + head(e).1).sum());
         let mut locs = Vec::with_capacity(entries.len());
-        for (index, payload) in entries {
-            let len = u32::try_from(payload.len()).map_err(|_| corrupt(format!("log entry {index} of {} bytes is too large", payload.len())))?;
-            locs.push((*index, Loc { seq, offset: self.end + buf.len() as u64, len }));
-            encode_record(&mut buf, seq, KIND_ENTRY, *index, payload);
+        let mut max = 0;
+        for e in entries {
+            let index = head(e).0;
+            let at = buf.len();
+            encode_record_with(&mut buf, seq, KIND_ENTRY, index, |out| write(e, out))?;
+            let len = (buf.len() - at - RECORD_HEADER) as u32;
+            locs.push((index, Loc { seq, offset: self.end + at as u64, len }));
+            max = max.max(index);
         }
         seg.file.write_all_at(&buf, self.end)?;
         if self.sync {
@@ -272,7 +294,6 @@ impl LogFiles {
             self.append_syncs += 1;
         }
         self.end += buf.len() as u64;
-        let max = entries.iter().map(|(i, _)| *i).max().unwrap_or(0);
         if let Some(s) = self.segments.get_mut(&seq) {
             s.max_index = s.max_index.max(max);
         }
@@ -286,7 +307,7 @@ impl LogFiles {
     pub fn truncate(&mut self, index: u64) -> io::Result<()> {
         let (seq, seg) = self.active();
         let mut buf = Vec::with_capacity(RECORD_HEADER);
-        encode_record(&mut buf, seq, KIND_TRUNCATE, index, &[]);
+        encode_record_with(&mut buf, seq, KIND_TRUNCATE, index, |_| {})?;
         seg.file.write_all_at(&buf, self.end)?;
         seg.file.sync_data()?;
         self.end += buf.len() as u64;

@@ -27,7 +27,7 @@
 //! reader that misses it finds the entries there as before.
 
 use crate::log_files::{read_record, LogFiles};
-use crate::{decode, encode, Entry, LogId, StorageError, TypeConfig, Vote};
+use crate::{decode, encode, encode_into, Entry, LogId, StorageError, TypeConfig, Vote};
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
 use openraft::{ErrorSubject, ErrorVerb, OptionalSend, RaftLogReader, StorageIOError};
 use parking_lot::Mutex;
@@ -218,8 +218,8 @@ impl<E: KvEngine> LogStore<E> {
         let Some(last) = entries.last() else { return Ok(()) };
         match &self.files {
             Some(files) => {
-                let records: Vec<(u64, Vec<u8>)> = entries.iter().map(|e| (e.log_id.index, encode(e))).collect();
-                files.lock().append(&records).map_err(|e| e.to_string())?;
+                // Encoded straight into the buffer written (no copy per entry first).
+                files.lock().append_with(entries, |e| (e.log_id.index, payload_bytes(e) + 64), encode_into).map_err(|e| e.to_string())?;
             }
             None => {
                 let mut b = self.engine.new_batch();
@@ -440,7 +440,7 @@ mod tests {
     use openraft::{CommittedLeaderId, EntryPayload};
 
     fn entry(index: u64, term: u64, len: usize) -> Entry {
-        let cmd = crate::Command { ht: index, batch: vec![0; len], request: 0 };
+        let cmd = crate::Command { ht: index, batch: vec![0; len].into(), request: 0 };
         Entry { log_id: LogId::new(CommittedLeaderId::new(term, 1), index), payload: EntryPayload::Normal(cmd) }
     }
 

@@ -127,8 +127,7 @@ impl<E: KvEngine> RaftStateMachine<TypeConfig> for StateMachine<E> {
                     let bad = |err: String| StorageIOError::apply(e.log_id, openraft::AnyError::error(err));
                     let ht = HybridTime(cmd.ht);
                     let (bytes, reqs) = cmd.into_parts().map_err(bad)?;
-                    let ops = OwnedBatch::from_bytes(bytes).map_err(|err| bad(err.to_string()))?;
-                    ops.replay(&mut b);
+                    OwnedBatch::replay_bytes(&bytes, &mut b).map_err(|err| bad(err.to_string()))?;
                     newest_ht = newest_ht.max(ht);
                     requests.extend(reqs.into_iter().map(|(id, ht)| (id, HybridTime(ht))));
                 }

@@ -53,7 +53,7 @@ fn put(key: &str) -> Command {
 fn put_sized(key: &str, value_len: usize) -> Command {
     let mut b = OwnedBatch::new();
     b.put(Cf::Regular, key.as_bytes(), &vec![b'v'; value_len]);
-    Command { ht: 1, batch: b.into_bytes(), request: 0 }
+    Command { ht: 1, batch: b.into_bytes().into(), request: 0 }
 }
 
 fn has(e: &MemEngine, key: &str) -> bool {

@@ -35,10 +35,10 @@ pub(crate) fn group_err(tablet_id: TabletId, e: GroupError) -> TabletError {
 
 impl Replicator for RaftReplicator {
     fn replicate(&self, ht: HybridTime, batch: OwnedBatch, request: u128) -> pinax_tablet::Result<()> {
-        self.group.replicate(Command { ht: ht.0, batch: batch.into_bytes(), request }).map_err(|e| group_err(self.tablet_id, e))
+        self.group.replicate(Command { ht: ht.0, batch: batch.into_bytes().into(), request }).map_err(|e| group_err(self.tablet_id, e))
     }
     fn replicate_then(&self, ht: HybridTime, batch: OwnedBatch, request: u128, queued: &mut dyn FnMut()) -> pinax_tablet::Result<()> {
-        self.group.replicate_then(Command { ht: ht.0, batch: batch.into_bytes(), request }, queued).map_err(|e| group_err(self.tablet_id, e))
+        self.group.replicate_then(Command { ht: ht.0, batch: batch.into_bytes().into(), request }, queued).map_err(|e| group_err(self.tablet_id, e))
     }
     fn applied_request(&self, request: u128) -> Option<HybridTime> {
         self.group.applied_request(request)
