@@ -14,6 +14,7 @@ static REPLAYING: GucSetting<bool> = GucSetting::<bool>::new(false);
 static REPLAY_NAMES: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 static READ_TIME_LAG_MS: GucSetting<i32> = GucSetting::<i32>::new(0);
 static OUTPUT_BUFFER_SIZE: GucSetting<i32> = GucSetting::<i32>::new(256 * 1024);
+static WRITE_BUFFER_SIZE: GucSetting<i32> = GucSetting::<i32>::new(2 << 20);
 static HOLD_SELECTS_ALWAYS: GucSetting<bool> = GucSetting::<bool>::new(false);
 static ENABLE_FILTER_PUSHDOWN: GucSetting<bool> = GucSetting::<bool>::new(true);
 static ENABLE_LIMIT_PUSHDOWN: GucSetting<bool> = GucSetting::<bool>::new(true);
@@ -76,6 +77,16 @@ pub fn init() {
         &OUTPUT_BUFFER_SIZE,
         0,
         i32::MAX,
+        GucContext::Userset,
+        GucFlags::UNIT_BYTE,
+    );
+    GucRegistry::define_int_guc(
+        c"pinax.write_buffer_size",
+        c"Bytes of writes a backend buffers before it sends them to the tablets.",
+        c"A statement's writes (rows, index entries, locks) are sent to each tablet in batches of up to this size (and 65536 writes); the batch of one tablet is one Raft log entry, about twice this size with its intents. Larger batches cost less per row (each batch is applied in key order, and a tablet's memtable inserts are cheaper the closer together their keys fall).",
+        &WRITE_BUFFER_SIZE,
+        1024,
+        16 << 20,
         GucContext::Userset,
         GucFlags::UNIT_BYTE,
     );
@@ -206,6 +217,11 @@ pub fn read_time_lag_micros() -> u64 {
 /// run again after a read restart).
 pub fn output_buffer_size() -> usize {
     OUTPUT_BUFFER_SIZE.get().max(0) as usize
+}
+
+/// `pinax.write_buffer_size`: bytes of writes buffered before they are sent.
+pub fn write_buffer_size() -> usize {
+    WRITE_BUFFER_SIZE.get().max(1024) as usize
 }
 
 /// `pinax.enable_filter_pushdown`.

@@ -27,12 +27,17 @@ use pinax_common::HybridTime;
 use pinax_proto::{LiveWrite, LockStrength, ReadPoint, WriteOp};
 use std::cell::RefCell;
 
-/// Flush the buffer once it holds this many operations...
-const FLUSH_OPS: usize = 4096;
-/// ...or this many bytes (a tablet's share becomes one Raft log entry, about twice
-/// as large with its intent records; followers must store it within the
-/// AppendEntries timeout, see `pinax_raft::RaftTiming`).
-const FLUSH_BYTES: usize = 1 << 20;
+/// Flush the buffer once it holds this many operations, or `pinax.write_buffer_size`
+/// bytes (default 2 MiB). A tablet's share becomes one Raft log entry, about twice
+/// as large with its intent records, which followers must store within the
+/// AppendEntries timeout (`pinax_raft::RaftTiming`): the default keeps entries
+/// within the size group commit merges writes to (4 MiB). Larger batches cost the
+/// node less per row: a tablet applies each batch in key order, and RocksDB's
+/// memtable insert of a key resumes from the previous one's place, so it costs
+/// the log of the distance between them. Batches of 4096 operations (the limit
+/// before) took 30-40% more of the node's CPU for a 1M-row insert..select of
+/// random uuid keys (bench/results/2026-11-27-write-batches.txt).
+const FLUSH_OPS: usize = 65536;
 
 struct Chunk {
     seq: u32,
@@ -241,7 +246,7 @@ impl Backend {
                 _ => self.buf.push(Chunk { seq, table: table.to_string(), ops: vec![op], read_locks: false }),
             }
         }
-        if self.buf_ops >= FLUSH_OPS || self.buf_bytes >= FLUSH_BYTES {
+        if self.buf_ops >= FLUSH_OPS || self.buf_bytes >= crate::guc::write_buffer_size() {
             self.flush()?;
         }
         Ok(())

@@ -93,3 +93,18 @@ RESET client_min_messages;
 SELECT reltuples FROM pg_class WHERE relname = 'an';
 RESET default_statistics_target;
 DROP TABLE an;
+
+-- A statement's writes go to the tablets in batches of pinax.write_buffer_size
+-- bytes: here dozens of batches, then a duplicate key in the last batch of a
+-- statement whose earlier batches were sent (the whole statement is undone).
+SET pinax.write_buffer_size = '4kB';
+SHOW pinax.write_buffer_size;
+CREATE TABLE wb (id int PRIMARY KEY, v text);
+INSERT INTO wb SELECT g, repeat('x', 20) FROM generate_series(1, 5000) g;
+SELECT count(*), sum(id), min(v), max(v) FROM wb;
+INSERT INTO wb SELECT g, 'y' FROM generate_series(5001, 8000) g UNION ALL SELECT 3, 'dup';
+SELECT count(*), max(id) FROM wb;
+UPDATE wb SET v = 'z' WHERE id % 2 = 0;
+SELECT v, count(*) FROM wb GROUP BY v ORDER BY v;
+RESET pinax.write_buffer_size;
+DROP TABLE wb;
