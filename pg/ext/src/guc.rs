@@ -83,7 +83,7 @@ pub fn init() {
     GucRegistry::define_int_guc(
         c"pinax.write_buffer_size",
         c"Bytes of writes a backend buffers before it sends them to the tablets.",
-        c"A statement's writes (rows, index entries, locks) are sent to each tablet in batches of up to this size (and 65536 writes); the batch of one tablet is one Raft log entry, about twice this size with its intents. Larger batches cost less per row (each batch is applied in key order, and a tablet's memtable inserts are cheaper the closer together their keys fall).",
+        c"A backend sends its buffered writes (rows, index entries, locks) once they reach this size or 65536 writes; each tablet's share of them becomes one Raft log entry, about twice as large with its intents. Larger batches cost less per row (a tablet applies a batch in key order, and its memtable inserts are cheaper the closer together their keys fall).",
         &WRITE_BUFFER_SIZE,
         1024,
         16 << 20,
