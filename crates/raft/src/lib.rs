@@ -62,9 +62,9 @@ pub struct Command {
     /// otherwise encode and decode megabytes a byte at a time). Shared, not copied,
     /// between openraft, the log's in-memory tail and the state machine: an entry
     /// is cloned when the tail keeps it and again when the state machine reads it,
-    /// and a bulk load's entries are hundreds of KiB each (copying them, into fresh
-    /// allocations the allocator had to fault in, was a tenth of the daemon's CPU
-    /// on a 1M-row insert..select).
+    /// and a bulk load's entries are hundreds of KiB each (the copies, page faults
+    /// of their fresh allocations mostly, were a tenth of the daemon's perf samples
+    /// in a 1M-row insert..select; its measured CPU moved within the spread).
     pub batch: Bytes,
     /// The client's id of the write request (0: none): replicas remember it, so a
     /// request sent again is not applied twice ([`pinax_common::RecentRequests`]).
