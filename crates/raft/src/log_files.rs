@@ -66,8 +66,8 @@ fn crc(seq: u64, kind: u8, index: u64, payload: &[u8]) -> u32 {
 }
 
 /// A record whose payload `write` appends to `out` (encoded in place: no copy of
-/// it is made first).
-fn encode_record_with(out: &mut Vec<u8>, seq: u64, kind: u8, index: u64, write: impl FnOnce(&mut Vec<u8>)) -> io::Result<()> {
+/// it is made first); returns the payload's length.
+fn encode_record_with(out: &mut Vec<u8>, seq: u64, kind: u8, index: u64, write: impl FnOnce(&mut Vec<u8>)) -> io::Result<u32> {
     let at = out.len();
     out.resize(at + RECORD_HEADER, 0);
     write(out);
@@ -82,7 +82,7 @@ fn encode_record_with(out: &mut Vec<u8>, seq: u64, kind: u8, index: u64, write: 
     h[4..8].copy_from_slice(&sum.to_le_bytes());
     h[8] = kind;
     h[9..17].copy_from_slice(&index.to_le_bytes());
-    Ok(())
+    Ok(len32)
 }
 
 /// One record parsed from `buf` at `at`: (kind, index, payload range), or None if
@@ -283,8 +283,7 @@ impl LogFiles {
         for e in entries {
             let index = head(e).0;
             let at = buf.len();
-            encode_record_with(&mut buf, seq, KIND_ENTRY, index, |out| write(e, out))?;
-            let len = (buf.len() - at - RECORD_HEADER) as u32;
+            let len = encode_record_with(&mut buf, seq, KIND_ENTRY, index, |out| write(e, out))?;
             locs.push((index, Loc { seq, offset: self.end + at as u64, len }));
             max = max.max(index);
         }
