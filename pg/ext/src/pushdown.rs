@@ -686,15 +686,20 @@ unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *m
 /// of its qual is pushed and it outputs plain columns: then a matching row needs
 /// nothing evaluated here. Rows the filter cannot decide still come and go
 /// through the qual. Called from the ExecutorStart hook's walk (`index_only.rs`).
+/// Returns whether the node counts.
 ///
 /// # Safety
 /// `node` must be an initialized custom scan state.
-pub unsafe fn count_in_storage(node: *mut pg_sys::CustomScanState) {
+pub unsafe fn count_in_storage(node: *mut pg_sys::CustomScanState) -> bool {
     if (*node).methods != &EXEC_METHODS.0 {
-        return;
+        return false;
     }
-    if let Some(inner) = (*(node as *mut NodeState)).inner.as_mut() {
-        inner.count_mode = inner.all_pushed && crate::am::index_only::outputs_plain_columns(&mut (*node).ss);
+    match (*(node as *mut NodeState)).inner.as_mut() {
+        Some(inner) => {
+            inner.count_mode = inner.all_pushed && crate::am::index_only::outputs_plain_columns(&mut (*node).ss);
+            inner.count_mode
+        }
+        None => false,
     }
 }
 
@@ -723,6 +728,112 @@ fn pushable_aggregate(fnoid: u32, ty: pg_sys::Oid) -> Option<(AggFunc, AggResult
         2135 | 2136 if is_float => (AggFunc::MinFloat, AggResult::Same),
         _ => return None,
     })
+}
+
+/// Whether `aggref` is an ordinary call of an aggregate: no FILTER, DISTINCT,
+/// ORDER BY, direct arguments or VARIADIC, of this query level, not split.
+unsafe fn is_plain_aggref(aggref: *mut pg_sys::Aggref) -> bool {
+    !aggref.is_null()
+        && (*aggref).aggfilter.is_null()
+        && (*aggref).aggdistinct.is_null()
+        && (*aggref).aggorder.is_null()
+        && (*aggref).aggdirectargs.is_null()
+        && !(*aggref).aggvariadic
+        && (*aggref).agglevelsup == 0
+        && (*aggref).aggsplit == pg_sys::AggSplit::AGGSPLIT_SIMPLE
+        && (*aggref).aggkind as u8 == b'n'
+}
+
+/// `count(*)`'s function.
+const COUNT_STAR: u32 = 2803;
+
+/// Have plain aggregate node `agg`, whose aggregates are all `count(*)` and which
+/// reads no column of its input, return its one row from the number of rows its
+/// child has ([`exec_count_agg`]) rather than run its transition on every row:
+/// the child counts in the tablets (`count_in_storage`, or a sequential scan
+/// only counted, see `index_only.rs`) and hands over just that number, and the
+/// rows the tablets could not decide are still read from it (through its qual)
+/// and counted one by one. Returns whether it did. Called from the ExecutorStart
+/// hook's walk (`index_only.rs`), after the child was put in count mode.
+///
+/// # Safety
+/// `agg` must be an initialized aggregate state whose child is a Pinax scan
+/// node (this file's custom scan, or a sequential scan only counted).
+pub unsafe fn count_rows_in_storage(agg: *mut pg_sys::AggState) -> bool {
+    let plan = (*agg).ss.ps.plan as *mut pg_sys::Agg;
+    if (*plan).aggstrategy != pg_sys::AggStrategy::AGG_PLAIN || (*plan).numCols != 0 || !(*plan).groupingSets.is_null() || (*agg).numaggs < 1 {
+        return false;
+    }
+    let count_star = |i: usize| {
+        let aggref = (*(*agg).peragg.add(i)).aggref;
+        is_plain_aggref(aggref) && (*aggref).aggfnoid.to_u32() == COUNT_STAR
+    };
+    if !(0..(*agg).numaggs as usize).all(count_star) {
+        return false;
+    }
+    pg_sys::ExecSetExecProcNode(agg as *mut pg_sys::PlanState, Some(exec_count_agg));
+    true
+}
+
+/// How many rows of custom scan node `node` its tablets counted (in count mode,
+/// with every condition pushed; else 0), taken once per scan: the node then
+/// returns only the rows the tablets could not decide.
+unsafe fn take_count(node: *mut pg_sys::CustomScanState) -> u64 {
+    if (*node).methods != &EXEC_METHODS.0 {
+        return 0;
+    }
+    let ss = &mut (*node).ss as *mut pg_sys::ScanState;
+    let Some(inner) = (*(node as *mut NodeState)).inner.as_mut() else { return 0 };
+    if !inner.count_mode {
+        return 0;
+    }
+    let scan = start(ss, inner);
+    if !inner.filter_complete {
+        return 0;
+    }
+    let n = match inner.counted_left {
+        Some(n) => n,
+        None => {
+            let n = table::count_matching(scan);
+            inner.counted_total += n;
+            n
+        }
+    };
+    inner.counted_left = Some(0);
+    n
+}
+
+/// A plain aggregate of `count(*)` only ([`count_rows_in_storage`]): its one row.
+#[pg_guard]
+unsafe extern "C-unwind" fn exec_count_agg(ps: *mut pg_sys::PlanState) -> *mut pg_sys::TupleTableSlot {
+    let agg = ps as *mut pg_sys::AggState;
+    if (*agg).agg_done {
+        return std::ptr::null_mut();
+    }
+    let child = (*ps).lefttree;
+    if !(*child).chgParam.is_null() {
+        pg_sys::ExecReScan(child);
+    }
+    let mut n = match (*child).type_ {
+        pg_sys::NodeTag::T_CustomScanState => take_count(child as *mut pg_sys::CustomScanState),
+        pg_sys::NodeTag::T_SeqScanState => crate::am::index_only::take_count(child as *mut pg_sys::SeqScanState),
+        _ => 0,
+    };
+    for_each_shipped_row(child, |_| n += 1);
+    let econtext = (*ps).ps_ExprContext;
+    for i in 0..(*agg).numaggs as usize {
+        let aggno = (*(*(*agg).peragg.add(i)).aggref).aggno as usize;
+        *(*econtext).ecxt_aggvalues.add(aggno) = pg_sys::Datum::from(n as i64);
+        *(*econtext).ecxt_aggnulls.add(aggno) = false;
+    }
+    (*agg).agg_done = true;
+    // HAVING, then the target list, as `exec_agg`.
+    let input = if (*child).ps_ProjInfo.is_null() { (*(child as *mut pg_sys::ScanState)).ss_ScanTupleSlot } else { (*child).ps_ResultTupleSlot };
+    (*econtext).ecxt_outertuple = pg_sys::ExecStoreAllNullTuple(input);
+    if !(*ps).qual.is_null() && !eval_bool((*ps).qual, econtext) {
+        return std::ptr::null_mut();
+    }
+    project((*ps).ps_ProjInfo)
 }
 
 /// Have the tablets compute the aggregates of plain aggregate node `agg` over
@@ -758,15 +869,7 @@ pub unsafe fn aggregate_in_storage(agg: *mut pg_sys::AggState, child: *mut pg_sy
     let mut names = Vec::new();
     for i in 0..(*agg).numaggs as usize {
         let aggref = (*(*agg).peragg.add(i)).aggref;
-        if aggref.is_null()
-            || !(*aggref).aggfilter.is_null()
-            || !(*aggref).aggdistinct.is_null()
-            || !(*aggref).aggorder.is_null()
-            || !(*aggref).aggdirectargs.is_null()
-            || (*aggref).aggvariadic
-            || (*aggref).agglevelsup != 0
-            || (*aggref).aggsplit != pg_sys::AggSplit::AGGSPLIT_SIMPLE
-            || (*aggref).aggkind as u8 != b'n'
+        if !is_plain_aggref(aggref)
         {
             return;
         }

@@ -64,6 +64,8 @@ unsafe extern "C-unwind" fn walker(ps: *mut pg_sys::PlanState, ctx: *mut std::ff
             && counts_alone(child as *mut pg_sys::SeqScanState)
         {
             pg_sys::ExecSetExecProcNode(child, Some(exec_count));
+            // count(*) alone: the aggregate takes the number (no row made per row).
+            crate::pushdown::count_rows_in_storage(ps as *mut pg_sys::AggState);
         }
     }
     // The same over a scan with pushed-down conditions (count(*) WHERE ...): the
@@ -75,7 +77,9 @@ unsafe extern "C-unwind" fn walker(ps: *mut pg_sys::PlanState, ctx: *mut std::ff
         if !child.is_null() && (*child).type_ == pg_sys::NodeTag::T_CustomScanState {
             let plain = (*agg).aggstrategy == pg_sys::AggStrategy::AGG_PLAIN;
             if plain && var_columns(&[(*agg).plan.targetlist.cast(), (*agg).plan.qual.cast()], pg_sys::OUTER_VAR) == Some(0) {
-                crate::pushdown::count_in_storage(child as *mut pg_sys::CustomScanState);
+                if crate::pushdown::count_in_storage(child as *mut pg_sys::CustomScanState) {
+                    crate::pushdown::count_rows_in_storage(ps as *mut pg_sys::AggState);
+                }
             } else {
                 // sum, min, max, avg, count of columns; also per group.
                 crate::pushdown::aggregate_in_storage(ps as *mut pg_sys::AggState, child as *mut pg_sys::CustomScanState);
@@ -131,6 +135,21 @@ unsafe extern "C-unwind" fn exec_count(ps: *mut pg_sys::PlanState) -> *mut pg_sy
     } else {
         pg_sys::ExecClearTuple(slot)
     }
+}
+
+/// How many rows sequential scan `node`, only counted ([`exec_count`]), has:
+/// taken once per scan (the node then returns none).
+///
+/// # Safety
+/// `node` must be an initialized sequential scan state of a Pinax table that
+/// runs [`exec_count`] (`counts_alone`).
+pub unsafe fn take_count(node: *mut pg_sys::SeqScanState) -> u64 {
+    let mut scan = (*node).ss.ss_currentScanDesc;
+    if scan.is_null() {
+        scan = pg_sys::table_beginscan((*node).ss.ss_currentRelation, (*(*node).ss.ps.state).es_snapshot, 0, std::ptr::null_mut());
+        (*node).ss.ss_currentScanDesc = scan;
+    }
+    crate::am::table::take_counted(scan)
 }
 
 /// Whether index-only scan `node` scans a Pinax index of a Pinax table.

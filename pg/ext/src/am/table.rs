@@ -171,6 +171,22 @@ pub unsafe fn next_counted(scan: pg_sys::TableScanDesc) -> bool {
     left > 0
 }
 
+/// How many rows [`next_counted`] would answer true for, at once: it answers
+/// false after this.
+///
+/// # Safety
+/// `scan` must be a scan of a Pinax table begun by [`scan_begin`].
+pub unsafe fn take_counted(scan: pg_sys::TableScanDesc) -> u64 {
+    let d = scan as *mut PinaxScanDesc;
+    let st = &mut *(*d).state;
+    let left = match st.counted {
+        Some(n) => n,
+        None => st.pager.next_count().or_raise().unwrap_or(0),
+    };
+    st.counted = Some(0);
+    left
+}
+
 /// Hand the next row of `pager` to PostgreSQL in `slot`.
 unsafe fn next_into_slot(pager: &mut Pager, relid: u32, slot: *mut pg_sys::TupleTableSlot) -> bool {
     match pager.next_row().or_raise() {

@@ -165,6 +165,26 @@ RESET plan_cache_mode;
 DEALLOCATE q;
 SELECT v, (SELECT count(*) FROM pd WHERE i4 = v) AS pinax, (SELECT count(*) FROM pd_heap WHERE i4 = v) AS heap FROM generate_series(3, 5) v;
 SELECT left(v, 5), (SELECT count(*) FROM pd WHERE t = v) AS pinax, (SELECT count(*) FROM pd_heap WHERE t = v) AS heap FROM (VALUES ('b3'), (repeat('x', 5000)), (NULL)) x(v);
+-- count(*) alone: the aggregate takes the tablets' number and makes no row per
+-- counted row (the scan node returns only the rows the tablets cannot decide);
+-- with HAVING and expressions of it. Beside another aggregate that reads no
+-- column (sum(1)) the scan's rows are made and aggregated here. A sequential
+-- scan only counted (no custom path) hands over its number the same way.
+SELECT count(*), count(*) + 1 AS more FROM pd WHERE i4 < 50 HAVING count(*) > 0;
+SELECT count(*), count(*) + 1 AS more FROM pd_heap WHERE i4 < 50 HAVING count(*) > 0;
+SELECT count(*) FROM pd WHERE i4 < 50 HAVING count(*) > 100000;
+SELECT count(*), sum(1) FROM pd WHERE i4 < 50;
+SELECT count(*), sum(1) FROM pd_heap WHERE i4 < 50;
+EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT count(*), sum(1) FROM pd WHERE i4 < 50;
+SET pinax.enable_filter_pushdown = off;
+SET enable_indexonlyscan = off;
+SET enable_bitmapscan = off;
+EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT count(*) FROM pd;
+SELECT (SELECT count(*) FROM pd) AS pinax, (SELECT count(*) FROM pd_heap) AS heap, (SELECT count(*) FROM pd HAVING count(*) < 0) AS none;
+SELECT v, (SELECT count(*) FROM pd WHERE v > 3) AS pinax, (SELECT count(*) FROM pd_heap WHERE v > 3) AS heap FROM generate_series(3, 4) v;
+RESET enable_indexonlyscan;
+RESET enable_bitmapscan;
+RESET pinax.enable_filter_pushdown;
 
 -- Writes through a pushed-down scan; the transaction's own writes are filtered
 -- as they are seen; row locks.
