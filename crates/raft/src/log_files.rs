@@ -15,12 +15,24 @@
 //! - [`KIND_ENTRY`]: the entry at `index` (payload: the caller's bytes);
 //! - [`KIND_TRUNCATE`]: entries at `index` and after are gone (no payload).
 //!
+//! A segment is created at its full size ([`SEGMENT_BYTES`], a sparse file: no
+//! block is allocated until written), as PostgreSQL's WAL segments are: an append
+//! then never changes the file's size, and its `fdatasync` writes the data alone,
+//! not also the inode (Python on this project's machines: p50 143-174 us appending
+//! at a file's end, 86-108 us writing into a preallocated one; Pinax's single-row
+//! inserts: the daemon's fdatasync -6%, rows/s 0.55 -> 0.59 of PostgreSQL's, mean
+//! of 6 interleaved runs, bench/results/2026-11-27-log-prealloc.txt). Records end
+//! where the zeros begin.
+//!
 //! Replaying every segment in order rebuilds the index → position map: an entry at
 //! or before the last one replaces that suffix (an implicit truncation), one past a
-//! gap starts the log over at it (after a purge past every entry). A record that
-//! is cut short or fails its checksum at the end of the newest segment is a write
-//! that never completed (it was not synced, so never acknowledged): the file is cut
-//! there. Anywhere else it is corruption, and opening fails.
+//! gap starts the log over at it (after a purge past every entry). Where the
+//! records stop and only zeros follow, the segment ends. A record that is cut short
+//! or fails its checksum at the end of the newest segment is a write that never
+//! completed (it was not synced, so never acknowledged): everything from it on is
+//! cleared (the file cut there and extended again with zeros, so no record of that
+//! write can reappear behind later appends). Anywhere else it is corruption, and
+//! opening fails.
 //!
 //! Appends write every record of the call with one `write` and make them durable
 //! with one `fdatasync` (a new segment's directory entry is synced when it is
@@ -173,7 +185,8 @@ impl LogFiles {
         let file = OpenOptions::new().read(true).write(true).open(&path)?;
         let buf = std::fs::read(&path)?;
         if buf.len() < HEADER as usize || &buf[..8] != MAGIC || buf[8..16] != seq.to_le_bytes() {
-            if newest && buf.len() < HEADER as usize {
+            // (Sized before its header was synced: zeros.)
+            if newest && (buf.len() < HEADER as usize || buf[..HEADER as usize].iter().all(|b| *b == 0)) {
                 // Created, header not yet synced: nothing was ever acknowledged in it.
                 drop(file);
                 std::fs::remove_file(&path)?;
@@ -185,9 +198,14 @@ impl LogFiles {
         let mut max_index = 0;
         while at < buf.len() {
             let Some((kind, index, payload)) = parse_record(&buf, at, seq) else {
+                if buf[at..].iter().all(|b| *b == 0) {
+                    break; // the rest of the segment, never written
+                }
                 if newest {
                     // A write cut short by a crash: never synced, never acknowledged.
+                    // Cleared to its end (its later blocks may have reached the disk).
                     file.set_len(at as u64)?;
+                    file.set_len(self.segment_bytes.max(at as u64))?;
                     file.sync_data()?;
                     break;
                 }
@@ -236,6 +254,7 @@ impl LogFiles {
         let mut header = MAGIC.to_vec();
         header.extend_from_slice(&seq.to_le_bytes());
         file.write_all(&header)?;
+        file.set_len(self.segment_bytes.max(HEADER))?;
         file.sync_data()?;
         sync_dir(&self.dir)?;
         self.segments.insert(seq, Segment { file: Arc::new(file), max_index: 0 });
@@ -459,25 +478,74 @@ mod tests {
     }
 
     #[test]
+    fn records_of_a_torn_write_do_not_reappear_behind_later_appends() {
+        // One append of entries 6 and 7 reached the disk in part: 7's record whole,
+        // 6's not. Replaying stops at 6; the new 6 written there must not be
+        // followed by the old 7 (never acknowledged), whatever their lengths.
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = LogFiles::open_with(dir.path(), 1 << 20).unwrap();
+        log.append(&batch(1..=5, 1)).unwrap();
+        let at = log.end;
+        log.append(&batch(6..=7, 1)).unwrap();
+        drop(log);
+        let seg = dir.path().join(segment_name(1));
+        let f = OpenOptions::new().write(true).open(&seg).unwrap();
+        f.write_all_at(&[0xff], at + RECORD_HEADER as u64).unwrap();
+        drop(f);
+        let mut log = LogFiles::open_with(dir.path(), 1 << 20).unwrap();
+        expect(&log, 1..=5, |_| 1);
+        // The same length as the old 6: the old 7 would follow it exactly.
+        log.append(&batch(6..=6, 2)).unwrap();
+        drop(log);
+        expect(&LogFiles::open_with(dir.path(), 1 << 20).unwrap(), 1..=6, |i| if i < 6 { 1 } else { 2 });
+    }
+
+    #[test]
+    fn segments_written_at_their_exact_size_still_replay() {
+        // Segments written before they were created at full size end with their
+        // last record; older segments' zero tails end them too.
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = LogFiles::open_with(dir.path(), 200).unwrap();
+        for i in 1..=20 {
+            log.append(&batch(i..=i, 1)).unwrap();
+        }
+        assert!(log.segment_count() > 2);
+        let end = log.end;
+        let newest = dir.path().join(segment_name(log.active().0));
+        drop(log);
+        OpenOptions::new().write(true).open(&newest).unwrap().set_len(end).unwrap();
+        let mut log = LogFiles::open_with(dir.path(), 200).unwrap();
+        expect(&log, 1..=20, |_| 1);
+        log.append(&batch(21..=21, 1)).unwrap();
+        drop(log);
+        expect(&LogFiles::open_with(dir.path(), 200).unwrap(), 1..=21, |_| 1);
+    }
+
+    #[test]
     fn a_torn_tail_is_cut_and_damage_elsewhere_refuses_to_open() {
         let dir = tempfile::tempdir().unwrap();
         let mut log = LogFiles::open_with(dir.path(), 1 << 20).unwrap();
         log.append(&batch(1..=5, 1)).unwrap();
         drop(log);
         let seg = dir.path().join(segment_name(1));
-        let len = std::fs::metadata(&seg).unwrap().len();
+        let zeros_from = |at: u64| std::fs::read(&seg).unwrap()[at as usize..].iter().all(|b| *b == 0);
+        let len = LogFiles::open_with(dir.path(), 1 << 20).unwrap().end;
+        assert_eq!(std::fs::metadata(&seg).unwrap().len(), 1 << 20, "a segment has its full size from the start");
+        assert!(zeros_from(len));
         // A crash in the middle of an append: half a record at the end.
         let f = OpenOptions::new().write(true).open(&seg).unwrap();
         f.write_all_at(&[9, 0, 0, 0, 1, 2], len).unwrap();
         drop(f);
         let mut log = LogFiles::open_with(dir.path(), 1 << 20).unwrap();
         expect(&log, 1..=5, |_| 1);
-        assert_eq!(std::fs::metadata(&seg).unwrap().len(), len, "the torn record was cut off");
+        assert_eq!(log.end, len);
+        assert!(zeros_from(len), "the torn record was cleared");
+        assert_eq!(std::fs::metadata(&seg).unwrap().len(), 1 << 20, "and the segment keeps its size");
         log.append(&batch(6..=6, 1)).unwrap();
         drop(log);
         expect(&LogFiles::open_with(dir.path(), 1 << 20).unwrap(), 1..=6, |_| 1);
         // A flipped byte in the newest segment's last record: cut there (never synced).
-        let len = std::fs::metadata(&seg).unwrap().len();
+        let len = LogFiles::open_with(dir.path(), 1 << 20).unwrap().end;
         let f = OpenOptions::new().write(true).open(&seg).unwrap();
         f.write_all_at(&[0xff], len - 1).unwrap();
         drop(f);
