@@ -869,8 +869,7 @@ pub unsafe fn aggregate_in_storage(agg: *mut pg_sys::AggState, child: *mut pg_sy
     let mut names = Vec::new();
     for i in 0..(*agg).numaggs as usize {
         let aggref = (*(*agg).peragg.add(i)).aggref;
-        if !is_plain_aggref(aggref)
-        {
+        if !is_plain_aggref(aggref) {
             return;
         }
         let args = list_ptrs::<pg_sys::TargetEntry>((*aggref).args);
