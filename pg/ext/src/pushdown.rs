@@ -750,15 +750,16 @@ const COUNT_STAR: u32 = 2803;
 /// Have plain aggregate node `agg`, whose aggregates are all `count(*)` and which
 /// reads no column of its input, return its one row from the number of rows its
 /// child has ([`exec_count_agg`]) rather than run its transition on every row:
-/// the child counts in the tablets (`count_in_storage`, or a sequential scan
-/// only counted, see `index_only.rs`) and hands over just that number, and the
+/// the child counts in the tablets (`count_in_storage`, or a sequential or
+/// index-only scan only counted, see `index_only.rs`) and hands over just that number, and the
 /// rows the tablets could not decide are still read from it (through its qual)
 /// and counted one by one. Returns whether it did. Called from the ExecutorStart
 /// hook's walk (`index_only.rs`), after the child was put in count mode.
 ///
 /// # Safety
 /// `agg` must be an initialized aggregate state whose child is a Pinax scan
-/// node (this file's custom scan, or a sequential scan only counted).
+/// node (this file's custom scan, a sequential scan only counted, or an
+/// index-only scan of a Pinax index).
 pub unsafe fn count_rows_in_storage(agg: *mut pg_sys::AggState) -> bool {
     let plan = (*agg).ss.ps.plan as *mut pg_sys::Agg;
     if (*plan).aggstrategy != pg_sys::AggStrategy::AGG_PLAIN || (*plan).numCols != 0 || !(*plan).groupingSets.is_null() || (*agg).numaggs < 1 {
@@ -807,16 +808,11 @@ unsafe fn take_count(node: *mut pg_sys::CustomScanState) -> u64 {
 #[pg_guard]
 unsafe extern "C-unwind" fn exec_count_agg(ps: *mut pg_sys::PlanState) -> *mut pg_sys::TupleTableSlot {
     let agg = ps as *mut pg_sys::AggState;
-    if (*agg).agg_done {
-        return std::ptr::null_mut();
-    }
-    let child = (*ps).lefttree;
-    if !(*child).chgParam.is_null() {
-        pg_sys::ExecReScan(child);
-    }
+    let Some(child) = plain_agg_child(ps) else { return std::ptr::null_mut() };
     let mut n = match (*child).type_ {
         pg_sys::NodeTag::T_CustomScanState => take_count(child as *mut pg_sys::CustomScanState),
         pg_sys::NodeTag::T_SeqScanState => crate::am::index_only::take_count(child as *mut pg_sys::SeqScanState),
+        pg_sys::NodeTag::T_IndexOnlyScanState => crate::am::index_only::take_index_count(child as *mut pg_sys::IndexOnlyScanState),
         _ => 0,
     };
     for_each_shipped_row(child, |_| n += 1);
@@ -826,8 +822,28 @@ unsafe extern "C-unwind" fn exec_count_agg(ps: *mut pg_sys::PlanState) -> *mut p
         *(*econtext).ecxt_aggvalues.add(aggno) = pg_sys::Datum::from(n as i64);
         *(*econtext).ecxt_aggnulls.add(aggno) = false;
     }
-    (*agg).agg_done = true;
-    // HAVING, then the target list, as `exec_agg`.
+    plain_agg_row(ps, child)
+}
+
+/// The child of plain aggregate node `ps`, rescanned first if its parameters
+/// changed; None once the node has returned its row.
+unsafe fn plain_agg_child(ps: *mut pg_sys::PlanState) -> Option<*mut pg_sys::PlanState> {
+    if (*(ps as *mut pg_sys::AggState)).agg_done {
+        return None;
+    }
+    let child = (*ps).lefttree;
+    if !(*child).chgParam.is_null() {
+        pg_sys::ExecReScan(child);
+    }
+    Some(child)
+}
+
+/// Plain aggregate node `ps`'s one row, its aggregates' values set: HAVING, then
+/// the target list (`project_aggregates`). The node reads no column of its input
+/// outside the aggregates: an all-NULL input row.
+unsafe fn plain_agg_row(ps: *mut pg_sys::PlanState, child: *mut pg_sys::PlanState) -> *mut pg_sys::TupleTableSlot {
+    (*(ps as *mut pg_sys::AggState)).agg_done = true;
+    let econtext = (*ps).ps_ExprContext;
     let input = if (*child).ps_ProjInfo.is_null() { (*(child as *mut pg_sys::ScanState)).ss_ScanTupleSlot } else { (*child).ps_ResultTupleSlot };
     (*econtext).ecxt_outertuple = pg_sys::ExecStoreAllNullTuple(input);
     if !(*ps).qual.is_null() && !eval_bool((*ps).qual, econtext) {
@@ -1070,14 +1086,7 @@ unsafe extern "C-unwind" fn exec_group(ps: *mut pg_sys::PlanState) -> *mut pg_sy
 /// folded here).
 #[pg_guard]
 unsafe extern "C-unwind" fn exec_agg(ps: *mut pg_sys::PlanState) -> *mut pg_sys::TupleTableSlot {
-    let agg = ps as *mut pg_sys::AggState;
-    if (*agg).agg_done {
-        return std::ptr::null_mut();
-    }
-    let child = (*ps).lefttree;
-    if !(*child).chgParam.is_null() {
-        pg_sys::ExecReScan(child);
-    }
+    let Some(child) = plain_agg_child(ps) else { return std::ptr::null_mut() };
     let ss = child as *mut pg_sys::ScanState;
     let Some(inner) = (*(child as *mut NodeState)).inner.as_mut() else { return std::ptr::null_mut() };
     let pushed = inner.aggs.clone();
@@ -1106,15 +1115,7 @@ unsafe extern "C-unwind" fn exec_agg(ps: *mut pg_sys::PlanState) -> *mut pg_sys:
         *(*econtext).ecxt_aggvalues.add(p.aggno) = d;
         *(*econtext).ecxt_aggnulls.add(p.aggno) = isnull;
     }
-    (*agg).agg_done = true;
-    // HAVING, then the target list (`project_aggregates`). The node reads no
-    // column of its input outside the aggregates: an all-NULL input row.
-    let input = if (*child).ps_ProjInfo.is_null() { (*ss).ss_ScanTupleSlot } else { (*child).ps_ResultTupleSlot };
-    (*econtext).ecxt_outertuple = pg_sys::ExecStoreAllNullTuple(input);
-    if !(*ps).qual.is_null() && !eval_bool((*ps).qual, econtext) {
-        return std::ptr::null_mut();
-    }
-    project((*ps).ps_ProjInfo)
+    plain_agg_row(ps, child)
 }
 
 /// Run `f` on each row scan node `child` returns (the rows the tablets shipped,

@@ -720,6 +720,47 @@ unsafe fn ranges(im: &IndexMeta, keys: &[pg_sys::ScanKeyData]) -> (Vec<Range>, b
     (out, point)
 }
 
+/// The walk of `range` for scan `scan` (state `st`).
+unsafe fn range_pager(scan: pg_sys::IndexScanDesc, st: &IndexScanState, (start, end): Range) -> Pager {
+    let mut pager = Pager::new(st.index_storage.clone(), start, end, st.reverse, st.curcid);
+    pager.point = st.point;
+    pager.latest = st.latest;
+    pager.under_limit_of((*(*scan).indexRelation).rd_id.to_u32());
+    pager
+}
+
+/// Whether the scan is an index-only scan reading no column (count(*)): the
+/// tablets count the entries of each range.
+unsafe fn counts_only(o: *const Opaque, st: &IndexScanState) -> bool {
+    (*o).no_tids && (*o).needed == 0 && !st.reverse
+}
+
+/// For an index-only scan reading no column (count(*)), begun and not yet
+/// read: how many entries it has, counted in storage, at once (it returns none
+/// after this). None (nothing read) for any other scan.
+///
+/// # Safety
+/// `scan` must be a scan of a Pinax index begun by `index_beginscan` and
+/// switched to index-only (`set_index_only`), its keys set.
+pub unsafe fn take_count(scan: pg_sys::IndexScanDesc) -> Option<u64> {
+    let o = (*scan).opaque as *mut Opaque;
+    if !((*o).no_tids && (*o).needed == 0) {
+        return None;
+    }
+    // The first entry sets the scan up (forward, as counting scans are).
+    if !amgettuple(scan, pg_sys::ScanDirection::ForwardScanDirection) {
+        return Some(0);
+    }
+    let st = &mut *(*o).state;
+    debug_assert!(counts_only(o, st), "a forward index-only scan reading no column counts");
+    let mut n = 1 + std::mem::take(&mut st.pending);
+    st.pager = None;
+    while let Some(range) = st.ranges.pop_front() {
+        n += range_pager(scan, st, range).next_count().or_raise().unwrap_or(0);
+    }
+    Some(n)
+}
+
 #[pg_guard]
 unsafe extern "C-unwind" fn amgettuple(scan: pg_sys::IndexScanDesc, direction: pg_sys::ScanDirection::Type) -> bool {
     let o = (*scan).opaque as *mut Opaque;
@@ -778,14 +819,10 @@ unsafe extern "C-unwind" fn amgettuple(scan: pg_sys::IndexScanDesc, direction: p
     st.started = true;
     loop {
         if st.pager.is_none() {
-            let Some((start, end)) = st.ranges.pop_front() else { return false };
-            let mut pager = Pager::new(st.index_storage.clone(), start, end, st.reverse, st.curcid);
-            pager.point = st.point;
-            pager.latest = st.latest;
-            pager.under_limit_of((*(*scan).indexRelation).rd_id.to_u32());
-            st.pager = Some(pager);
+            let Some(range) = st.ranges.pop_front() else { return false };
+            st.pager = Some(range_pager(scan, st, range));
         }
-        if (*o).no_tids && (*o).needed == 0 && !st.reverse {
+        if counts_only(o, st) {
             // An index-only scan reading no column (count(*)): the tablets count the
             // entries, and as many all-NULL tuples are returned.
             if st.pending == 0 {

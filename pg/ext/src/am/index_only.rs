@@ -47,6 +47,10 @@ unsafe extern "C-unwind" fn walker(ps: *mut pg_sys::PlanState, ctx: *mut std::ff
                 _ => !OUTPUT_USE_KNOWN, // unknown, or beyond what the mask holds: all
             };
             (*(child as *mut pg_sys::IndexOnlyScanState)).ioss_PscanLen = mask | OUTPUT_USE_KNOWN;
+            if mask == 0 {
+                // count(*) alone: the aggregate takes the number (`take_index_count`).
+                crate::pushdown::count_rows_in_storage(ps as *mut pg_sys::AggState);
+            }
         }
     }
     if (*ps).type_ == pg_sys::NodeTag::T_IndexOnlyScanState && is_pinax_node(ps as *mut pg_sys::IndexOnlyScanState) {
@@ -187,24 +191,7 @@ unsafe extern "C-unwind" fn next(ss: *mut pg_sys::ScanState) -> *mut pg_sys::Tup
     }
     let econtext = (*node).ss.ps.ps_ExprContext;
     let slot = (*node).ss.ss_ScanTupleSlot;
-    let mut scandesc = (*node).ioss_ScanDesc;
-    if scandesc.is_null() {
-        scandesc = pg_sys::index_beginscan(
-            (*node).ss.ss_currentRelation,
-            (*node).ioss_RelationDesc,
-            (*estate).es_snapshot,
-            (*node).ioss_NumScanKeys,
-            (*node).ioss_NumOrderByKeys,
-        );
-        (*node).ioss_ScanDesc = scandesc;
-        let known = (*node).ioss_PscanLen;
-        let outputs = if known & OUTPUT_USE_KNOWN != 0 { Some((known & !OUTPUT_USE_KNOWN) as u64) } else { None };
-        index::set_index_only(scandesc, needed_columns(plan, outputs));
-        (*node).ioss_VMBuffer = pg_sys::InvalidBuffer as pg_sys::Buffer;
-        if (*node).ioss_NumRuntimeKeys == 0 || (*node).ioss_RuntimeKeysReady {
-            pg_sys::index_rescan(scandesc, (*node).ioss_ScanKeys, (*node).ioss_NumScanKeys, (*node).ioss_OrderByKeys, (*node).ioss_NumOrderByKeys);
-        }
-    }
+    let scandesc = scan_desc(node);
     while !pg_sys::index_getnext_tid(scandesc, direction).is_null() {
         pg_sys::check_for_interrupts!();
         if (*scandesc).xs_hitup.is_null() {
@@ -226,6 +213,48 @@ unsafe extern "C-unwind" fn next(ss: *mut pg_sys::ScanState) -> *mut pg_sys::Tup
         return slot;
     }
     pg_sys::ExecClearTuple(slot)
+}
+
+/// The index scan of `node`, begun (as `IndexOnlyNext` begins it) if it was not.
+unsafe fn scan_desc(node: *mut pg_sys::IndexOnlyScanState) -> pg_sys::IndexScanDesc {
+    let mut scandesc = (*node).ioss_ScanDesc;
+    if scandesc.is_null() {
+        let plan = (*node).ss.ps.plan as *mut pg_sys::IndexOnlyScan;
+        scandesc = pg_sys::index_beginscan(
+            (*node).ss.ss_currentRelation,
+            (*node).ioss_RelationDesc,
+            (*(*node).ss.ps.state).es_snapshot,
+            (*node).ioss_NumScanKeys,
+            (*node).ioss_NumOrderByKeys,
+        );
+        (*node).ioss_ScanDesc = scandesc;
+        let known = (*node).ioss_PscanLen;
+        let outputs = if known & OUTPUT_USE_KNOWN != 0 { Some((known & !OUTPUT_USE_KNOWN) as u64) } else { None };
+        index::set_index_only(scandesc, needed_columns(plan, outputs));
+        (*node).ioss_VMBuffer = pg_sys::InvalidBuffer as pg_sys::Buffer;
+        if (*node).ioss_NumRuntimeKeys == 0 || (*node).ioss_RuntimeKeysReady {
+            pg_sys::index_rescan(scandesc, (*node).ioss_ScanKeys, (*node).ioss_NumScanKeys, (*node).ioss_OrderByKeys, (*node).ioss_NumOrderByKeys);
+        }
+    }
+    scandesc
+}
+
+/// How many rows index-only scan `node` (on a Pinax index, under an aggregate
+/// reading none of its columns) has, counted in storage and taken at once when
+/// its index scan only counts and it has no qual of its own (which runs on each
+/// row); else 0, and its rows come one by one as before.
+///
+/// # Safety
+/// `node` must be an initialized index-only scan state running [`exec`], not yet read.
+pub unsafe fn take_index_count(node: *mut pg_sys::IndexOnlyScanState) -> u64 {
+    if !(*node).ss.ps.qual.is_null() {
+        return 0;
+    }
+    // As `exec`: runtime keys (a generic plan's parameters) first.
+    if (*node).ioss_NumRuntimeKeys != 0 && !(*node).ioss_RuntimeKeysReady {
+        pg_sys::ExecReScan(node as *mut pg_sys::PlanState);
+    }
+    index::take_count(scan_desc(node)).unwrap_or(0)
 }
 
 /// Bit `i` set: the plan reads index column `i` (0-based) of the scan's tuples: in

@@ -161,14 +161,19 @@ pub unsafe fn aggregate(scan: pg_sys::TableScanDesc, aggs: &[pinax_proto::AggSpe
 /// # Safety
 /// `scan` must be a scan of a Pinax table begun by [`scan_begin`].
 pub unsafe fn next_counted(scan: pg_sys::TableScanDesc) -> bool {
-    let d = scan as *mut PinaxScanDesc;
-    let st = &mut *(*d).state;
-    let left = match st.counted {
-        Some(n) => n,
-        None => st.pager.next_count().or_raise().unwrap_or(0),
-    };
+    let st = &mut *(*(scan as *mut PinaxScanDesc)).state;
+    let left = counted_left(st);
     st.counted = Some(left.saturating_sub(1));
     left > 0
+}
+
+/// The rows the tablets counted that `st` has not answered for yet (they are
+/// asked once per scan).
+fn counted_left(st: &mut ScanState) -> u64 {
+    match st.counted {
+        Some(n) => n,
+        None => st.pager.next_count().or_raise().unwrap_or(0),
+    }
 }
 
 /// How many rows [`next_counted`] would answer true for, at once: it answers
@@ -177,12 +182,8 @@ pub unsafe fn next_counted(scan: pg_sys::TableScanDesc) -> bool {
 /// # Safety
 /// `scan` must be a scan of a Pinax table begun by [`scan_begin`].
 pub unsafe fn take_counted(scan: pg_sys::TableScanDesc) -> u64 {
-    let d = scan as *mut PinaxScanDesc;
-    let st = &mut *(*d).state;
-    let left = match st.counted {
-        Some(n) => n,
-        None => st.pager.next_count().or_raise().unwrap_or(0),
-    };
+    let st = &mut *(*(scan as *mut PinaxScanDesc)).state;
+    let left = counted_left(st);
     st.counted = Some(0);
     left
 }

@@ -184,6 +184,18 @@ SELECT (SELECT count(*) FROM pd) AS pinax, (SELECT count(*) FROM pd_heap) AS hea
 SELECT v, (SELECT count(*) FROM pd WHERE v > 3) AS pinax, (SELECT count(*) FROM pd_heap WHERE v > 3) AS heap FROM generate_series(3, 4) v;
 RESET enable_indexonlyscan;
 RESET enable_bitmapscan;
+-- The same over an index-only scan that reads no column (the whole index
+-- counted in storage). A qual of the scan's own runs on each row: a volatile
+-- one keeps the rows coming one by one (every other row passes).
+SET enable_seqscan = off;
+EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT count(*) FROM pd;
+SELECT (SELECT count(*) FROM pd) AS pinax, (SELECT count(*) FROM pd_heap) AS heap;
+CREATE SEQUENCE pd_s1;
+CREATE SEQUENCE pd_s2;
+EXPLAIN (COSTS OFF) SELECT count(*) FROM pd WHERE nextval('pd_s1') % 2 = 0;
+SELECT (SELECT count(*) FROM pd WHERE nextval('pd_s1') % 2 = 0) AS pinax, (SELECT count(*) FROM pd_heap WHERE nextval('pd_s2') % 2 = 0) AS heap;
+DROP SEQUENCE pd_s1, pd_s2;
+RESET enable_seqscan;
 RESET pinax.enable_filter_pushdown;
 
 -- Writes through a pushed-down scan; the transaction's own writes are filtered
