@@ -751,9 +751,9 @@ const COUNT_STAR: u32 = 2803;
 /// reads no column of its input, return its one row from the number of rows its
 /// child has ([`exec_count_agg`]) rather than run its transition on every row:
 /// the child counts in the tablets (`count_in_storage`, or a sequential or
-/// index-only scan only counted, see `index_only.rs`) and hands over just that number, and the
-/// rows the tablets could not decide are still read from it (through its qual)
-/// and counted one by one. Returns whether it did. Called from the ExecutorStart
+/// index-only scan only counted, see `index_only.rs`) and hands over just that
+/// number, and the rows the tablets could not decide are still read from it
+/// (through its qual) and counted one by one. Returns whether it did. Called from the ExecutorStart
 /// hook's walk (`index_only.rs`), after the child was put in count mode.
 ///
 /// # Safety
@@ -785,23 +785,34 @@ unsafe fn take_count(node: *mut pg_sys::CustomScanState) -> u64 {
     }
     let ss = &mut (*node).ss as *mut pg_sys::ScanState;
     let Some(inner) = (*(node as *mut NodeState)).inner.as_mut() else { return 0 };
+    match counted_left(ss, inner) {
+        Some(n) => {
+            inner.counted_left = Some(0);
+            n
+        }
+        None => 0,
+    }
+}
+
+/// In count mode with every condition pushed: the matching rows the tablets
+/// counted that the node has not handed out yet (counted once per scan). None
+/// when the node does not count: its rows all come through the qual.
+unsafe fn counted_left(ss: *mut pg_sys::ScanState, inner: &mut Inner) -> Option<u64> {
     if !inner.count_mode {
-        return 0;
+        return None;
     }
     let scan = start(ss, inner);
     if !inner.filter_complete {
-        return 0;
+        return None;
     }
-    let n = match inner.counted_left {
+    Some(match inner.counted_left {
         Some(n) => n,
         None => {
             let n = table::count_matching(scan);
             inner.counted_total += n;
             n
         }
-    };
-    inner.counted_left = Some(0);
-    n
+    })
 }
 
 /// A plain aggregate of `count(*)` only ([`count_rows_in_storage`]): its one row.
@@ -1226,27 +1237,16 @@ unsafe fn project(proj: *mut pg_sys::ProjectionInfo) -> *mut pg_sys::TupleTableS
 unsafe extern "C-unwind" fn exec(node: *mut pg_sys::CustomScanState) -> *mut pg_sys::TupleTableSlot {
     let ss = &mut (*node).ss as *mut pg_sys::ScanState;
     if let Some(inner) = (*(node as *mut NodeState)).inner.as_mut() {
-        if inner.count_mode {
-            let scan = start(ss, inner);
-            if inner.filter_complete {
-                let left = match inner.counted_left {
-                    Some(n) => n,
-                    None => {
-                        let n = table::count_matching(scan);
-                        inner.counted_total += n;
-                        n
-                    }
-                };
-                if left > 0 {
-                    inner.counted_left = Some(left - 1);
-                    pg_sys::check_for_interrupts!();
-                    // The parent reads none of the columns (see count_in_storage).
-                    let slot = if (*ss).ps.ps_ProjInfo.is_null() { (*ss).ss_ScanTupleSlot } else { (*ss).ps.ps_ResultTupleSlot };
-                    return pg_sys::ExecStoreAllNullTuple(slot);
-                }
-                inner.counted_left = Some(0);
-                // Then the rows the filter could not decide, through the qual.
+        if let Some(left) = counted_left(ss, inner) {
+            if left > 0 {
+                inner.counted_left = Some(left - 1);
+                pg_sys::check_for_interrupts!();
+                // The parent reads none of the columns (see count_in_storage).
+                let slot = if (*ss).ps.ps_ProjInfo.is_null() { (*ss).ss_ScanTupleSlot } else { (*ss).ps.ps_ResultTupleSlot };
+                return pg_sys::ExecStoreAllNullTuple(slot);
             }
+            inner.counted_left = Some(0);
+            // Then the rows the filter could not decide, through the qual.
         }
     }
     pg_sys::ExecScan(ss, Some(next), Some(recheck))
