@@ -371,6 +371,15 @@ fn run(a: NodeArgs) -> Result<()> {
     let dir = default_data_dir(a.data_dir.clone());
     std::fs::create_dir_all(dir.join("data")).with_context(|| format!("creating {}", dir.display()))?;
     tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info,openraft=warn".into())).with_ansi(false).init();
+    // No transparent huge pages in the daemon. mimalloc asks for them on its arenas
+    // (madvise), and the daemon's memory turns over fast (memtables, Raft entries, write
+    // batches): each first touch of a huge page zeroes 2 MiB, ~10% of the machine in a
+    // profile of a COPY. Off: COPY of 1M rows -15% server CPU, -20% wall
+    // (bench/results/2026-11-27-thp.txt). The flag holds for the whole process (the
+    // kernel checks it at each fault), so mappings made before this line are covered.
+    if let Err(e) = nix::sys::prctl::set_thp_disable(true) {
+        tracing::warn!(error = %e, "could not turn transparent huge pages off");
+    }
     let addr = format!("127.0.0.1:{}", a.port);
     let node_id = match &a.join {
         None => first_node_id(&dir)?,

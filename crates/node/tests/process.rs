@@ -226,3 +226,19 @@ fn tablets_spread_over_data_dirs_and_a_missing_one_is_refused() {
     assert_eq!(c.scan("spread", ScanSpec::default()).unwrap().len(), 100);
     child.kill9();
 }
+
+/// The daemon turns transparent huge pages off for itself (mimalloc would ask for
+/// them, and each first touch of one zeroes 2 MiB: bench/results/2026-11-27-thp.txt).
+#[test]
+fn the_daemon_runs_without_transparent_huge_pages() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let child = spawn_run(dir.path(), port);
+    let _ = wait_client(&format!("127.0.0.1:{port}"));
+    let status = std::fs::read_to_string(format!("/proc/{}/status", child.0.id())).unwrap();
+    match status.lines().find_map(|l| l.strip_prefix("THP_enabled:")) {
+        Some(v) => assert_eq!(v.trim(), "0", "THP_enabled in /proc/PID/status"),
+        // Kernels before 6.0 do not show the flag.
+        None => eprintln!("no THP_enabled line in /proc/PID/status: not checked"),
+    }
+}
