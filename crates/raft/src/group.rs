@@ -1,7 +1,8 @@
 //! [`RaftGroup`]: one Raft group as the (synchronous) tablet code uses it.
 //!
-//! The tablet calls from its RPC threads; each call enters the node's tokio runtime
-//! with `block_on`. Leadership:
+//! The tablet calls from its RPC threads; each call that waits on Raft drives the
+//! group's own runtime with `block_on`, running the group's tasks on the calling
+//! thread ([`GroupRuntime`]). Leadership:
 //! - [`RaftGroup::leader_term`]: this replica leads; on the first call of a term it
 //!   first runs a read-index round (`ensure_linearizable`), which also waits until
 //!   every entry committed before the term is applied here.
@@ -31,6 +32,7 @@
 
 use crate::log_store::LogStore;
 use crate::network::{Network, Transport};
+use crate::runtime::GroupRuntime;
 use crate::state_machine::StateMachine;
 use crate::{config, Command, NodeId, Raft, RaftTiming};
 use openraft::error::{ClientWriteError, RaftError};
@@ -71,7 +73,8 @@ pub struct RaftGroup {
     group: u64,
     node_id: NodeId,
     raft: Raft,
-    rt: tokio::runtime::Handle,
+    /// The group's own runtime (see [`GroupRuntime`]).
+    rt: Arc<GroupRuntime>,
     /// The term whose start this replica has applied through (0: none yet).
     synced_term: AtomicU64,
     /// Reads are served without a round until then (see the module docs).
@@ -210,32 +213,34 @@ fn fatal<E: std::fmt::Display>(e: E) -> GroupError {
 
 impl RaftGroup {
     /// Start the group's Raft over the log and state kept in `engine` (replaying the
-    /// log past the applied id). A new group has no members until
-    /// [`RaftGroup::initialize`] (or a leader adding this replica).
+    /// log past the applied id), on a runtime of its own. `io` is a runtime the
+    /// group's blocking calls to peers run on (the node's). A new group has no
+    /// members until [`RaftGroup::initialize`] (or a leader adding this replica).
     #[allow(clippy::too_many_arguments)]
-    pub fn start<E: KvEngine>(rt: &tokio::runtime::Handle, group: u64, node_id: NodeId, engine: Arc<E>, clock: Arc<HybridClock>, transport: Arc<dyn Transport>, timing: RaftTiming) -> Result<Self, GroupError> {
-        Self::start_with(rt, group, node_id, engine, clock, transport, timing, true)
+    pub fn start<E: KvEngine>(io: &tokio::runtime::Handle, group: u64, node_id: NodeId, engine: Arc<E>, clock: Arc<HybridClock>, transport: Arc<dyn Transport>, timing: RaftTiming) -> Result<Self, GroupError> {
+        Self::start_with(io, group, node_id, engine, clock, transport, timing, true)
     }
 
     /// [`RaftGroup::start`], with the log's appends fsynced or not
     /// ([`LogStore::set_sync`]).
     #[allow(clippy::too_many_arguments)]
-    pub fn start_with<E: KvEngine>(rt: &tokio::runtime::Handle, group: u64, node_id: NodeId, engine: Arc<E>, clock: Arc<HybridClock>, transport: Arc<dyn Transport>, timing: RaftTiming, sync: bool) -> Result<Self, GroupError> {
+    pub fn start_with<E: KvEngine>(io: &tokio::runtime::Handle, group: u64, node_id: NodeId, engine: Arc<E>, clock: Arc<HybridClock>, transport: Arc<dyn Transport>, timing: RaftTiming, sync: bool) -> Result<Self, GroupError> {
         let log = LogStore::open(engine.clone()).map_err(|e| GroupError::Storage(e.to_string()))?;
         log.set_sync(sync);
         let tail_reads = log.tail_reads();
         let sm = StateMachine::new(engine, clock);
         let recent = sm.recent_requests();
-        let net = Network { transport, group };
+        let net = Network { transport, group, io: io.clone() };
+        let rt = GroupRuntime::new().map_err(|e| GroupError::Fatal(format!("starting the group's runtime: {e}")))?;
         let raft = rt.block_on(Raft::new(node_id, config(timing), net, log, sm)).map_err(fatal)?;
         let (stop, stopped) = tokio::sync::oneshot::channel();
         let handover = Arc::new(Mutex::new(None));
-        rt.spawn(heartbeats(raft.clone(), Duration::from_millis(timing.heartbeat_ms), handover.clone(), stopped));
+        rt.handle().spawn(heartbeats(raft.clone(), Duration::from_millis(timing.heartbeat_ms), handover.clone(), stopped));
         Ok(RaftGroup {
             group,
             node_id,
             raft,
-            rt: rt.clone(),
+            rt,
             synced_term: AtomicU64::new(0),
             lease_until: Mutex::new(None),
             lease: Duration::from_millis(timing.election_min_ms / 2),
@@ -253,6 +258,17 @@ impl RaftGroup {
     /// were answered from the log's in-memory tail rather than the engine.
     pub fn entries_read_from_memory(&self) -> u64 {
         self.tail_reads.load(Ordering::Relaxed)
+    }
+
+    /// Run `f` to completion, driving the group's tasks meanwhile (a Raft message
+    /// from a peer is served this way: see [`GroupRuntime`]).
+    pub fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
+        self.rt.block_on(f)
+    }
+
+    /// The group's runtime (a transport in tests serves a peer's message on it).
+    pub fn runtime(&self) -> Arc<GroupRuntime> {
+        self.rt.clone()
     }
 
     pub fn raft(&self) -> &Raft {
@@ -568,7 +584,7 @@ impl RaftGroup {
         let raft = self.raft.clone();
         let wait = self.follower_lease + Duration::from_millis(100);
         let group = self.group;
-        self.rt.spawn(async move {
+        self.rt.handle().spawn(async move {
             tokio::time::sleep(wait).await;
             if raft.metrics().borrow().state != ServerState::Leader {
                 if let Err(e) = raft.trigger().elect().await {

@@ -18,6 +18,9 @@
 //! - [`RaftGroup`]: one group as the synchronous tablet code uses it: replicate a
 //!   command (writes handed over while an entry is in flight share the next one),
 //!   who leads, read barriers.
+//! - [`runtime::GroupRuntime`]: the current-thread runtime each group's tasks run
+//!   on, driven by the threads that wait on the group (a write's RPC thread appends,
+//!   fsyncs and applies its entry itself) and by a ticker for timers.
 //!
 //! Invariants:
 //! - an entry is acknowledged to openraft (`LogFlushed`) only after an fsync;
@@ -39,6 +42,7 @@ pub mod group;
 pub mod log_files;
 pub mod log_store;
 pub mod network;
+pub mod runtime;
 pub mod state_machine;
 
 pub use bytes::Bytes;

@@ -55,7 +55,8 @@ pub enum TransportError {
     Other(String),
 }
 
-/// Carries Raft messages to other nodes (blocking; called on tokio's blocking pool).
+/// Carries Raft messages to other nodes (blocking; called on the blocking pool of
+/// the node's shared runtime, [`Network::io`]).
 pub trait Transport: Send + Sync + 'static {
     fn call(&self, target: NodeId, addr: &str, group: u64, kind: MsgKind, body: Vec<u8>) -> Result<Vec<u8>, TransportError>;
 }
@@ -65,12 +66,15 @@ pub trait Transport: Send + Sync + 'static {
 pub struct Network {
     pub transport: Arc<dyn Transport>,
     pub group: u64,
+    /// The runtime whose blocking pool makes the calls: one pool for the node, not
+    /// one per group's runtime.
+    pub io: tokio::runtime::Handle,
 }
 
 impl RaftNetworkFactory<TypeConfig> for Network {
     type Network = Peer;
     async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> Peer {
-        Peer { transport: self.transport.clone(), group: self.group, target, addr: node.addr.clone() }
+        Peer { transport: self.transport.clone(), group: self.group, target, addr: node.addr.clone(), io: self.io.clone() }
     }
 }
 
@@ -80,6 +84,7 @@ pub struct Peer {
     group: u64,
     target: NodeId,
     addr: String,
+    io: tokio::runtime::Handle,
 }
 
 impl Peer {
@@ -99,7 +104,7 @@ impl Peer {
         ttl: Duration,
     ) -> Result<Resp, RPCError<NodeId, BasicNode, RaftError<NodeId, E>>> {
         let (transport, addr, group, target) = (self.transport.clone(), self.addr.clone(), self.group, self.target);
-        let call = tokio::task::spawn_blocking(move || transport.call(target, &addr, group, kind, body));
+        let call = self.io.spawn_blocking(move || transport.call(target, &addr, group, kind, body));
         let reply = match tokio::time::timeout(ttl, call).await {
             Err(_) => return Err(RPCError::Network(NetworkError::new(&std::io::Error::new(std::io::ErrorKind::TimedOut, "raft rpc timed out")))),
             Ok(Err(join)) => return Err(RPCError::Network(NetworkError::new(&std::io::Error::other(join.to_string())))),

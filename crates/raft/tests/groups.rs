@@ -7,6 +7,7 @@ use pinax_common::HybridClock;
 use pinax_engine::{Cf, KvEngine, OwnedBatch, WriteBatch};
 use pinax_engine_mem::MemEngine;
 use pinax_raft::network::{serve, MsgKind, Transport, TransportError};
+use pinax_raft::runtime::GroupRuntime;
 use pinax_raft::{Command, GroupError, NodeId, Raft, RaftGroup, RaftTiming};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -14,16 +15,15 @@ use std::time::{Duration, Instant};
 
 #[derive(Default)]
 struct Router {
-    rafts: Mutex<HashMap<NodeId, Raft>>,
-    rt: Mutex<Option<tokio::runtime::Handle>>,
+    /// Each replica's Raft and the runtime its tasks run on.
+    rafts: Mutex<HashMap<NodeId, (Raft, Arc<GroupRuntime>)>>,
     /// Added to every AppendEntries carrying entries (a slow follower disk).
     append_delay: Mutex<Duration>,
 }
 
 impl Transport for Router {
     fn call(&self, target: NodeId, _addr: &str, _group: u64, kind: MsgKind, body: Vec<u8>) -> Result<Vec<u8>, TransportError> {
-        let raft = self.rafts.lock().get(&target).cloned().ok_or_else(|| TransportError::Unreachable(format!("node {target} is down")))?;
-        let rt = self.rt.lock().clone().expect("runtime");
+        let (raft, rt) = self.rafts.lock().get(&target).cloned().ok_or_else(|| TransportError::Unreachable(format!("node {target} is down")))?;
         // Heartbeats are a few dozen bytes; a body this long carries entries.
         if kind == MsgKind::AppendEntries && body.len() > 200 {
             let delay = *self.append_delay.lock();
@@ -42,7 +42,7 @@ struct Replica {
 
 fn start(rt: &tokio::runtime::Runtime, router: &Arc<Router>, id: NodeId, engine: Arc<MemEngine>) -> Replica {
     let group = RaftGroup::start(rt.handle(), 7, id, engine.clone(), Arc::new(HybridClock::system()), router.clone(), TIMING).unwrap();
-    router.rafts.lock().insert(id, group.raft().clone());
+    router.rafts.lock().insert(id, (group.raft().clone(), group.runtime()));
     Replica { engine, group }
 }
 
@@ -79,7 +79,6 @@ struct Group3 {
 fn three_replicas() -> Group3 {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let router = Arc::new(Router::default());
-    *router.rt.lock() = Some(rt.handle().clone());
     let replicas: BTreeMap<NodeId, Replica> = (1..=3).map(|id| (id, start(&rt, &router, id, Arc::new(MemEngine::new())))).collect();
     let members: BTreeMap<NodeId, String> = (1..=3).map(|id| (id, format!("node-{id}"))).collect();
     replicas[&1].group.initialize(&members).unwrap();

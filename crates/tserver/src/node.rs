@@ -118,7 +118,8 @@ pub struct Node<F: EngineFactory> {
     tablets: RwLock<HashMap<TabletId, Arc<Tablet<F::Engine>>>>,
     /// The Raft group of every tablet replica on this node.
     groups: RwLock<HashMap<TabletId, Arc<RaftReplicator>>>,
-    /// Runs the Raft groups' tasks.
+    /// Carries the Raft groups' blocking calls to peers (each group's tasks run on
+    /// a runtime of its own: `pinax_raft::runtime`).
     rt: tokio::runtime::Runtime,
     transport: Arc<RpcTransport>,
     /// This node's replicas of status tablets (its own and other nodes').
@@ -273,11 +274,12 @@ impl<F: EngineFactory> Node<F> {
         let cutoff = HistoryCutoff::default();
         let gc_factory: Arc<dyn CompactionFilterFactory> = Arc::new(HistoryGcFilterFactory { cutoff: cutoff.clone() });
         let (tx, rx) = mpsc::channel();
-        // Log appends and applies block a worker for an fsync or a RocksDB write:
-        // more workers than cores keep heartbeats going meanwhile.
+        // Each Raft group runs on a runtime of its own, driven by the threads that
+        // wait on it (pinax_raft::runtime); this one carries the groups' blocking
+        // calls to peers (its blocking pool) and nothing else.
         let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(4)
-            .thread_name("raft")
+            .worker_threads(1)
+            .thread_name("raft-io")
             .enable_all()
             .build()
             .map_err(|e| err(ErrorCode::Internal, format!("starting the raft runtime: {e}")))?;
@@ -1181,7 +1183,7 @@ impl<F: EngineFactory> Node<F> {
             Request::Raft { group, kind, body, .. } => {
                 let kind = pinax_raft::network::MsgKind::from_u8(kind).ok_or_else(|| err(ErrorCode::InvalidRequest, format!("unknown raft message kind {kind}")))?;
                 let g = self.replica_group(TabletId(group))?;
-                self.rt.block_on(pinax_raft::network::serve(g.group.raft(), kind, &body)).map(Response::Raft).map_err(|m| err(ErrorCode::InvalidRequest, format!("bad raft message: {m}")))
+                g.group.block_on(pinax_raft::network::serve(g.group.raft(), kind, &body)).map(Response::Raft).map_err(|m| err(ErrorCode::InvalidRequest, format!("bad raft message: {m}")))
             }
         }
     }
