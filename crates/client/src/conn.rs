@@ -72,6 +72,9 @@ impl Conn {
     pub fn call(&mut self, req: &RequestEnvelope) -> Result<ResponseEnvelope> {
         frame::write_frame(&mut self.writer, req, &mut self.wbuf).map_err(|e| broke(&self.addr, e))?;
         self.writer.flush().map_err(|e| broke(&self.addr, FrameError::Io(e)))?;
+        if self.reader.buffer().is_empty() {
+            self.reader.get_ref().wait_readable().map_err(|e| broke(&self.addr, FrameError::Io(e)))?;
+        }
         // A Unix-domain socket copies memory to memory: no checksum to verify.
         let verify = !self.is_local();
         let res = frame::read_frame_buffered::<ResponseEnvelope, _>(&mut self.reader, &mut self.rbuf, verify).map_err(|e| broke(&self.addr, e))?;

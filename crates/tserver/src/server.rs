@@ -126,6 +126,10 @@ fn serve_connection<F: EngineFactory>(node: Arc<Node<F>>, stream: &Stream) {
     let mut rbuf = Vec::new();
     let mut wbuf = Vec::new();
     loop {
+        // (Not a blocking read: see `Stream::wait_readable`.)
+        if reader.buffer().is_empty() && reader.get_ref().wait_readable().is_err() {
+            return;
+        }
         let env: RequestEnvelope = match frame::read_frame(&mut reader, &mut rbuf) {
             Ok(Some(env)) => env,
             Ok(None) => return,
