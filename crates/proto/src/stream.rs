@@ -134,7 +134,9 @@ mod tests {
         b.read_exact(&mut request).unwrap();
         std::thread::sleep(Duration::from_millis(100));
         b.write_all(b"answer").unwrap();
-        assert_eq!(waiter.join().unwrap(), 1, "the waiting side was woken before its answer came");
+        // 0 if the thread started after the answer came (a loaded machine).
+        let woken = waiter.join().unwrap();
+        assert!(woken <= 1, "the waiting side was woken {woken} times: before its answer came");
     }
 
     #[test]
