@@ -8,16 +8,18 @@
 //! Concurrent patches change disjoint attributes (the tablet refuses others), so
 //! their order does not matter.
 //!
-//! The tablets never form a row (they do not know the table's layout): a read that
-//! meets patches answers a *stack* ([`encode_stack`]): the patches, newest first,
-//! then the full row. The SQL layer merges it. A stack starts with [`STACK_TAG`],
+//! Reads do not form a row: a read that meets patches answers a *stack*
+//! ([`encode_stack`]): the patches, newest first, then the full row. The SQL layer
+//! merges it. (A writer may send the table's layout with a patch, and the tablet
+//! then folds a row's stack into the whole row: `heap_tuple::fold`.) A stack starts with [`STACK_TAG`],
 //! which no heap tuple starts with (a tuple's first four bytes are its length
 //! shifted left by two: the low two bits of its first byte are zero).
 //!
 //! Layouts (integers big-endian):
 //! - patch: `n: u16`, `n × attnum: u16`, row bytes;
 //! - patch write op (on the wire): `m: u16`, `m × attnum: u16` (the attributes the
-//!   update depends on: read or written), then a patch;
+//!   update depends on: read or written), then a patch; with `m`'s top bit set, a
+//!   layout between them: `l: u16`, `l × (attlen: i16, attalign: u8)`;
 //! - stack: [`STACK_TAG`], `layers: u16`, then per layer `len: u32` + bytes (the
 //!   patches, then the full row);
 //! - patch intent: `base: u64` (the hybrid time of the newest version its writer
@@ -47,12 +49,16 @@ fn take_cols(b: &[u8]) -> Result<(Vec<u16>, &[u8]), KeyError> {
     if b.len() < 2 {
         return Err(KeyError::Truncated);
     }
-    let n = u16::from_be_bytes([b[0], b[1]]) as usize;
-    let end = 2 + 2 * n;
+    cols_at(&b[2..], u16::from_be_bytes([b[0], b[1]]) as usize)
+}
+
+/// `n` attribute numbers (ascending, 1-based) at the start of `b`, and what follows.
+fn cols_at(b: &[u8], n: usize) -> Result<(Vec<u16>, &[u8]), KeyError> {
+    let end = 2 * n;
     if b.len() < end {
         return Err(KeyError::Truncated);
     }
-    let cols: Vec<u16> = b[2..end].chunks_exact(2).map(|c| u16::from_be_bytes([c[0], c[1]])).collect();
+    let cols: Vec<u16> = b[..end].chunks_exact(2).map(|c| u16::from_be_bytes([c[0], c[1]])).collect();
     if cols.windows(2).any(|w| w[0] >= w[1]) || cols.first() == Some(&0) {
         return Err(KeyError::BadTag(0));
     }
@@ -83,17 +89,67 @@ pub fn patch_row(b: &[u8]) -> Result<&[u8], KeyError> {
 /// A patch write op's value: the attributes the update depends on (`deps`), then
 /// the patch.
 pub fn encode_patch_op(cols: &[u16], deps: &[u16], row: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(4 + 2 * (cols.len() + deps.len()) + row.len());
-    put_cols(&mut out, deps);
+    encode_patch_op_with_layout(cols, deps, &[], row)
+}
+
+/// Flag on a patch op's count of `deps`: a layout follows them.
+const LAYOUT_FLAG: u16 = 0x8000;
+
+/// [`encode_patch_op`] with the table's row layout (every attribute's `attlen`
+/// and `attalign` in bytes, as `heap_tuple::deform` takes them; empty: none),
+/// which lets the tablet fold the row's patches into a whole row
+/// (`heap_tuple::fold`) instead of refusing a blind patch over too many.
+pub fn encode_patch_op_with_layout(cols: &[u16], deps: &[u16], layout: &[(i16, u8)], row: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(6 + 2 * (cols.len() + deps.len()) + 3 * layout.len() + row.len());
+    if layout.is_empty() {
+        put_cols(&mut out, deps);
+    } else {
+        out.extend_from_slice(&(deps.len() as u16 | LAYOUT_FLAG).to_be_bytes());
+        for c in deps {
+            out.extend_from_slice(&c.to_be_bytes());
+        }
+        out.extend_from_slice(&(layout.len() as u16).to_be_bytes());
+        for (len, align) in layout {
+            out.extend_from_slice(&len.to_be_bytes());
+            out.push(*align);
+        }
+    }
     encode_patch(&mut out, cols, row);
     out
 }
 
-/// (depends-on attributes, the patch as stored) of a patch write op's value.
-pub fn decode_patch_op(b: &[u8]) -> Result<(Vec<u16>, &[u8]), KeyError> {
-    let (deps, patch) = take_cols(b)?;
+/// A patch write op, decoded.
+pub struct PatchOp<'a> {
+    /// The attributes the update depends on (read or written).
+    pub deps: Vec<u16>,
+    /// The table's row layout, if the writer sent it (empty: not sent).
+    pub layout: Vec<(i16, u8)>,
+    /// The patch as stored.
+    pub patch: &'a [u8],
+}
+
+/// A patch write op's value, decoded (see [`encode_patch_op_with_layout`]).
+pub fn decode_patch_op(b: &[u8]) -> Result<PatchOp<'_>, KeyError> {
+    if b.len() < 2 {
+        return Err(KeyError::Truncated);
+    }
+    let m = u16::from_be_bytes([b[0], b[1]]);
+    let (deps, layout, patch) = if m & LAYOUT_FLAG == 0 {
+        let (deps, patch) = take_cols(b)?;
+        (deps, Vec::new(), patch)
+    } else {
+        let (deps, rest) = cols_at(&b[2..], (m & !LAYOUT_FLAG) as usize)?;
+        if rest.len() < 2 {
+            return Err(KeyError::Truncated);
+        }
+        let n = u16::from_be_bytes([rest[0], rest[1]]) as usize;
+        let end = 2 + 3 * n;
+        let l = rest.get(2..end).ok_or(KeyError::Truncated)?;
+        let layout = l.chunks_exact(3).map(|c| (i16::from_be_bytes([c[0], c[1]]), c[2])).collect();
+        (deps, layout, &rest[end..])
+    };
     decode_patch(patch)?;
-    Ok((deps, patch))
+    Ok(PatchOp { deps, layout, patch })
 }
 
 /// A patch intent's data: the time of the version its writer saw, then the patch.
@@ -205,8 +261,14 @@ mod tests {
         assert_eq!(patch_row(&p).unwrap(), b"row-a");
         assert!(patch_row(&p[..5]).is_err());
         let op = encode_patch_op(&[2, 5], &[1, 2, 5], b"row-a");
-        let (deps, stored) = decode_patch_op(&op).unwrap();
-        assert_eq!((deps, stored), (vec![1, 2, 5], &p[..]));
+        let d = decode_patch_op(&op).unwrap();
+        assert_eq!((d.deps, d.layout, d.patch), (vec![1, 2, 5], vec![], &p[..]));
+        let op = encode_patch_op_with_layout(&[2, 5], &[1, 2, 5], &[(4, 4), (-1, 4), (-2, 1), (8, 8), (16, 1)], b"row-a");
+        let d = decode_patch_op(&op).unwrap();
+        assert_eq!((d.deps, d.layout, d.patch), (vec![1, 2, 5], vec![(4, 4), (-1, 4), (-2, 1), (8, 8), (16, 1)], &p[..]));
+        for n in 0..op.len() - 5 {
+            assert!(decode_patch_op(&op[..n]).is_err(), "truncated at {n}");
+        }
         let mut q = Vec::new();
         encode_patch(&mut q, &[], b"row-b");
         let s = encode_stack(&[&p, &q], b"base");

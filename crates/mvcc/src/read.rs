@@ -661,6 +661,9 @@ fn collect_intent_group<I: KvIterator>(it: &mut I, esc: &[u8], reverse: bool) ->
     Ok(out)
 }
 
+/// A row's stored patches (newest first) and the whole row under them.
+pub type Layers = (Vec<Vec<u8>>, Vec<u8>);
+
 /// A committed version of a key, as a writer checks it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Version {
@@ -833,6 +836,32 @@ impl<I: KvIterator> KeyCursor<I> {
             self.from = keys::prefix_upper_bound(&esc);
         }
         Ok(out)
+    }
+
+    /// The newest committed state of `key` (over the regular column family) when it
+    /// is a live row: its patches over the newest whole version (the stored patches,
+    /// newest first) and that version's row. None: no live row, or patches with no
+    /// whole version under them.
+    pub fn committed_layers(&mut self, key: &[u8]) -> Result<Option<Layers>> {
+        let esc = keys::escape(key);
+        self.position_row(&esc, keys::HT_SUFFIX_LEN)?;
+        // Stepping from here would not know where the iterator stopped.
+        self.from = None;
+        let mut patches = Vec::new();
+        while self.it.valid()? {
+            let (k, _) = keys::split_version_key(self.it.key())?;
+            if k != &esc[..] {
+                break;
+            }
+            match keys::decode_value(self.it.value())? {
+                StoredValue::Patch(p) => patches.push(p.to_vec()),
+                StoredValue::PutCols(p) => return Ok(Some((patches, patch::patch_row(p)?.to_vec()))),
+                StoredValue::Put(v) => return Ok(Some((patches, v.to_vec()))),
+                StoredValue::Tombstone => return Ok(None),
+            }
+            self.it.next();
+        }
+        Ok(None)
     }
 
     /// Every intent on `key`, of any transaction (over the intents column family).

@@ -209,14 +209,16 @@ pub enum Request {
     /// the row first. `full`: the patch's row is the whole row as read at
     /// `read_ht` (commits after it are a conflict; stored whole when nothing else
     /// is in the way); otherwise it holds only the columns it assigns (a blind
-    /// patch, never stored whole, refused with `NeedsRow` over a row already
-    /// carrying two patches: reads merge every layer). Answers `WrittenIfLive`.
+    /// patch; over a row already carrying two patches, folded with them into the
+    /// whole row when it carries the table's layout and nothing else is in the
+    /// way, else refused with `NeedsRow`: reads merge every layer). Answers `WrittenIfLive`.
     WriteIfLive { tablet: TabletId, op: WriteOp, read_ht: Option<HybridTime>, full: bool, request: u128 },
     /// `WriteIfLive` inside transaction `txn`, as its statement `seq`: a blind patch
     /// or a delete written as an intent if the row is live for the transaction (its
     /// own earlier writes, else the newest committed version: READ COMMITTED). A
-    /// patch over a row the transaction wrote itself, or carrying two patches,
-    /// answers `NeedsRow` (nothing written). Answers `WrittenIfLive`.
+    /// patch over a row the transaction wrote itself, or carrying two patches it
+    /// cannot fold (as `WriteIfLive`), answers `NeedsRow` (nothing written).
+    /// Answers `WrittenIfLive`.
     WriteIntentIfLive { tablet: TabletId, op: WriteOp, txn: TxnId, seq: u32, request: u128 },
     /// Delete every row of a tablet as transaction `txn`'s statement `seq`, which
     /// reads at `read_ht` (`DELETE FROM t` with no condition, done in the tablets:

@@ -39,8 +39,8 @@ pub enum LiveWrite {
     Absent,
     /// The row was live and is now patched or deleted.
     Applied,
-    /// A blind patch over a row with too many patches already: nothing was
-    /// written; send the whole row (read it first).
+    /// A blind patch over a row with too many patches already, which the tablet
+    /// could not fold: nothing was written; send the whole row (read it first).
     NeedsRow,
 }
 

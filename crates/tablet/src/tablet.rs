@@ -6,6 +6,7 @@ use crate::replication::{DirectWrite, Replicator};
 use crate::ops::{WriteOp, WriteOpKind};
 use pinax_proto::{LiveWrite, LockStrength};
 use parking_lot::{Condvar, Mutex, MutexGuard};
+use pinax_codec::heap_tuple;
 use pinax_codec::keys::{self, IntentKind};
 use pinax_common::{HybridClock, HybridTime, TabletId, TxnId};
 use pinax_engine::{Cf, IterOptions, KvEngine, KvIterator, OwnedBatch, Snapshot, WriteBatch, WriteOptions, WritePressure};
@@ -318,8 +319,9 @@ struct Probes<'s, S: Snapshot + 's> {
 
 /// Blind patches ([`Tablet::write_if_live`]) a row may carry over its newest whole
 /// version: reads (scans above all) merge every layer of a stack, which costs more
-/// than the round trip a blind write saves, so the next update of the row reads it
-/// and writes it whole.
+/// than the round trip a blind write saves, so the next one is folded with them
+/// into the whole row (when it carries the table's layout), or refused: the
+/// writer then reads the row and writes it whole.
 pub const BLIND_CHAIN: usize = 2;
 
 /// While storage is behind, a write waits the engine's delay per this many bytes.
@@ -360,6 +362,9 @@ enum Action {
 struct PatchOp<'a> {
     deps: Vec<u16>,
     stored: &'a [u8],
+    /// The table's row layout, if the writer sent it (empty: not sent): the
+    /// tablet may then fold the row's patches ([`heap_tuple::fold`]).
+    layout: Vec<(i16, u8)>,
 }
 
 /// Per op of a batch, its patch if it is a patch op (parsed once per batch).
@@ -369,8 +374,8 @@ fn patches_of(ops: &[WriteOp]) -> Result<Vec<Option<PatchOp<'_>>>> {
             if op.kind != WriteOpKind::Patch {
                 return Ok(None);
             }
-            let (deps, stored) = patch::decode_patch_op(&op.value).map_err(|e| Error::InvalidRequest(format!("bad patch: {e}")))?;
-            Ok(Some(PatchOp { deps: patch::union(&deps, &patch::decode_patch(stored)?.0), stored }))
+            let d = patch::decode_patch_op(&op.value).map_err(|e| Error::InvalidRequest(format!("bad patch: {e}")))?;
+            Ok(Some(PatchOp { deps: patch::union(&d.deps, &patch::decode_patch(d.patch)?.0), stored: d.patch, layout: d.layout }))
         })
         .collect()
 }
@@ -587,8 +592,10 @@ impl<E: KvEngine> Tablet<E> {
     /// A single-row write outside transactions (committed at once, as
     /// [`Tablet::write_fast`]) that takes effect only if the row is live: `op` a
     /// `Delete`, or a `Patch` whose row holds only the columns it assigns (`full`
-    /// false: a blind patch; never stored whole, and refused with `NeedsRow` over
-    /// a row already carrying [`BLIND_CHAIN`] patches) or the whole row as
+    /// false: a blind patch; stored as one, except over a row already carrying
+    /// [`BLIND_CHAIN`] patches: then folded with them into the whole row if it
+    /// carries the table's layout and nothing else is in the way (see
+    /// `resolve_live`), else refused with `NeedsRow`) or the whole row as
     /// read at `read_ht` (`full`). Another transaction's pending write of the row
     /// (a patch of columns this one depends on, for a patch) is a conflict, as is a
     /// commit after `read_ht`. Nothing is written unless `Applied` (the request
@@ -602,11 +609,11 @@ impl<E: KvEngine> Tablet<E> {
         let patches = patches_of(std::slice::from_ref(op))?;
         let patch = patches[0].as_ref();
         let mut stepped = Vec::new();
-        let state = self.resolve_live(&guard, op, None, read_ht, patch, !full, guard.needs_intents(&rows), resolver, &mut batch, &mut stepped)?;
+        let (state, folded) = self.resolve_live(&guard, op, None, read_ht, patch, !full, guard.needs_intents(&rows), resolver, &mut batch, &mut stepped)?;
         guard.stepped_over.extend(stepped);
         let outcome = if !state.live {
             LiveWrite::Absent
-        } else if patch.is_some() && !full && state.chain >= BLIND_CHAIN {
+        } else if patch.is_some() && !full && state.chain >= BLIND_CHAIN && folded.is_none() {
             LiveWrite::NeedsRow
         } else {
             LiveWrite::Applied
@@ -618,6 +625,7 @@ impl<E: KvEngine> Tablet<E> {
         if outcome == LiveWrite::Applied {
             let mut v = Vec::new();
             match patch {
+                Some(_) if folded.is_some() => keys::encode_put_cols(&mut v, folded.as_deref().unwrap_or_default()),
                 Some(p) if state.whole => keys::encode_put_cols(&mut v, p.stored),
                 Some(p) => keys::encode_patch_value(&mut v, p.stored),
                 None => v.extend_from_slice(&keys::encode_tombstone()),
@@ -640,8 +648,10 @@ impl<E: KvEngine> Tablet<E> {
     /// transaction's pending write of the row (a patch of a column this one assigns,
     /// for a patch) is a conflict naming it. A patch is refused with `NeedsRow` over a
     /// row the transaction wrote itself (its row would have to hold the whole row,
-    /// see `txn_effect`) or one already carrying [`BLIND_CHAIN`] patches; the caller
-    /// then reads the row and writes it the ordinary way. Nothing is written unless
+    /// see `txn_effect`) or one already carrying [`BLIND_CHAIN`] patches that it
+    /// cannot fold (`resolve_live`; folded, its intent holds the whole row and the
+    /// newest version's time, applied whole at the commit if nothing else wrote the
+    /// row); the caller then reads the row and writes it the ordinary way. Nothing is written unless
     /// `Applied` (the request id is then remembered: a resend answers `Applied`).
     /// A patch intent names no base version, so it is never applied as a whole row.
     pub fn write_intent_if_live<R: TxnStatusResolver + ?Sized>(&self, request: u128, txn: TxnId, seq: u32, op: &WriteOp, resolver: &R) -> Result<LiveWrite> {
@@ -653,11 +663,11 @@ impl<E: KvEngine> Tablet<E> {
         let patches = patches_of(std::slice::from_ref(op))?;
         let patch = patches[0].as_ref();
         let mut stepped = Vec::new();
-        let state = self.resolve_live(&guard, op, Some(txn), None, patch, true, guard.needs_intents(&rows), resolver, &mut batch, &mut stepped)?;
+        let (state, folded) = self.resolve_live(&guard, op, Some(txn), None, patch, true, guard.needs_intents(&rows), resolver, &mut batch, &mut stepped)?;
         guard.stepped_over.extend(stepped);
         let outcome = if !state.live {
             LiveWrite::Absent
-        } else if patch.is_some() && (state.own.is_some() || state.chain >= BLIND_CHAIN) {
+        } else if patch.is_some() && (state.own.is_some() || (state.chain >= BLIND_CHAIN && folded.is_none())) {
             LiveWrite::NeedsRow
         } else {
             LiveWrite::Applied
@@ -668,6 +678,9 @@ impl<E: KvEngine> Tablet<E> {
         if outcome == LiveWrite::Applied {
             let mut v = Vec::new();
             match patch {
+                // Folded: the whole row as of the newest version (applied whole
+                // if nothing else wrote the row before the commit).
+                Some(_) if folded.is_some() => keys::encode_intent_value(&mut v, IntentKind::Patch, 0, &patch::encode_patch_intent(state.latest, folded.as_deref().unwrap_or_default())),
                 Some(p) => keys::encode_intent_value(&mut v, IntentKind::Patch, 0, &patch::encode_patch_intent(HybridTime::INVALID, p.stored)),
                 None => keys::encode_intent_value(&mut v, IntentKind::Delete, 0, &[]),
             }
@@ -697,15 +710,35 @@ impl<E: KvEngine> Tablet<E> {
     }
 
     /// [`Tablet::resolve_key`] for the one row of a write if live (`intents`:
-    /// whether to look for intents on it).
+    /// whether to look for intents on it). With it, for a blind patch over a row
+    /// already carrying [`BLIND_CHAIN`] patches, the whole row the patch makes of
+    /// the newest committed version, as a stored patch (its attributes, the row),
+    /// when the writer sent the table's layout and nothing else is in the way
+    /// (no other transaction's write, resolved here or pending; not the
+    /// transaction's own row). None: the patch is refused (`NeedsRow`).
     #[allow(clippy::too_many_arguments)]
-    fn resolve_live<R: TxnStatusResolver + ?Sized>(&self, guard: &WriteState, op: &WriteOp, me: Option<TxnId>, read_ht: Option<HybridTime>, patch: Option<&PatchOp<'_>>, blind: bool, intents: bool, resolver: &R, batch: &mut OwnedBatch, stepped: &mut Vec<TxnId>) -> Result<KeyState> {
+    fn resolve_live<R: TxnStatusResolver + ?Sized>(&self, guard: &WriteState, op: &WriteOp, me: Option<TxnId>, read_ht: Option<HybridTime>, patch: Option<&PatchOp<'_>>, blind: bool, intents: bool, resolver: &R, batch: &mut OwnedBatch, stepped: &mut Vec<TxnId>) -> Result<(KeyState, Option<Vec<u8>>)> {
         let snap = self.engine.snapshot();
         let regular = KeyCursor::probing(snap.iter(Cf::Regular, IterOptions { prefix_same_as_start: true, ..IterOptions::default() }));
         let intents = intents.then(|| intents_cursor_between(&snap, &op.key, &op.key, true));
         let (deleted, own_deletion) = self.deletion_in_the_way(me, &guard.deletions, resolver)?;
         let mut probes: Probes<E::Snapshot<'_>> = Probes { regular, intents, deleted, own_deletion };
-        self.resolve_key(&mut probes, &op.key, me, read_ht, op.kind, op.strength(), patch.map(|p| &p.deps[..]), blind, resolver, batch, stepped)
+        let state = self.resolve_key(&mut probes, &op.key, me, read_ht, op.kind, op.strength(), patch.map(|p| &p.deps[..]), blind, resolver, batch, stepped)?;
+        let Some(p) = patch.filter(|p| blind && !p.layout.is_empty()) else { return Ok((state, None)) };
+        if !state.live || state.own.is_some() || state.chain < BLIND_CHAIN || state.latest == HybridTime::INVALID || !batch.is_empty() || !stepped.is_empty() {
+            return Ok((state, None));
+        }
+        let Some((patches, base)) = probes.regular.committed_layers(&op.key)? else { return Ok((state, None)) };
+        let (cols, row) = patch::decode_patch(p.stored)?;
+        let mut layers: Vec<(Vec<u16>, &[u8])> = vec![(cols, row)];
+        for stored in &patches {
+            layers.push(patch::decode_patch(stored)?);
+        }
+        let refs: Vec<(&[u16], &[u8])> = layers.iter().map(|(c, r)| (&c[..], *r)).collect();
+        let Some(whole) = heap_tuple::fold(&p.layout, &refs, &base) else { return Ok((state, None)) };
+        let mut stored = Vec::with_capacity(whole.len() + 2 + 2 * layers[0].0.len());
+        patch::encode_patch(&mut stored, &layers[0].0, &whole);
+        Ok((state, Some(stored)))
     }
 
     /// Write backpressure, before a client's write takes the write lock: while the

@@ -1944,6 +1944,100 @@ fn writes_if_live_apply_only_to_live_rows_and_bound_blind_patches() {
     }
 }
 
+/// A heap tuple of int4 columns (as `heap_form_tuple` lays it out, no NULLs).
+fn int4s_row(vals: &[i32]) -> Vec<u8> {
+    let mut t = vec![0u8; 24];
+    t[18] = vals.len() as u8; // natts
+    t[22] = 24; // t_hoff
+    for v in vals {
+        t.extend_from_slice(&v.to_le_bytes());
+    }
+    let n = t.len() as i32;
+    t[..4].copy_from_slice(&n.to_le_bytes());
+    t
+}
+
+const INT4S: [(i16, u8); 3] = [(4, 4), (4, 4), (4, 4)];
+
+/// A blind patch of int4 columns: `col` of a row whose other columns are 0 (the
+/// writer knows only what it assigns), with the table's layout if `layout`.
+fn blind_int4(key: &str, col: u16, v: i32, layout: bool) -> WriteOp {
+    let mut vals = [0; 3];
+    vals[col as usize - 1] = v;
+    let l: &[(i16, u8)] = if layout { &INT4S } else { &[] };
+    WriteOp::patch(key, pinax_codec::patch::encode_patch_op_with_layout(&[col], &[col], l, &int4s_row(&vals)))
+}
+
+/// The row of `key` as the tablet answers it: (patches over it, the full row).
+fn raw_stack(w: &World, key: &str, ctx: ReadContext) -> Option<(usize, Vec<u8>)> {
+    let v = w.tablet_for(key.as_bytes()).read(ctx, key.as_bytes(), &w.resolver()).unwrap()?;
+    if !pinax_codec::patch::is_stack(&v) {
+        return Some((0, v));
+    }
+    let st = pinax_codec::patch::decode_stack(&v).unwrap();
+    Some((st.patches.len(), st.base.to_vec()))
+}
+
+#[test]
+fn blind_patches_sent_with_the_layout_are_folded_into_the_whole_row() {
+    use pinax_proto::LiveWrite::{Applied, NeedsRow};
+    use pinax_tablet::tablet::BLIND_CHAIN;
+    assert_eq!(BLIND_CHAIN, 2);
+    let w = World::new();
+    let t = w.tablet_for(b"a");
+    let live = |op: &WriteOp| t.write_if_live(0, op, None, false, &w.resolver()).map(|(_, o)| o).unwrap();
+    t.write_fast(0, &[WriteOp::put("a", int4s_row(&[1, 2, 3]))], None, &w.resolver()).unwrap();
+    // Two patches stay patches; the third, which would be refused without the
+    // layout, makes the row whole: every column from the newest layer assigning it.
+    assert_eq!(live(&blind_int4("a", 2, 20, true)), Applied);
+    assert_eq!(live(&blind_int4("a", 3, 30, true)), Applied);
+    assert_eq!(raw_stack(&w, "a", ReadContext::at(w.now())).unwrap().0, 2);
+    assert_eq!(live(&blind_int4("a", 3, 300, false)), NeedsRow);
+    assert_eq!(live(&blind_int4("a", 1, 10, true)), Applied);
+    assert_eq!(raw_stack(&w, "a", ReadContext::at(w.now())), Some((0, int4s_row(&[10, 20, 30]))));
+    // Patches go in over it again.
+    assert_eq!(live(&blind_int4("a", 2, 21, true)), Applied);
+    assert_eq!(live(&blind_int4("a", 2, 22, true)), Applied);
+    assert_eq!(live(&blind_int4("a", 3, 33, true)), Applied);
+    assert_eq!(raw_stack(&w, "a", ReadContext::at(w.now())), Some((0, int4s_row(&[10, 22, 33]))));
+    // A row the layout does not describe (written before a column was added): refused.
+    t.write_fast(0, &[WriteOp::put("a", int4s_row(&[1, 2]))], None, &w.resolver()).unwrap();
+    assert_eq!(live(&blind_int4("a", 3, 3, true)), Applied);
+    assert_eq!(live(&blind_int4("a", 3, 4, true)), Applied);
+    assert_eq!(live(&blind_int4("a", 3, 5, true)), NeedsRow);
+    // Another transaction's pending patch of another column: refused (the
+    // caller reads the row and writes it whole, which waits for it).
+    t.write_fast(0, &[WriteOp::put("a", int4s_row(&[1, 2, 3]))], None, &w.resolver()).unwrap();
+    assert_eq!(live(&blind_int4("a", 2, 20, true)), Applied);
+    assert_eq!(live(&blind_int4("a", 2, 21, true)), Applied);
+    let t1 = tid(1);
+    w.status.create(t1).unwrap();
+    w.txn_write(t1, 1, w.now(), vec![blind_int4("a", 1, 100, false)]).unwrap();
+    assert_eq!(live(&blind_int4("a", 3, 30, true)), NeedsRow);
+    w.status.abort(t1, all_ids(&w)).unwrap();
+    t.remove_intents(t1).unwrap();
+    assert_eq!(live(&blind_int4("a", 3, 30, true)), Applied);
+    assert_eq!(raw_stack(&w, "a", ReadContext::at(w.now())), Some((0, int4s_row(&[1, 21, 30]))));
+
+    // In a transaction: the folded row is its intent, seen by the transaction's
+    // later statements, and applied as the whole row when it commits over the
+    // version it was folded from.
+    let intent = |txn: TxnId, seq: u32, op: &WriteOp| t.write_intent_if_live(0, txn, seq, op, &w.resolver()).unwrap();
+    assert_eq!(live(&blind_int4("a", 1, 2, true)), Applied);
+    assert_eq!(live(&blind_int4("a", 1, 3, true)), Applied);
+    let t2 = tid(2);
+    w.status.create(t2).unwrap();
+    assert_eq!(intent(t2, 1, &blind_int4("a", 2, 7, false)), NeedsRow);
+    assert_eq!(intent(t2, 1, &blind_int4("a", 2, 7, true)), Applied);
+    let merged_in_txn = w.tablet_for(b"a").read(ReadContext::in_txn(w.now(), t2, 2), b"a", &w.resolver()).unwrap().unwrap();
+    let st = pinax_codec::patch::decode_stack(&merged_in_txn).unwrap();
+    assert_eq!(st.patches[0], (vec![2], &int4s_row(&[3, 7, 30])[..]), "the intent holds the whole row");
+    assert_eq!(raw_stack(&w, "a", ReadContext::at(w.now())).unwrap().0, 2, "others see the committed stack");
+    let c2 = w.status.commit(t2, vec![t.id()]).unwrap();
+    assert_eq!(t.apply_intents(t2, c2).unwrap(), 1);
+    assert_eq!(raw_stack(&w, "a", ReadContext::at(w.now())), Some((0, int4s_row(&[3, 7, 30]))));
+}
+
 #[test]
 fn transactional_writes_if_live_write_intents_over_live_rows_only() {
     use pinax_proto::LiveWrite::{Absent, Applied, NeedsRow};

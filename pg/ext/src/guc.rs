@@ -22,6 +22,7 @@ static TRACE_SCANS: GucSetting<bool> = GucSetting::<bool>::new(false);
 static COLUMN_CONFLICTS: GucSetting<bool> = GucSetting::<bool>::new(true);
 static SINGLE_ROW_WRITES: GucSetting<bool> = GucSetting::<bool>::new(true);
 static SINGLE_ROW_WRITES_IN_TXNS: GucSetting<bool> = GucSetting::<bool>::new(true);
+static TABLET_FOLDS: GucSetting<bool> = GucSetting::<bool>::new(true);
 static INSERT_AT_ONCE: GucSetting<bool> = GucSetting::<bool>::new(true);
 static DELETE_ALL: GucSetting<bool> = GucSetting::<bool>::new(true);
 
@@ -167,8 +168,16 @@ pub fn init() {
     GucRegistry::define_bool_guc(
         c"pinax.enable_single_row_writes_in_transactions",
         c"pinax.enable_single_row_writes also inside READ COMMITTED transaction blocks: the row is written as a provisional record of the transaction without being read first.",
-        c"A top-level statement (not run by a function, procedure or DO block). The row is live for the transaction when its own earlier writes say so, else when its newest committed version is live (PostgreSQL's READ COMMITTED re-check of an updated row). A second such UPDATE of a row the transaction wrote, or of a row carrying two earlier ones, reads the row and runs as usual.",
+        c"A top-level statement (not run by a function, procedure or DO block). The row is live for the transaction when its own earlier writes say so, else when its newest committed version is live (PostgreSQL's READ COMMITTED re-check of an updated row). A second such UPDATE of a row the transaction wrote, or of a row carrying two earlier ones that the tablet cannot merge (pinax.enable_tablet_folds), reads the row and runs as usual.",
         &SINGLE_ROW_WRITES_IN_TXNS,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_bool_guc(
+        c"pinax.enable_tablet_folds",
+        c"An UPDATE by key without reading the row (pinax.enable_single_row_writes) sends the table's row layout, so that the tablet can merge the row's earlier updates into the whole row itself.",
+        c"Such an UPDATE stores only the columns it assigns, laid over the row; over a row already carrying two of them the tablet forms the whole row (when no other transaction's write is in the way), where without the layout it refuses and the statement reads the row and writes it whole: two more round trips.",
+        &TABLET_FOLDS,
         GucContext::Userset,
         GucFlags::default(),
     );
@@ -242,6 +251,11 @@ pub fn trace_scans() -> bool {
 /// `pinax.enable_single_row_writes`.
 pub fn single_row_writes() -> bool {
     SINGLE_ROW_WRITES.get()
+}
+
+/// `pinax.enable_tablet_folds`.
+pub fn tablet_folds() -> bool {
+    TABLET_FOLDS.get()
 }
 
 /// `pinax.enable_insert_at_once`.

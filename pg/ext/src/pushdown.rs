@@ -534,14 +534,8 @@ impl Inner {
         }
         let attrs = (0..=max_att as usize)
             .map(|i| {
-                let a = (*desc).attrs.as_ptr().add(i);
-                let align = match (*a).attalign as u8 {
-                    b's' => 2,
-                    b'i' => 4,
-                    b'd' => 8,
-                    _ => 1,
-                };
-                AttrLayout { len: (*a).attlen, align }
+                let (len, align) = crate::tuple::attr_layout(desc, i);
+                AttrLayout { len, align }
             })
             .collect();
         (Some(RowFilter { attrs, ops }), complete)

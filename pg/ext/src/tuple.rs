@@ -60,6 +60,30 @@ pub unsafe fn form_tuple_bytes(slot: *mut pg_sys::TupleTableSlot) -> Vec<u8> {
     bytes
 }
 
+/// Attribute `i`'s (0-based) `attlen` and alignment in bytes, as the tablets
+/// read rows (`pinax_codec::heap_tuple`).
+///
+/// # Safety
+/// `desc` is a valid tuple descriptor with more than `i` attributes.
+pub unsafe fn attr_layout(desc: pg_sys::TupleDesc, i: usize) -> (i16, u8) {
+    let a = (*desc).attrs.as_ptr().add(i);
+    let align = match (*a).attalign as u8 {
+        b's' => 2,
+        b'i' => 4,
+        b'd' => 8,
+        _ => 1,
+    };
+    ((*a).attlen, align)
+}
+
+/// Every attribute's [`attr_layout`].
+///
+/// # Safety
+/// `desc` is a valid tuple descriptor.
+pub unsafe fn row_layout(desc: pg_sys::TupleDesc) -> Vec<(i16, u8)> {
+    (0..(*desc).natts as usize).map(|i| attr_layout(desc, i)).collect()
+}
+
 /// Put the row `bytes` into `slot` as the version named `tid` of relation `relid`.
 /// `own_xid`: the row was written by this transaction (its xmin is the current
 /// transaction id, which RI and ON CONFLICT checks test).

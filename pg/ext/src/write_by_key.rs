@@ -34,7 +34,8 @@
 //! the row is live when the transaction's own earlier writes say so, else when its
 //! newest committed version is; a blind patch over a row the transaction wrote
 //! itself (its patch must hold the whole row, see `pinax_mvcc::txn_effect`) or
-//! over two patches answers `NeedsRow`, and the statement then runs its child.
+//! over two patches the tablet cannot fold (below) answers `NeedsRow`, and the
+//! statement then runs its child.
 //! Otherwise (a function, REPEATABLE READ in a block, SERIALIZABLE) it runs its
 //! child, the plan PostgreSQL made, unchanged.
 //!
@@ -44,9 +45,14 @@
 //! as a REPEATABLE READ transaction whose snapshot was taken then; a READ
 //! COMMITTED statement's snapshot could have been taken then too). A pending
 //! write of another transaction makes it wait (as for a row lock) and try again.
-//! A patch that would be the third over a row is refused by the tablet (reads,
-//! scans above all, merge every layer of a row's stack): the node then reads the row, forms it whole and writes it with that
-//! read's time (a newer commit makes it read again), which folds the stack.
+//! A patch that would be the third over a row is not stored as one (reads, scans
+//! above all, merge every layer of a row's stack): the patch carries the table's
+//! row layout (`pinax.enable_tablet_folds`), and the tablet folds the stack and the
+//! patch into the whole row (`pinax_codec::heap_tuple::fold`). Where it cannot
+//! (another transaction's write of the row in the way, a row written before a column
+//! was added, no layout sent) it refuses the patch: the node then reads the row,
+//! forms it whole and writes it with that read's time (a newer commit makes it
+//! read again), which folds the stack.
 //! A NULL for a NOT NULL column runs the child plan, which reports it as
 //! PostgreSQL does (nothing was written).
 //!
@@ -577,7 +583,14 @@ unsafe extern "C-unwind" fn exec(node: *mut pg_sys::CustomScanState) -> *mut pg_
     let key = meta::pk_key(&pk, slot);
     let mut sorted = assigned.clone();
     sorted.sort_unstable();
-    let blind = if (*s).op == OP_UPDATE { WriteOp::patch(key.clone(), patch::encode_patch_op(&sorted, &sorted, &form_tuple_bytes(slot))) } else { WriteOp::delete(key.clone()) };
+    // With the table's layout, the tablet folds a row's patches into the whole row
+    // itself rather than answer `NeedsRow` (`pinax_codec::heap_tuple::fold`).
+    let blind = if (*s).op == OP_UPDATE {
+        let layout = if guc::tablet_folds() { crate::tuple::row_layout(desc) } else { Vec::new() };
+        WriteOp::patch(key.clone(), patch::encode_patch_op_with_layout(&sorted, &sorted, &layout, &form_tuple_bytes(slot)))
+    } else {
+        WriteOp::delete(key.clone())
+    };
     if (*s).in_txn {
         let seq = pg_sys::GetCurrentCommandId(true);
         let outcome = state::with(|b| b.write_if_live(seq, &m.storage, blind)).unwrap_or_else(|e| crate::violation::raise(e));

@@ -20,9 +20,15 @@ SET client_min_messages = debug1;
 UPDATE wbp SET a = 'x' WHERE id = 3;
 UPDATE wbp SET a = 'x' WHERE id = 33;
 DELETE FROM wbp WHERE id = 4;
--- More patches than a row carries: the third reads the row and writes it whole.
+-- More patches than a row carries: the tablet merges them into the whole row
+-- (pinax.enable_tablet_folds) and no statement reads the row...
 SELECT format('UPDATE wbp SET %s = %L WHERE id = 2', CASE WHEN g % 2 = 0 THEN 'a' ELSE 'b' END, g) FROM generate_series(1, 10) g
 \gexec
+-- ...or, without the folds, every third reads the row and writes it whole.
+SET pinax.enable_tablet_folds = off;
+SELECT format('UPDATE wbp SET %s = %L WHERE id = 2', CASE WHEN g % 2 = 0 THEN 'a' ELSE 'b' END, g) FROM generate_series(11, 20) g
+\gexec
+RESET pinax.enable_tablet_folds;
 -- In a READ COMMITTED transaction block: by key, as provisional writes; a
 -- second update of the row the transaction wrote reads it first.
 BEGIN;
