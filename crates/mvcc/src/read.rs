@@ -802,7 +802,10 @@ impl<I: KvIterator> KeyCursor<I> {
 
     /// The newest committed versions of `key` (over the regular column family),
     /// newest first, down to the first full one (not a patch): every one newer
-    /// than `newer_than`, and at least `max` if there are as many.
+    /// than `newer_than`, and at least `max` if there are as many. A whole row a
+    /// patch wrote (`PutCols`) newer than `newer_than` (not INVALID) does not end
+    /// them: it records only the attributes its update changed, and a writer
+    /// that read at `newer_than` must see the changes under it too.
     pub fn recent_versions(&mut self, key: &[u8], newer_than: HybridTime, max: usize) -> Result<Vec<Version>> {
         let esc = keys::escape(key);
         self.position_row(&esc, keys::HT_SUFFIX_LEN)?;
@@ -818,9 +821,9 @@ impl<I: KvIterator> KeyCursor<I> {
                 StoredValue::Put(_) => Version { ht, cols: None, live: true, patch: false },
                 StoredValue::Tombstone => Version { ht, cols: None, live: false, patch: false },
             };
-            let full = !v.patch;
+            let last = !v.patch && !(v.cols.is_some() && newer_than != HybridTime::INVALID && ht > newer_than);
             out.push(v);
-            if full {
+            if last {
                 break;
             }
             self.it.next();

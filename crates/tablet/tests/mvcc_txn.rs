@@ -1835,6 +1835,33 @@ fn patches_last_only_while_updates_are_concurrent() {
 }
 
 #[test]
+fn a_whole_row_written_by_a_patch_hides_no_earlier_change_from_a_conflict_check() {
+    // A patch stored as the whole row records only the attributes it changed;
+    // the changes of the versions under it still count for a writer that read
+    // before them. (Before 2026-11-27 the check stopped at that whole row: an
+    // update of attribute 3 read before another update of attribute 3 went in
+    // once a third update, of attribute 2, had been stored whole over it.)
+    let w = World::new();
+    let t = &w.tablets[0];
+    w.put("a", "base");
+    let read = w.now();
+    t.write_fast(0, &[patch_op("a", &[3], &[3], "c3")], Some(w.now()), &w.resolver()).unwrap();
+    t.write_fast(0, &[patch_op("a", &[2], &[2], "c2")], Some(w.now()), &w.resolver()).unwrap();
+    assert_eq!(stacked(&w, "a", ReadContext::at(w.now())), Some((vec![], "c2".into())), "stored whole");
+    let e = t.write_fast(0, &[patch_op("a", &[3], &[3], "lost")], Some(read), &w.resolver()).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::SerializationFailure);
+    let t1 = tid(1);
+    w.status.create(t1).unwrap();
+    let e = w.txn_write(t1, 1, read, vec![patch_op("a", &[3], &[1, 3], "lost")]).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::SerializationFailure);
+    // One that depends on neither changed attribute goes in (as a patch).
+    t.write_fast(0, &[patch_op("a", &[4], &[4], "c4")], Some(read), &w.resolver()).unwrap();
+    assert_eq!(stacked(&w, "a", ReadContext::at(w.now())), Some((vec![(vec![4], "c4".into())], "c2".into())));
+    // Read after them: no conflict.
+    t.write_fast(0, &[patch_op("a", &[3], &[3], "now")], Some(w.now()), &w.resolver()).unwrap();
+}
+
+#[test]
 fn a_patch_needs_a_live_row() {
     let w = World::new();
     let t = &w.tablets[0];
