@@ -821,7 +821,10 @@ impl<I: KvIterator> KeyCursor<I> {
                 StoredValue::Put(_) => Version { ht, cols: None, live: true, patch: false },
                 StoredValue::Tombstone => Version { ht, cols: None, live: false, patch: false },
             };
-            let last = !v.patch && !(v.cols.is_some() && newer_than != HybridTime::INVALID && ht > newer_than);
+            // Under a patch, or a whole row a patch wrote newer than `newer_than`,
+            // the next version counts too.
+            let more = v.patch || (v.cols.is_some() && newer_than != HybridTime::INVALID && ht > newer_than);
+            let last = !more;
             out.push(v);
             if last {
                 break;
