@@ -19,7 +19,9 @@
 //! - an unknown transaction is reported `Aborted` (records are created before the
 //!   first intent is written, and removed only after their intents are gone).
 //!
-//! No I/O and no clock reads: time comes in as arguments. Start at [`Coordinator`].
+//! No I/O and no clock reads: time comes in as arguments. Start at [`Coordinator`]
+//! (its records are indexed by state, so the periodic expiry, resolution and
+//! garbage collection read only the records they concern).
 
 pub mod coordinator;
 pub mod record;
