@@ -21,7 +21,8 @@
 //! that drove the runtime; timers cannot be seen from outside, so a runtime with
 //! neither is visited every [`IDLE_TICK`] only (Raft's timers are 100 ms and
 //! more): an idle group, the common case on a node of many tablets, is visited
-//! a fifth as often (the ticker's CPU on an idle node of 200 tablets -35-50%: the
+//! a fifth as often (with the runtimes built without an I/O driver, and their
+//! metrics kept: the ticker's CPU on an idle node of 200 tablets -60%, the
 //! groups' own timers remain; bench/results/2026-11-27-idle-ticks.txt). A runtime's
 //! core is held by one thread at a time; a thread that finds it taken waits for
 //! its own future (tokio wakes it when the holder lets go), so the ticker never
@@ -53,6 +54,8 @@ pub const IDLE_TICK: Duration = Duration::from_millis(25);
 /// One group's runtime (see the module docs).
 pub struct GroupRuntime {
     rt: tokio::runtime::Runtime,
+    /// Its metrics (kept: making them from the handle clones it every time).
+    metrics: tokio::runtime::RuntimeMetrics,
     /// When a thread last finished driving it (milliseconds since [`epoch`]).
     driven_ms: AtomicU64,
     /// When the ticker last drove it.
@@ -77,9 +80,13 @@ fn now_ms() -> u64 {
 impl GroupRuntime {
     /// A new runtime, registered with the ticker (started on first use).
     pub fn new() -> std::io::Result<Arc<GroupRuntime>> {
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        // Timers only: a group's network calls run on the node's shared runtime
+        // (and its files are read and written synchronously), so parking needs no
+        // I/O driver (an epoll_wait at every visit of the ticker).
+        let rt = tokio::runtime::Builder::new_current_thread().enable_time().build()?;
         let now = now_ms();
-        let g = Arc::new(GroupRuntime { rt, driven_ms: AtomicU64::new(now), ticked_ms: AtomicU64::new(now), ticks: AtomicU64::new(0) });
+        let metrics = rt.metrics();
+        let g = Arc::new(GroupRuntime { rt, metrics, driven_ms: AtomicU64::new(now), ticked_ms: AtomicU64::new(now), ticks: AtomicU64::new(0) });
         RUNTIMES.lock().push(Arc::downgrade(&g));
         TICKER.call_once(|| {
             if let Err(e) = std::thread::Builder::new().name("raft-tick".into()).spawn(tick_forever) {
@@ -120,8 +127,8 @@ impl GroupRuntime {
             return;
         }
         let ticked = self.ticked_ms.load(Ordering::Relaxed);
-        let woken = self.rt.handle().metrics().global_queue_depth() > 0;
-        if !woken && driven <= ticked && now.saturating_sub(ticked) < IDLE_TICK.as_millis() as u64 {
+        let due = driven > ticked || now.saturating_sub(ticked) >= IDLE_TICK.as_millis() as u64;
+        if !due && self.metrics.global_queue_depth() == 0 {
             return;
         }
         self.block_on(async {
