@@ -51,8 +51,7 @@ pub fn deform(tuple: &[u8], layouts: &[(i16, u8)], out: &mut Vec<Attr>) {
             Piece::Null => Attr::Null,
             Piece::Datum { payload: Some((a, b)), .. } => Attr::Value(a, b),
             Piece::Datum { payload: None, .. } => Attr::Unknown,
-        });
-        true
+        })
     });
     out.resize(layouts.len(), Attr::Unknown);
 }
@@ -66,16 +65,21 @@ enum Piece {
     Datum { start: usize, end: usize, payload: Option<(usize, usize)> },
 }
 
-/// Visit attributes `0..layouts.len()` of `tuple` in order while `visit` says
-/// so, stopping at the first one that cannot be found (malformed, or past the
-/// tuple's attributes). Returns how many were visited.
-fn walk(tuple: &[u8], layouts: &[(i16, u8)], mut visit: impl FnMut(Piece) -> bool) -> usize {
+/// The number of attributes `tuple` holds (None: too short for a header).
+fn natts_of(tuple: &[u8]) -> Option<usize> {
+    let b = tuple.get(INFOMASK2_OFFSET..INFOMASK2_OFFSET + 2)?;
+    Some((u16::from_le_bytes([b[0], b[1]]) & HEAP_NATTS_MASK) as usize)
+}
+
+/// Visit attributes `0..layouts.len()` of `tuple` in order, stopping at the
+/// first one that cannot be found (malformed, or past the tuple's attributes).
+/// Returns how many were visited.
+fn walk(tuple: &[u8], layouts: &[(i16, u8)], mut visit: impl FnMut(Piece)) -> usize {
     if tuple.len() < BITS_OFFSET {
         return 0;
     }
-    let u16_at = |o: usize| u16::from_le_bytes([tuple[o], tuple[o + 1]]);
-    let natts = (u16_at(INFOMASK2_OFFSET) & HEAP_NATTS_MASK) as usize;
-    let has_null = u16_at(INFOMASK_OFFSET) & HEAP_HASNULL != 0;
+    let Some(natts) = natts_of(tuple) else { return 0 };
+    let has_null = u16::from_le_bytes([tuple[INFOMASK_OFFSET], tuple[INFOMASK_OFFSET + 1]]) & HEAP_HASNULL != 0;
     let hoff = tuple[HOFF_OFFSET] as usize;
     if hoff < BITS_OFFSET || hoff > tuple.len() || (has_null && BITS_OFFSET + natts.div_ceil(8) > hoff) {
         return 0;
@@ -88,9 +92,7 @@ fn walk(tuple: &[u8], layouts: &[(i16, u8)], mut visit: impl FnMut(Piece) -> boo
             return i;
         }
         if has_null && bits[i >> 3] & (1 << (i & 7)) == 0 {
-            if !visit(Piece::Null) {
-                return i + 1;
-            }
+            visit(Piece::Null);
             continue;
         }
         let align = align.max(1) as usize;
@@ -147,9 +149,7 @@ fn walk(tuple: &[u8], layouts: &[(i16, u8)], mut visit: impl FnMut(Piece) -> boo
         };
         debug_assert!(start <= end);
         let payload = value.map(|(a, b)| (hoff + a, hoff + b));
-        if !visit(Piece::Datum { start: hoff + start, end: hoff + end, payload }) {
-            return i + 1;
-        }
+        visit(Piece::Datum { start: hoff + start, end: hoff + end, payload });
         off = end;
     }
     layouts.len()
@@ -175,8 +175,8 @@ const MAXALIGN: usize = 8;
 pub fn fold(layouts: &[(i16, u8)], layers: &[(&[u16], &[u8])], base: &[u8]) -> Option<Vec<u8>> {
     let natts = layouts.len();
     let newest = layers.first().map_or(base, |l| l.1);
-    // Where each attribute comes from: (tuple, piece).
-    let mut pieces: Vec<Option<(usize, Piece)>> = vec![None; natts];
+    // Each attribute's source (an index into `tuples`) and its piece there.
+    let mut pieces: Vec<Option<Piece>> = vec![None; natts];
     let tuples: Vec<&[u8]> = layers.iter().map(|l| l.1).chain(std::iter::once(base)).collect();
     let mut source = vec![layers.len(); natts];
     for (li, (cols, _)) in layers.iter().enumerate().rev() {
@@ -189,7 +189,7 @@ pub fn fold(layouts: &[(i16, u8)], layers: &[(&[u16], &[u8])], base: &[u8]) -> O
         }
     }
     for (ti, t) in tuples.iter().enumerate() {
-        if t.len() < BITS_OFFSET || (u16::from_le_bytes([t[INFOMASK2_OFFSET], t[INFOMASK2_OFFSET + 1]]) & HEAP_NATTS_MASK) as usize != natts {
+        if t.len() < BITS_OFFSET || natts_of(t) != Some(natts) {
             return None;
         }
         if !source.contains(&ti) {
@@ -198,17 +198,16 @@ pub fn fold(layouts: &[(i16, u8)], layers: &[(&[u16], &[u8])], base: &[u8]) -> O
         let mut i = 0;
         let seen = walk(t, layouts, |p| {
             if source[i] == ti {
-                pieces[i] = Some((ti, p));
+                pieces[i] = Some(p);
             }
             i += 1;
-            true
         });
         if seen != natts {
             return None;
         }
     }
     // Form it: header, null bitmap, MAXALIGNed data (heap_fill_tuple's layout).
-    let has_null = pieces.iter().any(|p| matches!(p, Some((_, Piece::Null))));
+    let has_null = pieces.iter().any(|p| matches!(p, Some(Piece::Null)));
     let mut hoff = BITS_OFFSET + if has_null { natts.div_ceil(8) } else { 0 };
     hoff = hoff.div_ceil(MAXALIGN) * MAXALIGN;
     let mut out = Vec::with_capacity(hoff + newest.len());
@@ -219,15 +218,14 @@ pub fn fold(layouts: &[(i16, u8)], layers: &[(&[u16], &[u8])], base: &[u8]) -> O
     out.resize(hoff, 0);
     let mut infomask = if has_null { HEAP_HASNULL } else { 0 };
     for (i, p) in pieces.iter().enumerate() {
-        let (ti, piece) = (*p)?;
-        let (start, end) = match piece {
+        let (start, end) = match (*p)? {
             Piece::Null => continue,
             Piece::Datum { start, end, .. } => (start, end),
         };
         if has_null {
             out[BITS_OFFSET + (i >> 3)] |= 1 << (i & 7);
         }
-        let bytes = &tuples[ti][start..end];
+        let bytes = &tuples[source[i]][start..end];
         let (len, align) = layouts[i];
         if len < 0 {
             infomask |= HEAP_HASVARWIDTH;

@@ -101,13 +101,9 @@ const LAYOUT_FLAG: u16 = 0x8000;
 /// (`heap_tuple::fold`) instead of refusing a blind patch over too many.
 pub fn encode_patch_op_with_layout(cols: &[u16], deps: &[u16], layout: &[(i16, u8)], row: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(6 + 2 * (cols.len() + deps.len()) + 3 * layout.len() + row.len());
-    if layout.is_empty() {
-        put_cols(&mut out, deps);
-    } else {
-        out.extend_from_slice(&(deps.len() as u16 | LAYOUT_FLAG).to_be_bytes());
-        for c in deps {
-            out.extend_from_slice(&c.to_be_bytes());
-        }
+    put_cols(&mut out, deps);
+    if !layout.is_empty() {
+        out[0] |= (LAYOUT_FLAG >> 8) as u8;
         out.extend_from_slice(&(layout.len() as u16).to_be_bytes());
         for (len, align) in layout {
             out.extend_from_slice(&len.to_be_bytes());

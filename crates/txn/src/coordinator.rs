@@ -71,12 +71,11 @@ impl Coordinator {
 
     /// Rebuild from persisted records (after a restart).
     pub fn load(&mut self, id: TxnId, rec: TxnRecord) {
-        self.index(id, &rec);
-        if let Some(old) = self.records.insert(id, rec) {
+        if let Some(old) = self.records.remove(&id) {
             self.unindex(id, &old);
-            let rec = self.records[&id].clone();
-            self.index(id, &rec);
         }
+        self.index(id, &rec);
+        self.records.insert(id, rec);
     }
 
     pub fn get(&self, id: TxnId) -> Option<&TxnRecord> {
