@@ -77,8 +77,8 @@ printf "%-7s %9s %8s\n" variant tps failed
 for var in "${variants[@]}"; do
   sys=pinax; [[ $var == stock ]] && sys=stock
   opts=""; [[ $var != stock ]] && opts="-c pinax.column_conflicts=$var"
-  out=$(PGOPTIONS="$opts" "$pgbin/pgbench" -n -M prepared -h 127.0.0.1 -p "$(port_of $sys)" -U "$user" -d postgres \
-    -c "$clients" -j "$clients" -T "$seconds" --max-tries 10 -f "$dir/upd_a.sql" -f "$dir/upd_b.sql" 2>&1)
+  out=$(PGOPTIONS="$opts" "$pgbin/pgbench" -n -M prepared -h 127.0.0.1 -p "$(port_of $sys)" -U "$user" \
+    -c "$clients" -j "$clients" -T "$seconds" --max-tries 10 -f "$dir/upd_a.sql" -f "$dir/upd_b.sql" postgres 2>&1)
   tps=$(awk '/^tps/ { print $3; exit }' <<<"$out")
   failed=$(awk '/number of failed transactions/ { print $5; exit }' <<<"$out")
   printf "%-7s %9s %8s\n" "$var" "${tps:-?}" "${failed:-0}"

@@ -26,8 +26,8 @@ printf "%-8s %10s %10s %10s %10s %10s\n" system rows_per_s p50_ms p99_ms copy_ms
 declare -A res
 for sys in pinax stock; do
   psql_on $sys -c "CREATE TABLE ins (id bigint PRIMARY KEY, a int, b text)" -c "CREATE TABLE ins_copy (id bigint PRIMARY KEY, a int, b text)"
-  (cd "$dir" && "$pgbin/pgbench" -n -M prepared -h 127.0.0.1 -p "$(port_of $sys)" -U "$user" -d postgres \
-      -c 1 -j 1 -T "$secs" --log --log-prefix="$dir/log_$sys" -f "$dir/insert.sql" > "$dir/pgbench_$sys.out" 2>&1) \
+  (cd "$dir" && "$pgbin/pgbench" -n -M prepared -h 127.0.0.1 -p "$(port_of $sys)" -U "$user" \
+      -c 1 -j 1 -T "$secs" --log --log-prefix="$dir/log_$sys" -f "$dir/insert.sql" postgres > "$dir/pgbench_$sys.out" 2>&1) \
     || { tail -5 "$dir/pgbench_$sys.out"; exit 1; }
   # Per-transaction log: client, txn, latency (us), script, time, time_us.
   read -r n p50 p99 < <(cat "$dir"/log_"$sys"* | awk '{ print $3 }' | sort -n | awk '{ v[NR] = $1 } END { printf "%d %.2f %.2f\n", NR, v[int(NR * 0.5) + 1] / 1000, v[int(NR * 0.99) + 1] / 1000 }')

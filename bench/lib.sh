@@ -59,9 +59,18 @@ printf "listen_addresses = '127.0.0.1'\nport = %s\nunix_socket_directories = '%s
 "${run_pg[@]}" "$pgbin/pg_ctl" -D "$dir/stock" -l "$dir/stock/log" -w start >/dev/null
 
 postmaster_pid() { head -1 "$1/postmaster.pid"; }
-# CPU ticks of a postmaster, its live children and its reaped children.
+# CPU ticks of a postmaster, its live children and its reaped children. Waits (at
+# most 3 s) until no client backend is left: one exiting while this reads would be
+# counted neither live (its /proc entry gone by the time it is read) nor reaped (the
+# postmaster's counters read before). That race lost most of the backends' CPU right
+# after a pgbench run (YCSB C once showed PostgreSQL at 6 us per read, 18-22 us
+# measured with the wait).
 pg_cpu() {
   local pm=$1 total=0 pid s
+  for _ in $(seq 1 300); do
+    grep -qE '\([0-9]+\)|\[local\]' <<<"$(ps -o args= --ppid "$pm")" || break
+    sleep 0.01
+  done
   s=$(awk '{print $14+$15+$16+$17}' "/proc/$pm/stat")
   total=$s
   for pid in $(ps -o pid= --ppid "$pm"); do

@@ -44,8 +44,8 @@ run() {
   local sys=$1 setting=$2 c0 c1 out n tps
   [[ $sys == pinax ]] && psql_on pinax -c "ALTER DATABASE postgres SET pinax.enable_insert_at_once = $setting" >/dev/null
   c0=$(cpu_of "$sys")
-  out=$("$pgbin/pgbench" -n -M prepared -h 127.0.0.1 -p "$(port_of "$sys")" -U "$user" -d postgres \
-          -c "$clients" -j "$clients" -T "$secs" -D records="$records" -f "$dir/upsert.sql" 2>&1) \
+  out=$("$pgbin/pgbench" -n -M prepared -h 127.0.0.1 -p "$(port_of "$sys")" -U "$user" \
+          -c "$clients" -j "$clients" -T "$secs" -D records="$records" -f "$dir/upsert.sql" postgres 2>&1) \
     || { echo "$out" | tail -5 >&2; exit 1; }
   c1=$(cpu_of "$sys")
   n=$(awk -F'[:/ ]+' '/^number of transactions actually processed/ { print $6; exit }' <<<"$out")

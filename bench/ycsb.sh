@@ -70,8 +70,8 @@ for w in ${YCSB_WORKLOADS:-A B C F E}; do
     files=()
     for f in ${mix[$w]}; do files+=(-f "$here/$f"); done
     c0=$(cpu_of $sys)
-    out=$("$pgbin/pgbench" -n -M prepared -h 127.0.0.1 -p "$(port_of $sys)" -U "$user" -d postgres \
-            -c "$clients" -j "$clients" -T "$secs" --max-tries=100 -D records="$records" "${files[@]}" 2>&1) \
+    out=$("$pgbin/pgbench" -n -M prepared -h 127.0.0.1 -p "$(port_of $sys)" -U "$user" \
+            -c "$clients" -j "$clients" -T "$secs" --max-tries=100 -D records="$records" "${files[@]}" postgres 2>&1) \
       || { echo "$out" | tail -5; }
     c1=$(cpu_of $sys)
     n=$(awk -F'[:/ ]+' '/^number of transactions actually processed/ { print $6; exit }' <<<"$out")

@@ -250,9 +250,9 @@ if [[ ${#@} == 0 ]]; then
   psql_ -d regress_pinax -c "CREATE TABLE pipe (id int PRIMARY KEY, v int); INSERT INTO pipe VALUES (1, 5)"
   printf '\\startpipeline\nUPDATE pipe SET v = 777 WHERE id = 1;\nSELECT 1 / 0;\n\\endpipeline\n' > "$dir/pipe_fail.sql"
   printf '\\startpipeline\nUPDATE pipe SET v = v + 1 WHERE id = 1;\n\\endpipeline\n' > "$dir/pipe_ok.sql"
-  "$pgbench" -n -M extended -t 1 -d regress_pinax -f "$dir/pipe_fail.sql" > "$dir/pipe.out" 2>&1 || true
+  "$pgbench" -n -M extended -t 1 -f "$dir/pipe_fail.sql" regress_pinax > "$dir/pipe.out" 2>&1 || true
   after_fail=$(psql_ -d regress_pinax -tA -c "SELECT v FROM pipe")
-  "$pgbench" -n -M extended -t 1 -d regress_pinax -f "$dir/pipe_ok.sql" >> "$dir/pipe.out" 2>&1 || true
+  "$pgbench" -n -M extended -t 1 -f "$dir/pipe_ok.sql" regress_pinax >> "$dir/pipe.out" 2>&1 || true
   after_ok=$(psql_ -d regress_pinax -tA -c "SELECT v FROM pipe")
   psql_ -d regress_pinax -c "DROP TABLE pipe"
   if [[ "$after_fail" == 5 && "$after_ok" == 6 ]] && grep -q "division by zero" "$dir/pipe.out"; then

@@ -31,9 +31,9 @@ for iso in "read committed" "repeatable read" "serializable"; do
     -c "CREATE TABLE bank_transfers (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), src int, dst int, amount bigint, client int)" \
     -c "INSERT INTO bank_accounts SELECT g, 1000 FROM generate_series(1, $accounts) g"
   rm -f "$logs"/tx*
-  out=$(PGOPTIONS="-c default_transaction_isolation=${iso// /\\ }" "$pgbench" -n -M prepared -d "$db" -l --log-prefix="$logs/tx" \
+  out=$(PGOPTIONS="-c default_transaction_isolation=${iso// /\\ }" "$pgbench" -n -M prepared -l --log-prefix="$logs/tx" \
           -c "$clients" -j "$clients" -T "$secs" --max-tries=1000 --verbose-errors -D accounts="$accounts" \
-          -f "$here/transfer.sql@8" -f "$here/audit.sql@1" -f "$here/counter.sql@1" 2>&1) || { grep -iE "error|fatal" <<<"$out" | head -5; echo "$out" | tail -3; status=1; }
+          -f "$here/transfer.sql@8" -f "$here/audit.sql@1" -f "$here/counter.sql@1" "$db" 2>&1) || { grep -iE "error|fatal" <<<"$out" | head -5; echo "$out" | tail -3; status=1; }
   # Log lines: client, transaction number, latency (or "failed"), script number, ...
   # Committed transactions per script (transfers, audits, increments), then the
   # committed transfers per client as "client:count,..." in client order.
