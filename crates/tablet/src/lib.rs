@@ -18,6 +18,12 @@
 //!   meets a committed intent applies it first, one that meets an aborted intent
 //!   removes it, one that meets a pending intent of another transaction fails with a
 //!   retryable serialization error;
+//! - the write lock's state knows which transactions hold intents here and, for
+//!   those whose intents were all written in the leader's term, on which rows (a
+//!   superset, by hash): a point read or a one-row write looks only for those
+//!   transactions' intents (`WriteState::row_intents`), each through an iterator
+//!   bounded to its own intent keys, so it never steps over the tombstones that
+//!   resolved intents of a hot row leave until compaction;
 //! - a write acknowledged with `sync` is in the engine's durable log;
 //! - only the leader decides writes; every replica applies the same batches in the
 //!   same order ([`replication`]).

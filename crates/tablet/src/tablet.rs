@@ -12,7 +12,7 @@ use pinax_common::{HybridClock, HybridTime, TabletId, TxnId};
 use pinax_engine::{Cf, IterOptions, KvEngine, KvIterator, OwnedBatch, Snapshot, WriteBatch, WriteOptions, WritePressure};
 use pinax_mvcc::gc::HistoryCutoff;
 use pinax_codec::patch;
-use pinax_mvcc::read::{intents_cursor, intents_cursor_between, txn_effect, IntentRecord, KeyCursor, TxnEffect, Version};
+use pinax_mvcc::read::{holders_intents, intents_cursor, intents_cursor_between, txn_effect, IntentRecord, KeyCursor, TxnEffect, Version};
 use pinax_mvcc::{MvccReader, ReadContext, ScanResult, ScanSpec, TabletDeletions, TxnStatus, TxnStatusResolver};
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -124,6 +124,17 @@ struct WriteState {
     deletions: TabletDeletions,
 }
 
+/// What a lookup of one row's intents reads ([`WriteState::row_intents`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum RowIntents {
+    /// No transaction holds intents on the row: the intents CF is not read.
+    None,
+    /// Only these transactions may (sorted by id).
+    Of(Vec<TxnId>),
+    /// Any transaction may: every intent of the row is read.
+    All,
+}
+
 /// Rows a transaction's intents here are tracked on ([`WriteState::own_rows`]), at
 /// most: past that (a bulk load of millions of rows into one tablet) its writes look
 /// for intents again.
@@ -137,13 +148,47 @@ impl WriteState {
     /// transaction's intents on other rows are nothing to meet (a pending deletion
     /// of every row is checked apart; a SERIALIZABLE range lock is an intent on the
     /// tablet's first key, a row tracked like any other). A row written by many
-    /// short transactions has a tombstone per resolved intent until a flush: a
-    /// lookup of its intents steps over all of them.
+    /// short transactions has a tombstone per resolved intent until compaction: a
+    /// walk of its intents steps over all of them, a lookup through its holders
+    /// ([`WriteState::row_intents`]) over none.
     fn needs_intents(&self, rows: &[u64]) -> bool {
         self.intent_txns.iter().any(|t| match self.own_rows.get(t) {
             Some(Some(own)) => rows.iter().any(|h| own.contains(h)),
             _ => true,
         })
+    }
+
+    /// What a lookup of the intents of the one row with hash `row` must read:
+    /// [`WriteState::needs_intents`] for one row, and when every transaction holding
+    /// intents here has its rows tracked, which of them may hold some on it (sorted
+    /// by id, the intent keys' order). Their intents are then sought one by one
+    /// ([`holders_intents`]) rather than found by walking every intent key of
+    /// the row, tombstones of resolved ones included.
+    fn row_intents(&self, row: u64) -> RowIntents {
+        let mut holders = Vec::new();
+        for t in &self.intent_txns {
+            match self.own_rows.get(t) {
+                Some(Some(own)) if own.contains(&row) => holders.push(*t),
+                Some(Some(_)) => {}
+                _ => return RowIntents::All,
+            }
+        }
+        if holders.is_empty() {
+            return RowIntents::None;
+        }
+        holders.sort_unstable();
+        RowIntents::Of(holders)
+    }
+
+    /// What a write of rows `rows` (their hashes) reads of intents: through their
+    /// holders for one row ([`WriteState::row_intents`]), else every intent of its
+    /// keys if [`WriteState::needs_intents`].
+    fn rows_intents(&self, rows: &[u64]) -> RowIntents {
+        match rows {
+            [row] => self.row_intents(*row),
+            _ if self.needs_intents(rows) => RowIntents::All,
+            _ => RowIntents::None,
+        }
     }
 
     /// `txn` wrote intents on `rows` (their hashes): it may hold intents here from
@@ -199,6 +244,16 @@ fn reverse_index<S: Snapshot>(snap: &S, txn: TxnId) -> (S::Iter<'_>, usize) {
     let mut it = snap.iter(Cf::Intents, IterOptions { lower: Some(prefix), upper, prefix_same_as_start: true });
     it.seek_to_first();
     (it, len)
+}
+
+/// A reader of `snap` that reads what `intents` says of the intents CF.
+fn reader_for<'a, S: Snapshot, R: TxnStatusResolver + ?Sized>(snap: &'a S, resolver: &'a R, ctx: ReadContext, intents: RowIntents) -> MvccReader<'a, S, R> {
+    let reader = MvccReader::new(snap, resolver, ctx);
+    match intents {
+        RowIntents::None => reader.without_intents(),
+        RowIntents::Of(holders) => reader.with_intent_holders(holders),
+        RowIntents::All => reader,
+    }
 }
 
 /// The hashes of the rows a keyed write touches (its ops' keys).
@@ -310,11 +365,32 @@ const RESOLVE_KEYED_MAX_KEYS: usize = 4096;
 /// intents at all.
 struct Probes<'s, S: Snapshot + 's> {
     regular: KeyCursor<S::Iter<'s>>,
-    intents: Option<KeyCursor<S::Iter<'s>>>,
+    intents: IntentProbe<'s, S>,
     /// The newest committed deletion of every row, and whether the writing
     /// transaction deleted every row itself (see [`Tablet::deletion_in_the_way`]).
     deleted: Option<HybridTime>,
     own_deletion: bool,
+}
+
+/// How [`Probes`] look up a key's intents.
+enum IntentProbe<'s, S: Snapshot + 's> {
+    /// No transaction holds intents on the keys probed.
+    None,
+    /// Any may: every intent of a key is read.
+    Cursor(KeyCursor<S::Iter<'s>>),
+    /// For probes of one row: only these transactions may hold intents on it
+    /// ([`WriteState::row_intents`]), and only theirs are read ([`holders_intents`]).
+    Holders(&'s S, Vec<TxnId>),
+}
+
+/// The [`IntentProbe`] for keys `[first, last]` (one row if `intents` names its
+/// holders); `probe`: the cursor probes keys in no order ([`KeyCursor::probing`]).
+fn intent_probe<'s, S: Snapshot>(snap: &'s S, intents: RowIntents, first: &[u8], last: &[u8], probe: bool) -> IntentProbe<'s, S> {
+    match intents {
+        RowIntents::None => IntentProbe::None,
+        RowIntents::Of(holders) => IntentProbe::Holders(snap, holders),
+        RowIntents::All => IntentProbe::Cursor(intents_cursor_between(snap, first, last, probe)),
+    }
 }
 
 /// Blind patches ([`Tablet::write_if_live`]) a row may carry over its newest whole
@@ -556,7 +632,7 @@ impl<E: KvEngine> Tablet<E> {
         let mut batch = OwnedBatch::new();
         let patches = patches_of(ops)?;
         let mut stepped = Vec::new();
-        let actions = self.check_ops(ops, &patches, None, read_ht, resolver, &mut batch, guard.needs_intents(&rows), &guard.deletions, &mut stepped)?;
+        let actions = self.check_ops(ops, &patches, None, read_ht, resolver, &mut batch, guard.rows_intents(&rows), &guard.deletions, &mut stepped)?;
         guard.stepped_over.extend(stepped);
         let ht = self.mvcc.register_write(&self.clock);
         let mut vbuf = Vec::new();
@@ -609,7 +685,7 @@ impl<E: KvEngine> Tablet<E> {
         let patches = patches_of(std::slice::from_ref(op))?;
         let patch = patches[0].as_ref();
         let mut stepped = Vec::new();
-        let (state, folded) = self.resolve_live(&guard, op, None, read_ht, patch, !full, guard.needs_intents(&rows), resolver, &mut batch, &mut stepped)?;
+        let (state, folded) = self.resolve_live(&guard, op, None, read_ht, patch, !full, guard.row_intents(rows[0]), resolver, &mut batch, &mut stepped)?;
         guard.stepped_over.extend(stepped);
         let outcome = if !state.live {
             LiveWrite::Absent
@@ -663,7 +739,7 @@ impl<E: KvEngine> Tablet<E> {
         let patches = patches_of(std::slice::from_ref(op))?;
         let patch = patches[0].as_ref();
         let mut stepped = Vec::new();
-        let (state, folded) = self.resolve_live(&guard, op, Some(txn), None, patch, true, guard.needs_intents(&rows), resolver, &mut batch, &mut stepped)?;
+        let (state, folded) = self.resolve_live(&guard, op, Some(txn), None, patch, true, guard.row_intents(rows[0]), resolver, &mut batch, &mut stepped)?;
         guard.stepped_over.extend(stepped);
         let outcome = if !state.live {
             LiveWrite::Absent
@@ -710,17 +786,17 @@ impl<E: KvEngine> Tablet<E> {
     }
 
     /// [`Tablet::resolve_key`] for the one row of a write if live (`intents`:
-    /// whether to look for intents on it). With it, for a blind patch over a row
+    /// what to read of its intents). With it, for a blind patch over a row
     /// already carrying [`BLIND_CHAIN`] patches, the whole row the patch makes of
     /// the newest committed version, as a stored patch (its attributes, the row),
     /// when the writer sent the table's layout and nothing else is in the way
     /// (no other transaction's write, resolved here or pending; not the
     /// transaction's own row). None: the patch is refused (`NeedsRow`).
     #[allow(clippy::too_many_arguments)]
-    fn resolve_live<R: TxnStatusResolver + ?Sized>(&self, guard: &WriteState, op: &WriteOp, me: Option<TxnId>, read_ht: Option<HybridTime>, patch: Option<&PatchOp<'_>>, blind: bool, intents: bool, resolver: &R, batch: &mut OwnedBatch, stepped: &mut Vec<TxnId>) -> Result<(KeyState, Option<Vec<u8>>)> {
+    fn resolve_live<R: TxnStatusResolver + ?Sized>(&self, guard: &WriteState, op: &WriteOp, me: Option<TxnId>, read_ht: Option<HybridTime>, patch: Option<&PatchOp<'_>>, blind: bool, intents: RowIntents, resolver: &R, batch: &mut OwnedBatch, stepped: &mut Vec<TxnId>) -> Result<(KeyState, Option<Vec<u8>>)> {
         let snap = self.engine.snapshot();
         let regular = KeyCursor::probing(snap.iter(Cf::Regular, IterOptions { prefix_same_as_start: true, ..IterOptions::default() }));
-        let intents = intents.then(|| intents_cursor_between(&snap, &op.key, &op.key, true));
+        let intents = intent_probe(&snap, intents, &op.key, &op.key, true);
         let (deleted, own_deletion) = self.deletion_in_the_way(me, &guard.deletions, resolver)?;
         let mut probes: Probes<E::Snapshot<'_>> = Probes { regular, intents, deleted, own_deletion };
         let state = self.resolve_key(&mut probes, &op.key, me, read_ht, op.kind, op.strength(), patch.map(|p| &p.deps[..]), blind, resolver, batch, stepped)?;
@@ -790,7 +866,7 @@ impl<E: KvEngine> Tablet<E> {
         let mut batch = OwnedBatch::new();
         let patches = patches_of(ops)?;
         let mut stepped = Vec::new();
-        let actions = self.check_ops(ops, &patches, Some(txn), Some(read_ht), resolver, &mut batch, guard.needs_intents(&rows), &guard.deletions, &mut stepped)?;
+        let actions = self.check_ops(ops, &patches, Some(txn), Some(read_ht), resolver, &mut batch, guard.rows_intents(&rows), &guard.deletions, &mut stepped)?;
         guard.stepped_over.extend(stepped);
         let mut vbuf = Vec::new();
         // In key order (see `key_order`): the intents, then the reverse index.
@@ -828,13 +904,13 @@ impl<E: KvEngine> Tablet<E> {
 
     /// Check every op of a batch (conflicts, uniqueness), adding the resolution of
     /// other transactions' intents to `batch`. Caller holds the write lock.
-    /// `has_intents` false: the tablet holds no intents (skip looking for them).
+    /// `intents`: what to read of intents ([`WriteState::rows_intents`] of the ops' rows).
     /// Returns, per op, what to write: nothing (a lock on a key the transaction
     /// already wrote: its write intent excludes others already, and a lock
     /// intent of the same statement would replace it), the op, or for a patch
     /// perhaps the whole row.
     #[allow(clippy::too_many_arguments)]
-    fn check_ops<R: TxnStatusResolver + ?Sized>(&self, ops: &[WriteOp], patches: &[Option<PatchOp<'_>>], me: Option<TxnId>, read_ht: Option<HybridTime>, resolver: &R, batch: &mut OwnedBatch, has_intents: bool, deletions: &TabletDeletions, stepped_over: &mut Vec<TxnId>) -> Result<Vec<Action>> {
+    fn check_ops<R: TxnStatusResolver + ?Sized>(&self, ops: &[WriteOp], patches: &[Option<PatchOp<'_>>], me: Option<TxnId>, read_ht: Option<HybridTime>, resolver: &R, batch: &mut OwnedBatch, intents: RowIntents, deletions: &TabletDeletions, stepped_over: &mut Vec<TxnId>) -> Result<Vec<Action>> {
         let snap = self.engine.snapshot();
         // One cursor per column family for the whole batch (a large batch has
         // thousands of keys, usually in ascending order: the cursors step from key
@@ -857,7 +933,7 @@ impl<E: KvEngine> Tablet<E> {
             KeyCursor::new(snap.iter(Cf::Regular, IterOptions::default()))
         };
         let (deleted, own_deletion) = self.deletion_in_the_way(me, deletions, resolver)?;
-        let mut probes: Probes<E::Snapshot<'_>> = Probes { regular, intents: has_intents.then(|| intents_cursor_between(&snap, first, last, probe)), deleted, own_deletion };
+        let mut probes: Probes<E::Snapshot<'_>> = Probes { regular, intents: intent_probe(&snap, intents, first, last, probe), deleted, own_deletion };
         // (FxHash: SipHash of every key showed in profiles of random-key inserts.)
         let mut seen: rustc_hash::FxHashMap<&[u8], (KeyState, LockStrength, bool)> = Default::default();
         let mut write = Vec::with_capacity(ops.len());
@@ -958,9 +1034,10 @@ impl<E: KvEngine> Tablet<E> {
         batch: &mut OwnedBatch,
         stepped_over: &mut Vec<TxnId>,
     ) -> Result<KeyState> {
-        let mut intents = match probes.intents.as_mut() {
-            Some(c) => c.intents(key)?,
-            None => Vec::new(),
+        let mut intents = match &mut probes.intents {
+            IntentProbe::None => Vec::new(),
+            IntentProbe::Cursor(c) => c.intents(key)?,
+            IntentProbe::Holders(snap, holders) => holders_intents(*snap, key, holders)?,
         };
         // A pending deletion of every row was decided for the whole tablet (see
         // `Tablet::deletion_in_the_way`); its own commit or abort resolves its mark.
@@ -1089,9 +1166,8 @@ impl<E: KvEngine> Tablet<E> {
     /// for the tablet's safe time ([`Tablet::row_snapshot`]).
     pub fn read<R: TxnStatusResolver + ?Sized>(&self, ctx: ReadContext, key: &[u8], resolver: &R) -> Result<Option<Vec<u8>>> {
         let term = self.log.read_barrier()?;
-        let (snap, has_intents, deletions) = self.row_snapshot(term, ctx.read_ht, key)?;
-        let reader = MvccReader::new(&snap, resolver, ctx).with_deletions(&deletions);
-        let value = if has_intents { reader } else { reader.without_intents() }.get(key)?;
+        let (snap, intents, deletions) = self.row_snapshot(term, ctx.read_ht, key)?;
+        let value = reader_for(&snap, resolver, ctx, intents).with_deletions(&deletions).get(key)?;
         Ok(value)
     }
 
@@ -1108,14 +1184,13 @@ impl<E: KvEngine> Tablet<E> {
             }
         }
         let term = self.log.read_barrier()?;
-        let (snap, has_intents, deletions) = if spec.point && !spec.reverse {
+        let (snap, intents, deletions) = if spec.point && !spec.reverse {
             self.row_snapshot(term, ctx.read_ht, &spec.start)?
         } else {
             self.mvcc.wait_for_safe_time(&self.clock, ctx.read_ht);
             self.snapshot(term)?
         };
-        let reader = MvccReader::new(&snap, resolver, ctx).with_deletions(&deletions);
-        let result = if has_intents { reader } else { reader.without_intents() }.scan(&spec)?;
+        let result = reader_for(&snap, resolver, ctx, intents).with_deletions(&deletions).scan(&spec)?;
         Ok(result)
     }
 
@@ -1127,7 +1202,7 @@ impl<E: KvEngine> Tablet<E> {
     /// commits above it. So the snapshot shows every version of the row at or
     /// before `read_ht`, without waiting for writes of other rows (the tablet's
     /// safe time: on a busy tablet, every read would wait for an fsync).
-    fn row_snapshot(&self, term: u64, read_ht: HybridTime, key: &[u8]) -> Result<(E::Snapshot<'_>, bool, TabletDeletions)> {
+    fn row_snapshot(&self, term: u64, read_ht: HybridTime, key: &[u8]) -> Result<(E::Snapshot<'_>, RowIntents, TabletDeletions)> {
         self.clock.update(read_ht);
         let row = row_hash(key);
         let mut guard = self.write_lock.lock();
@@ -1141,20 +1216,21 @@ impl<E: KvEngine> Tablet<E> {
     /// holds (decided atomically with it). The first read of a leader term that
     /// comes before any write reloads what the write lock's state knows about the
     /// engine ([`Tablet::lead`]: batches applied as a follower bypassed it).
-    fn snapshot(&self, term: u64) -> Result<(E::Snapshot<'_>, bool, TabletDeletions)> {
+    fn snapshot(&self, term: u64) -> Result<(E::Snapshot<'_>, RowIntents, TabletDeletions)> {
         self.snapshot_locked(self.write_lock.lock(), term, None)
     }
 
     /// [`Tablet::snapshot`] with the write lock taken; for a read of the one row
-    /// with hash `row` if given (whether it may hold intents is then about that
-    /// row: [`WriteState::needs_intents`]).
-    fn snapshot_locked(&self, mut guard: MutexGuard<'_, WriteState>, term: u64, row: Option<u64>) -> Result<(E::Snapshot<'_>, bool, TabletDeletions)> {
+    /// with hash `row` if given (what to read of intents is then about that row:
+    /// [`WriteState::row_intents`]).
+    fn snapshot_locked(&self, mut guard: MutexGuard<'_, WriteState>, term: u64, row: Option<u64>) -> Result<(E::Snapshot<'_>, RowIntents, TabletDeletions)> {
         if guard.term != term {
             self.lead(&mut guard)?;
         }
         let intents = match row {
-            Some(row) => guard.needs_intents(&[row]),
-            None => !guard.intent_txns.is_empty(),
+            Some(row) => guard.row_intents(row),
+            None if guard.intent_txns.is_empty() => RowIntents::None,
+            None => RowIntents::All,
         };
         Ok((self.engine.snapshot(), intents, guard.deletions.clone()))
     }
@@ -1176,7 +1252,7 @@ impl<E: KvEngine> Tablet<E> {
     /// earlier intents stay. Returns the number of intents dropped. Idempotent.
     pub fn rollback_intents(&self, txn: TxnId, from_seq: u32) -> Result<usize> {
         let mut guard = self.lock_drained()?;
-        let res = self.rewrite_txn_intents(txn, self.clock.now(), false, false, None, |batch, user_key, rkey, mine, _, _| {
+        let res = self.rewrite_txn_intents(&guard, txn, self.clock.now(), false, false, None, |batch, user_key, rkey, mine, _, _| {
             let mut dropped = 0;
             for r in mine.iter().filter(|r| r.seq >= from_seq) {
                 batch.delete(Cf::Intents, &keys::intent_key(user_key, txn, r.seq));
@@ -1221,8 +1297,11 @@ impl<E: KvEngine> Tablet<E> {
     /// [`keys::unindexed_key`] mark: a keyed resolution, which `one` callers are, or
     /// one that looked); else the mark is looked up, and if there the intents are
     /// walked instead.
-    #[allow(clippy::type_complexity)]
-    fn rewrite_txn_intents(&self, txn: TxnId, ht: HybridTime, clear_reverse: bool, indexed: bool, one: Option<(&mut OwnedBatch, &[Vec<u8>])>, mut f: impl FnMut(&mut OwnedBatch, &[u8], &[u8], Vec<IntentRecord>, bool, &mut dyn FnMut(&[u8]) -> Result<Option<HybridTime>>) -> Result<usize>) -> Result<Option<usize>> {
+    ///
+    /// `state`: the write lock's state, which says whose intents each key may hold
+    /// ([`WriteState::row_intents`]).
+    #[allow(clippy::type_complexity, clippy::too_many_arguments)]
+    fn rewrite_txn_intents(&self, state: &WriteState, txn: TxnId, ht: HybridTime, clear_reverse: bool, indexed: bool, one: Option<(&mut OwnedBatch, &[Vec<u8>])>, mut f: impl FnMut(&mut OwnedBatch, &[u8], &[u8], Vec<IntentRecord>, bool, &mut dyn FnMut(&[u8]) -> Result<Option<HybridTime>>) -> Result<usize>) -> Result<Option<usize>> {
         if !indexed && self.unindexed(txn)? {
             // Its reverse index is incomplete: walk the intents.
             let n = self.resolve_walking_with(txn, ht, false, |batch, user_key, mine, others, latest| f(batch, user_key, &keys::reverse_key(txn, user_key), mine, others, latest))?;
@@ -1272,7 +1351,10 @@ impl<E: KvEngine> Tablet<E> {
                     None => break,
                 },
             };
-            let all = ints.intents(&user_key)?;
+            let all = match state.row_intents(row_hash(&user_key)) {
+                RowIntents::Of(holders) => holders_intents(&snap, &user_key, &holders)?,
+                _ => ints.intents(&user_key)?,
+            };
             let others = all.iter().any(|r| r.txn != txn && r.kind != IntentKind::Lock);
             let mine: Vec<IntentRecord> = all.into_iter().filter(|r| r.txn == txn).collect();
             in_batch += f(&mut batch, &user_key, &rkey, mine, others, &mut latest)?;
@@ -1501,7 +1583,7 @@ impl<E: KvEngine> Tablet<E> {
         let res = if !leave && (alone || self.unindexed(txn)?) {
             self.resolve_walking(txn, ht, |batch, user_key, mine, others, latest| per_key(batch, user_key, mine, others, latest, false)).map(Some)
         } else {
-            self.rewrite_txn_intents(txn, ht, true, true, one, |batch, user_key, _, mine, others, latest| per_key(batch, user_key, mine, others, latest, true))
+            self.rewrite_txn_intents(guard, txn, ht, true, true, one, |batch, user_key, _, mine, others, latest| per_key(batch, user_key, mine, others, latest, true))
         };
         let Some(n) = reload_on_error(guard, res)? else {
             return Ok(None);
@@ -1824,5 +1906,37 @@ mod tests {
         assert!(s.needs_intents(&[1]));
         s.note_intents(a, &[1]);
         assert!(s.needs_intents(&[2]), "its earlier intents are not tracked");
+    }
+
+    #[test]
+    fn one_rows_intents_are_sought_through_the_transactions_that_wrote_it() {
+        let mut s = WriteState::default();
+        let (a, b, c) = (txn(5), txn(9), txn(2));
+        let agrees = |s: &WriteState| (0..12).all(|r| (s.row_intents(r) != RowIntents::None) == s.needs_intents(&[r]));
+        assert_eq!(s.row_intents(1), RowIntents::None);
+        s.note_intents(a, &[1, 2]);
+        s.note_intents(b, &[2, 9]);
+        s.note_intents(c, &[2]);
+        assert_eq!(s.row_intents(2), RowIntents::Of(vec![c, a, b]), "the writers of row 2, in the intent keys' order");
+        assert_eq!(s.row_intents(1), RowIntents::Of(vec![a]));
+        assert_eq!(s.row_intents(3), RowIntents::None);
+        assert!(agrees(&s));
+        // Resolved: gone from its rows.
+        s.intent_txns.remove(&b);
+        s.own_rows.remove(&b);
+        assert_eq!(s.row_intents(9), RowIntents::None);
+        assert_eq!(s.row_intents(2), RowIntents::Of(vec![c, a]));
+        // One transaction untracked (past the bound, or holding intents from before
+        // the term): every row's intents are walked.
+        let many: Vec<u64> = (100..100 + OWN_ROWS_MAX as u64 + 1).collect();
+        s.note_intents(c, &many);
+        assert_eq!(s.row_intents(3), RowIntents::All);
+        assert_eq!(s.row_intents(1), RowIntents::All);
+        assert!(agrees(&s));
+        let mut s = WriteState::default();
+        s.intent_txns.insert(a);
+        s.note_intents(b, &[1]);
+        assert_eq!(s.row_intents(1), RowIntents::All);
+        assert!(agrees(&s));
     }
 }
