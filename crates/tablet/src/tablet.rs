@@ -685,7 +685,7 @@ impl<E: KvEngine> Tablet<E> {
         let patches = patches_of(std::slice::from_ref(op))?;
         let patch = patches[0].as_ref();
         let mut stepped = Vec::new();
-        let (state, folded) = self.resolve_live(&guard, op, None, read_ht, patch, !full, guard.row_intents(rows[0]), resolver, &mut batch, &mut stepped)?;
+        let (state, folded) = self.resolve_live(&guard, op, None, read_ht, patch, !full, guard.rows_intents(&rows), resolver, &mut batch, &mut stepped)?;
         guard.stepped_over.extend(stepped);
         let outcome = if !state.live {
             LiveWrite::Absent
@@ -739,7 +739,7 @@ impl<E: KvEngine> Tablet<E> {
         let patches = patches_of(std::slice::from_ref(op))?;
         let patch = patches[0].as_ref();
         let mut stepped = Vec::new();
-        let (state, folded) = self.resolve_live(&guard, op, Some(txn), None, patch, true, guard.row_intents(rows[0]), resolver, &mut batch, &mut stepped)?;
+        let (state, folded) = self.resolve_live(&guard, op, Some(txn), None, patch, true, guard.rows_intents(&rows), resolver, &mut batch, &mut stepped)?;
         guard.stepped_over.extend(stepped);
         let outcome = if !state.live {
             LiveWrite::Absent
@@ -1299,7 +1299,9 @@ impl<E: KvEngine> Tablet<E> {
     /// walked instead.
     ///
     /// `state`: the write lock's state, which says whose intents each key may hold
-    /// ([`WriteState::row_intents`]).
+    /// ([`WriteState::row_intents`]); used for a keyed resolution of a few keys,
+    /// each sought anyway (an iterator per key and holder would cost more than a
+    /// cursor stepping through many keys in order).
     #[allow(clippy::type_complexity, clippy::too_many_arguments)]
     fn rewrite_txn_intents(&self, state: &WriteState, txn: TxnId, ht: HybridTime, clear_reverse: bool, indexed: bool, one: Option<(&mut OwnedBatch, &[Vec<u8>])>, mut f: impl FnMut(&mut OwnedBatch, &[u8], &[u8], Vec<IntentRecord>, bool, &mut dyn FnMut(&[u8]) -> Result<Option<HybridTime>>) -> Result<usize>) -> Result<Option<usize>> {
         if !indexed && self.unindexed(txn)? {
@@ -1323,8 +1325,11 @@ impl<E: KvEngine> Tablet<E> {
             None => Some(reverse_index(&snap, txn)),
         };
         let mut known_keys = known.unwrap_or(&[]).iter();
+        // A few keys, each sought: through its holders if known (an iterator each,
+        // bounded to their intents). More are stepped through in order, by one cursor.
+        let probed = matches!(known, Some(k) if !k.is_empty() && k.len() <= PROBED_RESOLUTION_KEYS);
         let mut ints = match known {
-            Some(k @ [first, ..]) => intents_cursor_between(&snap, first, &k[k.len() - 1], k.len() <= PROBED_RESOLUTION_KEYS),
+            Some(k @ [first, ..]) => intents_cursor_between(&snap, first, &k[k.len() - 1], probed),
             _ => intents_cursor(&snap),
         };
         // The newest committed version of a key (a cursor made on first use).
@@ -1351,7 +1356,8 @@ impl<E: KvEngine> Tablet<E> {
                     None => break,
                 },
             };
-            let all = match state.row_intents(row_hash(&user_key)) {
+            let holders = if probed { state.row_intents(row_hash(&user_key)) } else { RowIntents::All };
+            let all = match holders {
                 RowIntents::Of(holders) => holders_intents(&snap, &user_key, &holders)?,
                 _ => ints.intents(&user_key)?,
             };
