@@ -20,6 +20,11 @@
 # drop versions older than the history cutoff, lands in no step. Both systems'
 # counts then walk every version: 2M live and 2M dead tuples, 4M versions.
 #
+# Rounds: the whole workload runs ROUNDS times, the systems taking turns to go first
+# at each step (round 1 Pinax, round 2 PostgreSQL, ...). A table of every round's
+# steps, then per step the median server CPU of each system, the median of the
+# rounds' ratios and their spread (lowest-highest ratio of a round).
+#
 # Usage: bench/seed.sh [ROWS] [ROUNDS]     (default 1000000 rows, 1 round)
 set -euo pipefail
 rows="${1:-1000000}"
@@ -40,7 +45,8 @@ names=(create insert1 insert2 update count delete drop)
 declare -A wall cpu
 for r in $(seq 1 "$rounds"); do
   for i in "${!steps[@]}"; do
-    for sys in pinax stock; do
+    order="pinax stock"; (( r % 2 == 0 )) && order="stock pinax"
+    for sys in $order; do
       c0=$(cpu_of $sys); t0=$(date +%s%N)
       res=$(psql -X -q -tA -h 127.0.0.1 -p "$(port_of $sys)" -U "$user" -d postgres -v ON_ERROR_STOP=1 -c "select pg_backend_pid()" -c "${steps[$i]}")
       t1=$(date +%s%N)
@@ -66,8 +72,12 @@ printf "%-8s %12s %12s %7s %12s %12s %7s\n" step pinax_ms pg_ms wall_x pinax_cpu
 for i in "${!steps[@]}"; do
   for r in $(seq 1 "$rounds"); do
     pw=${wall[pinax,$i,$r]}; sw=${wall[stock,$i,$r]}; pc=${cpu[pinax,$i,$r]}; sc=${cpu[stock,$i,$r]}
-    printf "%-8s %12d %12d %7s %12d %12d %7s\n" "${names[$i]}" "$pw" "$sw" \
-      "$(awk -v a="$pw" -v b="$sw" 'BEGIN { if (b > 0) printf "%.1f", a / b; else print "-" }')" "$pc" "$sc" \
-      "$(awk -v a="$pc" -v b="$sc" 'BEGIN { if (b > 0) printf "%.1f", a / b; else print "-" }')"
+    printf "%-8s %12d %12d %7s %12d %12d %7s\n" "${names[$i]}" "$pw" "$sw" "$(ratio "$pw" "$sw" %.1f)" "$pc" "$sc" "$(ratio "$pc" "$sc" %.1f)"
   done
+done
+echo "medians over $rounds round(s), server CPU"
+printf "%-8s %12s %12s %7s %11s\n" step pinax_cpu_ms pg_cpu_ms cpu_x cpu_x_range
+for i in "${!steps[@]}"; do
+  rx=$(for r in $(seq 1 "$rounds"); do echo -n "$(ratio "${cpu[pinax,$i,$r]}" "${cpu[stock,$i,$r]}" %.1f) "; done)
+  printf "%-8s %12s %12s %7s %11s\n" "${names[$i]}" "$(round_median cpu pinax "$i")" "$(round_median cpu stock "$i")" "$(median <<<"$rx")" "$(spread <<<"$rx")"
 done

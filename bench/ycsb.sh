@@ -18,13 +18,19 @@
 # and C on the same table, and F after E: E then scanned the versions the updates
 # of A and B left, on both systems; figures of E before and after are not comparable.)
 #
-# Usage: bench/ycsb.sh [RECORDS] [SECONDS] [CLIENTS]   (default 100000 20 4)
+# Rounds: each workload runs ROUNDS times on each system, the systems taking turns
+# to go first (round 1 Pinax, round 2 PostgreSQL, ...). A line per round (`round`),
+# then the workload's line: the median throughput and CPU of each system, the median
+# of the rounds' ratios, and their spread (lowest-highest ratio of a round).
+#
+# Usage: bench/ycsb.sh [RECORDS] [SECONDS] [CLIENTS] [ROUNDS]   (default 100000 10 4 3)
 # YCSB_WORKLOADS="A F": run only these, in this order (default: A B C F E); E runs on
 # a freshly loaded table unless it comes first.
 set -euo pipefail
 records="${1:-100000}"
-secs="${2:-20}"
+secs="${2:-10}"
 clients="${3:-4}"
+rounds="${4:-3}"
 # shellcheck source=bench/lib.sh
 source "$(dirname "$0")/lib.sh"
 here="$root/bench/ycsb"
@@ -55,8 +61,23 @@ declare -A mix=(
   [E]="scan.sql@95 insert.sql@5"
   [F]="read.sql@50 rmw.sql@50"
 )
-echo "ycsb: $records records, $clients clients, ${secs}s per workload and system, $(nproc) cores, $(date -u +%F)"
-printf "%-9s %10s %10s %8s %14s %14s %7s %9s\n" workload pinax_tps pg_tps tps_x pinax_cpu_us pg_cpu_us cpu_x retried
+echo "ycsb: $records records, $clients clients, ${secs}s per workload, system and round, $rounds rounds, $(nproc) cores, $(date -u +%F)"
+printf "%-9s %10s %10s %8s %14s %14s %7s %9s %11s\n" workload pinax_tps pg_tps tps_x pinax_cpu_us pg_cpu_us cpu_x retried tps_x_range
+# One pgbench run of workload $1 on system $2 in round $3: sets tps, cpu_us and retried [$2,$1,$3].
+run_workload() {
+  local w=$1 sys=$2 r=$3 files=() f c0 c1 out n
+  for f in ${mix[$w]}; do files+=(-f "$here/$f"); done
+  c0=$(cpu_of $sys)
+  out=$("$pgbin/pgbench" -n -M prepared -h 127.0.0.1 -p "$(port_of $sys)" -U "$user" \
+          -c "$clients" -j "$clients" -T "$secs" --max-tries=100 -D records="$records" "${files[@]}" postgres 2>&1) \
+    || { echo "$out" | tail -5; }
+  c1=$(cpu_of $sys)
+  n=$(awk -F'[:/ ]+' '/^number of transactions actually processed/ { print $6; exit }' <<<"$out")
+  tps[$sys,$w,$r]=$(awk '/^tps = / { printf "%.0f", $3; exit }' <<<"$out")
+  retried[$sys,$w,$r]=$(awk -F'[: ]+' '/^number of transactions retried/ { print $5; exit }' <<<"$out")
+  cpu_us[$sys,$w,$r]=$(awk -v c=$((c1 - c0)) -v t="$tck" -v n="${n:-0}" 'BEGIN { if (n > 0) printf "%.0f", c / t * 1e6 / n; else print 0 }')
+}
+declare -A tps cpu_us retried
 ran=0
 for w in ${YCSB_WORKLOADS:-A B C F E}; do
   if [[ $w == E && $ran == 1 ]]; then
@@ -65,23 +86,15 @@ for w in ${YCSB_WORKLOADS:-A B C F E}; do
     for sys in pinax stock; do wait_idle $sys; done
   fi
   ran=1
-  declare -A tps cpu_us retried
-  for sys in pinax stock; do
-    files=()
-    for f in ${mix[$w]}; do files+=(-f "$here/$f"); done
-    c0=$(cpu_of $sys)
-    out=$("$pgbin/pgbench" -n -M prepared -h 127.0.0.1 -p "$(port_of $sys)" -U "$user" \
-            -c "$clients" -j "$clients" -T "$secs" --max-tries=100 -D records="$records" "${files[@]}" postgres 2>&1) \
-      || { echo "$out" | tail -5; }
-    c1=$(cpu_of $sys)
-    n=$(awk -F'[:/ ]+' '/^number of transactions actually processed/ { print $6; exit }' <<<"$out")
-    tps[$sys]=$(awk '/^tps = / { printf "%.0f", $3; exit }' <<<"$out")
-    retried[$sys]=$(awk -F'[: ]+' '/^number of transactions retried/ { print $5; exit }' <<<"$out")
-    cpu_us[$sys]=$(awk -v c=$((c1 - c0)) -v t="$tck" -v n="${n:-0}" 'BEGIN { if (n > 0) printf "%.0f", c / t * 1e6 / n; else print 0 }')
+  tx=(); cx=(); rp=0; rs=0
+  for r in $(seq 1 "$rounds"); do
+    order="pinax stock"; (( r % 2 == 0 )) && order="stock pinax"
+    for sys in $order; do run_workload "$w" "$sys" "$r"; done
+    tx+=("$(ratio "${tps[pinax,$w,$r]}" "${tps[stock,$w,$r]}")"); cx+=("$(ratio "${cpu_us[pinax,$w,$r]}" "${cpu_us[stock,$w,$r]}" %.1f)")
+    rp=$((rp + ${retried[pinax,$w,$r]:-0})); rs=$((rs + ${retried[stock,$w,$r]:-0}))
+    printf "  round %d %-1s %10s %10s %8s %14s %14s %7s\n" "$r" "$w" "${tps[pinax,$w,$r]}" "${tps[stock,$w,$r]}" "${tx[-1]}" "${cpu_us[pinax,$w,$r]}" "${cpu_us[stock,$w,$r]}" "${cx[-1]}"
   done
-  printf "%-9s %10s %10s %8s %14s %14s %7s %9s\n" "$w" "${tps[pinax]}" "${tps[stock]}" \
-    "$(awk -v a="${tps[pinax]}" -v b="${tps[stock]}" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }')" \
-    "${cpu_us[pinax]}" "${cpu_us[stock]}" \
-    "$(awk -v a="${cpu_us[pinax]}" -v b="${cpu_us[stock]}" 'BEGIN { if (b > 0) printf "%.1f", a / b; else print "-" }')" \
-    "${retried[pinax]:-0}/${retried[stock]:-0}"
+  printf "%-9s %10s %10s %8s %14s %14s %7s %9s %11s\n" "$w" "$(round_median tps pinax "$w")" "$(round_median tps stock "$w")" \
+    "$(echo "${tx[*]}" | median)" "$(round_median cpu_us pinax "$w")" "$(round_median cpu_us stock "$w")" \
+    "$(echo "${cx[*]}" | median)" "$rp/$rs" "$(echo "${tx[*]}" | spread)"
 done
