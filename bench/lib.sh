@@ -114,8 +114,8 @@ wait_idle() {
 port_of() { if [[ $1 == pinax ]]; then echo "$pinax_pg"; else echo "$stock_pg"; fi; }
 psql_on() { local sys=$1; shift; psql -X -q -h 127.0.0.1 -p "$(port_of "$sys")" -U "$user" -d postgres -v ON_ERROR_STOP=1 "$@"; }
 
-# Median of the whitespace-separated numbers on stdin ("-" entries, no ratio, are
-# left out; "-" if nothing is left).
+# Median of the whitespace-separated numbers on stdin (the lower middle one of an
+# even count; "-" entries, no ratio, are left out; "-" if nothing is left).
 median() { tr ' ' '\n' | awk 'NF && $1 != "-"' | sort -n | awk '{ a[NR] = $1 } END { print (NR ? a[int((NR + 1) / 2)] : "-") }'; }
 # "min-max" of the numbers on stdin, as `median` takes them (run-to-run spread).
 spread() { tr ' ' '\n' | awk 'NF && $1 != "-"' | sort -n | awk '{ a[NR] = $1 } END { if (NR) printf "%s-%s\n", a[1], a[NR]; else print "-" }'; }
