@@ -1328,7 +1328,10 @@ impl<E: KvEngine> Tablet<E> {
         // A few keys, each sought: through its holders if known (an iterator each,
         // bounded to their intents). More are stepped through in order, by one cursor.
         let probed = matches!(known, Some(k) if !k.is_empty() && k.len() <= PROBED_RESOLUTION_KEYS);
-        let mut ints = match known {
+        // Every intent of a key, through one cursor: made on first use (keys sought
+        // through their holders need none; a one-key resolution usually is one).
+        let mut ints = None;
+        let new_cursor = || match known {
             Some(k @ [first, ..]) => intents_cursor_between(&snap, first, &k[k.len() - 1], probed),
             _ => intents_cursor(&snap),
         };
@@ -1359,7 +1362,7 @@ impl<E: KvEngine> Tablet<E> {
             let holders = if probed { state.row_intents(row_hash(&user_key)) } else { RowIntents::All };
             let all = match holders {
                 RowIntents::Of(holders) => holders_intents(&snap, &user_key, &holders)?,
-                _ => ints.intents(&user_key)?,
+                _ => ints.get_or_insert_with(new_cursor).intents(&user_key)?,
             };
             let others = all.iter().any(|r| r.txn != txn && r.kind != IntentKind::Lock);
             let mine: Vec<IntentRecord> = all.into_iter().filter(|r| r.txn == txn).collect();
