@@ -59,8 +59,7 @@ for i in "${!queries[@]}"; do
     m[w$var]=$(round_median wall "$var" "$i")
     m[c$var]=$(round_median cpu "$var" "$i")
   done
-  ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.1f", a / b; else print "-" }'; }
   printf "%-12s %8d %8d %8d %7s %7s %9d %9d %9d %7s %7s\n" "${names[$i]}" "${m[won]}" "${m[woff]}" "${m[wstock]}" \
-    "$(ratio "${m[won]}" "${m[wstock]}")" "$(ratio "${m[woff]}" "${m[wstock]}")" "${m[con]}" "${m[coff]}" "${m[cstock]}" \
-    "$(ratio "${m[con]}" "${m[cstock]}")" "$(ratio "${m[coff]}" "${m[cstock]}")"
+    "$(ratio "${m[won]}" "${m[wstock]}" %.1f)" "$(ratio "${m[woff]}" "${m[wstock]}" %.1f)" "${m[con]}" "${m[coff]}" "${m[cstock]}" \
+    "$(ratio "${m[con]}" "${m[cstock]}" %.1f)" "$(ratio "${m[coff]}" "${m[cstock]}" %.1f)"
 done

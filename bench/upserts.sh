@@ -64,6 +64,6 @@ for r in $(seq 1 "$rounds"); do
   for k in off on stock; do
     read -r t c <<<"${res[$k]}"
     case $k in off) name="pinax, at once off" ;; on) name="pinax, at once on" ;; *) name="postgresql" ;; esac
-    printf "%-6s %-22s %10s %12s %8s\n" "$r" "$name" "$t" "$c" "$(awk -v a="$t" -v b="$st" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }')"
+    printf "%-6s %-22s %10s %12s %8s\n" "$r" "$name" "$t" "$c" "$(ratio "$t" "$st")"
   done
 done
