@@ -10,9 +10,7 @@
 //!                      optimisation of restarts, see `COMMITTED_EVERY`)
 //! "p"                → last purged log id (synced before purged segments are deleted)
 //! "e" + index:u64be  → entry (bincode of openraft's Entry): engines without a
-//!                      directory only; found in an engine that has one (a log
-//!                      written before the entries had files), they move to the files
-//!                      at open
+//!                      directory only
 //! ```
 //! An entry's bytes are the same bincode in either place. Appends are synced, so an
 //! entry is acknowledged (`LogFlushed`) only once it survives a crash. The state
@@ -45,8 +43,6 @@ const COMMITTED_KEY: &[u8] = b"c";
 const PURGED_KEY: &[u8] = b"p";
 /// The entries' directory, under the engine's.
 pub const LOG_DIR: &str = "raft-log";
-/// Entries moved from `Cf::Log` to the files per append (see `LogStore::open`).
-const MOVE_CHUNK: usize = 512;
 
 fn entry_key(index: u64) -> [u8; 9] {
     let mut k = [0u8; 9];
@@ -171,46 +167,13 @@ impl<E: KvEngine> LogStore<E> {
             None => None,
         };
         let store = LogStore { engine, cached: Arc::default(), files };
-        if let Some(files) = &store.files {
-            store.move_entries_to_files(files)?;
-            if let Some(p) = last_purged {
-                // Segments whose deletion a crash undid.
-                files.lock().purge(p.index).map_err(log_err(ErrorVerb::Delete))?;
-            }
+        if let (Some(files), Some(p)) = (&store.files, last_purged) {
+            // Segments whose deletion a crash undid.
+            files.lock().purge(p.index).map_err(log_err(ErrorVerb::Delete))?;
         }
         let last_log = store.last_entry()?.or(last_purged);
         *store.cached.lock() = Cached { last_purged, last_log, ..Cached::default() };
         Ok(store)
-    }
-
-    /// Move entries an earlier version kept in `Cf::Log` into the files (in
-    /// order: appending an index again replaces it, so a move a crash cut short is
-    /// simply done again), then delete them from the engine.
-    fn move_entries_to_files(&self, files: &Mutex<LogFiles>) -> Result<(), StorageError> {
-        let snap = self.engine.snapshot();
-        let mut it = snap.iter(Cf::Log, IterOptions::bounded(vec![ENTRY_PREFIX], vec![ENTRY_PREFIX + 1]));
-        it.seek_to_first();
-        let append = |chunk: &mut Vec<(u64, Vec<u8>)>| files.lock().append(&std::mem::take(chunk)).map_err(log_err(ErrorVerb::Write));
-        let mut chunk = Vec::new();
-        let mut moved = 0u64;
-        while it.valid().map_err(|e| io_err(ErrorSubject::Logs, ErrorVerb::Read, e))? {
-            let index = it.key().get(1..9).and_then(|b| b.try_into().ok()).map(u64::from_be_bytes);
-            let index = index.ok_or_else(|| io_err(ErrorSubject::Logs, ErrorVerb::Read, "malformed log entry key"))?;
-            chunk.push((index, it.value().to_vec()));
-            moved += 1;
-            if chunk.len() >= MOVE_CHUNK {
-                append(&mut chunk)?;
-            }
-            it.next();
-        }
-        append(&mut chunk)?;
-        if moved > 0 {
-            let mut b = self.engine.new_batch();
-            self.delete_entries(0, u64::MAX, &mut b);
-            self.write(b, true, ErrorSubject::Logs)?;
-            tracing::info!(entries = moved, "moved the Raft log's entries out of the engine into their own files");
-        }
-        Ok(())
     }
 
     /// Append `entries` durably (the body of `append`, less openraft's callback).
@@ -465,20 +428,14 @@ mod tests {
     }
 
     #[test]
-    fn entries_live_in_files_survive_reopening_and_move_out_of_an_engine_that_held_them() {
+    fn entries_live_in_files_and_survive_reopening() {
         use pinax_engine_rocks::{RocksConfig, RocksEngine};
         let tmp = tempfile::tempdir().unwrap();
         let open = || Arc::new(RocksEngine::open(tmp.path().join("db"), &RocksConfig::default()).unwrap());
         let engine = open();
-        // The layout before the files: entries in Cf::Log.
-        let mut b = engine.new_batch();
-        for i in 1..=5 {
-            b.put(Cf::Log, &entry_key(i), &encode(&entry(i, 1, 10)));
-        }
-        engine.write(b, WriteOptions { sync: true, ..Default::default() }).unwrap();
         let mut store = LogStore::open(engine.clone()).unwrap();
-        assert_eq!(engine_entries(&engine), 0, "moved out of the engine");
         assert!(tmp.path().join("db").join(LOG_DIR).is_dir());
+        store.append_entries(&(1..=5).map(|i| entry(i, 1, 10)).collect::<Vec<_>>()).unwrap();
         let all = |s: &mut LogStore<RocksEngine>| block_on(s.try_get_log_entries(0..)).unwrap().iter().map(|e| (e.log_id.index, e.log_id.leader_id.term)).collect::<Vec<_>>();
         assert_eq!(all(&mut store), (1..=5).map(|i| (i, 1)).collect::<Vec<_>>());
         store.append_entries(&(6..=8).map(|i| entry(i, 2, 10)).collect::<Vec<_>>()).unwrap();
