@@ -23,6 +23,8 @@ pub struct IndexMeta {
     pub is_pk: bool,
     pub unique: bool,
     pub nulls_not_distinct: bool,
+    /// The index of an exclusion constraint (`EXCLUDE USING btree (c WITH =)`).
+    pub exclusion: bool,
     /// Key columns (INCLUDE columns are not stored).
     pub cols: Vec<KeyColumn>,
     /// Table attribute number of each key column (0: an expression).
@@ -46,6 +48,9 @@ pub struct TableMeta {
     pub hashed: bool,
     pub pk: Option<Rc<IndexMeta>>,
     pub secondary: Vec<Rc<IndexMeta>>,
+    /// Some secondary index is an exclusion constraint's: rows written are
+    /// remembered with their TIDs for its checks (`Backend::note_excl_row`).
+    pub exclusion: bool,
     /// What an update of some columns adds to what it depends on (made on first
     /// use by `am/table.rs`; DDL changing indexes or constraints invalidates the
     /// whole entry).
@@ -145,6 +150,7 @@ pub unsafe fn index_meta(idx: pg_sys::Relation, table_hashed: bool) -> IndexMeta
         is_pk,
         unique: (*ind).indisunique,
         nulls_not_distinct: (*ind).indnullsnotdistinct,
+        exclusion: (*ind).indisexclusion,
         simple: heap_attnums.iter().all(|a| *a != 0),
         cols,
         heap_attnums,
@@ -201,7 +207,8 @@ pub unsafe fn table_meta(rel: pg_sys::Relation) -> Result<Rc<TableMeta>, ClientE
         g.set(g.get() + 1);
         g.get()
     });
-    let meta = Rc::new(TableMeta { generation, relid, relnode, storage, hashed, pk, secondary, patch_rules: std::cell::OnceCell::new() });
+    let exclusion = secondary.iter().any(|i| i.exclusion);
+    let meta = Rc::new(TableMeta { generation, relid, relnode, storage, hashed, pk, secondary, exclusion, patch_rules: std::cell::OnceCell::new() });
     TABLES.with(|t| t.borrow_mut().insert(relid, meta.clone()));
     Ok(meta)
 }

@@ -57,6 +57,10 @@ pub struct CreateOptions {
     pub split_at: Vec<Vec<u8>>,
 }
 
+/// Speculative insertions that may lose in a row, with no conflicting row found
+/// by the look-ups between them, before the statement fails (`lost_speculation`).
+const SPEC_LOSSES_MAX: u32 = 1000;
+
 /// A failed flush: which storage table, and the error.
 pub struct FlushError {
     pub table: String,
@@ -99,6 +103,14 @@ pub struct Backend {
     /// met again by the same command is "invisible" to it (PostgreSQL then raises
     /// "ON CONFLICT DO UPDATE command cannot affect row a second time").
     pub spec_rows: std::collections::HashMap<(u32, Vec<u8>), u32>,
+    /// Speculative insertions that lost in a row, each to the same key
+    /// (`lost_speculation`): past SPEC_LOSSES_MAX, PostgreSQL's look-up and
+    /// Pinax's storage disagree on a conflict, and the statement fails instead of
+    /// retrying forever.
+    spec_losses: (u32, Option<Vec<u8>>),
+    /// Rows of tables with an exclusion constraint written by command `.0`, with
+    /// the TIDs they were handed (`note_excl_row`).
+    excl_rows: (u32, std::collections::HashMap<(u32, Vec<u8>), pg_sys::ItemPointerData>),
     /// The relation whose one row the running statement writes at once, and how
     /// (`insert_at_once`), until it is written.
     pub insert_at_once: Option<crate::insert_at_once::AtOnce>,
@@ -130,8 +142,9 @@ struct ReadTime {
 pub struct Speculative {
     /// The row key that already existed (a primary-key conflict), if any.
     pub conflict: Option<Vec<u8>>,
-    /// A unique index reported a conflict.
-    pub index_conflict: bool,
+    /// The key of the unique index entry that already existed, if a unique index
+    /// reported the conflict.
+    pub index_conflict: Option<Vec<u8>>,
     pub written: Vec<(String, Vec<u8>)>,
     /// The row was committed at once (`insert_at_once`), not written in the
     /// storage transaction: nothing is to be undone.
@@ -448,6 +461,57 @@ impl Backend {
     /// way: `spec`; the rows an earlier command's insertions wrote are forgotten.
     pub fn begin_speculative(&mut self, cid: u32, spec: Speculative) {
         self.spec = Some(spec);
+        self.begin_upsert(cid);
+    }
+
+    /// A speculative insertion lost to a conflict on `key` (the row key or the
+    /// unique entry's; None: an exclusion constraint's) that its look-up had not
+    /// found. A lost race with a concurrent inserter is retried once: the look-up
+    /// then finds the winner's row, and the next loss, if any, is on another key.
+    /// Err once it lost SPEC_LOSSES_MAX times in a row on one key.
+    pub fn lost_speculation(&mut self, key: Option<Vec<u8>>) -> Result<(), u32> {
+        if self.spec_losses.1 != key {
+            self.spec_losses = (0, key);
+        }
+        self.spec_losses.0 += 1;
+        if self.spec_losses.0 >= SPEC_LOSSES_MAX {
+            self.spec_losses = (0, None);
+            return Err(SPEC_LOSSES_MAX);
+        }
+        Ok(())
+    }
+
+    /// A speculative insertion won.
+    pub fn speculation_settled(&mut self) {
+        self.spec_losses = (0, None);
+    }
+
+    /// Row `key` of relation `relid`, which has an exclusion constraint, was
+    /// written by command `cid` under `tid`. PostgreSQL's exclusion check looks
+    /// the row up with a dirty snapshot and skips the entry whose TID is the
+    /// row's own: the look-up must hand that row out under that TID
+    /// (`excl_row_tid`), or the row conflicts with itself.
+    pub fn note_excl_row(&mut self, cid: u32, relid: u32, key: &[u8], tid: pg_sys::ItemPointerData) {
+        if self.excl_rows.0 != cid {
+            self.excl_rows.0 = cid;
+            self.excl_rows.1.clear();
+        }
+        self.excl_rows.1.insert((relid, key.to_vec()), tid);
+    }
+
+    /// The TID row `key` of `relid` (a table with an exclusion constraint) was
+    /// written under by the command writing rows now, if it wrote it.
+    pub fn excl_row_tid(&self, relid: u32, key: &[u8]) -> Option<pg_sys::ItemPointerData> {
+        if self.excl_rows.1.is_empty() || self.excl_rows.0 != self.last_cid {
+            return None;
+        }
+        self.excl_rows.1.get(&(relid, key.to_vec())).copied()
+    }
+
+    /// Command `cid` runs INSERT ... ON CONFLICT DO UPDATE: the rows it updates are
+    /// remembered as the ones it inserts are (`spec_rows`), so that meeting one of
+    /// them again is "a second time" (21000), also before any insertion of it.
+    pub fn begin_upsert(&mut self, cid: u32) {
         if self.spec_cid != Some(cid) {
             self.spec_cid = Some(cid);
             self.spec_rows.clear();
@@ -619,6 +683,8 @@ impl Backend {
         self.spec = None;
         self.spec_cid = None;
         self.spec_rows.clear();
+        self.spec_losses = (0, None);
+        self.excl_rows.1.clear();
         self.insert_at_once = None;
         self.range_locks.clear();
     }

@@ -418,7 +418,7 @@ unsafe extern "C-unwind" fn aminsert(
                 Err(e) if e.error.code() == pinax_common::ErrorCode::DuplicateKey && e.table == im.storage => {
                     state::with(|b| {
                         if let Some(s) = &mut b.spec {
-                            s.index_conflict = true;
+                            s.index_conflict = Some(key);
                         }
                     });
                     false
@@ -493,6 +493,9 @@ struct IndexScanState {
     point: bool,
     /// A dirty snapshot's look-up: the newest committed rows (`Pager::latest`).
     latest: bool,
+    /// A dirty snapshot's look-up of exactly one unique key (`Ranges::exact`):
+    /// its entries are returned without asking for a recheck.
+    exact_conflict_check: bool,
 }
 
 #[repr(C)]
@@ -604,19 +607,39 @@ unsafe fn array_elements(arr: pg_sys::Datum) -> Vec<(pg_sys::Datum, bool)> {
     (0..n as usize).map(|i| (*elems.add(i), !nulls.is_null() && *nulls.add(i))).collect()
 }
 
-/// Key ranges that cover every row the scan keys can match (the executor rechecks
-/// the quals, so a superset is correct).
-/// Also returns whether each range is one primary key (every key column of the
-/// primary key given by equality): a point lookup.
-unsafe fn ranges(im: &IndexMeta, keys: &[pg_sys::ScanKeyData]) -> (Vec<Range>, bool) {
+/// The key ranges of a scan (`ranges`).
+struct Ranges {
+    /// Ranges that cover every entry the scan keys can match (the executor
+    /// rechecks the quals, so a superset is correct).
+    ranges: Vec<Range>,
+    /// Each range is one primary key (every key column of the primary key given
+    /// by equality): a point lookup.
+    point: bool,
+    /// One range, holding exactly the entries Pinax's uniqueness check would
+    /// find for these key values: a unique, enforced key (`enforced_unique`)
+    /// every column of which is given by one equality or `IS NULL` key, and no
+    /// other key. A conflict check (`check_exclusion_or_unique_constraint`)
+    /// needs no recheck of such a scan, and must not have one: it treats an
+    /// entry holding a NULL as no match (it assumes strict operators), where a
+    /// NULLS NOT DISTINCT index holds NULLs to be equal, and the speculative
+    /// insertion, finding the conflict its check did not, would retry forever.
+    exact: bool,
+}
+
+/// The key ranges of index `im` that scan `keys` reads.
+unsafe fn ranges(im: &IndexMeta, keys: &[pg_sys::ScanKeyData]) -> Ranges {
     let ncols = im.cols.len();
-    // Per column: candidate equality values (several for `= ANY`).
-    let mut eq: Vec<Option<Vec<pg_sys::Datum>>> = vec![None; ncols];
+    // Per column: candidate equality values (several for `= ANY`), each a datum
+    // and whether it is NULL (`IS NULL`).
+    let mut eq: Vec<Option<Vec<(pg_sys::Datum, bool)>>> = vec![None; ncols];
+    // Every key is an equality on a column of its own or an `IS NULL`.
+    let mut all_eq = true;
     let mut lower: Vec<Option<(pg_sys::Datum, bool)>> = vec![None; ncols];
     let mut upper: Vec<Option<(pg_sys::Datum, bool)>> = vec![None; ncols];
     for sk in keys {
         let att = sk.sk_attno as usize;
         if att == 0 || att > ncols {
+            all_eq = false;
             continue;
         }
         let col = &im.cols[att - 1];
@@ -624,11 +647,18 @@ unsafe fn ranges(im: &IndexMeta, keys: &[pg_sys::ScanKeyData]) -> (Vec<Range>, b
         if flags & (SK_ISNULL | SK_ROW_HEADER | SK_SEARCHNULL | SK_SEARCHNOTNULL) != 0 {
             if flags & SK_ISNULL != 0 && flags & (SK_SEARCHNULL | SK_SEARCHNOTNULL) == 0 {
                 // `col op NULL` matches nothing.
-                return (Vec::new(), false);
+                return Ranges { ranges: Vec::new(), point: false, exact: false };
+            }
+            if flags & SK_SEARCHNULL != 0 && flags & SK_ROW_HEADER == 0 && eq[att - 1].is_none() {
+                // `col IS NULL`: NULL's own encoding.
+                eq[att - 1] = Some(vec![(pg_sys::Datum::from(0usize), true)]);
+            } else {
+                all_eq = false;
             }
             continue;
         }
         let strategy = sk.sk_strategy as u32;
+        all_eq &= strategy == pg_sys::BTEqualStrategyNumber && flags & SK_SEARCHARRAY == 0 && eq[att - 1].is_none();
         if flags & SK_SEARCHARRAY != 0 {
             if strategy == pg_sys::BTEqualStrategyNumber && eq[att - 1].is_none() {
                 let mut vals = Vec::new();
@@ -638,7 +668,7 @@ unsafe fn ranges(im: &IndexMeta, keys: &[pg_sys::ScanKeyData]) -> (Vec<Range>, b
                         continue;
                     }
                     match same_type_arg(col, sk, v) {
-                        Some(d) => vals.push(d),
+                        Some(d) => vals.push((d, false)),
                         None => ok = false,
                     }
                 }
@@ -648,9 +678,12 @@ unsafe fn ranges(im: &IndexMeta, keys: &[pg_sys::ScanKeyData]) -> (Vec<Range>, b
             }
             continue;
         }
-        let Some(arg) = same_type_arg(col, sk, sk.sk_argument) else { continue };
+        let Some(arg) = same_type_arg(col, sk, sk.sk_argument) else {
+            all_eq = false;
+            continue;
+        };
         match strategy {
-            s if s == pg_sys::BTEqualStrategyNumber => eq[att - 1] = Some(vec![arg]),
+            s if s == pg_sys::BTEqualStrategyNumber => eq[att - 1] = Some(vec![(arg, false)]),
             s if s == pg_sys::BTGreaterEqualStrategyNumber => lower[att - 1] = Some((arg, true)),
             s if s == pg_sys::BTGreaterStrategyNumber => lower[att - 1] = Some((arg, false)),
             s if s == pg_sys::BTLessStrategyNumber => upper[att - 1] = Some((arg, false)),
@@ -670,7 +703,7 @@ unsafe fn ranges(im: &IndexMeta, keys: &[pg_sys::ScanKeyData]) -> (Vec<Range>, b
         for p in &prefixes {
             for v in vals {
                 let mut q = p.clone();
-                q.push((*v, false));
+                q.push(*v);
                 next.push(q);
             }
         }
@@ -679,11 +712,12 @@ unsafe fn ranges(im: &IndexMeta, keys: &[pg_sys::ScanKeyData]) -> (Vec<Range>, b
     }
     if k == 0 {
         if im.hashed {
-            return (vec![(Vec::new(), None)], false);
+            return Ranges { ranges: vec![(Vec::new(), None)], point: false, exact: false };
         }
         prefixes = vec![Vec::new()];
     }
     let point = im.is_pk && k == ncols;
+    let exact = all_eq && k == ncols && prefixes.len() == 1 && enforced_unique(im, &prefixes[0]);
     let mut out: Vec<Range> = Vec::with_capacity(prefixes.len());
     for p in prefixes {
         let prefix = if p.is_empty() { Vec::new() } else { build_key(&im.cols[..k], &p, im.hashed) };
@@ -717,7 +751,7 @@ unsafe fn ranges(im: &IndexMeta, keys: &[pg_sys::ScanKeyData]) -> (Vec<Range>, b
     }
     out.sort();
     out.dedup();
-    (out, point)
+    Ranges { ranges: out, point, exact }
 }
 
 /// The walk of `range` for scan `scan` (state `st`).
@@ -780,7 +814,7 @@ unsafe extern "C-unwind" fn amgettuple(scan: pg_sys::IndexScanDesc, direction: p
         } else {
             std::slice::from_raw_parts((*scan).keyData, (*scan).numberOfKeys as usize)
         };
-        let (found, point) = ranges(&im, keys);
+        let Ranges { ranges: found, point, exact } = ranges(&im, keys);
         let mut rs: VecDeque<Range> = found.into();
         if reverse {
             rs = rs.into_iter().rev().collect();
@@ -809,6 +843,7 @@ unsafe extern "C-unwind" fn amgettuple(scan: pg_sys::IndexScanDesc, direction: p
             curcid: snapshot_cid((*scan).xs_snapshot),
             latest: dirty,
             point,
+            exact_conflict_check: dirty && exact,
         };
         (*o).state = Box::into_raw(Box::new(st));
     }
@@ -872,10 +907,18 @@ unsafe extern "C-unwind" fn amgettuple(scan: pg_sys::IndexScanDesc, direction: p
                 None => continue, // entry of a row this read point does not see
             }
         };
-        let origin = if st.latest { Origin::Latest } else { Origin::Read };
-        let tid = state::with(|b| b.tids.add(st.relid, &row_key, &row, origin));
+        let tid = if st.latest {
+            state::with(|b| {
+                match b.excl_row_tid(st.relid, &row_key) {
+                    Some(own) => own,
+                    None => b.tids.add(st.relid, &row_key, &row, Origin::Latest),
+                }
+            })
+        } else {
+            state::with(|b| b.tids.add(st.relid, &row_key, &row, Origin::Read))
+        };
         (*scan).xs_heaptid = tid;
-        (*scan).xs_recheck = true;
+        (*scan).xs_recheck = !st.exact_conflict_check;
         return true;
     }
 }

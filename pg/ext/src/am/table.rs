@@ -348,6 +348,9 @@ unsafe fn insert_row(rel: pg_sys::Relation, slot: *mut pg_sys::TupleTableSlot, c
         b.last_cid = cid;
         b.unchanged.clear();
         let tid = b.tids.add(m.relid, &key, &bytes, Origin::Written);
+        if m.exclusion {
+            b.note_excl_row(cid, m.relid, &key, tid);
+        }
         b.push(cid, &m.storage, op).map(|_| tid)
     })
     .or_raise();
@@ -380,7 +383,7 @@ unsafe extern "C-unwind" fn tuple_insert_speculative(
     let key = insert_row(rel, slot, cid);
     let storage = meta_of(rel).storage.clone();
     let res = state::with(|b| {
-        b.begin_speculative(cid, state::Speculative { conflict: None, index_conflict: false, written: vec![(storage.clone(), key.clone())], committed: false });
+        b.begin_speculative(cid, state::Speculative { conflict: None, index_conflict: None, written: vec![(storage.clone(), key.clone())], committed: false });
         b.flush()
     });
     if let Err(e) = res {
@@ -426,7 +429,7 @@ unsafe fn insert_at_once(rel: pg_sys::Relation, slot: *mut pg_sys::TupleTableSlo
         b.last_cid = cid;
         b.unchanged.clear();
         let written = if conflict { vec![] } else { vec![(m.storage.clone(), op.key.clone())] };
-        b.begin_speculative(cid, state::Speculative { conflict: conflict.then(|| op.key.clone()), index_conflict: false, written, committed: true });
+        b.begin_speculative(cid, state::Speculative { conflict: conflict.then(|| op.key.clone()), index_conflict: None, written, committed: true });
         b.tids.add(m.relid, &op.key, &op.value, Origin::Written)
     });
     (*slot).tts_tid = tid;
@@ -440,6 +443,7 @@ unsafe fn insert_at_once(rel: pg_sys::Relation, slot: *mut pg_sys::TupleTableSlo
 unsafe extern "C-unwind" fn tuple_complete_speculative(rel: pg_sys::Relation, _slot: *mut pg_sys::TupleTableSlot, _spec_token: u32, succeeded: bool) {
     let spec = state::with(|b| b.spec.take());
     if succeeded {
+        state::with(|b| b.speculation_settled());
         if let Some((_, key)) = spec.as_ref().and_then(|s| s.written.first()) {
             let relid = (*rel).rd_id.to_u32();
             state::with(|b| {
@@ -448,6 +452,15 @@ unsafe extern "C-unwind" fn tuple_complete_speculative(rel: pg_sys::Relation, _s
             });
         }
         return;
+    }
+    let lost_on = spec.as_ref().and_then(|s| s.conflict.clone().or_else(|| s.index_conflict.clone()));
+    if let Err(n) = state::with(|b| b.lost_speculation(lost_on)) {
+        let name = std::ffi::CStr::from_ptr((*(*rel).rd_rel).relname.data.as_ptr()).to_string_lossy().into_owned();
+        error::raise_with(
+            pgrx::PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
+            format!("pinax: speculative insertion into \"{name}\" lost {n} times in a row to a conflict its arbiter look-up does not find"),
+            None,
+        );
     }
     // Undo what was written for the row that lost: the row and its index entries
     // (a row committed at once was written only if nothing conflicted).
@@ -661,6 +674,9 @@ unsafe extern "C-unwind" fn tuple_update(
         }
         b.tids.supersede(&*otid, cid);
         let t = b.tids.add(m.relid, &new_key, &bytes, Origin::Written);
+        if m.exclusion {
+            b.note_excl_row(cid, m.relid, &new_key, t);
+        }
         for (s, op) in ops {
             b.push(cid, &s, op)?;
         }

@@ -49,6 +49,21 @@ unsafe extern "C-unwind" fn executor_start(query_desc: *mut pg_sys::QueryDesc, e
     }
     crate::update_deps::started(query_desc);
     crate::insert_at_once::started(query_desc, eflags);
+    if upserts((*query_desc).plannedstmt) {
+        state::with(|b| b.begin_upsert((*(*query_desc).estate).es_output_cid));
+    }
+}
+
+/// Whether statement `ps` runs an INSERT ... ON CONFLICT DO UPDATE (its own, or a
+/// data-modifying WITH query's).
+unsafe fn upserts(ps: *mut pg_sys::PlannedStmt) -> bool {
+    let is_upsert = |plan: *mut pg_sys::Plan| {
+        !plan.is_null()
+            && (*plan).type_ == pg_sys::NodeTag::T_ModifyTable
+            && (*(plan as *mut pg_sys::ModifyTable)).onConflictAction == pg_sys::OnConflictAction::ONCONFLICT_UPDATE
+    };
+    (*ps).commandType == pg_sys::CmdType::CMD_INSERT && is_upsert((*ps).planTree)
+        || (*ps).hasModifyingCTE && crate::pg_list::list_ptrs::<pg_sys::Plan>((*ps).subplans).into_iter().any(is_upsert)
 }
 
 #[pg_guard]
