@@ -5,8 +5,12 @@
 //! - Indexes of Pinax tables are btree in the catalog, Pinax in storage
 //!   (`am/index.rs`); the primary key is the row key (a virtual index).
 //! - Hooks (`hooks/`): DDL options and temp tables (utility), planner facts
-//!   (relation info), statement-end flush (executor), transaction lifecycle and
-//!   freeing the storage of deleted file nodes (xact callbacks).
+//!   (relation info), the planner hook (planner), statement-end flush
+//!   (executor), transaction lifecycle and freeing the storage of deleted file
+//!   nodes (xact callbacks).
+//! - Custom scans (`customscan/`), registered once: conditions, counts and
+//!   aggregates computed in the tablets (`PinaxScan`), and UPDATE/DELETE by key
+//!   without reading the row (`PinaxWriteByKey`).
 //! - DDL on every SQL node (`ddl.rs`): committed DDL is published to the cluster's
 //!   DDL log and replayed by the other nodes' PostgreSQL; storage names per node.
 //! - Cluster-wide sequences (`sequence.rs`): nextval & co. take values from the
@@ -27,6 +31,7 @@
 use pgrx::prelude::*;
 
 pub mod am;
+pub mod customscan;
 pub mod ddl;
 pub mod error;
 pub mod guc;
@@ -37,7 +42,6 @@ pub mod limit;
 pub mod meta;
 pub mod pg_list;
 pub mod pgtry;
-pub mod pushdown;
 pub mod scan;
 pub mod sequence;
 pub mod state;
@@ -45,7 +49,6 @@ pub mod tid;
 pub mod tuple;
 pub mod update_deps;
 pub mod violation;
-pub mod write_by_key;
 
 pgrx::pg_module_magic!();
 

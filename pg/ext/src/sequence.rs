@@ -75,18 +75,16 @@ fn call(name: String, op: SequenceOp) -> Response {
     client.call(Request::Sequence { name, op }).or_raise()
 }
 
-// ---------------------------------------------------------------- planner hook
+// ------------------------------------------------- planner (hooks/planner.rs)
 
-static PREV_PLANNER: std::sync::OnceLock<pg_sys::planner_hook_type> = std::sync::OnceLock::new();
 static PREV_OBJECT_ACCESS: std::sync::OnceLock<pg_sys::object_access_hook_type> = std::sync::OnceLock::new();
 
-/// Install the planner and object-access hooks (once, from `_PG_init`).
+/// Install the object-access hook (once, from `_PG_init`; the planner hook,
+/// `hooks/planner.rs`, calls [`swap_calls`]).
 ///
 /// # Safety
 /// Only while loading shared_preload_libraries in the postmaster.
 pub unsafe fn install() {
-    let _ = PREV_PLANNER.set(pg_sys::planner_hook);
-    pg_sys::planner_hook = Some(planner);
     let _ = PREV_OBJECT_ACCESS.set(pg_sys::object_access_hook);
     pg_sys::object_access_hook = Some(object_access);
 }
@@ -119,20 +117,15 @@ unsafe fn funcs() -> Option<Funcs> {
     Some(f)
 }
 
-#[pg_guard]
-unsafe extern "C-unwind" fn planner(
-    parse: *mut pg_sys::Query,
-    query_string: *const std::ffi::c_char,
-    cursor_options: std::ffi::c_int,
-    bound_params: pg_sys::ParamListInfo,
-) -> *mut pg_sys::PlannedStmt {
+/// Before planning `parse`: swap its sequence calls and identity defaults for
+/// the pinax_* functions (module header), in place (the planner scribbles on its
+/// input anyway). Nothing when the extension is not installed in this database.
+///
+/// # Safety
+/// `parse` must be a valid query tree about to be planned.
+pub unsafe fn swap_calls(parse: *mut pg_sys::Query) {
     if let Some(mut f) = funcs() {
-        // The planner scribbles on its input anyway: swap in place.
         pg_sys::query_tree_walker(parse, Some(swap_walker), (&raw mut f).cast(), 0);
-    }
-    match PREV_PLANNER.get().copied().flatten() {
-        Some(prev) => prev(parse, query_string, cursor_options, bound_params),
-        None => pg_sys::standard_planner(parse, query_string, cursor_options, bound_params),
     }
 }
 

@@ -49,7 +49,7 @@ unsafe extern "C-unwind" fn walker(ps: *mut pg_sys::PlanState, ctx: *mut std::ff
             (*(child as *mut pg_sys::IndexOnlyScanState)).ioss_PscanLen = mask | OUTPUT_USE_KNOWN;
             if mask == 0 {
                 // count(*) alone: the aggregate takes the number (`take_index_count`).
-                crate::pushdown::count_rows_in_storage(ps as *mut pg_sys::AggState);
+                crate::customscan::pushdown::count_rows_in_storage(ps as *mut pg_sys::AggState);
             }
         }
     }
@@ -69,7 +69,7 @@ unsafe extern "C-unwind" fn walker(ps: *mut pg_sys::PlanState, ctx: *mut std::ff
         {
             pg_sys::ExecSetExecProcNode(child, Some(exec_count));
             // count(*) alone: the aggregate takes the number (no row made per row).
-            crate::pushdown::count_rows_in_storage(ps as *mut pg_sys::AggState);
+            crate::customscan::pushdown::count_rows_in_storage(ps as *mut pg_sys::AggState);
         }
     }
     // The same over a scan with pushed-down conditions (count(*) WHERE ...): the
@@ -81,12 +81,12 @@ unsafe extern "C-unwind" fn walker(ps: *mut pg_sys::PlanState, ctx: *mut std::ff
         if !child.is_null() && (*child).type_ == pg_sys::NodeTag::T_CustomScanState {
             let plain = (*agg).aggstrategy == pg_sys::AggStrategy::AGG_PLAIN;
             if plain && var_columns(&[(*agg).plan.targetlist.cast(), (*agg).plan.qual.cast()], pg_sys::OUTER_VAR) == Some(0) {
-                if crate::pushdown::count_in_storage(child as *mut pg_sys::CustomScanState) {
-                    crate::pushdown::count_rows_in_storage(ps as *mut pg_sys::AggState);
+                if crate::customscan::pushdown::count_in_storage(child as *mut pg_sys::CustomScanState) {
+                    crate::customscan::pushdown::count_rows_in_storage(ps as *mut pg_sys::AggState);
                 }
             } else {
                 // sum, min, max, avg, count of columns; also per group.
-                crate::pushdown::aggregate_in_storage(ps as *mut pg_sys::AggState, child as *mut pg_sys::CustomScanState);
+                crate::customscan::pushdown::aggregate_in_storage(ps as *mut pg_sys::AggState, child as *mut pg_sys::CustomScanState);
             }
         }
     }

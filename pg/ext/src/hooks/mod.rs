@@ -2,6 +2,7 @@
 //! (`install`) and called in turn.
 
 pub mod executor;
+pub mod planner;
 pub mod relation_info;
 pub mod restart;
 pub mod utility;
@@ -18,6 +19,6 @@ pub unsafe fn install() {
     restart::install();
     xact::install();
     crate::sequence::install();
-    crate::pushdown::install();
-    crate::write_by_key::install();
+    planner::install();
+    crate::customscan::install();
 }

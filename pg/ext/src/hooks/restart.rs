@@ -262,7 +262,7 @@ unsafe fn restartable(qd: *mut pg_sys::QueryDesc, count: u64, execute_once: bool
     if pg_sys::XactIsoLevel >= pg_sys::XACT_REPEATABLE_READ as i32 {
         return false;
     }
-    if crate::write_by_key::writes_by_key((*qd).planstate) {
+    if crate::customscan::write_by_key::writes_by_key((*qd).planstate) {
         // One storage write that waits for blockers and re-reads on its own.
         return false;
     }
@@ -323,7 +323,7 @@ unsafe fn primary_key_lookup(ps: *mut pg_sys::PlannedStmt) -> bool {
         pinax
     };
     // Each key column exactly once, by an equality operator of its family.
-    let point = point && crate::write_by_key::primary_key_equalities(quals, index).is_some();
+    let point = point && crate::customscan::write_by_key::primary_key_equalities(quals, index).is_some();
     pg_sys::RelationClose(index);
     point
 }

@@ -10,8 +10,9 @@
 //! merge it, `pinax_codec::patch`), or a delete. The tablet answers whether a row
 //! was there, which is the statement's row count.
 //!
-//! Planning (`planner_hook`, after PostgreSQL's planner): a plan that is exactly
-//! ModifyTable(UPDATE | DELETE) over an index scan of a Pinax table's primary key,
+//! Planning (`planner_hook`, after PostgreSQL's planner: `hooks/planner.rs`
+//! calls [`after_planning`]): a plan that is exactly ModifyTable(UPDATE |
+//! DELETE) over an index scan of a Pinax table's primary key,
 //! with one equality per key column against a value that reads no table column, no
 //! other condition, and nothing that needs the old row, becomes a Custom Scan
 //! (PinaxWriteByKey) holding the key and new-value expressions, with the original
@@ -77,7 +78,7 @@ use crate::error::OrRaise;
 use crate::guc;
 use crate::meta;
 use crate::pg_list::{list_ints, list_ptrs};
-use crate::pushdown::{exec_methods, Methods};
+use super::methods::{exec_methods, Methods};
 use crate::state;
 use crate::tuple::{form_tuple_bytes, merged, slot_getallattrs, store_tuple};
 use pgrx::pg_guard;
@@ -85,15 +86,12 @@ use pgrx::pg_sys;
 use pinax_codec::patch;
 use pinax_proto::{LiveWrite, ReadPoint, WriteOp};
 use std::ffi::CStr;
-use std::sync::OnceLock;
 
 const NAME: &CStr = c"PinaxWriteByKey";
 
-static SCAN_METHODS: Methods<pg_sys::CustomScanMethods> = Methods(pg_sys::CustomScanMethods { CustomName: NAME.as_ptr(), CreateCustomScanState: Some(create_state) });
+pub(super) static SCAN_METHODS: Methods<pg_sys::CustomScanMethods> = Methods(pg_sys::CustomScanMethods { CustomName: NAME.as_ptr(), CreateCustomScanState: Some(create_state) });
 
 static EXEC_METHODS: Methods<pg_sys::CustomExecMethods> = exec_methods(NAME, begin, exec, end, rescan, explain);
-
-static PREV: OnceLock<pg_sys::planner_hook_type> = OnceLock::new();
 
 /// custom_private: [UPDATE = 1 | DELETE = 2, canSetTag, key count, assigned attnums...].
 const OP_UPDATE: i32 = 1;
@@ -105,26 +103,15 @@ const OP_DELETE_ALL: i32 = 3;
 /// the statement gives up with the conflict (40001).
 const MAX_REREADS: u32 = 100;
 
-/// Install the planner hook and register the plan node (once, from `_PG_init`).
+/// After planning (`hooks/planner.rs`): `ps` (null when planning failed)
+/// rewritten to a write by key when it has that shape and the settings allow it.
 ///
 /// # Safety
-/// Only while loading shared_preload_libraries in the postmaster.
-pub unsafe fn install() {
-    let _ = PREV.set(pg_sys::planner_hook);
-    pg_sys::planner_hook = Some(planner);
-    pg_sys::RegisterCustomScanMethods(&SCAN_METHODS.0);
-}
-
-#[pg_guard]
-unsafe extern "C-unwind" fn planner(parse: *mut pg_sys::Query, query_string: *const std::ffi::c_char, cursor_options: i32, bound_params: pg_sys::ParamListInfo) -> *mut pg_sys::PlannedStmt {
-    let ps = match PREV.get().copied().flatten() {
-        Some(prev) => prev(parse, query_string, cursor_options, bound_params),
-        None => pg_sys::standard_planner(parse, query_string, cursor_options, bound_params),
-    };
+/// `ps` must be null or the statement PostgreSQL's planner just made.
+pub unsafe fn after_planning(ps: *mut pg_sys::PlannedStmt) {
     if (guc::single_row_writes() || guc::delete_all()) && !ps.is_null() {
         rewrite(ps);
     }
-    ps
 }
 
 /// Replace `ps`'s plan by a write by key when it has that shape (module header).

@@ -2,8 +2,9 @@
 //! `WHERE` clause that the tablets can check to the tablets, which return only
 //! the rows that may satisfy them (YugabyteDB's "remote filter").
 //!
-//! Planning (`set_rel_pathlist_hook`): for a Pinax table with such conditions, a
-//! custom path (`PinaxScan`) is offered next to the sequential scan, at a lower
+//! Planning (`set_rel_pathlist_hook`, `customscan/mod.rs`): for a Pinax table
+//! with such conditions, a custom path (`PinaxScan`) is offered next to the
+//! sequential scan, at a lower
 //! cost (rows dropped in the tablets are never shipped or looked at here). Its plan
 //! keeps the whole `WHERE` clause as its qual, which PostgreSQL checks on every row
 //! that arrives, and lists the pushed conditions in `custom_exprs`; so the tablets
@@ -32,61 +33,20 @@ use crate::pg_list::list_ptrs;
 use pgrx::pg_guard;
 use pgrx::pg_sys;
 use pinax_proto::{canonical_float_key, AggFunc, AggSpec, AggValue, AttrLayout, CmpOp, FilterOp, FilterValue, GroupBy, RowFilter, MAX_FILTER_OPS};
+use super::methods::{exec_methods, Methods};
 use std::ffi::CStr;
-use std::sync::OnceLock;
-
-/// A method table PostgreSQL reads through a pointer (raw pointers are not `Sync`).
-pub(crate) struct Methods<T>(pub(crate) T);
-unsafe impl<T> Sync for Methods<T> {}
-
-type Begin = unsafe extern "C-unwind" fn(*mut pg_sys::CustomScanState, *mut pg_sys::EState, i32);
-type Exec = unsafe extern "C-unwind" fn(*mut pg_sys::CustomScanState) -> *mut pg_sys::TupleTableSlot;
-type Node = unsafe extern "C-unwind" fn(*mut pg_sys::CustomScanState);
-type Explain = unsafe extern "C-unwind" fn(*mut pg_sys::CustomScanState, *mut pg_sys::List, *mut pg_sys::ExplainState);
-
-/// The execution methods of a custom scan node that runs in one backend (no
-/// mark/restore, no parallel workers).
-pub(crate) const fn exec_methods(name: &'static CStr, begin: Begin, exec: Exec, end: Node, rescan: Node, explain: Explain) -> Methods<pg_sys::CustomExecMethods> {
-    Methods(pg_sys::CustomExecMethods {
-        CustomName: name.as_ptr(),
-        BeginCustomScan: Some(begin),
-        ExecCustomScan: Some(exec),
-        EndCustomScan: Some(end),
-        ReScanCustomScan: Some(rescan),
-        MarkPosCustomScan: None,
-        RestrPosCustomScan: None,
-        EstimateDSMCustomScan: None,
-        InitializeDSMCustomScan: None,
-        ReInitializeDSMCustomScan: None,
-        InitializeWorkerCustomScan: None,
-        ShutdownCustomScan: None,
-        ExplainCustomScan: Some(explain),
-    })
-}
 
 const NAME: &CStr = c"PinaxScan";
 
 static PATH_METHODS: Methods<pg_sys::CustomPathMethods> =
     Methods(pg_sys::CustomPathMethods { CustomName: NAME.as_ptr(), PlanCustomPath: Some(plan_path), ReparameterizeCustomPathByChild: None });
 
-static SCAN_METHODS: Methods<pg_sys::CustomScanMethods> = Methods(pg_sys::CustomScanMethods { CustomName: NAME.as_ptr(), CreateCustomScanState: Some(create_state) });
+pub(super) static SCAN_METHODS: Methods<pg_sys::CustomScanMethods> = Methods(pg_sys::CustomScanMethods { CustomName: NAME.as_ptr(), CreateCustomScanState: Some(create_state) });
 
 static EXEC_METHODS: Methods<pg_sys::CustomExecMethods> = exec_methods(NAME, begin, exec, end, rescan, explain);
 
-static PREV: OnceLock<pg_sys::set_rel_pathlist_hook_type> = OnceLock::new();
-
 /// Nesting of AND/OR/NOT pushed at most (deeper conditions stay in PostgreSQL).
 const MAX_DEPTH: usize = 32;
-
-/// Install the planner hook and register the plan node (once, from `_PG_init`).
-///
-/// # Safety
-/// Only while loading shared_preload_libraries in the postmaster.
-pub unsafe fn install() {
-    let _ = PREV.set(pg_sys::set_rel_pathlist_hook);
-    pg_sys::set_rel_pathlist_hook = Some(set_rel_pathlist);
-    pg_sys::RegisterCustomScanMethods(&SCAN_METHODS.0);
-}
 
 unsafe fn tag(n: *mut pg_sys::Node) -> pg_sys::NodeTag {
     (*n).type_
@@ -551,11 +511,12 @@ unsafe extern "C-unwind" fn free_inner(arg: *mut std::ffi::c_void) {
     }
 }
 
-#[pg_guard]
-unsafe extern "C-unwind" fn set_rel_pathlist(root: *mut pg_sys::PlannerInfo, rel: *mut pg_sys::RelOptInfo, rti: pg_sys::Index, rte: *mut pg_sys::RangeTblEntry) {
-    if let Some(prev) = PREV.get().copied().flatten() {
-        prev(root, rel, rti, rte);
-    }
+/// After PostgreSQL's paths for base relation `rel` (`set_rel_pathlist_hook`,
+/// `customscan/mod.rs`): the `PinaxScan` path, when it applies (module header).
+///
+/// # Safety
+/// The arguments of `set_rel_pathlist_hook`, while planning.
+pub(super) unsafe fn add_path(root: *mut pg_sys::PlannerInfo, rel: *mut pg_sys::RelOptInfo, rte: *mut pg_sys::RangeTblEntry) {
     if !guc::enable_filter_pushdown() || (*rte).rtekind != pg_sys::RTEKind::RTE_RELATION || (*rte).inh || (*rte).relkind as u8 != pg_sys::RELKIND_RELATION {
         return;
     }
