@@ -49,7 +49,7 @@ unsafe extern "C-unwind" fn walker(ps: *mut pg_sys::PlanState, ctx: *mut std::ff
             (*(child as *mut pg_sys::IndexOnlyScanState)).ioss_PscanLen = mask | OUTPUT_USE_KNOWN;
             if mask == 0 {
                 // count(*) alone: the aggregate takes the number (`take_index_count`).
-                crate::customscan::pushdown::count_rows_in_storage(ps as *mut pg_sys::AggState);
+                crate::customscan::pushdown::count::count_rows_in_storage(ps as *mut pg_sys::AggState);
             }
         }
     }
@@ -69,11 +69,11 @@ unsafe extern "C-unwind" fn walker(ps: *mut pg_sys::PlanState, ctx: *mut std::ff
         {
             pg_sys::ExecSetExecProcNode(child, Some(exec_count));
             // count(*) alone: the aggregate takes the number (no row made per row).
-            crate::customscan::pushdown::count_rows_in_storage(ps as *mut pg_sys::AggState);
+            crate::customscan::pushdown::count::count_rows_in_storage(ps as *mut pg_sys::AggState);
         }
     }
     // The same over a scan with pushed-down conditions (count(*) WHERE ...): the
-    // tablets count the rows that match (`pushdown::count_in_storage` checks that
+    // tablets count the rows that match (`pushdown::count::count_in_storage` checks that
     // every condition is pushed).
     if (*ps).type_ == pg_sys::NodeTag::T_AggState {
         let agg = (*ps).plan as *mut pg_sys::Agg;
@@ -81,12 +81,12 @@ unsafe extern "C-unwind" fn walker(ps: *mut pg_sys::PlanState, ctx: *mut std::ff
         if !child.is_null() && (*child).type_ == pg_sys::NodeTag::T_CustomScanState {
             let plain = (*agg).aggstrategy == pg_sys::AggStrategy::AGG_PLAIN;
             if plain && var_columns(&[(*agg).plan.targetlist.cast(), (*agg).plan.qual.cast()], pg_sys::OUTER_VAR) == Some(0) {
-                if crate::customscan::pushdown::count_in_storage(child as *mut pg_sys::CustomScanState) {
-                    crate::customscan::pushdown::count_rows_in_storage(ps as *mut pg_sys::AggState);
+                if crate::customscan::pushdown::count::count_in_storage(child as *mut pg_sys::CustomScanState) {
+                    crate::customscan::pushdown::count::count_rows_in_storage(ps as *mut pg_sys::AggState);
                 }
             } else {
                 // sum, min, max, avg, count of columns; also per group.
-                crate::customscan::pushdown::aggregate_in_storage(ps as *mut pg_sys::AggState, child as *mut pg_sys::CustomScanState);
+                crate::customscan::pushdown::aggregate::aggregate_in_storage(ps as *mut pg_sys::AggState, child as *mut pg_sys::CustomScanState);
             }
         }
     }

@@ -121,7 +121,7 @@ unsafe extern "C-unwind" fn scan_rescan(scan: pg_sys::TableScanDesc, _key: *mut 
 }
 
 /// Have the tablets return only rows that may satisfy `filter` (pushed-down
-/// `WHERE` conditions, see `pushdown.rs`), from the next page on; set before the
+/// `WHERE` conditions, see `customscan/pushdown/`), from the next page on; set before the
 /// first row is read and again after each rescan.
 ///
 /// # Safety
@@ -132,7 +132,7 @@ pub unsafe fn set_filter(scan: pg_sys::TableScanDesc, filter: Option<pinax_proto
 }
 
 /// For a scan with a filter whose rows nobody reads (`count(*) WHERE ...`, see
-/// `pushdown.rs`): how many rows certainly match, counted in the tablets. The
+/// `customscan/pushdown/count.rs`): how many rows certainly match, counted in the tablets. The
 /// rows the filter cannot decide are returned by the scan afterwards.
 ///
 /// # Safety
@@ -143,7 +143,7 @@ pub unsafe fn count_matching(scan: pg_sys::TableScanDesc) -> u64 {
 }
 
 /// For a scan with a filter under an aggregate computed in storage (see
-/// `pushdown.rs`): the partials of `aggs` over the matching rows, and how many rows
+/// `customscan/pushdown/aggregate.rs`): the partials of `aggs` over the matching rows, and how many rows
 /// they folded. The rows the tablets could not decide or fold are returned by the
 /// scan afterwards.
 ///

@@ -1,6 +1,6 @@
 //! Pinax's custom scans, registered here once.
 //!
-//! - `PinaxScan` (`pushdown.rs`): a sequential scan of a Pinax table whose
+//! - `PinaxScan` (`pushdown/`): a sequential scan of a Pinax table whose
 //!   `WHERE` conditions (and count or aggregates above it) the tablets compute.
 //!   Its path is offered from `set_rel_pathlist_hook`, installed here.
 //! - `PinaxWriteByKey` (`write_by_key.rs`): an UPDATE or DELETE of one row by its
