@@ -1,6 +1,6 @@
 //! Pinax PostgreSQL extension: distributed tables inside stock PostgreSQL 15.
 //!
-//! - Table access method `pinax` (`am/table.rs`): rows live in Pinax tablets, keyed
+//! - Table access method `pinax` (`am/table/`): rows live in Pinax tablets, keyed
 //!   by primary key (or a generated id), valued by PostgreSQL tuple bytes.
 //! - Indexes of Pinax tables are btree in the catalog, Pinax in storage
 //!   (`am/index.rs`); the primary key is the row key (a virtual index).
@@ -23,7 +23,7 @@
 //! layering test of the main workspace). Inside a backend, no Rust thread calls into
 //! PostgreSQL: the client's heartbeat thread only talks to the node.
 //!
-//! Start reading at `am/table.rs`.
+//! Start reading at `am/table/mod.rs`.
 
 // PostgreSQL's callback signatures decide the argument counts.
 #![allow(clippy::too_many_arguments)]

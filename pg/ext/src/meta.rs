@@ -52,7 +52,7 @@ pub struct TableMeta {
     /// remembered with their TIDs for its checks (`Backend::note_excl_row`).
     pub exclusion: bool,
     /// What an update of some columns adds to what it depends on (made on first
-    /// use by `am/table.rs`; DDL changing indexes or constraints invalidates the
+    /// use by `am/table/modify.rs`; DDL changing indexes or constraints invalidates the
     /// whole entry).
     pub patch_rules: std::cell::OnceCell<Option<PatchRules>>,
 }

@@ -8,7 +8,7 @@
 //! WHERE, SET, RETURNING, a self-join, a subquery over it); a whole-row reference
 //! means every column. It writes every column it assigns, changed or not (so
 //! `SET v = v` still conflicts with another update of `v`, and locks the row
-//! against it, as in PostgreSQL). `am/table.rs` adds the columns of indexes and
+//! against it, as in PostgreSQL). `am/table/modify.rs` adds the columns of indexes and
 //! CHECK constraints the change touches.
 //!
 //! The table AM's `tuple_update` is not told which statement calls it: the

@@ -134,7 +134,7 @@ unsafe extern "C-unwind" fn exec_count(ps: *mut pg_sys::PlanState) -> *mut pg_sy
         scan = pg_sys::table_beginscan((*node).ss.ss_currentRelation, (*(*ps).state).es_snapshot, 0, std::ptr::null_mut());
         (*node).ss.ss_currentScanDesc = scan;
     }
-    if crate::am::table::next_counted(scan) {
+    if crate::am::table::scan::next_counted(scan) {
         pg_sys::ExecStoreAllNullTuple(slot)
     } else {
         pg_sys::ExecClearTuple(slot)
@@ -153,7 +153,7 @@ pub unsafe fn take_count(node: *mut pg_sys::SeqScanState) -> u64 {
         scan = pg_sys::table_beginscan((*node).ss.ss_currentRelation, (*(*node).ss.ps.state).es_snapshot, 0, std::ptr::null_mut());
         (*node).ss.ss_currentScanDesc = scan;
     }
-    crate::am::table::take_counted(scan)
+    crate::am::table::scan::take_counted(scan)
 }
 
 /// Whether index-only scan `node` scans a Pinax index of a Pinax table.

@@ -259,7 +259,7 @@ unsafe extern "C-unwind" fn exec_group(ps: *mut pg_sys::PlanState) -> *mut pg_sy
         let mut groups: std::collections::HashMap<Option<Vec<u8>>, Vec<AggValue>> = std::collections::HashMap::new();
         let mut shown = std::collections::HashMap::new();
         if inner.filter_complete {
-            let a = table::aggregate(scan, &all_specs, Some(by));
+            let a = table::scan::aggregate(scan, &all_specs, Some(by));
             inner.counted_total += a.folded;
             for grp in a.groups {
                 shown.insert(grp.key.clone(), grp.shown);
@@ -325,7 +325,7 @@ unsafe extern "C-unwind" fn exec_agg(ps: *mut pg_sys::PlanState) -> *mut pg_sys:
     let specs: Vec<AggSpec> = pushed.iter().map(|p| p.spec).collect();
     let scan = start(ss, inner);
     let mut acc = if inner.filter_complete {
-        let agg = table::aggregate(scan, &specs, None);
+        let agg = table::scan::aggregate(scan, &specs, None);
         inner.counted_total += agg.folded;
         agg.partials
     } else {

@@ -98,7 +98,7 @@ pub(super) unsafe fn counted_left(ss: *mut pg_sys::ScanState, inner: &mut Inner)
     Some(match inner.counted_left {
         Some(n) => n,
         None => {
-            let n = table::count_matching(scan);
+            let n = table::scan::count_matching(scan);
             inner.counted_total += n;
             n
         }

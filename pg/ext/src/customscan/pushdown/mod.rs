@@ -20,7 +20,7 @@
 //!
 //! Execution: PostgreSQL 15's custom-scan node; this file opens the table scan
 //! (`table_beginscan`, which takes the same SERIALIZABLE range locks as a
-//! sequential scan), hands the compiled filter to it (`am::table::set_filter`),
+//! sequential scan), hands the compiled filter to it (`am::table::scan::set_filter`),
 //! and returns its rows through `ExecScan`, so EvalPlanQual rechecks, row locks,
 //! projections and the qual behave as for a sequential scan. EXPLAIN shows the
 //! pushed conditions as "Storage Filter". `pinax.enable_filter_pushdown = off`
@@ -296,7 +296,7 @@ unsafe fn start(ss: *mut pg_sys::ScanState, inner: &mut Inner) -> pg_sys::TableS
     }
     if !inner.filter_set {
         let (filter, complete) = inner.instantiate((*ss).ps.ps_ExprContext, (*rel).rd_att);
-        table::set_filter(scan, filter);
+        table::scan::set_filter(scan, filter);
         inner.filter_set = true;
         inner.filter_complete = complete;
     }
