@@ -75,7 +75,6 @@ pub extern "C-unwind" fn _PG_init() {
     // SAFETY: hooks are installed once, in the postmaster, before any backend starts.
     unsafe {
         hooks::install();
-        pg_sys::CacheRegisterRelcacheCallback(Some(meta::relcache_callback), pg_sys::Datum::from(0usize));
     }
 }
 

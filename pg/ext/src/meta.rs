@@ -1,12 +1,14 @@
 //! What the table AM needs to know about a Pinax relation: its storage table, its
 //! sharding, its primary key (the row key) and its secondary indexes.
 //!
-//! Cached per relation OID and dropped by a relcache invalidation callback, so DDL
-//! (new index, dropped primary key, TRUNCATE's new file node) is seen at once.
+//! Cached per relation OID and dropped by the relcache invalidation callback
+//! (`hooks/relcache.rs`), so DDL (new index, dropped primary key, TRUNCATE's
+//! new file node) is seen at once.
 
 use crate::keys::{build_key, KeyColumn};
 use crate::pg_list::list_oids;
-use crate::state::{self, index_storage_name, table_storage_name};
+use crate::ddl::{index_storage_name, table_storage_name};
+use crate::state;
 use pgrx::pg_sys;
 use pinax_client::ClientError;
 use pinax_proto::Sharding;
@@ -79,11 +81,9 @@ thread_local! {
     static GENERATION: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
-/// Relcache invalidation callback: forget cached metadata.
-#[pgrx::pg_guard]
-pub unsafe extern "C-unwind" fn relcache_callback(_arg: pg_sys::Datum, relid: pg_sys::Oid) {
-    let relid = relid.to_u32();
-    crate::sequence::forget(relid);
+/// Relcache invalidation of `relid` (0: all, `hooks/relcache.rs`): forget
+/// cached metadata.
+pub fn forget(relid: u32) {
     TABLES.with(|t| {
         let mut t = t.borrow_mut();
         if relid == 0 {

@@ -238,8 +238,8 @@ impl Backend {
     /// Queue `op`; `read_lock`: a SERIALIZABLE read lock (sent with
     /// `READ_LOCK_SEQ`, whatever command took it).
     fn push_op(&mut self, seq: u32, table: &str, op: WriteOp, read_lock: bool) -> Result<(), FlushError> {
-        if crate::ddl::replaying() {
-            // Replayed DDL: the origin node wrote the rows and index entries.
+        if guc::replaying() {
+            // Replayed DDL (`ddl.rs`): the origin node wrote the rows and index entries.
             return Ok(());
         }
         self.writes += 1;
@@ -751,7 +751,3 @@ fn only_inserts(ops: &[WriteOp]) -> bool {
 
 /// Longest single wait before checking for interrupts again.
 const WAIT_SLICE_MS: u32 = 250;
-
-/// Names of storage tables: one per relation file node of a Pinax table or index
-/// (per node: see `ddl.rs`).
-pub use crate::ddl::{index_storage_name, table_storage_name};

@@ -3,6 +3,7 @@
 
 pub mod executor;
 pub mod planner;
+pub mod relcache;
 pub mod relation_info;
 pub mod restart;
 pub mod utility;
@@ -21,4 +22,5 @@ pub unsafe fn install() {
     crate::sequence::install();
     planner::install();
     crate::customscan::install();
+    relcache::install();
 }
