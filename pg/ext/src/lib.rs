@@ -3,7 +3,7 @@
 //! - Table access method `pinax` (`am/table/`): rows live in Pinax tablets, keyed
 //!   by primary key (or a generated id), valued by PostgreSQL tuple bytes.
 //! - Indexes of Pinax tables are btree in the catalog, Pinax in storage
-//!   (`am/index.rs`); the primary key is the row key (a virtual index).
+//!   (`am/index/`); the primary key is the row key (a virtual index).
 //! - Hooks (`hooks/`): DDL options and temp tables (utility), planner facts
 //!   (relation info), the planner hook (planner), statement-end flush
 //!   (executor), transaction lifecycle and freeing the storage of deleted file

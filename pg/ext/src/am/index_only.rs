@@ -230,7 +230,7 @@ unsafe fn scan_desc(node: *mut pg_sys::IndexOnlyScanState) -> pg_sys::IndexScanD
         (*node).ioss_ScanDesc = scandesc;
         let known = (*node).ioss_PscanLen;
         let outputs = if known & OUTPUT_USE_KNOWN != 0 { Some((known & !OUTPUT_USE_KNOWN) as u64) } else { None };
-        index::set_index_only(scandesc, needed_columns(plan, outputs));
+        index::scan::set_index_only(scandesc, needed_columns(plan, outputs));
         (*node).ioss_VMBuffer = pg_sys::InvalidBuffer as pg_sys::Buffer;
         if (*node).ioss_NumRuntimeKeys == 0 || (*node).ioss_RuntimeKeysReady {
             pg_sys::index_rescan(scandesc, (*node).ioss_ScanKeys, (*node).ioss_NumScanKeys, (*node).ioss_OrderByKeys, (*node).ioss_NumOrderByKeys);
@@ -254,7 +254,7 @@ pub unsafe fn take_index_count(node: *mut pg_sys::IndexOnlyScanState) -> u64 {
     if (*node).ioss_NumRuntimeKeys != 0 && !(*node).ioss_RuntimeKeysReady {
         pg_sys::ExecReScan(node as *mut pg_sys::PlanState);
     }
-    index::take_count(scan_desc(node)).unwrap_or(0)
+    index::scan::take_count(scan_desc(node)).unwrap_or(0)
 }
 
 /// Bit `i` set: the plan reads index column `i` (0-based) of the scan's tuples: in

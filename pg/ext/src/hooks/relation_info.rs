@@ -2,7 +2,7 @@
 //!
 //! - no parallel scans;
 //! - Pinax indexes: index-only scans return the columns that decode exactly
-//!   (`index::can_return`); no bitmap scans, no mark/restore; and no sort order unless the keys are stored in order (the
+//!   (`index::scan::can_return`); no bitmap scans, no mark/restore; and no sort order unless the keys are stored in order (the
 //!   primary key of a range-sharded table on ordered types): hash-sharded keys come
 //!   back in hash order, so the planner must not rely on index order for them.
 //! - marks the indexes hypothetical for selectivity estimation, which otherwise
@@ -52,7 +52,7 @@ unsafe extern "C-unwind" fn get_relation_info(root: *mut pg_sys::PlannerInfo, re
                 }
                 for c in 0..(*info).ncolumns as usize {
                     let att = *(*info).indexkeys.add(c) as i16;
-                    *(*info).canreturn.add(c) = im.is_some_and(|im| index::can_return(im, c, att));
+                    *(*info).canreturn.add(c) = im.is_some_and(|im| index::scan::can_return(im, c, att));
                 }
                 (*info).amhasgetbitmap = false;
                 (*info).amcanparallel = false;

@@ -3,7 +3,7 @@
 //! `scan_analyze_*`, `index_build_range_scan`, `index_validate_scan`): a
 //! relation file node is a storage table (created, adopted from the origin
 //! node when replaying DDL, or emptied); ANALYZE samples in the tablets; index
-//! builds happen in storage (`am/index.rs`).
+//! builds happen in storage (`am/index/build.rs`).
 
 use super::meta_of;
 use super::scan::{next_into_slot, PinaxScanDesc};
@@ -176,7 +176,7 @@ pub(super) unsafe extern "C-unwind" fn index_build_range_scan(
     // Pinax builds the index in storage itself; the btree code calling us (when the
     // index was not yet switched to the Pinax routine) receives no tuples and leaves
     // an empty btree file behind.
-    index::build(table_rel, index_rel, index_info)
+    index::build::build(table_rel, index_rel, index_info)
 }
 
 #[pg_guard]
