@@ -103,10 +103,13 @@ pub fn replaying() -> bool {
 /// # Safety
 /// `rel` must be a valid relation.
 pub unsafe fn qualified_name(rel: pg_sys::Relation) -> String {
-    let r = (*rel).rd_rel;
-    let nsp = pg_sys::get_namespace_name((*r).relnamespace);
-    let nsp = if nsp.is_null() { String::new() } else { CStr::from_ptr(nsp).to_string_lossy().into_owned() };
-    format!("{nsp}.{}", CStr::from_ptr((*r).relname.data.as_ptr()).to_string_lossy())
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        let r = (*rel).rd_rel;
+        let nsp = pg_sys::get_namespace_name((*r).relnamespace);
+        let nsp = if nsp.is_null() { String::new() } else { CStr::from_ptr(nsp).to_string_lossy().into_owned() };
+        format!("{nsp}.{}", CStr::from_ptr((*r).relname.data.as_ptr()).to_string_lossy())
+    }
 }
 
 /// Storage for relation `rel`'s new file node, named `name` here. Replaying: make
@@ -118,14 +121,17 @@ pub unsafe fn qualified_name(rel: pg_sys::Relation) -> String {
 /// # Safety
 /// `rel` must be a valid relation.
 pub unsafe fn adopt_or_record(rel: pg_sys::Relation, name: &str) -> bool {
-    let Some(existing) = record_or_replay(&qualified_name(rel), name) else {
-        return false;
-    };
-    let client = state::with(|b| b.client()).or_raise();
-    match client.call(Request::AddTableName { name: name.to_string(), existing }) {
-        Ok(_) => true,
-        Err(e) if e.code() == pinax_common::ErrorCode::TableNotFound => false,
-        Err(e) => error::raise(&e),
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        let Some(existing) = record_or_replay(&qualified_name(rel), name) else {
+            return false;
+        };
+        let client = state::with(|b| b.client()).or_raise();
+        match client.call(Request::AddTableName { name: name.to_string(), existing }) {
+            Ok(_) => true,
+            Err(e) if e.code() == pinax_common::ErrorCode::TableNotFound => false,
+            Err(e) => error::raise(&e),
+        }
     }
 }
 
@@ -162,22 +168,25 @@ fn take_replay_name(key: &str) -> Option<String> {
 /// # Safety
 /// `node` must be a valid parse node.
 pub unsafe fn is_replicated_ddl(node: *mut pg_sys::Node) -> bool {
-    use pg_sys::NodeTag::*;
-    if node.is_null() || !guc::replicate_ddl() || replaying() {
-        return false;
-    }
-    let temp = |rv: *mut pg_sys::RangeVar| !rv.is_null() && (*rv).relpersistence as u8 == pg_sys::RELPERSISTENCE_TEMP;
-    match (*node).type_ {
-        T_CreateStmt => !temp((*(node as *mut pg_sys::CreateStmt)).relation),
-        T_CreateTableAsStmt => {
-            let into = (*(node as *mut pg_sys::CreateTableAsStmt)).into;
-            into.is_null() || !temp((*into).rel)
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        use pg_sys::NodeTag::*;
+        if node.is_null() || !guc::replicate_ddl() || replaying() {
+            return false;
         }
-        T_ViewStmt => !temp((*(node as *mut pg_sys::ViewStmt)).view),
-        T_CreateSeqStmt => !temp((*(node as *mut pg_sys::CreateSeqStmt)).sequence),
-        T_TruncateStmt | T_ReindexStmt | T_RefreshMatViewStmt => true,
-        // What log_statement = ddl logs.
-        _ => pg_sys::GetCommandLogLevel(node) == pg_sys::LogStmtLevel::LOGSTMT_DDL,
+        let temp = |rv: *mut pg_sys::RangeVar| !rv.is_null() && (*rv).relpersistence as u8 == pg_sys::RELPERSISTENCE_TEMP;
+        match (*node).type_ {
+            T_CreateStmt => !temp((*(node as *mut pg_sys::CreateStmt)).relation),
+            T_CreateTableAsStmt => {
+                let into = (*(node as *mut pg_sys::CreateTableAsStmt)).into;
+                into.is_null() || !temp((*into).rel)
+            }
+            T_ViewStmt => !temp((*(node as *mut pg_sys::ViewStmt)).view),
+            T_CreateSeqStmt => !temp((*(node as *mut pg_sys::CreateSeqStmt)).sequence),
+            T_TruncateStmt | T_ReindexStmt | T_RefreshMatViewStmt => true,
+            // What log_statement = ddl logs.
+            _ => pg_sys::GetCommandLogLevel(node) == pg_sys::LogStmtLevel::LOGSTMT_DDL,
+        }
     }
 }
 
@@ -202,15 +211,18 @@ pub fn end_statement(sql: Option<String>) {
 /// # Safety
 /// `pstmt` and `query` must be valid.
 pub unsafe fn statement_text(pstmt: *mut pg_sys::PlannedStmt, query: *const std::ffi::c_char) -> String {
-    if query.is_null() {
-        return String::new();
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        if query.is_null() {
+            return String::new();
+        }
+        let all = CStr::from_ptr(query).to_bytes();
+        let loc = (*pstmt).stmt_location;
+        let len = (*pstmt).stmt_len;
+        let start = if loc < 0 { 0 } else { (loc as usize).min(all.len()) };
+        let end = if loc < 0 || len <= 0 { all.len() } else { (start + len as usize).min(all.len()) };
+        String::from_utf8_lossy(&all[start..end]).trim().to_string()
     }
-    let all = CStr::from_ptr(query).to_bytes();
-    let loc = (*pstmt).stmt_location;
-    let len = (*pstmt).stmt_len;
-    let start = if loc < 0 { 0 } else { (loc as usize).min(all.len()) };
-    let end = if loc < 0 || len <= 0 { all.len() } else { (start + len as usize).min(all.len()) };
-    String::from_utf8_lossy(&all[start..end]).trim().to_string()
 }
 
 /// Subtransaction `subid` rolled back: forget its statements (and its

@@ -75,12 +75,15 @@ pub fn clear_restartable() {
 /// # Safety
 /// `edata` must point to a valid ErrorData.
 pub unsafe fn was_restartable(edata: *const pgrx::pg_sys::ErrorData) -> bool {
-    let msg = (*edata).message;
-    if msg.is_null() {
-        return false;
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        let msg = (*edata).message;
+        if msg.is_null() {
+            return false;
+        }
+        let msg = std::ffi::CStr::from_ptr(msg).to_string_lossy();
+        RESTARTABLE.with(|r| r.borrow().as_deref() == Some(&*msg))
     }
-    let msg = std::ffi::CStr::from_ptr(msg).to_string_lossy();
-    RESTARTABLE.with(|r| r.borrow().as_deref() == Some(&*msg))
 }
 
 /// Raise `e` as a PostgreSQL ERROR (never returns).

@@ -61,134 +61,151 @@ pub struct AtOnce {
 /// # Safety
 /// `qd` must be a started query.
 pub unsafe fn started(qd: *mut pg_sys::QueryDesc, eflags: i32) {
-    if !crate::hooks::restart::top_level() {
-        // A statement run by a function or a utility, or the restartable copy of
-        // the top-level one (which keeps what the top-level start decided).
-        return;
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        if !crate::hooks::restart::top_level() {
+            // A statement run by a function or a utility, or the restartable copy of
+            // the top-level one (which keeps what the top-level start decided).
+            return;
+        }
+        let at_once = if eflags as u32 & pg_sys::EXEC_FLAG_EXPLAIN_ONLY == 0 { eligible(qd) } else { None };
+        state::with(|b| b.insert_at_once = at_once);
     }
-    let at_once = if eflags as u32 & pg_sys::EXEC_FLAG_EXPLAIN_ONLY == 0 { eligible(qd) } else { None };
-    state::with(|b| b.insert_at_once = at_once);
 }
 
 /// The relation whose one row statement `qd` may write at once, and how, if it may.
+///
+/// # Safety
+/// `qd` must be a valid `QueryDesc`. Calls into PostgreSQL: only in a backend,
+/// where its errors can be raised.
 unsafe fn eligible(qd: *mut pg_sys::QueryDesc) -> Option<AtOnce> {
-    let ps = (*qd).plannedstmt;
-    if !guc::insert_at_once()
-        || meta::pinax_am_oid_cached().is_none()
-        || (*ps).commandType != pg_sys::CmdType::CMD_INSERT
-        || (*ps).hasReturning
-        || (*ps).hasModifyingCTE
-        || pg_sys::XactIsoLevel >= pg_sys::XACT_SERIALIZABLE as i32
-    {
-        return None;
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        let ps = (*qd).plannedstmt;
+        if !guc::insert_at_once()
+            || meta::pinax_am_oid_cached().is_none()
+            || (*ps).commandType != pg_sys::CmdType::CMD_INSERT
+            || (*ps).hasReturning
+            || (*ps).hasModifyingCTE
+            || pg_sys::XactIsoLevel >= pg_sys::XACT_SERIALIZABLE as i32
+        {
+            return None;
+        }
+        let plan = (*ps).planTree;
+        if plan.is_null() || (*plan).type_ != pg_sys::NodeTag::T_ModifyTable {
+            return None;
+        }
+        let mt = plan as *mut pg_sys::ModifyTable;
+        let sub = (*plan).lefttree;
+        let upsert = match (*mt).onConflictAction {
+            pg_sys::OnConflictAction::ONCONFLICT_NOTHING => false,
+            pg_sys::OnConflictAction::ONCONFLICT_UPDATE if pg_sys::XactIsoLevel < pg_sys::XACT_REPEATABLE_READ as i32 => true,
+            _ => return None,
+        };
+        if (*mt).rootRelation != 0
+            || sub.is_null()
+            || (*sub).type_ != pg_sys::NodeTag::T_Result
+            || !(*sub).lefttree.is_null()
+        {
+            return None;
+        }
+        // One result relation.
+        let mts = (*qd).planstate as *mut pg_sys::ModifyTableState;
+        if mts.is_null() || (*mts).mt_nrels != 1 {
+            return None;
+        }
+        let ri = (*mts).resultRelInfo;
+        let rel = (*ri).ri_RelationDesc;
+        let td = (*ri).ri_TrigDesc;
+        // Triggers that run after the row is written (a foreign key's check among
+        // them); BEFORE triggers run before it, those of UPDATE and DELETE never.
+        let after = !td.is_null() && ((*td).trig_insert_after_row || (*td).trig_insert_after_statement || (*td).trig_insert_instead_row || (*td).trig_insert_new_table);
+        if after || !(*ri).ri_WithCheckOptions.is_null() || !meta::is_pinax_table(rel) {
+            return None;
+        }
+        // (The executor opens the indexes at the first insert.)
+        let indexes = pg_sys::RelationGetIndexList(rel);
+        let only_pk = list_oids(indexes) == [(*rel).rd_pkindex];
+        pg_sys::list_free(indexes);
+        if !only_pk {
+            return None;
+        }
+        if upsert && !upsert_writes_the_proposed_row(mt, rel, td) {
+            return None;
+        }
+        if !crate::hooks::restart::top_level_whole_transaction(ps) || !state::with(|b| b.wrote_nothing()) {
+            return None;
+        }
+        Some(AtOnce { relid: (*rel).rd_id.to_u32(), upsert })
     }
-    let plan = (*ps).planTree;
-    if plan.is_null() || (*plan).type_ != pg_sys::NodeTag::T_ModifyTable {
-        return None;
-    }
-    let mt = plan as *mut pg_sys::ModifyTable;
-    let sub = (*plan).lefttree;
-    let upsert = match (*mt).onConflictAction {
-        pg_sys::OnConflictAction::ONCONFLICT_NOTHING => false,
-        pg_sys::OnConflictAction::ONCONFLICT_UPDATE if pg_sys::XactIsoLevel < pg_sys::XACT_REPEATABLE_READ as i32 => true,
-        _ => return None,
-    };
-    if (*mt).rootRelation != 0
-        || sub.is_null()
-        || (*sub).type_ != pg_sys::NodeTag::T_Result
-        || !(*sub).lefttree.is_null()
-    {
-        return None;
-    }
-    // One result relation.
-    let mts = (*qd).planstate as *mut pg_sys::ModifyTableState;
-    if mts.is_null() || (*mts).mt_nrels != 1 {
-        return None;
-    }
-    let ri = (*mts).resultRelInfo;
-    let rel = (*ri).ri_RelationDesc;
-    let td = (*ri).ri_TrigDesc;
-    // Triggers that run after the row is written (a foreign key's check among
-    // them); BEFORE triggers run before it, those of UPDATE and DELETE never.
-    let after = !td.is_null() && ((*td).trig_insert_after_row || (*td).trig_insert_after_statement || (*td).trig_insert_instead_row || (*td).trig_insert_new_table);
-    if after || !(*ri).ri_WithCheckOptions.is_null() || !meta::is_pinax_table(rel) {
-        return None;
-    }
-    // (The executor opens the indexes at the first insert.)
-    let indexes = pg_sys::RelationGetIndexList(rel);
-    let only_pk = list_oids(indexes) == [(*rel).rd_pkindex];
-    pg_sys::list_free(indexes);
-    if !only_pk {
-        return None;
-    }
-    if upsert && !upsert_writes_the_proposed_row(mt, rel, td) {
-        return None;
-    }
-    if !crate::hooks::restart::top_level_whole_transaction(ps) || !state::with(|b| b.wrote_nothing()) {
-        return None;
-    }
-    Some(AtOnce { relid: (*rel).rd_id.to_u32(), upsert })
 }
 
 /// Whether the ON CONFLICT DO UPDATE of `mt` into `rel` (triggers `td`) leaves the
 /// proposed row as it is, whether its key existed or not, and runs nothing else
 /// that would see or check the row it replaces (see the module docs).
+///
+/// # Safety
+/// `mt` must be a valid `ModifyTable`, `rel` a valid open relation, and `td` a
+/// valid `TriggerDesc`.
 unsafe fn upsert_writes_the_proposed_row(mt: *mut pg_sys::ModifyTable, rel: pg_sys::Relation, td: *mut pg_sys::TriggerDesc) -> bool {
-    if !(*mt).onConflictWhere.is_null() || (*(*rel).rd_rel).relrowsecurity {
-        return false;
-    }
-    if !td.is_null()
-        && ((*td).trig_update_before_row
-            || (*td).trig_update_after_row
-            || (*td).trig_update_instead_row
-            || (*td).trig_update_before_statement
-            || (*td).trig_update_after_statement
-            || (*td).trig_update_old_table
-            || (*td).trig_update_new_table)
-    {
-        return false;
-    }
-    let desc = (*rel).rd_att;
-    if !(*desc).constr.is_null() && (*(*desc).constr).has_generated_stored {
-        return false;
-    }
-    let Ok(m) = meta::table_meta(rel) else { return false };
-    let Some(pk) = &m.pk else { return false };
-    if !pk.simple || !pk.cols.iter().all(|c| c.equal_is_identical) {
-        return false;
-    }
-    let result_rti = match crate::pg_list::list_ints((*mt).resultRelations).as_slice() {
-        [rti] => *rti,
-        _ => return false,
-    };
-    // The SET list's expressions, and the attributes they set (`onConflictCols`;
-    // an attribute not set keeps the stored value). EXCLUDED's attributes are Vars
-    // of INNER_VAR by attribute number.
-    let set: Vec<*mut pg_sys::TargetEntry> = crate::pg_list::list_ptrs((*mt).onConflictSet);
-    let cols = crate::pg_list::list_ints((*mt).onConflictCols);
-    if set.len() != cols.len() {
-        return false;
-    }
-    let natts = (*desc).natts as usize;
-    // Attributes the row after the statement takes from the proposed row: the key's
-    // (equal in both rows) and dropped ones from the start.
-    let mut covered: Vec<bool> = (1..=natts).map(|a| pk.heap_attnums.contains(&(a as i16)) || (*(*desc).attrs.as_ptr().add(a - 1)).attisdropped).collect();
-    for (te, attno) in set.into_iter().zip(cols) {
-        let e = (*te).expr as *mut pg_sys::Node;
-        if attno <= 0 || attno as usize > natts || e.is_null() || (*e).type_ != pg_sys::NodeTag::T_Var {
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        if !(*mt).onConflictWhere.is_null() || (*(*rel).rd_rel).relrowsecurity {
             return false;
         }
-        let v = e as *mut pg_sys::Var;
-        let key = pk.heap_attnums.contains(&(attno as i16));
-        // EXCLUDED's value of the attribute set; a key attribute may be set to the
-        // stored value too (equal).
-        let same_att = (*v).varattno as i32 == attno && (*v).varlevelsup == 0;
-        if !same_att || !((*v).varno == pg_sys::INNER_VAR || (key && (*v).varno == result_rti)) {
+        if !td.is_null()
+            && ((*td).trig_update_before_row
+                || (*td).trig_update_after_row
+                || (*td).trig_update_instead_row
+                || (*td).trig_update_before_statement
+                || (*td).trig_update_after_statement
+                || (*td).trig_update_old_table
+                || (*td).trig_update_new_table)
+        {
             return false;
         }
-        covered[attno as usize - 1] = true;
+        let desc = (*rel).rd_att;
+        if !(*desc).constr.is_null() && (*(*desc).constr).has_generated_stored {
+            return false;
+        }
+        let Ok(m) = meta::table_meta(rel) else { return false };
+        let Some(pk) = &m.pk else { return false };
+        if !pk.simple || !pk.cols.iter().all(|c| c.equal_is_identical) {
+            return false;
+        }
+        let result_rti = match crate::pg_list::list_ints((*mt).resultRelations).as_slice() {
+            [rti] => *rti,
+            _ => return false,
+        };
+        // The SET list's expressions, and the attributes they set (`onConflictCols`;
+        // an attribute not set keeps the stored value). EXCLUDED's attributes are Vars
+        // of INNER_VAR by attribute number.
+        let set: Vec<*mut pg_sys::TargetEntry> = crate::pg_list::list_ptrs((*mt).onConflictSet);
+        let cols = crate::pg_list::list_ints((*mt).onConflictCols);
+        if set.len() != cols.len() {
+            return false;
+        }
+        let natts = (*desc).natts as usize;
+        // Attributes the row after the statement takes from the proposed row: the key's
+        // (equal in both rows) and dropped ones from the start.
+        let mut covered: Vec<bool> = (1..=natts).map(|a| pk.heap_attnums.contains(&(a as i16)) || (*(*desc).attrs.as_ptr().add(a - 1)).attisdropped).collect();
+        for (te, attno) in set.into_iter().zip(cols) {
+            let e = (*te).expr as *mut pg_sys::Node;
+            if attno <= 0 || attno as usize > natts || e.is_null() || (*e).type_ != pg_sys::NodeTag::T_Var {
+                return false;
+            }
+            let v = e as *mut pg_sys::Var;
+            let key = pk.heap_attnums.contains(&(attno as i16));
+            // EXCLUDED's value of the attribute set; a key attribute may be set to the
+            // stored value too (equal).
+            let same_att = (*v).varattno as i32 == attno && (*v).varlevelsup == 0;
+            if !same_att || !((*v).varno == pg_sys::INNER_VAR || (key && (*v).varno == result_rti)) {
+                return false;
+            }
+            covered[attno as usize - 1] = true;
+        }
+        covered.iter().all(|c| *c)
     }
-    covered.iter().all(|c| *c)
 }
 
 /// Whether the running statement writes its row into `relid` at once and has not

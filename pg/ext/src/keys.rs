@@ -172,8 +172,11 @@ impl KeyColumn {
     /// # Safety
     /// `value` must be a valid datum of this column's type.
     pub unsafe fn encode(&self, out: &mut Vec<u8>, value: pg_sys::Datum, isnull: bool) {
-        let d = if isnull { Datum::Null } else { to_codec(self.kind, value) };
-        encode_datum(out, &d, self.order);
+        // SAFETY: the caller upholds this function's contract (# Safety).
+        unsafe {
+            let d = if isnull { Datum::Null } else { to_codec(self.kind, value) };
+            encode_datum(out, &d, self.order);
+        }
     }
 }
 
@@ -182,10 +185,13 @@ impl KeyColumn {
 /// # Safety
 /// `value` must be a varlena datum.
 unsafe fn varlena_bytes(value: pg_sys::Datum) -> Vec<u8> {
-    let p = pg_sys::pg_detoast_datum_packed(value.cast_mut_ptr());
-    let len = pgrx::varlena::varsize_any_exhdr(p);
-    let data = pgrx::varlena::vardata_any(p) as *const u8;
-    std::slice::from_raw_parts(data, len).to_vec()
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        let p = pg_sys::pg_detoast_datum_packed(value.cast_mut_ptr());
+        let len = pgrx::varlena::varsize_any_exhdr(p);
+        let data = pgrx::varlena::vardata_any(p) as *const u8;
+        std::slice::from_raw_parts(data, len).to_vec()
+    }
 }
 
 /// Convert a datum to the codec's datum.
@@ -193,54 +199,57 @@ unsafe fn varlena_bytes(value: pg_sys::Datum) -> Vec<u8> {
 /// # Safety
 /// `value` must be a valid, non-null datum of a type of kind `kind`.
 unsafe fn to_codec(kind: KeyKind, value: pg_sys::Datum) -> Datum {
-    let raw = value.value();
-    match kind {
-        KeyKind::Bool => Datum::Bool(raw != 0),
-        KeyKind::Int2 => Datum::Int2(raw as i16),
-        KeyKind::Int4 => Datum::Int4(raw as i32),
-        KeyKind::Int8 => Datum::Int8(raw as i64),
-        KeyKind::Oid => Datum::Int8(raw as u32 as i64),
-        KeyKind::Char => Datum::Int2(raw as u8 as i16),
-        KeyKind::Float4 => Datum::Float4(f32::from_bits(raw as u32)),
-        KeyKind::Float8 => Datum::Float8(f64::from_bits(raw as u64)),
-        KeyKind::Numeric => {
-            // Numeric functions need a plain 4-byte header (tuples may hold short ones).
-            let n = pg_sys::pg_detoast_datum(value.cast_mut_ptr());
-            let s = pg_sys::numeric_normalize(n.cast());
-            let text = CStr::from_ptr(s).to_string_lossy().into_owned();
-            pg_sys::pfree(s.cast());
-            match Datum::numeric(&text) {
-                Ok(d) => d,
-                Err(_) => Datum::Bytea(text.into_bytes()),
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        let raw = value.value();
+        match kind {
+            KeyKind::Bool => Datum::Bool(raw != 0),
+            KeyKind::Int2 => Datum::Int2(raw as i16),
+            KeyKind::Int4 => Datum::Int4(raw as i32),
+            KeyKind::Int8 => Datum::Int8(raw as i64),
+            KeyKind::Oid => Datum::Int8(raw as u32 as i64),
+            KeyKind::Char => Datum::Int2(raw as u8 as i16),
+            KeyKind::Float4 => Datum::Float4(f32::from_bits(raw as u32)),
+            KeyKind::Float8 => Datum::Float8(f64::from_bits(raw as u64)),
+            KeyKind::Numeric => {
+                // Numeric functions need a plain 4-byte header (tuples may hold short ones).
+                let n = pg_sys::pg_detoast_datum(value.cast_mut_ptr());
+                let s = pg_sys::numeric_normalize(n.cast());
+                let text = CStr::from_ptr(s).to_string_lossy().into_owned();
+                pg_sys::pfree(s.cast());
+                match Datum::numeric(&text) {
+                    Ok(d) => d,
+                    Err(_) => Datum::Bytea(text.into_bytes()),
+                }
             }
-        }
-        KeyKind::Text | KeyKind::Bytea => Datum::Bytea(varlena_bytes(value)),
-        KeyKind::BpChar => {
-            let mut b = varlena_bytes(value);
-            while b.last() == Some(&b' ') {
-                b.pop();
+            KeyKind::Text | KeyKind::Bytea => Datum::Bytea(varlena_bytes(value)),
+            KeyKind::BpChar => {
+                let mut b = varlena_bytes(value);
+                while b.last() == Some(&b' ') {
+                    b.pop();
+                }
+                Datum::Bytea(b)
             }
-            Datum::Bytea(b)
-        }
-        KeyKind::Name => Datum::Bytea(CStr::from_ptr(value.cast_mut_ptr::<std::ffi::c_char>()).to_bytes().to_vec()),
-        KeyKind::Date => Datum::Date(raw as i32),
-        KeyKind::Time => Datum::Int8(raw as i64),
-        KeyKind::Timestamp => Datum::Timestamp(raw as i64),
-        KeyKind::TimestampTz => Datum::TimestampTz(raw as i64),
-        KeyKind::Uuid => {
-            let mut u = [0u8; 16];
-            std::ptr::copy_nonoverlapping(value.cast_mut_ptr::<u8>(), u.as_mut_ptr(), 16);
-            Datum::Uuid(u)
-        }
-        KeyKind::Raw { typlen, byval } => {
-            if byval {
-                Datum::Int8(raw as i64)
-            } else if typlen > 0 {
-                Datum::Bytea(std::slice::from_raw_parts(value.cast_mut_ptr::<u8>(), typlen as usize).to_vec())
-            } else if typlen == -1 {
-                Datum::Bytea(varlena_bytes(value))
-            } else {
-                Datum::Bytea(CStr::from_ptr(value.cast_mut_ptr::<std::ffi::c_char>()).to_bytes().to_vec())
+            KeyKind::Name => Datum::Bytea(CStr::from_ptr(value.cast_mut_ptr::<std::ffi::c_char>()).to_bytes().to_vec()),
+            KeyKind::Date => Datum::Date(raw as i32),
+            KeyKind::Time => Datum::Int8(raw as i64),
+            KeyKind::Timestamp => Datum::Timestamp(raw as i64),
+            KeyKind::TimestampTz => Datum::TimestampTz(raw as i64),
+            KeyKind::Uuid => {
+                let mut u = [0u8; 16];
+                std::ptr::copy_nonoverlapping(value.cast_mut_ptr::<u8>(), u.as_mut_ptr(), 16);
+                Datum::Uuid(u)
+            }
+            KeyKind::Raw { typlen, byval } => {
+                if byval {
+                    Datum::Int8(raw as i64)
+                } else if typlen > 0 {
+                    Datum::Bytea(std::slice::from_raw_parts(value.cast_mut_ptr::<u8>(), typlen as usize).to_vec())
+                } else if typlen == -1 {
+                    Datum::Bytea(varlena_bytes(value))
+                } else {
+                    Datum::Bytea(CStr::from_ptr(value.cast_mut_ptr::<std::ffi::c_char>()).to_bytes().to_vec())
+                }
             }
         }
     }
@@ -266,53 +275,59 @@ fn datum_type(kind: KeyKind) -> DatumType {
 }
 
 /// Turn a decoded key column back into a PostgreSQL datum of the column's type.
+///
+/// # Safety
+/// Calls into PostgreSQL: only in a backend, where its errors can be raised.
 unsafe fn to_pg(col: &KeyColumn, d: &Datum) -> Option<pg_sys::Datum> {
-    Some(match (col.kind, d) {
-        (_, Datum::Null) => return None,
-        (_, Datum::Bool(b)) => pg_sys::Datum::from(*b),
-        (_, Datum::Int2(v)) => pg_sys::Datum::from(*v as i64),
-        (_, Datum::Int4(v)) => pg_sys::Datum::from(*v as i64),
-        (_, Datum::Int8(v)) => pg_sys::Datum::from(*v),
-        (_, Datum::Float4(v)) => pg_sys::Datum::from(v.to_bits() as u64),
-        (_, Datum::Float8(v)) => pg_sys::Datum::from(v.to_bits()),
-        (_, Datum::Date(v)) => pg_sys::Datum::from(*v as i64),
-        (_, Datum::Timestamp(v)) | (_, Datum::TimestampTz(v)) => pg_sys::Datum::from(*v),
-        (_, Datum::Numeric(s)) => {
-            let c = CString::new(s.as_str()).ok()?;
-            pg_sys::OidInputFunctionCall(pg_sys::Oid::from(1701u32), c.as_ptr() as *mut _, pg_sys::Oid::from(1700u32), -1)
-        }
-        (_, Datum::Uuid(u)) => {
-            let p = pg_sys::palloc(16) as *mut u8;
-            std::ptr::copy_nonoverlapping(u.as_ptr(), p, 16);
-            pg_sys::Datum::from(p)
-        }
-        (KeyKind::Name, Datum::Bytea(b)) => {
-            let p = pg_sys::palloc0(pg_sys::NAMEDATALEN as usize) as *mut u8;
-            std::ptr::copy_nonoverlapping(b.as_ptr(), p, b.len().min(pg_sys::NAMEDATALEN as usize - 1));
-            pg_sys::Datum::from(p)
-        }
-        (KeyKind::Raw { typlen, .. }, Datum::Bytea(b)) if typlen > 0 => {
-            let p = pg_sys::palloc(b.len()) as *mut u8;
-            std::ptr::copy_nonoverlapping(b.as_ptr(), p, b.len());
-            pg_sys::Datum::from(p)
-        }
-        (KeyKind::Raw { typlen: -2, .. }, Datum::Bytea(b)) => {
-            let c = CString::new(b.clone()).ok()?;
-            pg_sys::Datum::from(pg_sys::pstrdup(c.as_ptr()))
-        }
-        (KeyKind::BpChar, Datum::Bytea(b)) => {
-            // char(n) keys are stored without their padding; show them padded.
-            let mut b = b.clone();
-            if col.typmod >= 4 {
-                let n = (col.typmod - 4) as usize;
-                let chars = String::from_utf8_lossy(&b).chars().count();
-                b.extend(std::iter::repeat_n(b' ', n.saturating_sub(chars)));
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        Some(match (col.kind, d) {
+            (_, Datum::Null) => return None,
+            (_, Datum::Bool(b)) => pg_sys::Datum::from(*b),
+            (_, Datum::Int2(v)) => pg_sys::Datum::from(*v as i64),
+            (_, Datum::Int4(v)) => pg_sys::Datum::from(*v as i64),
+            (_, Datum::Int8(v)) => pg_sys::Datum::from(*v),
+            (_, Datum::Float4(v)) => pg_sys::Datum::from(v.to_bits() as u64),
+            (_, Datum::Float8(v)) => pg_sys::Datum::from(v.to_bits()),
+            (_, Datum::Date(v)) => pg_sys::Datum::from(*v as i64),
+            (_, Datum::Timestamp(v)) | (_, Datum::TimestampTz(v)) => pg_sys::Datum::from(*v),
+            (_, Datum::Numeric(s)) => {
+                let c = CString::new(s.as_str()).ok()?;
+                pg_sys::OidInputFunctionCall(pg_sys::Oid::from(1701u32), c.as_ptr() as *mut _, pg_sys::Oid::from(1700u32), -1)
             }
-            pg_sys::Datum::from(pg_sys::cstring_to_text_with_len(b.as_ptr() as *const _, b.len() as i32))
-        }
-        (_, Datum::Bytea(b)) => pg_sys::Datum::from(pg_sys::cstring_to_text_with_len(b.as_ptr() as *const _, b.len() as i32)),
-        _ => return None,
-    })
+            (_, Datum::Uuid(u)) => {
+                let p = pg_sys::palloc(16) as *mut u8;
+                std::ptr::copy_nonoverlapping(u.as_ptr(), p, 16);
+                pg_sys::Datum::from(p)
+            }
+            (KeyKind::Name, Datum::Bytea(b)) => {
+                let p = pg_sys::palloc0(pg_sys::NAMEDATALEN as usize) as *mut u8;
+                std::ptr::copy_nonoverlapping(b.as_ptr(), p, b.len().min(pg_sys::NAMEDATALEN as usize - 1));
+                pg_sys::Datum::from(p)
+            }
+            (KeyKind::Raw { typlen, .. }, Datum::Bytea(b)) if typlen > 0 => {
+                let p = pg_sys::palloc(b.len()) as *mut u8;
+                std::ptr::copy_nonoverlapping(b.as_ptr(), p, b.len());
+                pg_sys::Datum::from(p)
+            }
+            (KeyKind::Raw { typlen: -2, .. }, Datum::Bytea(b)) => {
+                let c = CString::new(b.clone()).ok()?;
+                pg_sys::Datum::from(pg_sys::pstrdup(c.as_ptr()))
+            }
+            (KeyKind::BpChar, Datum::Bytea(b)) => {
+                // char(n) keys are stored without their padding; show them padded.
+                let mut b = b.clone();
+                if col.typmod >= 4 {
+                    let n = (col.typmod - 4) as usize;
+                    let chars = String::from_utf8_lossy(&b).chars().count();
+                    b.extend(std::iter::repeat_n(b' ', n.saturating_sub(chars)));
+                }
+                pg_sys::Datum::from(pg_sys::cstring_to_text_with_len(b.as_ptr() as *const _, b.len() as i32))
+            }
+            (_, Datum::Bytea(b)) => pg_sys::Datum::from(pg_sys::cstring_to_text_with_len(b.as_ptr() as *const _, b.len() as i32)),
+            _ => return None,
+        })
+    }
 }
 
 
@@ -324,17 +339,20 @@ unsafe fn to_pg(col: &KeyColumn, d: &Datum) -> Option<pg_sys::Datum> {
 /// # Safety
 /// Inside a PostgreSQL backend (allocates, may call type input functions).
 pub unsafe fn decode_key(cols: &[KeyColumn], key: &[u8], hashed: bool) -> Option<Vec<(pg_sys::Datum, bool)>> {
-    let mut rest = if hashed { key.get(HASH_PREFIX_LEN..)? } else { key };
-    let mut out = Vec::with_capacity(cols.len());
-    for c in cols {
-        let d = decode_datum(&mut rest, datum_type(c.kind), c.order).ok()?;
-        match to_pg(c, &d) {
-            Some(v) => out.push((v, false)),
-            None if matches!(d, Datum::Null) => out.push((pg_sys::Datum::from(0usize), true)),
-            None => return None,
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        let mut rest = if hashed { key.get(HASH_PREFIX_LEN..)? } else { key };
+        let mut out = Vec::with_capacity(cols.len());
+        for c in cols {
+            let d = decode_datum(&mut rest, datum_type(c.kind), c.order).ok()?;
+            match to_pg(c, &d) {
+                Some(v) => out.push((v, false)),
+                None if matches!(d, Datum::Null) => out.push((pg_sys::Datum::from(0usize), true)),
+                None => return None,
+            }
         }
+        Some(out)
     }
-    Some(out)
 }
 
 /// Byte that starts a generated row id key (after the hash prefix, if any).
@@ -358,21 +376,24 @@ pub fn new_rowid_key(hashed: bool) -> Vec<u8> {
 /// # Safety
 /// Each value must be a valid datum of its column's type.
 pub unsafe fn build_key(cols: &[KeyColumn], values: &[(pg_sys::Datum, bool)], hashed: bool) -> Vec<u8> {
-    let mut body = Vec::with_capacity(16 * cols.len() + 2);
-    let mut first_len = 0;
-    for (i, (c, (v, n))) in cols.iter().zip(values).enumerate() {
-        c.encode(&mut body, *v, *n);
-        if i == 0 {
-            first_len = body.len();
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        let mut body = Vec::with_capacity(16 * cols.len() + 2);
+        let mut first_len = 0;
+        for (i, (c, (v, n))) in cols.iter().zip(values).enumerate() {
+            c.encode(&mut body, *v, *n);
+            if i == 0 {
+                first_len = body.len();
+            }
         }
+        if !hashed {
+            return body;
+        }
+        let mut k = Vec::with_capacity(body.len() + 2);
+        encode_hash_prefix(&mut k, hash16(&body[..first_len]));
+        k.extend_from_slice(&body);
+        k
     }
-    if !hashed {
-        return body;
-    }
-    let mut k = Vec::with_capacity(body.len() + 2);
-    encode_hash_prefix(&mut k, hash16(&body[..first_len]));
-    k.extend_from_slice(&body);
-    k
 }
 
 /// The smallest key greater than every key starting with `prefix` (`None`: no bound).

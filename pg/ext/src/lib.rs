@@ -27,6 +27,7 @@
 
 // PostgreSQL's callback signatures decide the argument counts.
 #![allow(clippy::too_many_arguments)]
+#![deny(unsafe_op_in_unsafe_fn)]
 
 use pgrx::prelude::*;
 
@@ -113,6 +114,10 @@ pub extern "C" fn pg_finfo_pinax_tableam_handler() -> &'static pg_sys::Pg_finfo_
 }
 
 /// The table AM handler: returns the (process-wide, never freed) routine.
+///
+/// # Safety
+/// Called only by PostgreSQL, by the function manager, as the C function of its
+/// SQL function, with a valid `fcinfo`.
 #[no_mangle]
 #[pg_guard]
 pub unsafe extern "C-unwind" fn pinax_tableam_handler(_fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {

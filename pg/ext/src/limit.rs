@@ -62,22 +62,34 @@ pub fn first_page(relid: u32) -> Option<usize> {
 
 /// The relation `child` scans, if it is a scan node, and whether that is an index
 /// (index and index-only scans) rather than a table.
+///
+/// # Safety
+/// `child` must be a valid `PlanState`.
 unsafe fn scanned_relation(child: *mut pg_sys::PlanState) -> Option<(pg_sys::Relation, bool)> {
-    if child.is_null() {
-        return None;
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        if child.is_null() {
+            return None;
+        }
+        let (rel, index) = match (*child).type_ {
+            pg_sys::NodeTag::T_IndexScanState => ((*(child as *mut pg_sys::IndexScanState)).iss_RelationDesc, true),
+            pg_sys::NodeTag::T_IndexOnlyScanState => ((*(child as *mut pg_sys::IndexOnlyScanState)).ioss_RelationDesc, true),
+            pg_sys::NodeTag::T_SeqScanState | pg_sys::NodeTag::T_CustomScanState => ((*(child as *mut pg_sys::ScanState)).ss_currentRelation, false),
+            _ => return None,
+        };
+        (!rel.is_null()).then_some((rel, index))
     }
-    let (rel, index) = match (*child).type_ {
-        pg_sys::NodeTag::T_IndexScanState => ((*(child as *mut pg_sys::IndexScanState)).iss_RelationDesc, true),
-        pg_sys::NodeTag::T_IndexOnlyScanState => ((*(child as *mut pg_sys::IndexOnlyScanState)).ioss_RelationDesc, true),
-        pg_sys::NodeTag::T_SeqScanState | pg_sys::NodeTag::T_CustomScanState => ((*(child as *mut pg_sys::ScanState)).ss_currentRelation, false),
-        _ => return None,
-    };
-    (!rel.is_null()).then_some((rel, index))
 }
 
 /// Whether `child` scans a Pinax table or index.
+///
+/// # Safety
+/// `child` must be a valid `PlanState`.
 unsafe fn scans_pinax_relation(child: *mut pg_sys::PlanState) -> bool {
-    scanned_relation(child).is_some_and(|(rel, index)| if index { index::is_pinax_index(rel) } else { meta::is_pinax_table(rel) })
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        scanned_relation(child).is_some_and(|(rel, index)| if index { index::is_pinax_index(rel) } else { meta::is_pinax_table(rel) })
+    }
 }
 
 /// Point the Limit nodes over scans of Pinax relations in `planstate`'s tree at
@@ -86,38 +98,56 @@ unsafe fn scans_pinax_relation(child: *mut pg_sys::PlanState) -> bool {
 /// # Safety
 /// `planstate` must be an initialized plan state tree (after `standard_ExecutorStart`).
 pub unsafe fn adopt_nodes(planstate: *mut pg_sys::PlanState) {
-    clear();
-    if !planstate.is_null() && guc::enable_limit_pushdown() {
-        walker(planstate, std::ptr::null_mut());
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        clear();
+        if !planstate.is_null() && guc::enable_limit_pushdown() {
+            walker(planstate, std::ptr::null_mut());
+        }
     }
 }
 
+/// The walk of `adopt_nodes` over the plan state tree (`planstate_tree_walker`).
+///
+/// # Safety
+/// Called by PostgreSQL's `planstate_tree_walker`, or by `adopt_nodes`, with a
+/// node of an initialized plan state tree and the walker's `ctx`.
 #[pg_guard]
 unsafe extern "C-unwind" fn walker(ps: *mut pg_sys::PlanState, ctx: *mut std::ffi::c_void) -> bool {
-    if (*ps).type_ == pg_sys::NodeTag::T_LimitState && scans_pinax_relation((*ps).lefttree) {
-        if let Some(real) = (*ps).ExecProcNodeReal {
-            let real = real as usize;
-            // Another extension's node function is left alone.
-            if *EXEC_LIMIT.get_or_init(|| real) == real {
-                pg_sys::ExecSetExecProcNode(ps, Some(exec_limit));
+    // SAFETY: PostgreSQL calls this as documented (# Safety).
+    unsafe {
+        if (*ps).type_ == pg_sys::NodeTag::T_LimitState && scans_pinax_relation((*ps).lefttree) {
+            if let Some(real) = (*ps).ExecProcNodeReal {
+                let real = real as usize;
+                // Another extension's node function is left alone.
+                if *EXEC_LIMIT.get_or_init(|| real) == real {
+                    pg_sys::ExecSetExecProcNode(ps, Some(exec_limit));
+                }
             }
         }
+        pg_sys::planstate_tree_walker(ps, Some(walker), ctx)
     }
-    pg_sys::planstate_tree_walker(ps, Some(walker), ctx)
 }
 
 /// `ExecLimit` with this node noted for the scan below it.
+///
+/// # Safety
+/// Called only by PostgreSQL, as the `ExecProcNode` of the plan node it was set
+/// on (`ExecSetExecProcNode`), with that node's state.
 #[pg_guard]
 unsafe extern "C-unwind" fn exec_limit(ps: *mut pg_sys::PlanState) -> *mut pg_sys::TupleTableSlot {
-    let Some(&real) = EXEC_LIMIT.get() else {
-        unreachable!("a Limit node is adopted only once ExecLimit is known")
-    };
-    // SAFETY: the pointer was ExecLimit's, an `ExecProcNodeMtd`.
-    let real: unsafe extern "C-unwind" fn(*mut pg_sys::PlanState) -> *mut pg_sys::TupleTableSlot = std::mem::transmute(real);
-    // The child was found to scan a Pinax relation when the node was adopted.
-    let relid = scanned_relation((*ps).lefttree).map_or(0, |(rel, _)| (*rel).rd_id.to_u32());
-    let _restore = Restore(HINT.with(|h| h.replace((relid, ps as *mut pg_sys::LimitState))));
-    pg_sys::ffi::pg_guard_ffi_boundary(|| real(ps))
+    // SAFETY: PostgreSQL calls this as documented (# Safety).
+    unsafe {
+        let Some(&real) = EXEC_LIMIT.get() else {
+            unreachable!("a Limit node is adopted only once ExecLimit is known")
+        };
+        // SAFETY: the pointer was ExecLimit's, an `ExecProcNodeMtd`.
+        let real: unsafe extern "C-unwind" fn(*mut pg_sys::PlanState) -> *mut pg_sys::TupleTableSlot = std::mem::transmute(real);
+        // The child was found to scan a Pinax relation when the node was adopted.
+        let relid = scanned_relation((*ps).lefttree).map_or(0, |(rel, _)| (*rel).rd_id.to_u32());
+        let _restore = Restore(HINT.with(|h| h.replace((relid, ps as *mut pg_sys::LimitState))));
+        pg_sys::ffi::pg_guard_ffi_boundary(|| real(ps))
+    }
 }
 
 /// Puts the hint back as it was when dropped (also when an error unwinds).

@@ -120,8 +120,11 @@ pub fn pinax_am_oid_cached() -> Option<u32> {
 /// # Safety
 /// `rel` must be a valid relation.
 pub unsafe fn is_pinax_table(rel: pg_sys::Relation) -> bool {
-    let r = (*rel).rd_rel;
-    (*r).relkind as u8 == pg_sys::RELKIND_RELATION && (*r).relam.to_u32() != 0 && (*r).relam.to_u32() == pinax_am_oid()
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        let r = (*rel).rd_rel;
+        (*r).relkind as u8 == pg_sys::RELKIND_RELATION && (*r).relam.to_u32() != 0 && (*r).relam.to_u32() == pinax_am_oid()
+    }
 }
 
 /// Describe index relation `idx` of a table sharded by hash (`table_hashed`).
@@ -129,32 +132,35 @@ pub unsafe fn is_pinax_table(rel: pg_sys::Relation) -> bool {
 /// # Safety
 /// `idx` must be a valid, open index relation.
 pub unsafe fn index_meta(idx: pg_sys::Relation, table_hashed: bool) -> IndexMeta {
-    let ind = (*idx).rd_index;
-    let nkey = (*ind).indnkeyatts as usize;
-    let desc = (*idx).rd_att;
-    let mut cols = Vec::with_capacity(nkey);
-    let mut heap_attnums = Vec::with_capacity(nkey);
-    let indkey = (*ind).indkey.values.as_slice(nkey);
-    for (i, &heap_att) in indkey.iter().enumerate() {
-        let att = (*desc).attrs.as_ptr().add(i);
-        let coll = *(*idx).rd_indcollation.add(i);
-        let opt = *(*idx).rd_indoption.add(i);
-        cols.push(KeyColumn::new((*att).atttypid.to_u32(), (*att).atttypmod, coll.to_u32(), opt));
-        heap_attnums.push(heap_att);
-    }
-    let is_pk = (*ind).indisprimary;
-    let db = pg_sys::MyDatabaseId.to_u32();
-    IndexMeta {
-        oid: (*idx).rd_id.to_u32(),
-        storage: index_storage_name(db, (*idx).rd_node.relNode.to_u32()),
-        is_pk,
-        unique: (*ind).indisunique,
-        nulls_not_distinct: (*ind).indnullsnotdistinct,
-        exclusion: (*ind).indisexclusion,
-        simple: heap_attnums.iter().all(|a| *a != 0),
-        cols,
-        heap_attnums,
-        hashed: if is_pk { table_hashed } else { true },
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        let ind = (*idx).rd_index;
+        let nkey = (*ind).indnkeyatts as usize;
+        let desc = (*idx).rd_att;
+        let mut cols = Vec::with_capacity(nkey);
+        let mut heap_attnums = Vec::with_capacity(nkey);
+        let indkey = (*ind).indkey.values.as_slice(nkey);
+        for (i, &heap_att) in indkey.iter().enumerate() {
+            let att = (*desc).attrs.as_ptr().add(i);
+            let coll = *(*idx).rd_indcollation.add(i);
+            let opt = *(*idx).rd_indoption.add(i);
+            cols.push(KeyColumn::new((*att).atttypid.to_u32(), (*att).atttypmod, coll.to_u32(), opt));
+            heap_attnums.push(heap_att);
+        }
+        let is_pk = (*ind).indisprimary;
+        let db = pg_sys::MyDatabaseId.to_u32();
+        IndexMeta {
+            oid: (*idx).rd_id.to_u32(),
+            storage: index_storage_name(db, (*idx).rd_node.relNode.to_u32()),
+            is_pk,
+            unique: (*ind).indisunique,
+            nulls_not_distinct: (*ind).indnullsnotdistinct,
+            exclusion: (*ind).indisexclusion,
+            simple: heap_attnums.iter().all(|a| *a != 0),
+            cols,
+            heap_attnums,
+            hashed: if is_pk { table_hashed } else { true },
+        }
     }
 }
 
@@ -163,54 +169,57 @@ pub unsafe fn index_meta(idx: pg_sys::Relation, table_hashed: bool) -> IndexMeta
 /// # Safety
 /// `rel` must be a valid, open Pinax table.
 pub unsafe fn table_meta(rel: pg_sys::Relation) -> Result<Rc<TableMeta>, ClientError> {
-    let relid = (*rel).rd_id.to_u32();
-    let relnode = (*rel).rd_node.relNode.to_u32();
-    // Checked by file node: no storage name formatted per call (this runs several
-    // times per statement).
-    if let Some(m) = TABLES.with(|t| t.borrow().get(&relid).cloned()) {
-        if m.relnode == relnode {
-            return Ok(m);
-        }
-    }
-    let storage = table_storage_name(pg_sys::MyDatabaseId.to_u32(), relnode);
-    let info = state::with(|b| b.client())?.table(&storage)?;
-    let hashed = matches!(info.sharding, Sharding::Hash { .. });
-    let list = pg_sys::RelationGetIndexList(rel);
-    let pk_oid = (*rel).rd_pkindex.to_u32();
-    let mut pk = None;
-    let mut secondary = Vec::new();
-    if !list.is_null() {
-        for oid in list_oids(list) {
-            let idx = pg_sys::index_open(oid, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
-            let valid = (*(*idx).rd_index).indisvalid || (*(*idx).rd_index).indisready;
-            let is_btree = (*(*idx).rd_rel).relam.to_u32() == pg_sys::BTREE_AM_OID.to_u32();
-            let m = index_meta(idx, hashed);
-            pg_sys::index_close(idx, pg_sys::NoLock as pg_sys::LOCKMODE);
-            if !is_btree || !valid {
-                continue;
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        let relid = (*rel).rd_id.to_u32();
+        let relnode = (*rel).rd_node.relNode.to_u32();
+        // Checked by file node: no storage name formatted per call (this runs several
+        // times per statement).
+        if let Some(m) = TABLES.with(|t| t.borrow().get(&relid).cloned()) {
+            if m.relnode == relnode {
+                return Ok(m);
             }
-            if oid.to_u32() == pk_oid && m.is_pk {
-                pk = Some(Rc::new(m));
-            } else {
-                if m.unique {
-                    OWNERS.with(|o| o.borrow_mut().insert(m.storage.clone(), m.oid));
+        }
+        let storage = table_storage_name(pg_sys::MyDatabaseId.to_u32(), relnode);
+        let info = state::with(|b| b.client())?.table(&storage)?;
+        let hashed = matches!(info.sharding, Sharding::Hash { .. });
+        let list = pg_sys::RelationGetIndexList(rel);
+        let pk_oid = (*rel).rd_pkindex.to_u32();
+        let mut pk = None;
+        let mut secondary = Vec::new();
+        if !list.is_null() {
+            for oid in list_oids(list) {
+                let idx = pg_sys::index_open(oid, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
+                let valid = (*(*idx).rd_index).indisvalid || (*(*idx).rd_index).indisready;
+                let is_btree = (*(*idx).rd_rel).relam.to_u32() == pg_sys::BTREE_AM_OID.to_u32();
+                let m = index_meta(idx, hashed);
+                pg_sys::index_close(idx, pg_sys::NoLock as pg_sys::LOCKMODE);
+                if !is_btree || !valid {
+                    continue;
                 }
-                secondary.push(Rc::new(m));
+                if oid.to_u32() == pk_oid && m.is_pk {
+                    pk = Some(Rc::new(m));
+                } else {
+                    if m.unique {
+                        OWNERS.with(|o| o.borrow_mut().insert(m.storage.clone(), m.oid));
+                    }
+                    secondary.push(Rc::new(m));
+                }
             }
+            pg_sys::list_free(list);
         }
-        pg_sys::list_free(list);
+        if let Some(p) = &pk {
+            OWNERS.with(|o| o.borrow_mut().insert(storage.clone(), p.oid));
+        }
+        let generation = GENERATION.with(|g| {
+            g.set(g.get() + 1);
+            g.get()
+        });
+        let exclusion = secondary.iter().any(|i| i.exclusion);
+        let meta = Rc::new(TableMeta { generation, relid, relnode, storage, hashed, pk, secondary, exclusion, patch_rules: std::cell::OnceCell::new() });
+        TABLES.with(|t| t.borrow_mut().insert(relid, meta.clone()));
+        Ok(meta)
     }
-    if let Some(p) = &pk {
-        OWNERS.with(|o| o.borrow_mut().insert(storage.clone(), p.oid));
-    }
-    let generation = GENERATION.with(|g| {
-        g.set(g.get() + 1);
-        g.get()
-    });
-    let exclusion = secondary.iter().any(|i| i.exclusion);
-    let meta = Rc::new(TableMeta { generation, relid, relnode, storage, hashed, pk, secondary, exclusion, patch_rules: std::cell::OnceCell::new() });
-    TABLES.with(|t| t.borrow_mut().insert(relid, meta.clone()));
-    Ok(meta)
 }
 
 /// The unique index whose keys storage table `storage` holds, if known.
@@ -223,18 +232,27 @@ pub fn owner_of(storage: &str) -> Option<u32> {
 /// # Safety
 /// `slot` must hold a row of the table `pk` belongs to.
 pub unsafe fn pk_key(pk: &IndexMeta, slot: *mut pg_sys::TupleTableSlot) -> Vec<u8> {
-    build_key(&pk.cols, &column_values(&pk.heap_attnums, slot), pk.hashed)
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        build_key(&pk.cols, &column_values(&pk.heap_attnums, slot), pk.hashed)
+    }
 }
 
 /// The values of table columns `attnums` (1-based) of the deformed row in `slot`.
+///
+/// # Safety
+/// `slot` must be a valid slot.
 unsafe fn column_values(attnums: &[i16], slot: *mut pg_sys::TupleTableSlot) -> Vec<(pg_sys::Datum, bool)> {
-    attnums
-        .iter()
-        .map(|a| {
-            let i = (*a - 1) as usize;
-            (*(*slot).tts_values.add(i), *(*slot).tts_isnull.add(i))
-        })
-        .collect()
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        attnums
+            .iter()
+            .map(|a| {
+                let i = (*a - 1) as usize;
+                (*(*slot).tts_values.add(i), *(*slot).tts_isnull.add(i))
+            })
+            .collect()
+    }
 }
 
 /// The key of secondary index `im` for the row in `slot` whose row key is `row_key`.
@@ -243,19 +261,22 @@ unsafe fn column_values(attnums: &[i16], slot: *mut pg_sys::TupleTableSlot) -> V
 /// # Safety
 /// `slot` must hold a deformed row of the index's table.
 pub unsafe fn secondary_key(im: &IndexMeta, slot: *mut pg_sys::TupleTableSlot, values: Option<&[(pg_sys::Datum, bool)]>, row_key: &[u8]) -> Vec<u8> {
-    let owned;
-    let vals: &[(pg_sys::Datum, bool)] = match values {
-        Some(v) => v,
-        None => {
-            owned = index_values(im, slot);
-            &owned
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        let owned;
+        let vals: &[(pg_sys::Datum, bool)] = match values {
+            Some(v) => v,
+            None => {
+                owned = index_values(im, slot);
+                &owned
+            }
+        };
+        let mut k = build_key(&im.cols, vals, true);
+        if !enforced_unique(im, vals) {
+            k.extend_from_slice(row_key);
         }
-    };
-    let mut k = build_key(&im.cols, vals, true);
-    if !enforced_unique(im, vals) {
-        k.extend_from_slice(row_key);
+        k
     }
-    k
 }
 
 /// Whether the entry for these values is unique-enforced (its key has no row key).
@@ -269,32 +290,35 @@ pub fn enforced_unique(im: &IndexMeta, vals: &[(pg_sys::Datum, bool)]) -> bool {
 /// # Safety
 /// `slot` must hold a deformed row of the index's table.
 pub unsafe fn index_values(im: &IndexMeta, slot: *mut pg_sys::TupleTableSlot) -> Vec<(pg_sys::Datum, bool)> {
-    if im.simple {
-        return column_values(&im.heap_attnums, slot);
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        if im.simple {
+            return column_values(&im.heap_attnums, slot);
+        }
+        let idx = pg_sys::index_open(pg_sys::Oid::from(im.oid), pg_sys::NoLock as pg_sys::LOCKMODE);
+        let ii = pg_sys::BuildIndexInfo(idx);
+        let estate = pg_sys::CreateExecutorState();
+        let econtext = pg_sys::MakePerTupleExprContext(estate);
+        (*econtext).ecxt_scantuple = slot;
+        let mut values = [pg_sys::Datum::from(0usize); pg_sys::INDEX_MAX_KEYS as usize];
+        let mut isnull = [false; pg_sys::INDEX_MAX_KEYS as usize];
+        pg_sys::FormIndexDatum(ii, slot, estate, values.as_mut_ptr(), isnull.as_mut_ptr());
+        let n = im.cols.len();
+        // Copy pass-by-reference results out of the executor state before freeing it.
+        let mut out = Vec::with_capacity(n);
+        for i in 0..n {
+            let v = if isnull[i] {
+                values[i]
+            } else {
+                let att = (*(*idx).rd_att).attrs.as_ptr().add(i);
+                datum_copy(values[i], (*att).attbyval, (*att).attlen)
+            };
+            out.push((v, isnull[i]));
+        }
+        pg_sys::FreeExecutorState(estate);
+        pg_sys::index_close(idx, pg_sys::NoLock as pg_sys::LOCKMODE);
+        out
     }
-    let idx = pg_sys::index_open(pg_sys::Oid::from(im.oid), pg_sys::NoLock as pg_sys::LOCKMODE);
-    let ii = pg_sys::BuildIndexInfo(idx);
-    let estate = pg_sys::CreateExecutorState();
-    let econtext = pg_sys::MakePerTupleExprContext(estate);
-    (*econtext).ecxt_scantuple = slot;
-    let mut values = [pg_sys::Datum::from(0usize); pg_sys::INDEX_MAX_KEYS as usize];
-    let mut isnull = [false; pg_sys::INDEX_MAX_KEYS as usize];
-    pg_sys::FormIndexDatum(ii, slot, estate, values.as_mut_ptr(), isnull.as_mut_ptr());
-    let n = im.cols.len();
-    // Copy pass-by-reference results out of the executor state before freeing it.
-    let mut out = Vec::with_capacity(n);
-    for i in 0..n {
-        let v = if isnull[i] {
-            values[i]
-        } else {
-            let att = (*(*idx).rd_att).attrs.as_ptr().add(i);
-            datum_copy(values[i], (*att).attbyval, (*att).attlen)
-        };
-        out.push((v, isnull[i]));
-    }
-    pg_sys::FreeExecutorState(estate);
-    pg_sys::index_close(idx, pg_sys::NoLock as pg_sys::LOCKMODE);
-    out
 }
 
 /// Record that storage table `storage` holds the keys of unique index `oid`.
@@ -307,15 +331,18 @@ pub fn register_owner(storage: &str, oid: u32) {
 /// # Safety
 /// `v` must be a valid datum of a type with the given length and passing.
 pub unsafe fn datum_copy(v: pg_sys::Datum, byval: bool, len: i16) -> pg_sys::Datum {
-    if byval {
-        return v;
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        if byval {
+            return v;
+        }
+        let n = match len {
+            -1 => pgrx::varlena::varsize_any(v.cast_mut_ptr()),
+            -2 => std::ffi::CStr::from_ptr(v.cast_mut_ptr::<std::ffi::c_char>()).to_bytes().len() + 1,
+            n => n as usize,
+        };
+        let p = pg_sys::palloc(n) as *mut u8;
+        std::ptr::copy_nonoverlapping(v.cast_mut_ptr::<u8>(), p, n);
+        pg_sys::Datum::from(p)
     }
-    let n = match len {
-        -1 => pgrx::varlena::varsize_any(v.cast_mut_ptr()),
-        -2 => std::ffi::CStr::from_ptr(v.cast_mut_ptr::<std::ffi::c_char>()).to_bytes().len() + 1,
-        n => n as usize,
-    };
-    let p = pg_sys::palloc(n) as *mut u8;
-    std::ptr::copy_nonoverlapping(v.cast_mut_ptr::<u8>(), p, n);
-    pg_sys::Datum::from(p)
 }

@@ -8,10 +8,13 @@ use pgrx::pg_sys;
 /// # Safety
 /// `l` must be null or a valid pointer list whose elements are `T`s.
 pub unsafe fn list_ptrs<T>(l: *mut pg_sys::List) -> Vec<*mut T> {
-    if l.is_null() {
-        return Vec::new();
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        if l.is_null() {
+            return Vec::new();
+        }
+        (0..(*l).length as usize).map(|i| (*(*l).elements.add(i)).ptr_value as *mut T).collect()
     }
-    (0..(*l).length as usize).map(|i| (*(*l).elements.add(i)).ptr_value as *mut T).collect()
 }
 
 /// Elements of an integer `List` (a null list is empty).
@@ -19,10 +22,13 @@ pub unsafe fn list_ptrs<T>(l: *mut pg_sys::List) -> Vec<*mut T> {
 /// # Safety
 /// `l` must be null or a valid integer list.
 pub unsafe fn list_ints(l: *mut pg_sys::List) -> Vec<i32> {
-    if l.is_null() {
-        return Vec::new();
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        if l.is_null() {
+            return Vec::new();
+        }
+        (0..(*l).length as usize).map(|i| (*(*l).elements.add(i)).int_value).collect()
     }
-    (0..(*l).length as usize).map(|i| (*(*l).elements.add(i)).int_value).collect()
 }
 
 /// Elements of an OID `List` (a null list is empty).
@@ -30,8 +36,11 @@ pub unsafe fn list_ints(l: *mut pg_sys::List) -> Vec<i32> {
 /// # Safety
 /// `l` must be null or a valid OID list.
 pub unsafe fn list_oids(l: *mut pg_sys::List) -> Vec<pg_sys::Oid> {
-    if l.is_null() {
-        return Vec::new();
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        if l.is_null() {
+            return Vec::new();
+        }
+        (0..(*l).length as usize).map(|i| (*(*l).elements.add(i)).oid_value).collect()
     }
-    (0..(*l).length as usize).map(|i| (*(*l).elements.add(i)).oid_value).collect()
 }

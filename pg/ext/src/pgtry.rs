@@ -17,22 +17,25 @@ use pgrx::pg_sys;
 /// # Safety
 /// Main thread only; see above for `f`.
 pub unsafe fn try_keep_error(cxt: pg_sys::MemoryContext, f: impl FnOnce()) -> Result<(), *mut pg_sys::ErrorData> {
-    let prev_exception_stack = pg_sys::PG_exception_stack;
-    let prev_error_context_stack = pg_sys::error_context_stack;
-    let jumped = cee_scape::call_with_sigsetjmp(false, |buf| {
-        pg_sys::PG_exception_stack = buf as *const cee_scape::SigJmpBufFields as *mut pg_sys::sigjmp_buf;
-        f();
-        0
-    });
-    pg_sys::PG_exception_stack = prev_exception_stack;
-    pg_sys::error_context_stack = prev_error_context_stack;
-    if jumped == 0 {
-        return Ok(());
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        let prev_exception_stack = pg_sys::PG_exception_stack;
+        let prev_error_context_stack = pg_sys::error_context_stack;
+        let jumped = cee_scape::call_with_sigsetjmp(false, |buf| {
+            pg_sys::PG_exception_stack = buf as *const cee_scape::SigJmpBufFields as *mut pg_sys::sigjmp_buf;
+            f();
+            0
+        });
+        pg_sys::PG_exception_stack = prev_exception_stack;
+        pg_sys::error_context_stack = prev_error_context_stack;
+        if jumped == 0 {
+            return Ok(());
+        }
+        pg_sys::MemoryContextSwitchTo(cxt);
+        let edata = pg_sys::CopyErrorData();
+        pg_sys::FlushErrorState();
+        Err(edata)
     }
-    pg_sys::MemoryContextSwitchTo(cxt);
-    let edata = pg_sys::CopyErrorData();
-    pg_sys::FlushErrorState();
-    Err(edata)
 }
 
 unsafe extern "C-unwind" {
@@ -47,5 +50,8 @@ unsafe extern "C-unwind" {
 /// `edata` must come from [`try_keep_error`]; nothing on the Rust stack between here
 /// and that handler may need dropping.
 pub unsafe fn rethrow(edata: *mut pg_sys::ErrorData) -> ! {
-    raw_rethrow_error(edata)
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        raw_rethrow_error(edata)
+    }
 }

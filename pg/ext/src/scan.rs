@@ -18,10 +18,13 @@ const FIRST_PAGE_ROWS: usize = 16;
 /// # Safety
 /// `snapshot` must be null or a valid snapshot.
 pub unsafe fn snapshot_cid(snapshot: pg_sys::Snapshot) -> u32 {
-    if !snapshot.is_null() && (*snapshot).snapshot_type == pg_sys::SnapshotType::SNAPSHOT_MVCC {
-        (*snapshot).curcid
-    } else {
-        u32::MAX
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        if !snapshot.is_null() && (*snapshot).snapshot_type == pg_sys::SnapshotType::SNAPSHOT_MVCC {
+            (*snapshot).curcid
+        } else {
+            u32::MAX
+        }
     }
 }
 

@@ -85,36 +85,45 @@ static PREV_OBJECT_ACCESS: std::sync::OnceLock<pg_sys::object_access_hook_type> 
 /// # Safety
 /// Only while loading shared_preload_libraries in the postmaster.
 pub unsafe fn install() {
-    let _ = PREV_OBJECT_ACCESS.set(pg_sys::object_access_hook);
-    pg_sys::object_access_hook = Some(object_access);
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        let _ = PREV_OBJECT_ACCESS.set(pg_sys::object_access_hook);
+        pg_sys::object_access_hook = Some(object_access);
+    }
 }
 
 /// The pinax_* functions of this database (none: the extension is not installed).
+///
+/// # Safety
+/// Calls into PostgreSQL: only in a backend, where its errors can be raised.
 unsafe fn funcs() -> Option<Funcs> {
-    if let Some(f) = FUNCS.with(Cell::get) {
-        return Some(f);
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        if let Some(f) = FUNCS.with(Cell::get) {
+            return Some(f);
+        }
+        if pg_sys::MyDatabaseId.to_u32() == 0 || !pg_sys::IsTransactionState() {
+            return None;
+        }
+        // The extension creates them in pg_catalog, whatever the search_path.
+        let lookup = |name: &CStr, args: &[pg_sys::Oid]| -> pg_sys::Oid {
+            let names = pg_sys::lappend(pg_sys::lappend(std::ptr::null_mut(), pg_sys::makeString(pg_sys::pstrdup(c"pg_catalog".as_ptr())).cast()), pg_sys::makeString(pg_sys::pstrdup(name.as_ptr())).cast());
+            pg_sys::LookupFuncName(names, args.len() as i32, args.as_ptr(), true)
+        };
+        let regclass = pg_sys::REGCLASSOID;
+        let f = Funcs {
+            nextval: lookup(c"pinax_nextval", &[regclass]),
+            currval: lookup(c"pinax_currval", &[regclass]),
+            setval2: lookup(c"pinax_setval", &[regclass, pg_sys::INT8OID]),
+            setval3: lookup(c"pinax_setval", &[regclass, pg_sys::INT8OID, pg_sys::BOOLOID]),
+            lastval: lookup(c"pinax_lastval", &[]),
+        };
+        if [f.nextval, f.currval, f.setval2, f.setval3, f.lastval].iter().any(|o| o.to_u32() == 0) {
+            return None;
+        }
+        FUNCS.with(|c| c.set(Some(f)));
+        Some(f)
     }
-    if pg_sys::MyDatabaseId.to_u32() == 0 || !pg_sys::IsTransactionState() {
-        return None;
-    }
-    // The extension creates them in pg_catalog, whatever the search_path.
-    let lookup = |name: &CStr, args: &[pg_sys::Oid]| -> pg_sys::Oid {
-        let names = pg_sys::lappend(pg_sys::lappend(std::ptr::null_mut(), pg_sys::makeString(pg_sys::pstrdup(c"pg_catalog".as_ptr())).cast()), pg_sys::makeString(pg_sys::pstrdup(name.as_ptr())).cast());
-        pg_sys::LookupFuncName(names, args.len() as i32, args.as_ptr(), true)
-    };
-    let regclass = pg_sys::REGCLASSOID;
-    let f = Funcs {
-        nextval: lookup(c"pinax_nextval", &[regclass]),
-        currval: lookup(c"pinax_currval", &[regclass]),
-        setval2: lookup(c"pinax_setval", &[regclass, pg_sys::INT8OID]),
-        setval3: lookup(c"pinax_setval", &[regclass, pg_sys::INT8OID, pg_sys::BOOLOID]),
-        lastval: lookup(c"pinax_lastval", &[]),
-    };
-    if [f.nextval, f.currval, f.setval2, f.setval3, f.lastval].iter().any(|o| o.to_u32() == 0) {
-        return None;
-    }
-    FUNCS.with(|c| c.set(Some(f)));
-    Some(f)
 }
 
 /// Before planning `parse`: swap its sequence calls and identity defaults for
@@ -124,106 +133,139 @@ unsafe fn funcs() -> Option<Funcs> {
 /// # Safety
 /// `parse` must be a valid query tree about to be planned.
 pub unsafe fn swap_calls(parse: *mut pg_sys::Query) {
-    if let Some(mut f) = funcs() {
-        pg_sys::query_tree_walker(parse, Some(swap_walker), (&raw mut f).cast(), 0);
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        if let Some(mut f) = funcs() {
+            pg_sys::query_tree_walker(parse, Some(swap_walker), (&raw mut f).cast(), 0);
+        }
     }
 }
 
+/// Whether `n` is a `NextValueExpr` node.
+///
+/// # Safety
+/// `n` must be what the caller passes as it (valid).
 unsafe fn is_next_value(n: *mut std::ffi::c_void) -> bool {
-    !n.is_null() && (*(n as *mut pg_sys::Node)).type_ == pg_sys::NodeTag::T_NextValueExpr
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        !n.is_null() && (*(n as *mut pg_sys::Node)).type_ == pg_sys::NodeTag::T_NextValueExpr
+    }
 }
 
 /// `pinax_nextval(seq)` cast to the identity column's type, for a NextValueExpr.
+///
+/// # Safety
+/// `nve` must be a valid `NextValueExpr`. Calls into PostgreSQL: only in a
+/// backend, where its errors can be raised.
 unsafe fn next_value_call(f: &Funcs, nve: *mut pg_sys::NextValueExpr) -> *mut pg_sys::Expr {
-    let seq = pg_sys::makeConst(pg_sys::REGCLASSOID, -1, pg_sys::InvalidOid, 4, pg_sys::Datum::from((*nve).seqid), false, true);
-    let args = pg_sys::lappend(std::ptr::null_mut(), seq.cast());
-    let call = pg_sys::makeFuncExpr(f.nextval, pg_sys::INT8OID, args, pg_sys::InvalidOid, pg_sys::InvalidOid, pg_sys::CoercionForm::COERCE_EXPLICIT_CALL);
-    let cast = |func: u32, typ: pg_sys::Oid| {
-        let args = pg_sys::lappend(std::ptr::null_mut(), call.cast());
-        pg_sys::makeFuncExpr(pg_sys::Oid::from(func), typ, args, pg_sys::InvalidOid, pg_sys::InvalidOid, pg_sys::CoercionForm::COERCE_IMPLICIT_CAST)
-    };
-    match (*nve).typeId {
-        t if t == pg_sys::INT4OID => cast(pg_sys::F_INT4_INT8, t).cast(),
-        t if t == pg_sys::INT2OID => cast(pg_sys::F_INT2_INT8, t).cast(),
-        _ => call.cast(),
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        let seq = pg_sys::makeConst(pg_sys::REGCLASSOID, -1, pg_sys::InvalidOid, 4, pg_sys::Datum::from((*nve).seqid), false, true);
+        let args = pg_sys::lappend(std::ptr::null_mut(), seq.cast());
+        let call = pg_sys::makeFuncExpr(f.nextval, pg_sys::INT8OID, args, pg_sys::InvalidOid, pg_sys::InvalidOid, pg_sys::CoercionForm::COERCE_EXPLICIT_CALL);
+        let cast = |func: u32, typ: pg_sys::Oid| {
+            let args = pg_sys::lappend(std::ptr::null_mut(), call.cast());
+            pg_sys::makeFuncExpr(pg_sys::Oid::from(func), typ, args, pg_sys::InvalidOid, pg_sys::InvalidOid, pg_sys::CoercionForm::COERCE_IMPLICIT_CAST)
+        };
+        match (*nve).typeId {
+            t if t == pg_sys::INT4OID => cast(pg_sys::F_INT4_INT8, t).cast(),
+            t if t == pg_sys::INT2OID => cast(pg_sys::F_INT2_INT8, t).cast(),
+            _ => call.cast(),
+        }
     }
 }
 
+/// The walk of `swap_calls` (`query_tree_walker` and `expression_tree_walker`
+/// callback): sequence calls swapped in place; `ctx` is the `Funcs`.
+///
+/// # Safety
+/// Called only by PostgreSQL, by PostgreSQL's tree walker it was passed to,
+/// with a node of that tree (or null) and the walker's `ctx`.
 #[pg_guard]
 unsafe extern "C-unwind" fn swap_walker(node: *mut pg_sys::Node, ctx: *mut std::ffi::c_void) -> bool {
-    use pg_sys::NodeTag::*;
-    if node.is_null() {
-        return false;
-    }
-    let f = &*(ctx as *const Funcs);
-    match (*node).type_ {
-        T_Query => return pg_sys::query_tree_walker(node.cast(), Some(swap_walker), ctx, 0),
-        T_FuncExpr => {
-            let fe = node as *mut pg_sys::FuncExpr;
-            let to = match (*fe).funcid.to_u32() {
-                pg_sys::F_NEXTVAL => Some(f.nextval),
-                pg_sys::F_CURRVAL => Some(f.currval),
-                pg_sys::F_SETVAL_REGCLASS_INT8 => Some(f.setval2),
-                pg_sys::F_SETVAL_REGCLASS_INT8_BOOL => Some(f.setval3),
-                pg_sys::F_LASTVAL => Some(f.lastval),
-                _ => None,
-            };
-            if let Some(to) = to {
-                (*fe).funcid = to;
-            }
+    // SAFETY: PostgreSQL calls this as documented (# Safety).
+    unsafe {
+        use pg_sys::NodeTag::*;
+        if node.is_null() {
+            return false;
         }
-        T_TargetEntry => {
-            let te = node as *mut pg_sys::TargetEntry;
-            if is_next_value((*te).expr.cast()) {
-                (*te).expr = next_value_call(f, (*te).expr.cast());
-            }
-        }
-        T_List => {
-            // An identity default in a VALUES list.
-            let l = node as *mut pg_sys::List;
-            for i in 0..(*l).length as usize {
-                let cell = (*l).elements.add(i);
-                if is_next_value((*cell).ptr_value) {
-                    (*cell).ptr_value = next_value_call(f, (*cell).ptr_value.cast()).cast();
+        let f = &*(ctx as *const Funcs);
+        match (*node).type_ {
+            T_Query => return pg_sys::query_tree_walker(node.cast(), Some(swap_walker), ctx, 0),
+            T_FuncExpr => {
+                let fe = node as *mut pg_sys::FuncExpr;
+                let to = match (*fe).funcid.to_u32() {
+                    pg_sys::F_NEXTVAL => Some(f.nextval),
+                    pg_sys::F_CURRVAL => Some(f.currval),
+                    pg_sys::F_SETVAL_REGCLASS_INT8 => Some(f.setval2),
+                    pg_sys::F_SETVAL_REGCLASS_INT8_BOOL => Some(f.setval3),
+                    pg_sys::F_LASTVAL => Some(f.lastval),
+                    _ => None,
+                };
+                if let Some(to) = to {
+                    (*fe).funcid = to;
                 }
             }
+            T_TargetEntry => {
+                let te = node as *mut pg_sys::TargetEntry;
+                if is_next_value((*te).expr.cast()) {
+                    (*te).expr = next_value_call(f, (*te).expr.cast());
+                }
+            }
+            T_List => {
+                // An identity default in a VALUES list.
+                let l = node as *mut pg_sys::List;
+                for i in 0..(*l).length as usize {
+                    let cell = (*l).elements.add(i);
+                    if is_next_value((*cell).ptr_value) {
+                        (*cell).ptr_value = next_value_call(f, (*cell).ptr_value.cast()).cast();
+                    }
+                }
+            }
+            _ => {}
         }
-        _ => {}
+        pg_sys::expression_tree_walker(node, Some(swap_walker), ctx)
     }
-    pg_sys::expression_tree_walker(node, Some(swap_walker), ctx)
 }
 
 // ---------------------------------------------------------------- names
 
 /// Object-access hook: a new sequence is recorded for the DDL log (or, replaying,
 /// named another name of the origin's); a dropped one is forgotten at commit.
+///
+/// # Safety
+/// Called only by PostgreSQL, as `object_access_hook`, with the arguments that
+/// hook gets.
 #[pg_guard]
 unsafe extern "C-unwind" fn object_access(access: pg_sys::ObjectAccessType::Type, class: pg_sys::Oid, oid: pg_sys::Oid, sub: std::ffi::c_int, arg: *mut std::ffi::c_void) {
-    if let Some(prev) = PREV_OBJECT_ACCESS.get().copied().flatten() {
-        prev(access, class, oid, sub, arg);
-    }
-    let created = access == pg_sys::ObjectAccessType::OAT_POST_CREATE;
-    let dropped = access == pg_sys::ObjectAccessType::OAT_DROP;
-    if !(created || dropped) || class != pg_sys::RelationRelationId || sub != 0 || funcs().is_none() {
-        return;
-    }
-    let rel = pg_sys::RelationIdGetRelation(oid);
-    if rel.is_null() {
-        return;
-    }
-    let r = (*rel).rd_rel;
-    let sequence = (*r).relkind as u8 == pg_sys::RELKIND_SEQUENCE && (*r).relpersistence as u8 != pg_sys::RELPERSISTENCE_TEMP;
-    let name = if sequence { Some(ddl::qualified_name(rel)) } else { None };
-    pg_sys::RelationClose(rel);
-    let Some(qualified) = name else {
-        return;
-    };
-    let me = key(oid);
-    if dropped {
-        let subid = pg_sys::GetCurrentSubTransactionId();
-        DROPPED.with(|d| d.borrow_mut().push((subid, me)));
-    } else if let Some(existing) = ddl::record_or_replay(&qualified, &me) {
-        call(me, SequenceOp::Alias { existing });
+    // SAFETY: PostgreSQL calls this as documented (# Safety).
+    unsafe {
+        if let Some(prev) = PREV_OBJECT_ACCESS.get().copied().flatten() {
+            prev(access, class, oid, sub, arg);
+        }
+        let created = access == pg_sys::ObjectAccessType::OAT_POST_CREATE;
+        let dropped = access == pg_sys::ObjectAccessType::OAT_DROP;
+        if !(created || dropped) || class != pg_sys::RelationRelationId || sub != 0 || funcs().is_none() {
+            return;
+        }
+        let rel = pg_sys::RelationIdGetRelation(oid);
+        if rel.is_null() {
+            return;
+        }
+        let r = (*rel).rd_rel;
+        let sequence = (*r).relkind as u8 == pg_sys::RELKIND_SEQUENCE && (*r).relpersistence as u8 != pg_sys::RELPERSISTENCE_TEMP;
+        let name = if sequence { Some(ddl::qualified_name(rel)) } else { None };
+        pg_sys::RelationClose(rel);
+        let Some(qualified) = name else {
+            return;
+        };
+        let me = key(oid);
+        if dropped {
+            let subid = pg_sys::GetCurrentSubTransactionId();
+            DROPPED.with(|d| d.borrow_mut().push((subid, me)));
+        } else if let Some(existing) = ddl::record_or_replay(&qualified, &me) {
+            call(me, SequenceOp::Alias { existing });
+        }
     }
 }
 
@@ -280,27 +322,33 @@ thread_local! {
 
 /// The sequence a column default `expr` takes its value from: `nextval('s')`,
 /// maybe under an implicit cast.
+///
+/// # Safety
+/// `expr` must be a valid node (or null where checked).
 unsafe fn default_sequence(expr: *mut pg_sys::Node) -> Option<pg_sys::Oid> {
-    let mut e = expr;
-    for _ in 0..2 {
-        if e.is_null() || (*e).type_ != pg_sys::NodeTag::T_FuncExpr {
-            return None;
-        }
-        let fe = e as *mut pg_sys::FuncExpr;
-        let args = (*fe).args;
-        if (*fe).funcid.to_u32() == pg_sys::F_NEXTVAL {
-            let a = if args.is_null() || (*args).length != 1 { return None } else { (*(*args).elements).ptr_value as *mut pg_sys::Node };
-            if a.is_null() || (*a).type_ != pg_sys::NodeTag::T_Const || (*(a as *mut pg_sys::Const)).constisnull {
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        let mut e = expr;
+        for _ in 0..2 {
+            if e.is_null() || (*e).type_ != pg_sys::NodeTag::T_FuncExpr {
                 return None;
             }
-            return Some(pg_sys::Oid::from((*(a as *mut pg_sys::Const)).constvalue.value() as u32));
+            let fe = e as *mut pg_sys::FuncExpr;
+            let args = (*fe).args;
+            if (*fe).funcid.to_u32() == pg_sys::F_NEXTVAL {
+                let a = if args.is_null() || (*args).length != 1 { return None } else { (*(*args).elements).ptr_value as *mut pg_sys::Node };
+                if a.is_null() || (*a).type_ != pg_sys::NodeTag::T_Const || (*(a as *mut pg_sys::Const)).constisnull {
+                    return None;
+                }
+                return Some(pg_sys::Oid::from((*(a as *mut pg_sys::Const)).constvalue.value() as u32));
+            }
+            if (*fe).funcformat != pg_sys::CoercionForm::COERCE_IMPLICIT_CAST || args.is_null() || (*args).length != 1 {
+                return None;
+            }
+            e = (*(*args).elements).ptr_value as *mut pg_sys::Node;
         }
-        if (*fe).funcformat != pg_sys::CoercionForm::COERCE_IMPLICIT_CAST || args.is_null() || (*args).length != 1 {
-            return None;
-        }
-        e = (*(*args).elements).ptr_value as *mut pg_sys::Node;
+        None
     }
-    None
 }
 
 /// Before a utility statement: COPY FROM into a Pinax table notes its sequence
@@ -309,52 +357,55 @@ unsafe fn default_sequence(expr: *mut pg_sys::Node) -> Option<pg_sys::Oid> {
 /// # Safety
 /// `node` must be the statement's valid parse node.
 pub unsafe fn before_utility(node: *mut pg_sys::Node) {
-    COPY_DEFAULTS.with(|c| *c.borrow_mut() = None);
-    if node.is_null() || (*node).type_ != pg_sys::NodeTag::T_CopyStmt || ddl::replaying() || funcs().is_none() {
-        return;
-    }
-    let stmt = node as *mut pg_sys::CopyStmt;
-    if !(*stmt).is_from || (*stmt).relation.is_null() {
-        return;
-    }
-    let relid = pg_sys::RangeVarGetRelidExtended((*stmt).relation, pg_sys::NoLock as pg_sys::LOCKMODE, pg_sys::RVROption::RVR_MISSING_OK, None, std::ptr::null_mut());
-    if relid.to_u32() == 0 {
-        return;
-    }
-    let rel = pg_sys::RelationIdGetRelation(relid);
-    if rel.is_null() {
-        return;
-    }
-    let mut listed: Vec<String> = Vec::new();
-    let attlist = (*stmt).attlist;
-    if !attlist.is_null() {
-        for i in 0..(*attlist).length as usize {
-            let s = (*(*attlist).elements.add(i)).ptr_value as *mut pg_sys::String;
-            listed.push(CStr::from_ptr((*s).sval).to_string_lossy().into_owned());
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        COPY_DEFAULTS.with(|c| *c.borrow_mut() = None);
+        if node.is_null() || (*node).type_ != pg_sys::NodeTag::T_CopyStmt || ddl::replaying() || funcs().is_none() {
+            return;
         }
-    }
-    let mut cols = Vec::new();
-    if crate::meta::is_pinax_table(rel) && !listed.is_empty() {
-        let desc = (*rel).rd_att;
-        for i in 0..(*desc).natts as usize {
-            let att = (*desc).attrs.as_ptr().add(i);
-            if (*att).attisdropped || (*att).attgenerated != 0 {
-                continue;
-            }
-            let name = CStr::from_ptr((*att).attname.data.as_ptr()).to_string_lossy();
-            if listed.iter().any(|l| *l == name) {
-                continue;
-            }
-            let attnum = (i + 1) as pg_sys::AttrNumber;
-            let seq = if (*att).attidentity != 0 { Some(pg_sys::getIdentitySequence(relid, attnum, true)) } else { default_sequence(pg_sys::build_column_default(rel, attnum as i32)) };
-            if let Some(seq) = seq.filter(|s| s.to_u32() != 0 && cluster_sequence(*s)) {
-                cols.push((i, seq, (*att).atttypid));
+        let stmt = node as *mut pg_sys::CopyStmt;
+        if !(*stmt).is_from || (*stmt).relation.is_null() {
+            return;
+        }
+        let relid = pg_sys::RangeVarGetRelidExtended((*stmt).relation, pg_sys::NoLock as pg_sys::LOCKMODE, pg_sys::RVROption::RVR_MISSING_OK, None, std::ptr::null_mut());
+        if relid.to_u32() == 0 {
+            return;
+        }
+        let rel = pg_sys::RelationIdGetRelation(relid);
+        if rel.is_null() {
+            return;
+        }
+        let mut listed: Vec<String> = Vec::new();
+        let attlist = (*stmt).attlist;
+        if !attlist.is_null() {
+            for i in 0..(*attlist).length as usize {
+                let s = (*(*attlist).elements.add(i)).ptr_value as *mut pg_sys::String;
+                listed.push(CStr::from_ptr((*s).sval).to_string_lossy().into_owned());
             }
         }
-    }
-    pg_sys::RelationClose(rel);
-    if !cols.is_empty() {
-        COPY_DEFAULTS.with(|c| *c.borrow_mut() = Some((relid.to_u32(), cols)));
+        let mut cols = Vec::new();
+        if crate::meta::is_pinax_table(rel) && !listed.is_empty() {
+            let desc = (*rel).rd_att;
+            for i in 0..(*desc).natts as usize {
+                let att = (*desc).attrs.as_ptr().add(i);
+                if (*att).attisdropped || (*att).attgenerated != 0 {
+                    continue;
+                }
+                let name = CStr::from_ptr((*att).attname.data.as_ptr()).to_string_lossy();
+                if listed.iter().any(|l| *l == name) {
+                    continue;
+                }
+                let attnum = (i + 1) as pg_sys::AttrNumber;
+                let seq = if (*att).attidentity != 0 { Some(pg_sys::getIdentitySequence(relid, attnum, true)) } else { default_sequence(pg_sys::build_column_default(rel, attnum as i32)) };
+                if let Some(seq) = seq.filter(|s| s.to_u32() != 0 && cluster_sequence(*s)) {
+                    cols.push((i, seq, (*att).atttypid));
+                }
+            }
+        }
+        pg_sys::RelationClose(rel);
+        if !cols.is_empty() {
+            COPY_DEFAULTS.with(|c| *c.borrow_mut() = Some((relid.to_u32(), cols)));
+        }
     }
 }
 
@@ -369,35 +420,38 @@ pub fn end_utility() {
 /// # Safety
 /// `rel` and `slot` must be valid; `slot`'s attributes deformed.
 pub unsafe fn fill_copy_defaults(rel: pg_sys::Relation, slot: *mut pg_sys::TupleTableSlot) {
-    let cols = COPY_DEFAULTS.with(|c| match &*c.borrow() {
-        Some((relid, cols)) if *relid == (*rel).rd_id.to_u32() => Some(cols.clone()),
-        _ => None,
-    });
-    let Some(cols) = cols else {
-        return;
-    };
-    if (*slot).tts_ops != &raw const pg_sys::TTSOpsHeapTuple {
-        return;
-    }
-    for (i, seq, typ) in cols {
-        let v = next_value(seq);
-        let d = match typ {
-            t if t == pg_sys::INT2OID => pg_sys::Datum::from(v as i16),
-            t if t == pg_sys::INT4OID => pg_sys::Datum::from(v as i32),
-            _ => pg_sys::Datum::from(v),
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        let cols = COPY_DEFAULTS.with(|c| match &*c.borrow() {
+            Some((relid, cols)) if *relid == (*rel).rd_id.to_u32() => Some(cols.clone()),
+            _ => None,
+        });
+        let Some(cols) = cols else {
+            return;
         };
-        *(*slot).tts_values.add(i) = d;
-        *(*slot).tts_isnull.add(i) = false;
-    }
-    // COPY materializes the slot for its batch: the tuple, which AFTER triggers
-    // read, is formed again from the values.
-    if !(*(slot as *mut pg_sys::HeapTupleTableSlot)).tuple.is_null() {
-        let old = pg_sys::CurrentMemoryContext;
-        pg_sys::CurrentMemoryContext = (*slot).tts_mcxt;
-        let t = pg_sys::heap_form_tuple((*slot).tts_tupleDescriptor, (*slot).tts_values, (*slot).tts_isnull);
-        pg_sys::CurrentMemoryContext = old;
-        pg_sys::ExecForceStoreHeapTuple(t, slot, true);
-        crate::tuple::slot_getallattrs(slot);
+        if (*slot).tts_ops != &raw const pg_sys::TTSOpsHeapTuple {
+            return;
+        }
+        for (i, seq, typ) in cols {
+            let v = next_value(seq);
+            let d = match typ {
+                t if t == pg_sys::INT2OID => pg_sys::Datum::from(v as i16),
+                t if t == pg_sys::INT4OID => pg_sys::Datum::from(v as i32),
+                _ => pg_sys::Datum::from(v),
+            };
+            *(*slot).tts_values.add(i) = d;
+            *(*slot).tts_isnull.add(i) = false;
+        }
+        // COPY materializes the slot for its batch: the tuple, which AFTER triggers
+        // read, is formed again from the values.
+        if !(*(slot as *mut pg_sys::HeapTupleTableSlot)).tuple.is_null() {
+            let old = pg_sys::CurrentMemoryContext;
+            pg_sys::CurrentMemoryContext = (*slot).tts_mcxt;
+            let t = pg_sys::heap_form_tuple((*slot).tts_tupleDescriptor, (*slot).tts_values, (*slot).tts_isnull);
+            pg_sys::CurrentMemoryContext = old;
+            pg_sys::ExecForceStoreHeapTuple(t, slot, true);
+            crate::tuple::slot_getallattrs(slot);
+        }
     }
 }
 
@@ -407,65 +461,74 @@ pub unsafe fn fill_copy_defaults(rel: pg_sys::Relation, slot: *mut pg_sys::Tuple
 /// # Safety
 /// `node` must be the statement's valid parse node.
 pub unsafe fn after_utility(node: *mut pg_sys::Node) {
-    if node.is_null() || ddl::replaying() || funcs().is_none() {
-        return;
-    }
-    match (*node).type_ {
-        pg_sys::NodeTag::T_AlterSeqStmt => {
-            let stmt = node as *mut pg_sys::AlterSeqStmt;
-            let opts = (*stmt).options;
-            let mut restart: Option<Option<i64>> = None;
-            if !opts.is_null() {
-                for i in 0..(*opts).length as usize {
-                    let d = (*(*opts).elements.add(i)).ptr_value as *mut pg_sys::DefElem;
-                    if CStr::from_ptr((*d).defname).to_bytes() == b"restart" {
-                        restart = Some(if (*d).arg.is_null() { None } else { Some(pg_sys::defGetInt64(d)) });
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        if node.is_null() || ddl::replaying() || funcs().is_none() {
+            return;
+        }
+        match (*node).type_ {
+            pg_sys::NodeTag::T_AlterSeqStmt => {
+                let stmt = node as *mut pg_sys::AlterSeqStmt;
+                let opts = (*stmt).options;
+                let mut restart: Option<Option<i64>> = None;
+                if !opts.is_null() {
+                    for i in 0..(*opts).length as usize {
+                        let d = (*(*opts).elements.add(i)).ptr_value as *mut pg_sys::DefElem;
+                        if CStr::from_ptr((*d).defname).to_bytes() == b"restart" {
+                            restart = Some(if (*d).arg.is_null() { None } else { Some(pg_sys::defGetInt64(d)) });
+                        }
+                    }
+                }
+                let Some(value) = restart else {
+                    return;
+                };
+                let relid = pg_sys::RangeVarGetRelidExtended((*stmt).sequence, pg_sys::NoLock as pg_sys::LOCKMODE, pg_sys::RVROption::RVR_MISSING_OK, None, std::ptr::null_mut());
+                if relid.to_u32() != 0 {
+                    restart_sequence(relid, value);
+                }
+            }
+            pg_sys::NodeTag::T_TruncateStmt => {
+                let stmt = node as *mut pg_sys::TruncateStmt;
+                let rels = (*stmt).relations;
+                if !(*stmt).restart_seqs || rels.is_null() {
+                    return;
+                }
+                for i in 0..(*rels).length as usize {
+                    let rv = (*(*rels).elements.add(i)).ptr_value as *mut pg_sys::RangeVar;
+                    let relid = pg_sys::RangeVarGetRelidExtended(rv, pg_sys::NoLock as pg_sys::LOCKMODE, pg_sys::RVROption::RVR_MISSING_OK, None, std::ptr::null_mut());
+                    if relid.to_u32() == 0 {
+                        continue;
+                    }
+                    let seqs = pg_sys::getOwnedSequences(relid);
+                    if seqs.is_null() {
+                        continue;
+                    }
+                    for seq in crate::pg_list::list_oids(seqs) {
+                        restart_sequence(seq, None);
                     }
                 }
             }
-            let Some(value) = restart else {
-                return;
-            };
-            let relid = pg_sys::RangeVarGetRelidExtended((*stmt).sequence, pg_sys::NoLock as pg_sys::LOCKMODE, pg_sys::RVROption::RVR_MISSING_OK, None, std::ptr::null_mut());
-            if relid.to_u32() != 0 {
-                restart_sequence(relid, value);
-            }
+            _ => {}
         }
-        pg_sys::NodeTag::T_TruncateStmt => {
-            let stmt = node as *mut pg_sys::TruncateStmt;
-            let rels = (*stmt).relations;
-            if !(*stmt).restart_seqs || rels.is_null() {
-                return;
-            }
-            for i in 0..(*rels).length as usize {
-                let rv = (*(*rels).elements.add(i)).ptr_value as *mut pg_sys::RangeVar;
-                let relid = pg_sys::RangeVarGetRelidExtended(rv, pg_sys::NoLock as pg_sys::LOCKMODE, pg_sys::RVROption::RVR_MISSING_OK, None, std::ptr::null_mut());
-                if relid.to_u32() == 0 {
-                    continue;
-                }
-                let seqs = pg_sys::getOwnedSequences(relid);
-                if seqs.is_null() {
-                    continue;
-                }
-                for seq in crate::pg_list::list_oids(seqs) {
-                    restart_sequence(seq, None);
-                }
-            }
-        }
-        _ => {}
     }
 }
 
 /// Restart sequence `relid` at `value` (its START when `None`).
+///
+/// # Safety
+/// Calls into PostgreSQL: only in a backend, where its errors can be raised.
 unsafe fn restart_sequence(relid: pg_sys::Oid, value: Option<i64>) {
-    if pg_sys::get_rel_persistence(relid) as u8 == pg_sys::RELPERSISTENCE_TEMP {
-        return;
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        if pg_sys::get_rel_persistence(relid) as u8 == pg_sys::RELPERSISTENCE_TEMP {
+            return;
+        }
+        let Some(o) = options(relid) else {
+            return;
+        };
+        call(key(relid), SequenceOp::Set { value: value.unwrap_or(o.start), is_called: false });
+        forget(relid.to_u32());
     }
-    let Some(o) = options(relid) else {
-        return;
-    };
-    call(key(relid), SequenceOp::Set { value: value.unwrap_or(o.start), is_called: false });
-    forget(relid.to_u32());
 }
 
 // ---------------------------------------------------------------- SQL functions
@@ -493,43 +556,75 @@ struct Options {
 }
 
 /// A sequence's options (pg_sequence).
+///
+/// # Safety
+/// Calls into PostgreSQL: only in a backend, where its errors can be raised.
 unsafe fn options(relid: pg_sys::Oid) -> Option<Options> {
-    let tup = pg_sys::SearchSysCache1(pg_sys::SysCacheIdentifier::SEQRELID as i32, pg_sys::Datum::from(relid));
-    if tup.is_null() {
-        return None;
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        let tup = pg_sys::SearchSysCache1(pg_sys::SysCacheIdentifier::SEQRELID as i32, pg_sys::Datum::from(relid));
+        if tup.is_null() {
+            return None;
+        }
+        let data = (*tup).t_data;
+        let s = (data as *mut u8).add((*data).t_hoff as usize) as *const PgSequence;
+        let o = Options { start: (*s).seqstart, increment: (*s).seqincrement, max: (*s).seqmax, min: (*s).seqmin, cache: (*s).seqcache, cycle: (*s).seqcycle };
+        pg_sys::ReleaseSysCache(tup);
+        Some(o)
     }
-    let data = (*tup).t_data;
-    let s = (data as *mut u8).add((*data).t_hoff as usize) as *const PgSequence;
-    let o = Options { start: (*s).seqstart, increment: (*s).seqincrement, max: (*s).seqmax, min: (*s).seqmin, cache: (*s).seqcache, cycle: (*s).seqcycle };
-    pg_sys::ReleaseSysCache(tup);
-    Some(o)
 }
 
+/// Argument `i` of the call `fcinfo`.
+///
+/// # Safety
+/// `fcinfo` must be a valid function call.
 unsafe fn arg(fcinfo: pg_sys::FunctionCallInfo, i: usize) -> pg_sys::Datum {
-    (*fcinfo).args.as_slice((*fcinfo).nargs as usize)[i].value
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        (*fcinfo).args.as_slice((*fcinfo).nargs as usize)[i].value
+    }
 }
 
+/// The name of relation `relid` (its OID if it has none).
+///
+/// # Safety
+/// Calls into PostgreSQL: only in a backend, where its errors can be raised.
 unsafe fn rel_name(relid: pg_sys::Oid) -> String {
-    let n = pg_sys::get_rel_name(relid);
-    if n.is_null() {
-        relid.to_u32().to_string()
-    } else {
-        CStr::from_ptr(n).to_string_lossy().into_owned()
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        let n = pg_sys::get_rel_name(relid);
+        if n.is_null() {
+            relid.to_u32().to_string()
+        } else {
+            CStr::from_ptr(n).to_string_lossy().into_owned()
+        }
     }
 }
 
 /// Whether `relid` is a sequence this module serves (not temporary); anything
 /// else goes to PostgreSQL's own function, which also reports "not a sequence".
+///
+/// # Safety
+/// Calls into PostgreSQL: only in a backend, where its errors can be raised.
 unsafe fn cluster_sequence(relid: pg_sys::Oid) -> bool {
-    pg_sys::get_rel_relkind(relid) as u8 == pg_sys::RELKIND_SEQUENCE && pg_sys::get_rel_persistence(relid) as u8 != pg_sys::RELPERSISTENCE_TEMP
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        pg_sys::get_rel_relkind(relid) as u8 == pg_sys::RELKIND_SEQUENCE && pg_sys::get_rel_persistence(relid) as u8 != pg_sys::RELPERSISTENCE_TEMP
+    }
 }
 
 /// Lock the sequence as PostgreSQL's functions do (against a concurrent DROP or
 /// ALTER) and check the current user's privileges.
+///
+/// # Safety
+/// Calls into PostgreSQL: only in a backend, where its errors can be raised.
 unsafe fn open_checked(relid: pg_sys::Oid, mode: pg_sys::AclMode) {
-    pg_sys::LockRelationOid(relid, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE);
-    if pg_sys::pg_class_aclcheck(relid, pg_sys::GetUserId(), mode) != pg_sys::AclResult::ACLCHECK_OK {
-        error::raise_with(PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE, format!("permission denied for sequence {}", rel_name(relid)), None);
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        pg_sys::LockRelationOid(relid, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE);
+        if pg_sys::pg_class_aclcheck(relid, pg_sys::GetUserId(), mode) != pg_sys::AclResult::ACLCHECK_OK {
+            error::raise_with(PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE, format!("permission denied for sequence {}", rel_name(relid)), None);
+        }
     }
 }
 
@@ -539,123 +634,157 @@ fn remember(relid: u32, value: i64) {
 }
 
 /// `pinax_nextval(regclass)`: nextval on the cluster's sequence.
+///
+/// # Safety
+/// Called only by PostgreSQL, by the function manager, as the C function of its
+/// SQL function, with a valid `fcinfo`.
 #[no_mangle]
 #[pg_guard]
 pub unsafe extern "C-unwind" fn pinax_nextval(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
-    let relid = pg_sys::Oid::from(arg(fcinfo, 0).value() as u32);
-    if !cluster_sequence(relid) {
-        let d = pg_sys::nextval_oid(fcinfo);
-        remember(relid.to_u32(), d.value() as i64);
-        return d;
+    // SAFETY: PostgreSQL calls this as documented (# Safety).
+    unsafe {
+        let relid = pg_sys::Oid::from(arg(fcinfo, 0).value() as u32);
+        if !cluster_sequence(relid) {
+            let d = pg_sys::nextval_oid(fcinfo);
+            remember(relid.to_u32(), d.value() as i64);
+            return d;
+        }
+        let value = next_value(relid);
+        pg_sys::Datum::from(value)
     }
-    let value = next_value(relid);
-    pg_sys::Datum::from(value)
 }
 
 /// nextval of cluster sequence `relid`, with PostgreSQL's checks.
+///
+/// # Safety
+/// Calls into PostgreSQL: only in a backend, where its errors can be raised.
 unsafe fn next_value(relid: pg_sys::Oid) -> i64 {
-    open_checked(relid, (pg_sys::ACL_USAGE | pg_sys::ACL_UPDATE) as pg_sys::AclMode);
-    pg_sys::PreventCommandIfReadOnly(c"nextval()".as_ptr());
-    pg_sys::PreventCommandIfParallelMode(c"nextval()".as_ptr());
-    let id = relid.to_u32();
-    let held = CACHES.with(|c| {
-        let mut c = c.borrow_mut();
-        let e = c.get_mut(&id).filter(|e| e.left > 0)?;
-        let v = e.next;
-        e.left -= 1;
-        e.next = e.next.wrapping_add(e.increment);
-        Some(v)
-    });
-    let value = match held {
-        Some(v) => v,
-        None => {
-            let Some(o) = options(relid) else {
-                error::raise_with(PgSqlErrorCode::ERRCODE_UNDEFINED_OBJECT, format!("cache lookup failed for sequence {id}"), None);
-            };
-            let count = o.cache.max(guc::sequence_cache_min() as i64).clamp(1, 1_000_000) as u32;
-            let op = SequenceOp::Next { start: o.start, increment: o.increment, min: o.min, max: o.max, cycle: o.cycle, count };
-            let (first, got) = match call(key(relid), op) {
-                Response::SequenceValues { first, count } => (first, count),
-                other => error::raise_with(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("unexpected answer to a sequence request: {other:?}"), None),
-            };
-            if got == 0 {
-                let (what, bound) = if o.increment > 0 { ("maximum", o.max) } else { ("minimum", o.min) };
-                error::raise_with(PgSqlErrorCode::ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED, format!("nextval: reached {what} value of sequence \"{}\" ({bound})", rel_name(relid)), None);
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        open_checked(relid, (pg_sys::ACL_USAGE | pg_sys::ACL_UPDATE) as pg_sys::AclMode);
+        pg_sys::PreventCommandIfReadOnly(c"nextval()".as_ptr());
+        pg_sys::PreventCommandIfParallelMode(c"nextval()".as_ptr());
+        let id = relid.to_u32();
+        let held = CACHES.with(|c| {
+            let mut c = c.borrow_mut();
+            let e = c.get_mut(&id).filter(|e| e.left > 0)?;
+            let v = e.next;
+            e.left -= 1;
+            e.next = e.next.wrapping_add(e.increment);
+            Some(v)
+        });
+        let value = match held {
+            Some(v) => v,
+            None => {
+                let Some(o) = options(relid) else {
+                    error::raise_with(PgSqlErrorCode::ERRCODE_UNDEFINED_OBJECT, format!("cache lookup failed for sequence {id}"), None);
+                };
+                let count = o.cache.max(guc::sequence_cache_min() as i64).clamp(1, 1_000_000) as u32;
+                let op = SequenceOp::Next { start: o.start, increment: o.increment, min: o.min, max: o.max, cycle: o.cycle, count };
+                let (first, got) = match call(key(relid), op) {
+                    Response::SequenceValues { first, count } => (first, count),
+                    other => error::raise_with(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("unexpected answer to a sequence request: {other:?}"), None),
+                };
+                if got == 0 {
+                    let (what, bound) = if o.increment > 0 { ("maximum", o.max) } else { ("minimum", o.min) };
+                    error::raise_with(PgSqlErrorCode::ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED, format!("nextval: reached {what} value of sequence \"{}\" ({bound})", rel_name(relid)), None);
+                }
+                CACHES.with(|c| c.borrow_mut().insert(id, Cached { next: first.wrapping_add(o.increment), left: got - 1, increment: o.increment }));
+                first
             }
-            CACHES.with(|c| c.borrow_mut().insert(id, Cached { next: first.wrapping_add(o.increment), left: got - 1, increment: o.increment }));
-            first
-        }
-    };
-    remember(id, value);
-    value
+        };
+        remember(id, value);
+        value
+    }
 }
 
 /// `pinax_currval(regclass)`.
+///
+/// # Safety
+/// Called only by PostgreSQL, by the function manager, as the C function of its
+/// SQL function, with a valid `fcinfo`.
 #[no_mangle]
 #[pg_guard]
 pub unsafe extern "C-unwind" fn pinax_currval(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
-    let relid = pg_sys::Oid::from(arg(fcinfo, 0).value() as u32);
-    if !cluster_sequence(relid) {
-        return pg_sys::currval_oid(fcinfo);
-    }
-    open_checked(relid, (pg_sys::ACL_SELECT | pg_sys::ACL_USAGE) as pg_sys::AclMode);
-    match LAST.with(|l| l.borrow().get(&relid.to_u32()).copied()) {
-        Some(v) => pg_sys::Datum::from(v),
-        None => error::raise_with(
-            PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-            format!("currval of sequence \"{}\" is not yet defined in this session", rel_name(relid)),
-            None,
-        ),
+    // SAFETY: PostgreSQL calls this as documented (# Safety).
+    unsafe {
+        let relid = pg_sys::Oid::from(arg(fcinfo, 0).value() as u32);
+        if !cluster_sequence(relid) {
+            return pg_sys::currval_oid(fcinfo);
+        }
+        open_checked(relid, (pg_sys::ACL_SELECT | pg_sys::ACL_USAGE) as pg_sys::AclMode);
+        match LAST.with(|l| l.borrow().get(&relid.to_u32()).copied()) {
+            Some(v) => pg_sys::Datum::from(v),
+            None => error::raise_with(
+                PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                format!("currval of sequence \"{}\" is not yet defined in this session", rel_name(relid)),
+                None,
+            ),
+        }
     }
 }
 
 /// `pinax_lastval()`.
+///
+/// # Safety
+/// Called only by PostgreSQL, by the function manager, as the C function of its
+/// SQL function, with a valid `fcinfo`.
 #[no_mangle]
 #[pg_guard]
 pub unsafe extern "C-unwind" fn pinax_lastval(_fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
-    let not_yet = || -> ! { error::raise_with(PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE, "lastval is not yet defined in this session", None) };
-    let Some(id) = LAST_USED.with(Cell::get) else { not_yet() };
-    let relid = pg_sys::Oid::from(id);
-    if pg_sys::get_rel_relkind(relid) as u8 != pg_sys::RELKIND_SEQUENCE {
-        not_yet(); // dropped since
-    }
-    open_checked(relid, (pg_sys::ACL_SELECT | pg_sys::ACL_USAGE) as pg_sys::AclMode);
-    match LAST.with(|l| l.borrow().get(&id).copied()) {
-        Some(v) => pg_sys::Datum::from(v),
-        None => not_yet(),
+    // SAFETY: PostgreSQL calls this as documented (# Safety).
+    unsafe {
+        let not_yet = || -> ! { error::raise_with(PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE, "lastval is not yet defined in this session", None) };
+        let Some(id) = LAST_USED.with(Cell::get) else { not_yet() };
+        let relid = pg_sys::Oid::from(id);
+        if pg_sys::get_rel_relkind(relid) as u8 != pg_sys::RELKIND_SEQUENCE {
+            not_yet(); // dropped since
+        }
+        open_checked(relid, (pg_sys::ACL_SELECT | pg_sys::ACL_USAGE) as pg_sys::AclMode);
+        match LAST.with(|l| l.borrow().get(&id).copied()) {
+            Some(v) => pg_sys::Datum::from(v),
+            None => not_yet(),
+        }
     }
 }
 
 /// `pinax_setval(regclass, bigint [, boolean])`.
+///
+/// # Safety
+/// Called only by PostgreSQL, by the function manager, as the C function of its
+/// SQL function, with a valid `fcinfo`.
 #[no_mangle]
 #[pg_guard]
 pub unsafe extern "C-unwind" fn pinax_setval(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
-    let nargs = (*fcinfo).nargs;
-    let relid = pg_sys::Oid::from(arg(fcinfo, 0).value() as u32);
-    if !cluster_sequence(relid) {
-        return if nargs == 3 { pg_sys::setval3_oid(fcinfo) } else { pg_sys::setval_oid(fcinfo) };
+    // SAFETY: PostgreSQL calls this as documented (# Safety).
+    unsafe {
+        let nargs = (*fcinfo).nargs;
+        let relid = pg_sys::Oid::from(arg(fcinfo, 0).value() as u32);
+        if !cluster_sequence(relid) {
+            return if nargs == 3 { pg_sys::setval3_oid(fcinfo) } else { pg_sys::setval_oid(fcinfo) };
+        }
+        let value = arg(fcinfo, 1).value() as i64;
+        let is_called = nargs < 3 || arg(fcinfo, 2).value() != 0;
+        open_checked(relid, pg_sys::ACL_UPDATE as pg_sys::AclMode);
+        pg_sys::PreventCommandIfReadOnly(c"setval()".as_ptr());
+        pg_sys::PreventCommandIfParallelMode(c"setval()".as_ptr());
+        let Some(o) = options(relid) else {
+            error::raise_with(PgSqlErrorCode::ERRCODE_UNDEFINED_OBJECT, format!("cache lookup failed for sequence {}", relid.to_u32()), None);
+        };
+        if value < o.min || value > o.max {
+            error::raise_with(
+                PgSqlErrorCode::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
+                format!("setval: value {value} is out of bounds for sequence \"{}\" ({}..{})", rel_name(relid), o.min, o.max),
+                None,
+            );
+        }
+        call(key(relid), SequenceOp::Set { value, is_called });
+        forget(relid.to_u32());
+        if is_called {
+            LAST.with(|l| l.borrow_mut().insert(relid.to_u32(), value));
+        }
+        pg_sys::Datum::from(value)
     }
-    let value = arg(fcinfo, 1).value() as i64;
-    let is_called = nargs < 3 || arg(fcinfo, 2).value() != 0;
-    open_checked(relid, pg_sys::ACL_UPDATE as pg_sys::AclMode);
-    pg_sys::PreventCommandIfReadOnly(c"setval()".as_ptr());
-    pg_sys::PreventCommandIfParallelMode(c"setval()".as_ptr());
-    let Some(o) = options(relid) else {
-        error::raise_with(PgSqlErrorCode::ERRCODE_UNDEFINED_OBJECT, format!("cache lookup failed for sequence {}", relid.to_u32()), None);
-    };
-    if value < o.min || value > o.max {
-        error::raise_with(
-            PgSqlErrorCode::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
-            format!("setval: value {value} is out of bounds for sequence \"{}\" ({}..{})", rel_name(relid), o.min, o.max),
-            None,
-        );
-    }
-    call(key(relid), SequenceOp::Set { value, is_called });
-    forget(relid.to_u32());
-    if is_called {
-        LAST.with(|l| l.borrow_mut().insert(relid.to_u32(), value));
-    }
-    pg_sys::Datum::from(value)
 }
 
 #[no_mangle]

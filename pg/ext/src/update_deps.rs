@@ -51,17 +51,20 @@ thread_local! {
 /// # Safety
 /// `set` must be a valid bitmap or null.
 pub unsafe fn attnums(set: *const pg_sys::Bitmapset, out: &mut Vec<u16>) -> Option<()> {
-    let mut m = -1;
-    loop {
-        m = pg_sys::bms_next_member(set, m);
-        if m < 0 {
-            return Some(());
-        }
-        let att = m + pg_sys::FirstLowInvalidHeapAttributeNumber;
-        match att {
-            0 => return None,
-            a if a > 0 => out.push(a as u16),
-            _ => {} // system columns (ctid, tableoid) hold no user data
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        let mut m = -1;
+        loop {
+            m = pg_sys::bms_next_member(set, m);
+            if m < 0 {
+                return Some(());
+            }
+            let att = m + pg_sys::FirstLowInvalidHeapAttributeNumber;
+            match att {
+                0 => return None,
+                a if a > 0 => out.push(a as u16),
+                _ => {} // system columns (ctid, tableoid) hold no user data
+            }
         }
     }
 }
@@ -71,41 +74,50 @@ pub unsafe fn attnums(set: *const pg_sys::Bitmapset, out: &mut Vec<u16>) -> Opti
 /// # Safety
 /// `query` must be a started query.
 pub unsafe fn started(query: *mut pg_sys::QueryDesc) {
-    let rels = update_targets((*query).plannedstmt);
-    RUNNING.with(|r| r.borrow_mut().push(Running { query, subid: pg_sys::GetCurrentSubTransactionId(), rels }));
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        let rels = update_targets((*query).plannedstmt);
+        RUNNING.with(|r| r.borrow_mut().push(Running { query, subid: pg_sys::GetCurrentSubTransactionId(), rels }));
+    }
 }
 
 /// The target relations of an UPDATE plan, and what their rows depend on; none
 /// for any other plan.
+///
+/// # Safety
+/// `stmt` must be a valid `PlannedStmt`.
 unsafe fn update_targets(stmt: *mut pg_sys::PlannedStmt) -> Vec<(pg_sys::Oid, Option<Rc<Deps>>)> {
-    if stmt.is_null() || (*stmt).commandType != pg_sys::CmdType::CMD_UPDATE || (*stmt).resultRelations.is_null() {
-        return Vec::new();
-    }
-    let rtes = list_ptrs::<pg_sys::RangeTblEntry>((*stmt).rtable);
-    let mut rels = Vec::new();
-    for rti in list_ints((*stmt).resultRelations) {
-        let Some(&target) = rtes.get((rti as usize).wrapping_sub(1)) else { continue };
-        let relid = (*target).relid;
-        let mut cols = Vec::new();
-        let mut assigned = Vec::new();
-        let mut all = false;
-        let mut checked = false;
-        for &rte in rtes.iter().filter(|&&r| (*r).rtekind == pg_sys::RTEKind::RTE_RELATION && (*r).relid == relid) {
-            all |= attnums((*rte).selectedCols, &mut cols).is_none() || attnums((*rte).updatedCols, &mut assigned).is_none();
-            checked |= (*rte).requiredPerms & pg_sys::ACL_UPDATE != 0;
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        if stmt.is_null() || (*stmt).commandType != pg_sys::CmdType::CMD_UPDATE || (*stmt).resultRelations.is_null() {
+            return Vec::new();
         }
-        // Column sets are those the permission check uses: trusted only on an
-        // entry it checks (a partition's entry, checked through its parent's,
-        // holds the whole row).
-        all |= !checked;
-        assigned.sort_unstable();
-        assigned.dedup();
-        cols.extend_from_slice(&assigned);
-        cols.sort_unstable();
-        cols.dedup();
-        rels.push((relid, (!all).then(|| Rc::new(Deps { used: cols, assigned }))));
+        let rtes = list_ptrs::<pg_sys::RangeTblEntry>((*stmt).rtable);
+        let mut rels = Vec::new();
+        for rti in list_ints((*stmt).resultRelations) {
+            let Some(&target) = rtes.get((rti as usize).wrapping_sub(1)) else { continue };
+            let relid = (*target).relid;
+            let mut cols = Vec::new();
+            let mut assigned = Vec::new();
+            let mut all = false;
+            let mut checked = false;
+            for &rte in rtes.iter().filter(|&&r| (*r).rtekind == pg_sys::RTEKind::RTE_RELATION && (*r).relid == relid) {
+                all |= attnums((*rte).selectedCols, &mut cols).is_none() || attnums((*rte).updatedCols, &mut assigned).is_none();
+                checked |= (*rte).requiredPerms & pg_sys::ACL_UPDATE != 0;
+            }
+            // Column sets are those the permission check uses: trusted only on an
+            // entry it checks (a partition's entry, checked through its parent's,
+            // holds the whole row).
+            all |= !checked;
+            assigned.sort_unstable();
+            assigned.dedup();
+            cols.extend_from_slice(&assigned);
+            cols.sort_unstable();
+            cols.dedup();
+            rels.push((relid, (!all).then(|| Rc::new(Deps { used: cols, assigned }))));
+        }
+        rels
     }
-    rels
 }
 
 /// Forget `query` (from the ExecutorEnd hook).

@@ -17,33 +17,39 @@ use pinax_common::ErrorCode;
 use std::ffi::CStr;
 
 /// `Key (cols)=(vals)` of `key` in unique index `index_oid`, or `None`.
+///
+/// # Safety
+/// Calls into PostgreSQL: only in a backend, where its errors can be raised.
 unsafe fn describe(index_oid: u32, key: &[u8]) -> Option<(String, String)> {
-    let idx = pg_sys::index_open(pg_sys::Oid::from(index_oid), pg_sys::AccessShareLock as pg_sys::LOCKMODE);
-    let table = pg_sys::RelationIdGetRelation((*(*idx).rd_index).indrelid);
-    let hashed = if (*(*idx).rd_index).indisprimary { meta::table_meta(table).map(|m| m.hashed).unwrap_or(true) } else { true };
-    pg_sys::RelationClose(table);
-    let im = index_meta(idx, hashed);
-    let name = CStr::from_ptr((*(*idx).rd_rel).relname.data.as_ptr()).to_string_lossy().into_owned();
-    let mut values = [pg_sys::Datum::from(0usize); pg_sys::INDEX_MAX_KEYS as usize];
-    let mut isnull = [true; pg_sys::INDEX_MAX_KEYS as usize];
-    let decoded = decode_key(&im.cols, key, im.hashed);
-    let ok = decoded.is_some();
-    for (i, (v, n)) in decoded.unwrap_or_default().into_iter().enumerate() {
-        values[i] = v;
-        isnull[i] = n;
-    }
-    let detail = if ok {
-        let s = pg_sys::BuildIndexValueDescription(idx, values.as_mut_ptr(), isnull.as_mut_ptr());
-        if s.is_null() {
-            None
-        } else {
-            Some(format!("Key {} already exists.", CStr::from_ptr(s).to_string_lossy()))
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        let idx = pg_sys::index_open(pg_sys::Oid::from(index_oid), pg_sys::AccessShareLock as pg_sys::LOCKMODE);
+        let table = pg_sys::RelationIdGetRelation((*(*idx).rd_index).indrelid);
+        let hashed = if (*(*idx).rd_index).indisprimary { meta::table_meta(table).map(|m| m.hashed).unwrap_or(true) } else { true };
+        pg_sys::RelationClose(table);
+        let im = index_meta(idx, hashed);
+        let name = CStr::from_ptr((*(*idx).rd_rel).relname.data.as_ptr()).to_string_lossy().into_owned();
+        let mut values = [pg_sys::Datum::from(0usize); pg_sys::INDEX_MAX_KEYS as usize];
+        let mut isnull = [true; pg_sys::INDEX_MAX_KEYS as usize];
+        let decoded = decode_key(&im.cols, key, im.hashed);
+        let ok = decoded.is_some();
+        for (i, (v, n)) in decoded.unwrap_or_default().into_iter().enumerate() {
+            values[i] = v;
+            isnull[i] = n;
         }
-    } else {
-        None
-    };
-    pg_sys::index_close(idx, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
-    Some((name, detail.unwrap_or_default()))
+        let detail = if ok {
+            let s = pg_sys::BuildIndexValueDescription(idx, values.as_mut_ptr(), isnull.as_mut_ptr());
+            if s.is_null() {
+                None
+            } else {
+                Some(format!("Key {} already exists.", CStr::from_ptr(s).to_string_lossy()))
+            }
+        } else {
+            None
+        };
+        pg_sys::index_close(idx, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
+        Some((name, detail.unwrap_or_default()))
+    }
 }
 
 /// Raise the error of a failed flush during a unique index build, worded as

@@ -28,16 +28,27 @@ static PREV_REL_PATHLIST: OnceLock<pg_sys::set_rel_pathlist_hook_type> = OnceLoc
 /// # Safety
 /// Only while loading shared_preload_libraries in the postmaster.
 pub unsafe fn install() {
-    let _ = PREV_REL_PATHLIST.set(pg_sys::set_rel_pathlist_hook);
-    pg_sys::set_rel_pathlist_hook = Some(set_rel_pathlist);
-    pg_sys::RegisterCustomScanMethods(&pushdown::SCAN_METHODS.0);
-    pg_sys::RegisterCustomScanMethods(&write_by_key::SCAN_METHODS.0);
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        let _ = PREV_REL_PATHLIST.set(pg_sys::set_rel_pathlist_hook);
+        pg_sys::set_rel_pathlist_hook = Some(set_rel_pathlist);
+        pg_sys::RegisterCustomScanMethods(&pushdown::SCAN_METHODS.0);
+        pg_sys::RegisterCustomScanMethods(&write_by_key::SCAN_METHODS.0);
+    }
 }
 
+/// The `set_rel_pathlist_hook`.
+///
+/// # Safety
+/// Called only by PostgreSQL, as `set_rel_pathlist_hook`, with the arguments
+/// that hook gets.
 #[pg_guard]
 unsafe extern "C-unwind" fn set_rel_pathlist(root: *mut pg_sys::PlannerInfo, rel: *mut pg_sys::RelOptInfo, rti: pg_sys::Index, rte: *mut pg_sys::RangeTblEntry) {
-    if let Some(prev) = PREV_REL_PATHLIST.get().copied().flatten() {
-        prev(root, rel, rti, rte);
+    // SAFETY: PostgreSQL calls this as documented (# Safety).
+    unsafe {
+        if let Some(prev) = PREV_REL_PATHLIST.get().copied().flatten() {
+            prev(root, rel, rti, rte);
+        }
+        pushdown::add_path(root, rel, rte);
     }
-    pushdown::add_path(root, rel, rte);
 }

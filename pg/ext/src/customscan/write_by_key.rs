@@ -109,226 +109,308 @@ const MAX_REREADS: u32 = 100;
 /// # Safety
 /// `ps` must be null or the statement PostgreSQL's planner just made.
 pub unsafe fn after_planning(ps: *mut pg_sys::PlannedStmt) {
-    if (guc::single_row_writes() || guc::delete_all()) && !ps.is_null() {
-        rewrite(ps);
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        if (guc::single_row_writes() || guc::delete_all()) && !ps.is_null() {
+            rewrite(ps);
+        }
     }
 }
 
 /// Replace `ps`'s plan by a write by key when it has that shape (module header).
+///
+/// # Safety
+/// `ps` must be a valid `PlannedStmt`. Calls into PostgreSQL: only in a
+/// backend, where its errors can be raised.
 unsafe fn rewrite(ps: *mut pg_sys::PlannedStmt) {
-    use pg_sys::CmdType::{CMD_DELETE, CMD_UPDATE};
-    let op = match (*ps).commandType {
-        CMD_UPDATE => OP_UPDATE,
-        CMD_DELETE => OP_DELETE,
-        _ => return,
-    };
-    if (*ps).hasReturning || (*ps).hasModifyingCTE || pg_sys::list_length((*ps).subplans) > 0 || pg_sys::list_length((*ps).rowMarks) > 0 {
-        return;
-    }
-    let top = (*ps).planTree;
-    if top.is_null() || (*top).type_ != pg_sys::NodeTag::T_ModifyTable || !(*top).initPlan.is_null() {
-        return;
-    }
-    let mt = top as *mut pg_sys::ModifyTable;
-    if pg_sys::list_length((*mt).resultRelations) != 1
-        || (*mt).rootRelation != 0
-        || !(*mt).returningLists.is_null()
-        || !(*mt).withCheckOptionLists.is_null()
-        || (*mt).onConflictAction != pg_sys::OnConflictAction::ONCONFLICT_NONE
-        || !(*mt).mergeActionLists.is_null()
-    {
-        return;
-    }
-    let sub = (*top).lefttree;
-    if sub.is_null() || !(*sub).qual.is_null() || !(*sub).initPlan.is_null() {
-        return;
-    }
-    if op == OP_DELETE && (*sub).type_ == pg_sys::NodeTag::T_SeqScan && guc::delete_all() {
-        let rti = list_ints((*mt).resultRelations)[0];
-        if (*(sub as *mut pg_sys::SeqScan)).scan.scanrelid as i32 != rti {
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        use pg_sys::CmdType::{CMD_DELETE, CMD_UPDATE};
+        let op = match (*ps).commandType {
+            CMD_UPDATE => OP_UPDATE,
+            CMD_DELETE => OP_DELETE,
+            _ => return,
+        };
+        if (*ps).hasReturning || (*ps).hasModifyingCTE || pg_sys::list_length((*ps).subplans) > 0 || pg_sys::list_length((*ps).rowMarks) > 0 {
             return;
         }
-        if let Some(rel) = result_relation(ps, rti) {
-            let built = build_delete_all(mt, rel, rti);
-            pg_sys::RelationClose(rel);
-            if let Some(cs) = built {
-                (*ps).planTree = cs as *mut pg_sys::Plan;
-            }
+        let top = (*ps).planTree;
+        if top.is_null() || (*top).type_ != pg_sys::NodeTag::T_ModifyTable || !(*top).initPlan.is_null() {
+            return;
         }
-        return;
-    }
-    if (*sub).type_ != pg_sys::NodeTag::T_IndexScan || !guc::single_row_writes() {
-        return;
-    }
-    let ix = sub as *mut pg_sys::IndexScan;
-    let rti = list_ints((*mt).resultRelations)[0];
-    if (*ix).scan.scanrelid as i32 != rti || !(*ix).indexorderby.is_null() {
-        return;
-    }
-    let Some(rel) = result_relation(ps, rti) else { return };
-    let built = build(mt, ix, rel, op, rti);
-    pg_sys::RelationClose(rel);
-    if let Some(cs) = built {
-        (*ps).planTree = cs as *mut pg_sys::Plan;
+        let mt = top as *mut pg_sys::ModifyTable;
+        if pg_sys::list_length((*mt).resultRelations) != 1
+            || (*mt).rootRelation != 0
+            || !(*mt).returningLists.is_null()
+            || !(*mt).withCheckOptionLists.is_null()
+            || (*mt).onConflictAction != pg_sys::OnConflictAction::ONCONFLICT_NONE
+            || !(*mt).mergeActionLists.is_null()
+        {
+            return;
+        }
+        let sub = (*top).lefttree;
+        if sub.is_null() || !(*sub).qual.is_null() || !(*sub).initPlan.is_null() {
+            return;
+        }
+        if op == OP_DELETE && (*sub).type_ == pg_sys::NodeTag::T_SeqScan && guc::delete_all() {
+            let rti = list_ints((*mt).resultRelations)[0];
+            if (*(sub as *mut pg_sys::SeqScan)).scan.scanrelid as i32 != rti {
+                return;
+            }
+            if let Some(rel) = result_relation(ps, rti) {
+                let built = build_delete_all(mt, rel, rti);
+                pg_sys::RelationClose(rel);
+                if let Some(cs) = built {
+                    (*ps).planTree = cs as *mut pg_sys::Plan;
+                }
+            }
+            return;
+        }
+        if (*sub).type_ != pg_sys::NodeTag::T_IndexScan || !guc::single_row_writes() {
+            return;
+        }
+        let ix = sub as *mut pg_sys::IndexScan;
+        let rti = list_ints((*mt).resultRelations)[0];
+        if (*ix).scan.scanrelid as i32 != rti || !(*ix).indexorderby.is_null() {
+            return;
+        }
+        let Some(rel) = result_relation(ps, rti) else { return };
+        let built = build(mt, ix, rel, op, rti);
+        pg_sys::RelationClose(rel);
+        if let Some(cs) = built {
+            (*ps).planTree = cs as *mut pg_sys::Plan;
+        }
     }
 }
 
 /// The result relation `rti` of `ps` (opened: close it), if it is a plain relation
 /// without inheritance.
+///
+/// # Safety
+/// `ps` must be a valid `PlannedStmt`. Calls into PostgreSQL: only in a
+/// backend, where its errors can be raised.
 unsafe fn result_relation(ps: *mut pg_sys::PlannedStmt, rti: i32) -> Option<pg_sys::Relation> {
-    let rte = pg_sys::list_nth((*ps).rtable, rti - 1) as *mut pg_sys::RangeTblEntry;
-    if (*rte).rtekind != pg_sys::RTEKind::RTE_RELATION || (*rte).inh {
-        return None;
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        let rte = pg_sys::list_nth((*ps).rtable, rti - 1) as *mut pg_sys::RangeTblEntry;
+        if (*rte).rtekind != pg_sys::RTEKind::RTE_RELATION || (*rte).inh {
+            return None;
+        }
+        let rel = pg_sys::RelationIdGetRelation((*rte).relid);
+        (!rel.is_null()).then_some(rel)
     }
-    let rel = pg_sys::RelationIdGetRelation((*rte).relid);
-    (!rel.is_null()).then_some(rel)
 }
 
 /// Whether `rel` is a Pinax table whose rows nothing but the statement itself
 /// needs when they change: no partitions or children, row-level security or
 /// triggers (foreign keys included).
+///
+/// # Safety
+/// `rel` must be a valid open relation.
 unsafe fn plain_pinax_table(rel: pg_sys::Relation) -> bool {
-    let form = (*rel).rd_rel;
-    meta::is_pinax_table(rel)
-        && (*form).relkind == pg_sys::RELKIND_RELATION as std::ffi::c_char
-        && !(*form).relispartition
-        && !(*form).relhassubclass
-        && !(*form).relrowsecurity
-        && (*rel).trigdesc.is_null()
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        let form = (*rel).rd_rel;
+        meta::is_pinax_table(rel)
+            && (*form).relkind == pg_sys::RELKIND_RELATION as std::ffi::c_char
+            && !(*form).relispartition
+            && !(*form).relhassubclass
+            && !(*form).relrowsecurity
+            && (*rel).trigdesc.is_null()
+    }
 }
 
 /// How many indexes `rel` has.
+///
+/// # Safety
+/// `rel` must be a valid open relation. Calls into PostgreSQL: only in a
+/// backend, where its errors can be raised.
 unsafe fn index_count(rel: pg_sys::Relation) -> usize {
-    let indexes = pg_sys::RelationGetIndexList(rel);
-    let n = pg_sys::list_length(indexes) as usize;
-    pg_sys::list_free(indexes);
-    n
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        let indexes = pg_sys::RelationGetIndexList(rel);
+        let n = pg_sys::list_length(indexes) as usize;
+        pg_sys::list_free(indexes);
+        n
+    }
 }
 
 /// Whether Pinax keeps the entries of every index of `rel` (its primary key and
 /// valid B-trees, `m`): not of another kind of index, nor of one being built.
+///
+/// # Safety
+/// `rel` must be a valid open relation.
 unsafe fn every_index_kept(rel: pg_sys::Relation, m: &meta::TableMeta) -> bool {
-    index_count(rel) == m.secondary.len() + usize::from(m.pk.is_some())
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        index_count(rel) == m.secondary.len() + usize::from(m.pk.is_some())
+    }
 }
 
 /// The custom scan for `mt` (a DELETE with no condition) on `rel`, if nothing
 /// needs the old rows and Pinax keeps the entries of every index of the table
 /// (they go the same way).
+///
+/// # Safety
+/// `mt` must be a valid `ModifyTable`, and `rel` a valid open relation.
 unsafe fn build_delete_all(mt: *mut pg_sys::ModifyTable, rel: pg_sys::Relation, rti: i32) -> Option<*mut pg_sys::CustomScan> {
-    if !plain_pinax_table(rel) || !meta::table_meta(rel).is_ok_and(|m| every_index_kept(rel, &m)) {
-        return None;
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        if !plain_pinax_table(rel) || !meta::table_meta(rel).is_ok_and(|m| every_index_kept(rel, &m)) {
+            return None;
+        }
+        Some(custom_scan(mt, rti, std::ptr::null_mut(), &[OP_DELETE_ALL, (*mt).canSetTag as i32, 0]))
     }
-    Some(custom_scan(mt, rti, std::ptr::null_mut(), &[OP_DELETE_ALL, (*mt).canSetTag as i32, 0]))
 }
 
 /// The custom scan replacing `mt`: its expressions, private list, and `mt` as its
 /// only child (the plan PostgreSQL made, run when the statement cannot write so).
+///
+/// # Safety
+/// `mt` must be a valid `ModifyTable`, and `exprs` a valid `List`. Calls into
+/// PostgreSQL: only in a backend, where its errors can be raised.
 unsafe fn custom_scan(mt: *mut pg_sys::ModifyTable, rti: i32, exprs: *mut pg_sys::List, private: &[i32]) -> *mut pg_sys::CustomScan {
-    let cs = pg_sys::palloc0(std::mem::size_of::<pg_sys::CustomScan>()) as *mut pg_sys::CustomScan;
-    let plan = &mut (*cs).scan.plan;
-    plan.type_ = pg_sys::NodeTag::T_CustomScan;
-    let mtp = mt as *mut pg_sys::Plan;
-    plan.startup_cost = (*mtp).startup_cost;
-    plan.total_cost = (*mtp).total_cost;
-    plan.plan_rows = (*mtp).plan_rows;
-    plan.plan_width = 0;
-    plan.plan_node_id = (*mtp).plan_node_id;
-    plan.targetlist = std::ptr::null_mut();
-    (*cs).scan.scanrelid = rti as pg_sys::Index;
-    (*cs).methods = &SCAN_METHODS.0;
-    (*cs).custom_exprs = exprs;
-    let mut list: *mut pg_sys::List = std::ptr::null_mut();
-    for v in private {
-        list = pg_sys::lappend_int(list, *v);
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        let cs = pg_sys::palloc0(std::mem::size_of::<pg_sys::CustomScan>()) as *mut pg_sys::CustomScan;
+        let plan = &mut (*cs).scan.plan;
+        plan.type_ = pg_sys::NodeTag::T_CustomScan;
+        let mtp = mt as *mut pg_sys::Plan;
+        plan.startup_cost = (*mtp).startup_cost;
+        plan.total_cost = (*mtp).total_cost;
+        plan.plan_rows = (*mtp).plan_rows;
+        plan.plan_width = 0;
+        plan.plan_node_id = (*mtp).plan_node_id;
+        plan.targetlist = std::ptr::null_mut();
+        (*cs).scan.scanrelid = rti as pg_sys::Index;
+        (*cs).methods = &SCAN_METHODS.0;
+        (*cs).custom_exprs = exprs;
+        let mut list: *mut pg_sys::List = std::ptr::null_mut();
+        for v in private {
+            list = pg_sys::lappend_int(list, *v);
+        }
+        (*cs).custom_private = list;
+        (*cs).custom_plans = pg_sys::lappend(std::ptr::null_mut(), mt as *mut std::ffi::c_void);
+        cs
     }
-    (*cs).custom_private = list;
-    (*cs).custom_plans = pg_sys::lappend(std::ptr::null_mut(), mt as *mut std::ffi::c_void);
-    cs
 }
 
 /// The custom scan for `mt` over `ix` on `rel`, if nothing needs the old row.
+///
+/// # Safety
+/// `mt` must be a valid `ModifyTable`, `ix` a valid `IndexScan`, and `rel` a
+/// valid open relation. Calls into PostgreSQL: only in a backend, where its
+/// errors can be raised.
 unsafe fn build(mt: *mut pg_sys::ModifyTable, ix: *mut pg_sys::IndexScan, rel: pg_sys::Relation, op: i32, rti: i32) -> Option<*mut pg_sys::CustomScan> {
-    if !plain_pinax_table(rel) {
-        return None;
-    }
-    let desc = (*rel).rd_att;
-    let constr = (*desc).constr;
-    if !constr.is_null() && ((*constr).num_check > 0 || (*constr).has_generated_stored) {
-        return None;
-    }
-    // The index scanned is the primary key, every key column compared once for
-    // equality with a value of the column's type that reads no column.
-    let index = pg_sys::RelationIdGetRelation((*ix).indexid);
-    if index.is_null() {
-        return None;
-    }
-    let keys = key_exprs(ix, index, rel);
-    pg_sys::RelationClose(index);
-    let keys = keys?;
-    let mut assigned: Vec<i32> = Vec::new();
-    let mut values: Vec<*mut pg_sys::Node> = Vec::new();
-    let tlist = list_ptrs::<pg_sys::TargetEntry>((*ix).scan.plan.targetlist);
-    let real: Vec<_> = tlist.iter().filter(|te| !(***te).resjunk).collect();
-    if op == OP_UPDATE {
-        let colnos = list_ints(pg_sys::list_nth((*mt).updateColnosLists, 0) as *mut pg_sys::List);
-        if colnos.len() != real.len() || colnos.is_empty() {
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        if !plain_pinax_table(rel) {
             return None;
         }
-        let indexed = pg_sys::RelationGetIndexAttrBitmap(rel, pg_sys::IndexAttrBitmapKind::INDEX_ATTR_BITMAP_ALL);
-        for (te, attno) in real.iter().zip(&colnos) {
-            let e = (***te).expr as *mut pg_sys::Node;
-            if !computable(e) {
+        let desc = (*rel).rd_att;
+        let constr = (*desc).constr;
+        if !constr.is_null() && ((*constr).num_check > 0 || (*constr).has_generated_stored) {
+            return None;
+        }
+        // The index scanned is the primary key, every key column compared once for
+        // equality with a value of the column's type that reads no column.
+        let index = pg_sys::RelationIdGetRelation((*ix).indexid);
+        if index.is_null() {
+            return None;
+        }
+        let keys = key_exprs(ix, index, rel);
+        pg_sys::RelationClose(index);
+        let keys = keys?;
+        let mut assigned: Vec<i32> = Vec::new();
+        let mut values: Vec<*mut pg_sys::Node> = Vec::new();
+        let tlist = list_ptrs::<pg_sys::TargetEntry>((*ix).scan.plan.targetlist);
+        let real: Vec<_> = tlist.iter().filter(|te| !(***te).resjunk).collect();
+        if op == OP_UPDATE {
+            let colnos = list_ints(pg_sys::list_nth((*mt).updateColnosLists, 0) as *mut pg_sys::List);
+            if colnos.len() != real.len() || colnos.is_empty() {
                 return None;
             }
-            if *attno <= 0 || *attno > (*desc).natts || pg_sys::bms_is_member(*attno - pg_sys::FirstLowInvalidHeapAttributeNumber, indexed) {
+            let indexed = pg_sys::RelationGetIndexAttrBitmap(rel, pg_sys::IndexAttrBitmapKind::INDEX_ATTR_BITMAP_ALL);
+            for (te, attno) in real.iter().zip(&colnos) {
+                let e = (***te).expr as *mut pg_sys::Node;
+                if !computable(e) {
+                    return None;
+                }
+                if *attno <= 0 || *attno > (*desc).natts || pg_sys::bms_is_member(*attno - pg_sys::FirstLowInvalidHeapAttributeNumber, indexed) {
+                    return None;
+                }
+                assigned.push(*attno);
+                values.push(e);
+            }
+            let mut sorted = assigned.clone();
+            sorted.sort_unstable();
+            sorted.dedup();
+            if sorted.len() != assigned.len() {
                 return None;
             }
-            assigned.push(*attno);
-            values.push(e);
+        } else {
+            if !real.is_empty() {
+                return None;
+            }
+            // Secondary index entries are keyed by the old row's values.
+            if index_count(rel) != 1 {
+                return None;
+            }
         }
-        let mut sorted = assigned.clone();
-        sorted.sort_unstable();
-        sorted.dedup();
-        if sorted.len() != assigned.len() {
-            return None;
+        let mut exprs: *mut pg_sys::List = std::ptr::null_mut();
+        for e in keys.iter().chain(values.iter()) {
+            exprs = pg_sys::lappend(exprs, *e as *mut std::ffi::c_void);
         }
-    } else {
-        if !real.is_empty() {
-            return None;
-        }
-        // Secondary index entries are keyed by the old row's values.
-        if index_count(rel) != 1 {
-            return None;
-        }
+        let private: Vec<i32> = [op, (*mt).canSetTag as i32, keys.len() as i32].into_iter().chain(assigned).collect();
+        Some(custom_scan(mt, rti, exprs, &private))
     }
-    let mut exprs: *mut pg_sys::List = std::ptr::null_mut();
-    for e in keys.iter().chain(values.iter()) {
-        exprs = pg_sys::lappend(exprs, *e as *mut std::ffi::c_void);
-    }
-    let private: Vec<i32> = [op, (*mt).canSetTag as i32, keys.len() as i32].into_iter().chain(assigned).collect();
-    Some(custom_scan(mt, rti, exprs, &private))
 }
 
 /// Whether expression `e` can be computed before the write: it reads no column
 /// and no subquery, and calls no volatile function that is not built in (one
 /// could write to another table, which would commit with the transaction, after
 /// this write committed on its own).
+///
+/// # Safety
+/// `e` must be a valid node (or null where checked). Calls into PostgreSQL:
+/// only in a backend, where its errors can be raised.
 unsafe fn computable(e: *mut pg_sys::Node) -> bool {
-    !pg_sys::contain_var_clause(e) && !pg_sys::contain_subplans(e) && !user_volatile_walker(e, std::ptr::null_mut())
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        !pg_sys::contain_var_clause(e) && !pg_sys::contain_subplans(e) && !user_volatile_walker(e, std::ptr::null_mut())
+    }
 }
 
+/// Whether `func` is volatile and not built in (`check_functions_in_node`
+/// callback).
+///
+/// # Safety
+/// Called only by PostgreSQL's `check_functions_in_node`, with a function OID
+/// of the node it checks.
 unsafe extern "C-unwind" fn user_volatile(func: pg_sys::Oid, _ctx: *mut std::ffi::c_void) -> bool {
-    func.to_u32() >= pg_sys::FirstNormalObjectId && pg_sys::func_volatile(func) == pg_sys::PROVOLATILE_VOLATILE as std::ffi::c_char
+    // SAFETY: PostgreSQL calls this as documented (# Safety).
+    unsafe {
+        func.to_u32() >= pg_sys::FirstNormalObjectId && pg_sys::func_volatile(func) == pg_sys::PROVOLATILE_VOLATILE as std::ffi::c_char
+    }
 }
 
+/// Whether `node`'s tree calls a volatile function that is not built in
+/// (`expression_tree_walker` callback).
+///
+/// # Safety
+/// Called by PostgreSQL's `expression_tree_walker`, or by `computable`, with a
+/// node of a valid expression tree (or null) and the walker's `ctx`.
 unsafe extern "C-unwind" fn user_volatile_walker(node: *mut pg_sys::Node, ctx: *mut std::ffi::c_void) -> bool {
-    if node.is_null() {
-        return false;
+    // SAFETY: PostgreSQL calls this as documented (# Safety).
+    unsafe {
+        if node.is_null() {
+            return false;
+        }
+        if pg_sys::check_functions_in_node(node, Some(user_volatile), ctx) {
+            return true;
+        }
+        pg_sys::expression_tree_walker(node, Some(user_volatile_walker), ctx)
     }
-    if pg_sys::check_functions_in_node(node, Some(user_volatile), ctx) {
-        return true;
-    }
-    pg_sys::expression_tree_walker(node, Some(user_volatile_walker), ctx)
 }
 
 /// The value each primary-key column is compared with, in key order, if index
@@ -339,68 +421,79 @@ unsafe extern "C-unwind" fn user_volatile_walker(node: *mut pg_sys::Node, ctx: *
 /// # Safety
 /// `quals` must be null or a list of planned index conditions on `index`.
 pub unsafe fn primary_key_equalities(quals: *mut pg_sys::List, index: pg_sys::Relation) -> Option<Vec<*mut pg_sys::Node>> {
-    let form = (*index).rd_index;
-    if form.is_null() || !(*form).indisprimary {
-        return None;
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        let form = (*index).rd_index;
+        if form.is_null() || !(*form).indisprimary {
+            return None;
+        }
+        let nkeys = (*form).indnkeyatts as usize;
+        let mut out: Vec<*mut pg_sys::Node> = vec![std::ptr::null_mut(); nkeys];
+        let quals = list_ptrs::<pg_sys::Node>(quals);
+        if quals.len() != nkeys {
+            return None;
+        }
+        for q in quals {
+            if (*q).type_ != pg_sys::NodeTag::T_OpExpr {
+                return None;
+            }
+            let op = q as *mut pg_sys::OpExpr;
+            let args = list_ptrs::<pg_sys::Node>((*op).args);
+            if args.len() != 2 || (*args[0]).type_ != pg_sys::NodeTag::T_Var {
+                return None;
+            }
+            let col = (*(args[0] as *mut pg_sys::Var)).varattno as usize;
+            if col == 0 || col > nkeys || !out[col - 1].is_null() {
+                return None;
+            }
+            if pg_sys::get_op_opfamily_strategy((*op).opno, *(*index).rd_opfamily.add(col - 1)) != pg_sys::BTEqualStrategyNumber as i32 {
+                return None;
+            }
+            out[col - 1] = args[1];
+        }
+        Some(out)
     }
-    let nkeys = (*form).indnkeyatts as usize;
-    let mut out: Vec<*mut pg_sys::Node> = vec![std::ptr::null_mut(); nkeys];
-    let quals = list_ptrs::<pg_sys::Node>(quals);
-    if quals.len() != nkeys {
-        return None;
-    }
-    for q in quals {
-        if (*q).type_ != pg_sys::NodeTag::T_OpExpr {
-            return None;
-        }
-        let op = q as *mut pg_sys::OpExpr;
-        let args = list_ptrs::<pg_sys::Node>((*op).args);
-        if args.len() != 2 || (*args[0]).type_ != pg_sys::NodeTag::T_Var {
-            return None;
-        }
-        let col = (*(args[0] as *mut pg_sys::Var)).varattno as usize;
-        if col == 0 || col > nkeys || !out[col - 1].is_null() {
-            return None;
-        }
-        if pg_sys::get_op_opfamily_strategy((*op).opno, *(*index).rd_opfamily.add(col - 1)) != pg_sys::BTEqualStrategyNumber as i32 {
-            return None;
-        }
-        out[col - 1] = args[1];
-    }
-    Some(out)
 }
 
 /// The value compared with each primary-key column (in key order), if the index
 /// scan's conditions are exactly one equality per key column of `index` (`rel`'s
 /// primary key) with a value of the column's type that can be computed before the
 /// write, under a deterministic collation.
+///
+/// # Safety
+/// `ix` must be a valid `IndexScan`, `index` a valid open relation, and `rel` a
+/// valid open relation. Calls into PostgreSQL: only in a backend, where its
+/// errors can be raised.
 unsafe fn key_exprs(ix: *mut pg_sys::IndexScan, index: pg_sys::Relation, rel: pg_sys::Relation) -> Option<Vec<*mut pg_sys::Node>> {
-    let values = primary_key_equalities((*ix).indexqual, index)?;
-    let form = (*index).rd_index;
-    if (*form).indrelid != (*rel).rd_id {
-        return None;
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        let values = primary_key_equalities((*ix).indexqual, index)?;
+        let form = (*index).rd_index;
+        if (*form).indrelid != (*rel).rd_id {
+            return None;
+        }
+        for (col, value) in values.iter().enumerate() {
+            // Equal under a nondeterministic collation is not equal bytes.
+            let coll = *(*index).rd_indcollation.add(col);
+            if coll != pg_sys::InvalidOid && !pg_sys::get_collation_isdeterministic(coll) {
+                return None;
+            }
+            if !computable(*value) {
+                return None;
+            }
+            let heap_att = *(*form).indkey.values.as_ptr().add(col) as usize;
+            if heap_att == 0 {
+                return None;
+            }
+            let att = (*(*rel).rd_att).attrs.as_ptr().add(heap_att - 1);
+            let (vt, ct) = (pg_sys::exprType(*value), (*att).atttypid);
+            let text_like = |t: pg_sys::Oid| t == pg_sys::TEXTOID || t == pg_sys::VARCHAROID;
+            if vt != ct && !(text_like(vt) && text_like(ct)) {
+                return None;
+            }
+        }
+        Some(values)
     }
-    for (col, value) in values.iter().enumerate() {
-        // Equal under a nondeterministic collation is not equal bytes.
-        let coll = *(*index).rd_indcollation.add(col);
-        if coll != pg_sys::InvalidOid && !pg_sys::get_collation_isdeterministic(coll) {
-            return None;
-        }
-        if !computable(*value) {
-            return None;
-        }
-        let heap_att = *(*form).indkey.values.as_ptr().add(col) as usize;
-        if heap_att == 0 {
-            return None;
-        }
-        let att = (*(*rel).rd_att).attrs.as_ptr().add(heap_att - 1);
-        let (vt, ct) = (pg_sys::exprType(*value), (*att).atttypid);
-        let text_like = |t: pg_sys::Oid| t == pg_sys::TEXTOID || t == pg_sys::VARCHAROID;
-        if vt != ct && !(text_like(vt) && text_like(ct)) {
-            return None;
-        }
-    }
-    Some(values)
 }
 
 /// Whether `planstate` is a write by key that runs as one (decided when it
@@ -409,11 +502,14 @@ unsafe fn key_exprs(ix: *mut pg_sys::IndexScan, index: pg_sys::Relation, rel: pg
 /// # Safety
 /// `planstate` must be null or a valid plan state.
 pub unsafe fn writes_by_key(planstate: *mut pg_sys::PlanState) -> bool {
-    if planstate.is_null() || (*planstate).type_ != pg_sys::NodeTag::T_CustomScanState {
-        return false;
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        if planstate.is_null() || (*planstate).type_ != pg_sys::NodeTag::T_CustomScanState {
+            return false;
+        }
+        let css = planstate as *mut pg_sys::CustomScanState;
+        (*css).methods == &EXEC_METHODS.0 && (*(css as *mut NodeState)).by_key
     }
-    let css = planstate as *mut pg_sys::CustomScanState;
-    (*css).methods == &EXEC_METHODS.0 && (*(css as *mut NodeState)).by_key
 }
 
 #[repr(C)]
@@ -435,369 +531,476 @@ struct NodeState {
     in_txn: bool,
 }
 
+/// Custom scan method `CustomScanMethods.CreateCustomScanState`.
+///
+/// # Safety
+/// Called only by PostgreSQL, as `CustomScanMethods.CreateCustomScanState` of
+/// this node, with the arguments that method gets.
 #[pg_guard]
 unsafe extern "C-unwind" fn create_state(_cscan: *mut pg_sys::CustomScan) -> *mut pg_sys::Node {
-    let s = pg_sys::palloc0(std::mem::size_of::<NodeState>()) as *mut NodeState;
-    (*s).css.ss.ps.type_ = pg_sys::NodeTag::T_CustomScanState;
-    (*s).css.methods = &EXEC_METHODS.0;
-    (*s).outcome = -1;
-    s as *mut pg_sys::Node
+    // SAFETY: PostgreSQL calls this as documented (# Safety).
+    unsafe {
+        let s = pg_sys::palloc0(std::mem::size_of::<NodeState>()) as *mut NodeState;
+        (*s).css.ss.ps.type_ = pg_sys::NodeTag::T_CustomScanState;
+        (*s).css.methods = &EXEC_METHODS.0;
+        (*s).outcome = -1;
+        s as *mut pg_sys::Node
+    }
 }
 
+/// Custom scan method `CustomExecMethods.BeginCustomScan`.
+///
+/// # Safety
+/// Called only by PostgreSQL, as `CustomExecMethods.BeginCustomScan` of this
+/// node, with the arguments that method gets.
 #[pg_guard]
 unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *mut pg_sys::EState, eflags: i32) {
-    let s = node as *mut NodeState;
-    let cscan = (*node).ss.ps.plan as *mut pg_sys::CustomScan;
-    let private = list_ints((*cscan).custom_private);
-    (*s).op = private[0];
-    (*s).can_set_tag = private[1] != 0;
-    let nkeys = private[2] as usize;
-    let explain_only = eflags as u32 & pg_sys::EXEC_FLAG_EXPLAIN_ONLY != 0;
-    let allowed = match (*s).op {
-        OP_DELETE_ALL => guc::delete_all() && pg_sys::XactIsoLevel < pg_sys::XACT_REPEATABLE_READ as i32,
-        OP_DELETE => guc::single_row_writes(),
-        _ => guc::single_row_writes() && guc::column_conflicts(),
-    };
-    let eligible = !explain_only && allowed && pg_sys::XactIsoLevel < pg_sys::XACT_SERIALIZABLE as i32;
-    // (by key, as an intent of the transaction)
-    ((*s).by_key, (*s).in_txn) = if !eligible {
-        (false, false)
-    } else if (*s).op == OP_DELETE_ALL {
-        // Its transaction commits it, whenever: any top-level statement.
-        (crate::hooks::restart::top_level() && state::with(|b| b.wrote_nothing()), false)
-    } else if crate::hooks::restart::top_level_whole_transaction((*estate).es_plannedstmt) && state::with(|b| b.wrote_nothing()) {
-        (true, false)
-    } else {
-        // Inside a READ COMMITTED transaction: an intent of the transaction.
-        let in_txn = guc::single_row_writes_in_transactions() && pg_sys::XactIsoLevel < pg_sys::XACT_REPEATABLE_READ as i32 && crate::hooks::restart::top_level();
-        (in_txn, in_txn)
-    };
-    if (*s).by_key {
-        let ps = node as *mut pg_sys::PlanState;
-        let exprs = list_ptrs::<pg_sys::Expr>((*cscan).custom_exprs);
-        for (i, e) in exprs.iter().enumerate() {
-            let st = pg_sys::ExecInitExpr(*e, ps);
-            if i < nkeys {
-                (*s).keys = pg_sys::lappend((*s).keys, st as *mut std::ffi::c_void);
-            } else {
-                (*s).values = pg_sys::lappend((*s).values, st as *mut std::ffi::c_void);
+    // SAFETY: PostgreSQL calls this as documented (# Safety).
+    unsafe {
+        let s = node as *mut NodeState;
+        let cscan = (*node).ss.ps.plan as *mut pg_sys::CustomScan;
+        let private = list_ints((*cscan).custom_private);
+        (*s).op = private[0];
+        (*s).can_set_tag = private[1] != 0;
+        let nkeys = private[2] as usize;
+        let explain_only = eflags as u32 & pg_sys::EXEC_FLAG_EXPLAIN_ONLY != 0;
+        let allowed = match (*s).op {
+            OP_DELETE_ALL => guc::delete_all() && pg_sys::XactIsoLevel < pg_sys::XACT_REPEATABLE_READ as i32,
+            OP_DELETE => guc::single_row_writes(),
+            _ => guc::single_row_writes() && guc::column_conflicts(),
+        };
+        let eligible = !explain_only && allowed && pg_sys::XactIsoLevel < pg_sys::XACT_SERIALIZABLE as i32;
+        // (by key, as an intent of the transaction)
+        ((*s).by_key, (*s).in_txn) = if !eligible {
+            (false, false)
+        } else if (*s).op == OP_DELETE_ALL {
+            // Its transaction commits it, whenever: any top-level statement.
+            (crate::hooks::restart::top_level() && state::with(|b| b.wrote_nothing()), false)
+        } else if crate::hooks::restart::top_level_whole_transaction((*estate).es_plannedstmt) && state::with(|b| b.wrote_nothing()) {
+            (true, false)
+        } else {
+            // Inside a READ COMMITTED transaction: an intent of the transaction.
+            let in_txn = guc::single_row_writes_in_transactions() && pg_sys::XactIsoLevel < pg_sys::XACT_REPEATABLE_READ as i32 && crate::hooks::restart::top_level();
+            (in_txn, in_txn)
+        };
+        if (*s).by_key {
+            let ps = node as *mut pg_sys::PlanState;
+            let exprs = list_ptrs::<pg_sys::Expr>((*cscan).custom_exprs);
+            for (i, e) in exprs.iter().enumerate() {
+                let st = pg_sys::ExecInitExpr(*e, ps);
+                if i < nkeys {
+                    (*s).keys = pg_sys::lappend((*s).keys, st as *mut std::ffi::c_void);
+                } else {
+                    (*s).values = pg_sys::lappend((*s).values, st as *mut std::ffi::c_void);
+                }
             }
+            for a in &private[3..] {
+                (*s).assigned = pg_sys::lappend_int((*s).assigned, *a);
+            }
+        } else {
+            init_child(s, estate, eflags);
         }
-        for a in &private[3..] {
-            (*s).assigned = pg_sys::lappend_int((*s).assigned, *a);
-        }
-    } else {
-        init_child(s, estate, eflags);
     }
 }
 
+/// Initialize the child plan (PostgreSQL's own) of node `s`.
+///
+/// # Safety
+/// `s` must be a valid `NodeState`, and `estate` a valid `EState`. Calls into
+/// PostgreSQL: only in a backend, where its errors can be raised.
 unsafe fn init_child(s: *mut NodeState, estate: *mut pg_sys::EState, eflags: i32) {
-    let cscan = (*s).css.ss.ps.plan as *mut pg_sys::CustomScan;
-    let plan = pg_sys::list_nth((*cscan).custom_plans, 0) as *mut pg_sys::Plan;
-    let old = pg_sys::MemoryContextSwitchTo((*estate).es_query_cxt);
-    (*s).child = pg_sys::ExecInitNode(plan, estate, eflags);
-    (*s).css.custom_ps = pg_sys::lappend(std::ptr::null_mut(), (*s).child as *mut std::ffi::c_void);
-    pg_sys::MemoryContextSwitchTo(old);
-}
-
-unsafe fn eval(state: *mut pg_sys::ExprState, econtext: *mut pg_sys::ExprContext) -> (pg_sys::Datum, bool) {
-    let old = pg_sys::MemoryContextSwitchTo((*econtext).ecxt_per_tuple_memory);
-    let mut isnull = false;
-    let v = ((*state).evalfunc.expect("compiled expression"))(state, econtext, &mut isnull);
-    pg_sys::MemoryContextSwitchTo(old);
-    (v, isnull)
-}
-
-unsafe fn run_child(s: *mut NodeState) -> *mut pg_sys::TupleTableSlot {
-    if (*s).child.is_null() {
-        init_child(s, (*s).css.ss.ps.state, (*(*s).css.ss.ps.state).es_top_eflags);
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        let cscan = (*s).css.ss.ps.plan as *mut pg_sys::CustomScan;
+        let plan = pg_sys::list_nth((*cscan).custom_plans, 0) as *mut pg_sys::Plan;
+        let old = pg_sys::MemoryContextSwitchTo((*estate).es_query_cxt);
+        (*s).child = pg_sys::ExecInitNode(plan, estate, eflags);
+        (*s).css.custom_ps = pg_sys::lappend(std::ptr::null_mut(), (*s).child as *mut std::ffi::c_void);
+        pg_sys::MemoryContextSwitchTo(old);
     }
-    let child = (*s).child;
-    ((*child).ExecProcNode.expect("initialized plan node"))(child)
 }
 
+/// The value of `state` in `econtext`'s per-tuple memory: (datum, is NULL).
+///
+/// # Safety
+/// `state` must be a valid `ExprState`, and `econtext` a valid `ExprContext`.
+/// Calls into PostgreSQL: only in a backend, where its errors can be raised.
+unsafe fn eval(state: *mut pg_sys::ExprState, econtext: *mut pg_sys::ExprContext) -> (pg_sys::Datum, bool) {
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        let old = pg_sys::MemoryContextSwitchTo((*econtext).ecxt_per_tuple_memory);
+        let mut isnull = false;
+        let v = ((*state).evalfunc.expect("compiled expression"))(state, econtext, &mut isnull);
+        pg_sys::MemoryContextSwitchTo(old);
+        (v, isnull)
+    }
+}
+
+/// The next row of the child plan (initialized on first use).
+///
+/// # Safety
+/// `s` must be a valid `NodeState`.
+unsafe fn run_child(s: *mut NodeState) -> *mut pg_sys::TupleTableSlot {
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        if (*s).child.is_null() {
+            init_child(s, (*s).css.ss.ps.state, (*(*s).css.ss.ps.state).es_top_eflags);
+        }
+        let child = (*s).child;
+        ((*child).ExecProcNode.expect("initialized plan node"))(child)
+    }
+}
+
+/// Custom scan method `CustomExecMethods.ExecCustomScan`.
+///
+/// # Safety
+/// Called only by PostgreSQL, as `CustomExecMethods.ExecCustomScan` of this
+/// node, with the arguments that method gets.
 #[pg_guard]
 unsafe extern "C-unwind" fn exec(node: *mut pg_sys::CustomScanState) -> *mut pg_sys::TupleTableSlot {
-    let s = node as *mut NodeState;
-    if !(*s).by_key {
-        return run_child(s);
-    }
-    if (*s).done {
-        return std::ptr::null_mut();
-    }
-    (*s).done = true;
-    if (*s).op == OP_DELETE_ALL {
-        return delete_all(s);
-    }
-    let rel = (*node).ss.ss_currentRelation;
-    let desc = (*rel).rd_att;
-    let natts = (*desc).natts as usize;
-    let econtext = (*node).ss.ps.ps_ExprContext;
-    let m = meta::table_meta(rel).or_raise();
-    let Some(pk) = m.pk.clone() else {
-        (*s).by_key = false;
-        return run_child(s);
-    };
-    // The row as far as the statement knows it: its key, and what it assigns.
-    let slot = (*node).ss.ss_ScanTupleSlot;
-    ((*(*slot).tts_ops).clear.expect("slot ops"))(slot);
-    let values = std::slice::from_raw_parts_mut((*slot).tts_values, natts);
-    let isnull = std::slice::from_raw_parts_mut((*slot).tts_isnull, natts);
-    isnull.fill(true);
-    for (st, att) in list_ptrs::<pg_sys::ExprState>((*s).keys).into_iter().zip(&pk.heap_attnums) {
-        let (v, null) = eval(st, econtext);
-        if null {
-            // `pk = NULL` matches no row.
-            (*s).outcome = LiveWrite::Absent as i32;
+    // SAFETY: PostgreSQL calls this as documented (# Safety).
+    unsafe {
+        let s = node as *mut NodeState;
+        if !(*s).by_key {
+            return run_child(s);
+        }
+        if (*s).done {
             return std::ptr::null_mut();
         }
-        values[*att as usize - 1] = v;
-        isnull[*att as usize - 1] = false;
-    }
-    let assigned: Vec<u16> = list_ints((*s).assigned).iter().map(|a| *a as u16).collect();
-    for (st, att) in list_ptrs::<pg_sys::ExprState>((*s).values).into_iter().zip(&assigned) {
-        let (v, null) = eval(st, econtext);
-        let i = *att as usize - 1;
-        if null && (*(*desc).attrs.as_ptr().add(i)).attnotnull {
-            // PostgreSQL's own plan reports it, with the row (nothing is written).
+        (*s).done = true;
+        if (*s).op == OP_DELETE_ALL {
+            return delete_all(s);
+        }
+        let rel = (*node).ss.ss_currentRelation;
+        let desc = (*rel).rd_att;
+        let natts = (*desc).natts as usize;
+        let econtext = (*node).ss.ps.ps_ExprContext;
+        let m = meta::table_meta(rel).or_raise();
+        let Some(pk) = m.pk.clone() else {
             (*s).by_key = false;
             return run_child(s);
-        }
-        values[i] = v;
-        isnull[i] = null;
-    }
-    pg_sys::ExecStoreVirtualTuple(slot);
-    let key = meta::pk_key(&pk, slot);
-    let mut sorted = assigned.clone();
-    sorted.sort_unstable();
-    // With the table's layout, the tablet folds a row's patches into the whole row
-    // itself rather than answer `NeedsRow` (`pinax_codec::heap_tuple::fold`).
-    let blind = if (*s).op == OP_UPDATE {
-        let layout = if guc::tablet_folds() { crate::tuple::row_layout(desc) } else { Vec::new() };
-        WriteOp::patch(key.clone(), patch::encode_patch_op_with_layout(&sorted, &sorted, &layout, &form_tuple_bytes(slot)))
-    } else {
-        WriteOp::delete(key.clone())
-    };
-    if (*s).in_txn {
-        let seq = pg_sys::GetCurrentCommandId(true);
-        let outcome = state::with(|b| b.write_if_live(seq, &m.storage, blind)).unwrap_or_else(|e| crate::violation::raise(e));
-        if outcome == LiveWrite::NeedsRow {
-            // The transaction wrote the row, or it carries patches: PostgreSQL's plan
-            // reads it and writes it whole (nothing was written).
-            (*s).by_key = false;
-            pgrx::debug1!("pinax: UPDATE by key in a transaction needs the row: read, then written");
-            return run_child(s);
-        }
-        return finish(s, rel, outcome, false);
-    }
-    let client = state::with(|b| b.client()).or_raise();
-    let mut whole: Option<(WriteOp, pinax_common::HybridTime)> = None;
-    let mut written_whole = false;
-    let mut rereads = 0;
-    let mut started = None;
-    let outcome = loop {
-        let res = match &whole {
-            None => client.write_if_live(&m.storage, &blind, None, false),
-            Some((op, read_ht)) => client.write_if_live(&m.storage, op, Some(*read_ht), true),
         };
-        match res {
-            Ok((_, LiveWrite::NeedsRow)) => {
-                // Too many patches over the row: write it whole (read it first).
-                let (row, read_ht) = client.read_at(&m.storage, &key, ReadPoint::LATEST).or_raise();
-                let Some(row) = row else { break LiveWrite::Absent };
-                // It depends on every column (it holds them as read): any
-                // commit after the read is a conflict, and then it is read again.
-                let every: Vec<u16> = (1..=natts as u16).collect();
-                whole = Some((WriteOp::patch(key.clone(), patch::encode_patch_op(&sorted, &every, &whole_row(rel, slot, &assigned, row))), read_ht));
+        // The row as far as the statement knows it: its key, and what it assigns.
+        let slot = (*node).ss.ss_ScanTupleSlot;
+        ((*(*slot).tts_ops).clear.expect("slot ops"))(slot);
+        let values = std::slice::from_raw_parts_mut((*slot).tts_values, natts);
+        let isnull = std::slice::from_raw_parts_mut((*slot).tts_isnull, natts);
+        isnull.fill(true);
+        for (st, att) in list_ptrs::<pg_sys::ExprState>((*s).keys).into_iter().zip(&pk.heap_attnums) {
+            let (v, null) = eval(st, econtext);
+            if null {
+                // `pk = NULL` matches no row.
+                (*s).outcome = LiveWrite::Absent as i32;
+                return std::ptr::null_mut();
             }
-            Ok((_, outcome)) => {
-                written_whole = whole.is_some();
-                break outcome;
-            }
-            Err(e) => match e.blocker() {
-                // A pending write of the row: wait for its transaction, then
-                // write again (over whatever it left).
-                Some(b) => {
-                    state::wait_for(&client, b, None, &mut started).or_raise();
-                    whole = None;
-                }
-                // A commit after the whole row's read: read it again.
-                None if whole.is_some() && e.code() == pinax_common::ErrorCode::SerializationFailure && rereads < MAX_REREADS => {
-                    rereads += 1;
-                    whole = None;
-                }
-                None => crate::error::raise(&e),
-            },
+            values[*att as usize - 1] = v;
+            isnull[*att as usize - 1] = false;
         }
-    };
-    finish(s, rel, outcome, written_whole)
+        let assigned: Vec<u16> = list_ints((*s).assigned).iter().map(|a| *a as u16).collect();
+        for (st, att) in list_ptrs::<pg_sys::ExprState>((*s).values).into_iter().zip(&assigned) {
+            let (v, null) = eval(st, econtext);
+            let i = *att as usize - 1;
+            if null && (*(*desc).attrs.as_ptr().add(i)).attnotnull {
+                // PostgreSQL's own plan reports it, with the row (nothing is written).
+                (*s).by_key = false;
+                return run_child(s);
+            }
+            values[i] = v;
+            isnull[i] = null;
+        }
+        pg_sys::ExecStoreVirtualTuple(slot);
+        let key = meta::pk_key(&pk, slot);
+        let mut sorted = assigned.clone();
+        sorted.sort_unstable();
+        // With the table's layout, the tablet folds a row's patches into the whole row
+        // itself rather than answer `NeedsRow` (`pinax_codec::heap_tuple::fold`).
+        let blind = if (*s).op == OP_UPDATE {
+            let layout = if guc::tablet_folds() { crate::tuple::row_layout(desc) } else { Vec::new() };
+            WriteOp::patch(key.clone(), patch::encode_patch_op_with_layout(&sorted, &sorted, &layout, &form_tuple_bytes(slot)))
+        } else {
+            WriteOp::delete(key.clone())
+        };
+        if (*s).in_txn {
+            let seq = pg_sys::GetCurrentCommandId(true);
+            let outcome = state::with(|b| b.write_if_live(seq, &m.storage, blind)).unwrap_or_else(|e| crate::violation::raise(e));
+            if outcome == LiveWrite::NeedsRow {
+                // The transaction wrote the row, or it carries patches: PostgreSQL's plan
+                // reads it and writes it whole (nothing was written).
+                (*s).by_key = false;
+                pgrx::debug1!("pinax: UPDATE by key in a transaction needs the row: read, then written");
+                return run_child(s);
+            }
+            return finish(s, rel, outcome, false);
+        }
+        let client = state::with(|b| b.client()).or_raise();
+        let mut whole: Option<(WriteOp, pinax_common::HybridTime)> = None;
+        let mut written_whole = false;
+        let mut rereads = 0;
+        let mut started = None;
+        let outcome = loop {
+            let res = match &whole {
+                None => client.write_if_live(&m.storage, &blind, None, false),
+                Some((op, read_ht)) => client.write_if_live(&m.storage, op, Some(*read_ht), true),
+            };
+            match res {
+                Ok((_, LiveWrite::NeedsRow)) => {
+                    // Too many patches over the row: write it whole (read it first).
+                    let (row, read_ht) = client.read_at(&m.storage, &key, ReadPoint::LATEST).or_raise();
+                    let Some(row) = row else { break LiveWrite::Absent };
+                    // It depends on every column (it holds them as read): any
+                    // commit after the read is a conflict, and then it is read again.
+                    let every: Vec<u16> = (1..=natts as u16).collect();
+                    whole = Some((WriteOp::patch(key.clone(), patch::encode_patch_op(&sorted, &every, &whole_row(rel, slot, &assigned, row))), read_ht));
+                }
+                Ok((_, outcome)) => {
+                    written_whole = whole.is_some();
+                    break outcome;
+                }
+                Err(e) => match e.blocker() {
+                    // A pending write of the row: wait for its transaction, then
+                    // write again (over whatever it left).
+                    Some(b) => {
+                        state::wait_for(&client, b, None, &mut started).or_raise();
+                        whole = None;
+                    }
+                    // A commit after the whole row's read: read it again.
+                    None if whole.is_some() && e.code() == pinax_common::ErrorCode::SerializationFailure && rereads < MAX_REREADS => {
+                        rereads += 1;
+                        whole = None;
+                    }
+                    None => crate::error::raise(&e),
+                },
+            }
+        };
+        finish(s, rel, outcome, written_whole)
+    }
 }
 
 /// Count what the write by key did (`outcome`) as PostgreSQL counts an UPDATE or
 /// DELETE's rows.
+///
+/// # Safety
+/// `s` must be a valid `NodeState`, and `rel` a valid open relation. Calls into
+/// PostgreSQL: only in a backend, where its errors can be raised.
 unsafe fn finish(s: *mut NodeState, rel: pg_sys::Relation, outcome: LiveWrite, written_whole: bool) -> *mut pg_sys::TupleTableSlot {
-    (*s).outcome = outcome as i32;
-    if outcome == LiveWrite::Applied {
-        if (*s).can_set_tag {
-            (*(*s).css.ss.ps.state).es_processed += 1;
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        (*s).outcome = outcome as i32;
+        if outcome == LiveWrite::Applied {
+            if (*s).can_set_tag {
+                (*(*s).css.ss.ps.state).es_processed += 1;
+            }
+            if (*s).op == OP_UPDATE {
+                pg_sys::pgstat_count_heap_update(rel, false);
+            } else {
+                pg_sys::pgstat_count_heap_delete(rel);
+            }
         }
-        if (*s).op == OP_UPDATE {
-            pg_sys::pgstat_count_heap_update(rel, false);
-        } else {
-            pg_sys::pgstat_count_heap_delete(rel);
+        if pg_sys::message_level_is_interesting(pg_sys::DEBUG1 as i32) {
+            let what = if (*s).op == OP_UPDATE { "UPDATE" } else { "DELETE" };
+            let how = match outcome {
+                LiveWrite::Applied if written_whole => "1 row (read, then written whole: it carried many patches)",
+                LiveWrite::Applied if (*s).in_txn => "1 row (in the transaction)",
+                LiveWrite::Applied => "1 row",
+                _ if (*s).in_txn => "no row (in the transaction)",
+                _ => "no row",
+            };
+            pgrx::debug1!("pinax: {what} by key without reading the row: {how}");
         }
+        std::ptr::null_mut()
     }
-    if pg_sys::message_level_is_interesting(pg_sys::DEBUG1 as i32) {
-        let what = if (*s).op == OP_UPDATE { "UPDATE" } else { "DELETE" };
-        let how = match outcome {
-            LiveWrite::Applied if written_whole => "1 row (read, then written whole: it carried many patches)",
-            LiveWrite::Applied if (*s).in_txn => "1 row (in the transaction)",
-            LiveWrite::Applied => "1 row",
-            _ if (*s).in_txn => "no row (in the transaction)",
-            _ => "no row",
-        };
-        pgrx::debug1!("pinax: {what} by key without reading the row: {how}");
-    }
-    std::ptr::null_mut()
 }
 
 /// DELETE of every row, in the tablets (module header).
+///
+/// # Safety
+/// `s` must be a valid `NodeState`. Calls into PostgreSQL: only in a backend,
+/// where its errors can be raised.
 unsafe fn delete_all(s: *mut NodeState) -> *mut pg_sys::TupleTableSlot {
-    let rel = (*s).css.ss.ss_currentRelation;
-    let m = meta::table_meta(rel).or_raise();
-    if !every_index_kept(rel, &m) {
-        // An index Pinax does not keep entries of yet (being built): row by row.
-        (*s).by_key = false;
-        return run_child(s);
-    }
-    let seq = pg_sys::GetCurrentCommandId(true);
-    let mut conflicts = 0;
-    let n = loop {
-        // The rows, then every secondary index's entries, in one transaction.
-        let res: Result<u64, state::FlushError> = state::with(|b| {
-            let n = b.delete_all(seq, &m.storage)?;
-            for im in &m.secondary {
-                b.delete_all(seq, &im.storage)?;
-            }
-            Ok(n)
-        });
-        match res {
-            Ok(n) => break n,
-            // A commit after the read time: again at a new one.
-            Err(e) if e.error.code() == pinax_common::ErrorCode::SerializationFailure && conflicts < MAX_REREADS => {
-                conflicts += 1;
-                state::with(|b| b.restart_statement());
-            }
-            Err(e) => crate::violation::raise(e),
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        let rel = (*s).css.ss.ss_currentRelation;
+        let m = meta::table_meta(rel).or_raise();
+        if !every_index_kept(rel, &m) {
+            // An index Pinax does not keep entries of yet (being built): row by row.
+            (*s).by_key = false;
+            return run_child(s);
         }
-    };
-    (*s).outcome = n.min(i32::MAX as u64) as i32;
-    if (*s).can_set_tag {
-        (*(*s).css.ss.ps.state).es_processed += n;
+        let seq = pg_sys::GetCurrentCommandId(true);
+        let mut conflicts = 0;
+        let n = loop {
+            // The rows, then every secondary index's entries, in one transaction.
+            let res: Result<u64, state::FlushError> = state::with(|b| {
+                let n = b.delete_all(seq, &m.storage)?;
+                for im in &m.secondary {
+                    b.delete_all(seq, &im.storage)?;
+                }
+                Ok(n)
+            });
+            match res {
+                Ok(n) => break n,
+                // A commit after the read time: again at a new one.
+                Err(e) if e.error.code() == pinax_common::ErrorCode::SerializationFailure && conflicts < MAX_REREADS => {
+                    conflicts += 1;
+                    state::with(|b| b.restart_statement());
+                }
+                Err(e) => crate::violation::raise(e),
+            }
+        };
+        (*s).outcome = n.min(i32::MAX as u64) as i32;
+        if (*s).can_set_tag {
+            (*(*s).css.ss.ps.state).es_processed += n;
+        }
+        // The table's statistics count the rows as a row-by-row DELETE would
+        // (pg_stat_user_tables.n_tup_del, n_live_tup/n_dead_tup at commit);
+        // PostgreSQL 15 counts deletions one at a time.
+        for _ in 0..n {
+            pg_sys::pgstat_count_heap_delete(rel);
+        }
+        pgrx::debug1!("pinax: DELETE of every row in the tablets: {n} rows");
+        std::ptr::null_mut()
     }
-    // The table's statistics count the rows as a row-by-row DELETE would
-    // (pg_stat_user_tables.n_tup_del, n_live_tup/n_dead_tup at commit);
-    // PostgreSQL 15 counts deletions one at a time.
-    for _ in 0..n {
-        pg_sys::pgstat_count_heap_delete(rel);
-    }
-    pgrx::debug1!("pinax: DELETE of every row in the tablets: {n} rows");
-    std::ptr::null_mut()
 }
 
 /// The row `stored` (as read, patches merged) with the attributes `assigned` taken
 /// from `slot`: the whole new row.
+///
+/// # Safety
+/// `rel` must be a valid open relation, and `slot` a valid slot. Calls into
+/// PostgreSQL: only in a backend, where its errors can be raised.
 unsafe fn whole_row(rel: pg_sys::Relation, slot: *mut pg_sys::TupleTableSlot, assigned: &[u16], stored: Vec<u8>) -> Vec<u8> {
-    let desc = (*rel).rd_att;
-    let natts = (*desc).natts as usize;
-    let bytes = merged(desc, stored);
-    let old = pg_sys::MakeSingleTupleTableSlot(desc, pg_sys::table_slot_callbacks(rel));
-    store_tuple(old, &bytes, pg_sys::ItemPointerData::default(), (*rel).rd_id, None);
-    slot_getallattrs(old);
-    let new = pg_sys::MakeSingleTupleTableSlot(desc, &pg_sys::TTSOpsVirtual);
-    let (ov, on) = (std::slice::from_raw_parts((*old).tts_values, natts), std::slice::from_raw_parts((*old).tts_isnull, natts));
-    let (sv, sn) = (std::slice::from_raw_parts((*slot).tts_values, natts), std::slice::from_raw_parts((*slot).tts_isnull, natts));
-    let (nv, nn) = (std::slice::from_raw_parts_mut((*new).tts_values, natts), std::slice::from_raw_parts_mut((*new).tts_isnull, natts));
-    for i in 0..natts {
-        let from_slot = assigned.contains(&(i as u16 + 1));
-        nv[i] = if from_slot { sv[i] } else { ov[i] };
-        nn[i] = if from_slot { sn[i] } else { on[i] };
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        let desc = (*rel).rd_att;
+        let natts = (*desc).natts as usize;
+        let bytes = merged(desc, stored);
+        let old = pg_sys::MakeSingleTupleTableSlot(desc, pg_sys::table_slot_callbacks(rel));
+        store_tuple(old, &bytes, pg_sys::ItemPointerData::default(), (*rel).rd_id, None);
+        slot_getallattrs(old);
+        let new = pg_sys::MakeSingleTupleTableSlot(desc, &pg_sys::TTSOpsVirtual);
+        let (ov, on) = (std::slice::from_raw_parts((*old).tts_values, natts), std::slice::from_raw_parts((*old).tts_isnull, natts));
+        let (sv, sn) = (std::slice::from_raw_parts((*slot).tts_values, natts), std::slice::from_raw_parts((*slot).tts_isnull, natts));
+        let (nv, nn) = (std::slice::from_raw_parts_mut((*new).tts_values, natts), std::slice::from_raw_parts_mut((*new).tts_isnull, natts));
+        for i in 0..natts {
+            let from_slot = assigned.contains(&(i as u16 + 1));
+            nv[i] = if from_slot { sv[i] } else { ov[i] };
+            nn[i] = if from_slot { sn[i] } else { on[i] };
+        }
+        pg_sys::ExecStoreVirtualTuple(new);
+        let out = form_tuple_bytes(new);
+        pg_sys::ExecDropSingleTupleTableSlot(new);
+        pg_sys::ExecDropSingleTupleTableSlot(old);
+        out
     }
-    pg_sys::ExecStoreVirtualTuple(new);
-    let out = form_tuple_bytes(new);
-    pg_sys::ExecDropSingleTupleTableSlot(new);
-    pg_sys::ExecDropSingleTupleTableSlot(old);
-    out
 }
 
+/// Custom scan method `CustomExecMethods.EndCustomScan`.
+///
+/// # Safety
+/// Called only by PostgreSQL, as `CustomExecMethods.EndCustomScan` of this
+/// node, with the arguments that method gets.
 #[pg_guard]
 unsafe extern "C-unwind" fn end(node: *mut pg_sys::CustomScanState) {
-    let s = node as *mut NodeState;
-    if !(*s).child.is_null() {
-        pg_sys::ExecEndNode((*s).child);
-        (*s).child = std::ptr::null_mut();
+    // SAFETY: PostgreSQL calls this as documented (# Safety).
+    unsafe {
+        let s = node as *mut NodeState;
+        if !(*s).child.is_null() {
+            pg_sys::ExecEndNode((*s).child);
+            (*s).child = std::ptr::null_mut();
+        }
     }
 }
 
+/// Custom scan method `CustomExecMethods.ReScanCustomScan`.
+///
+/// # Safety
+/// Called only by PostgreSQL, as `CustomExecMethods.ReScanCustomScan` of this
+/// node, with the arguments that method gets.
 #[pg_guard]
 unsafe extern "C-unwind" fn rescan(node: *mut pg_sys::CustomScanState) {
-    let s = node as *mut NodeState;
-    (*s).done = false;
-    if !(*s).child.is_null() {
-        pg_sys::ExecReScan((*s).child);
+    // SAFETY: PostgreSQL calls this as documented (# Safety).
+    unsafe {
+        let s = node as *mut NodeState;
+        (*s).done = false;
+        if !(*s).child.is_null() {
+            pg_sys::ExecReScan((*s).child);
+        }
     }
 }
 
+/// Custom scan method `CustomExecMethods.ExplainCustomScan`.
+///
+/// # Safety
+/// Called only by PostgreSQL, as `CustomExecMethods.ExplainCustomScan` of this
+/// node, with the arguments that method gets.
 #[pg_guard]
 unsafe extern "C-unwind" fn explain(node: *mut pg_sys::CustomScanState, ancestors: *mut pg_sys::List, es: *mut pg_sys::ExplainState) {
-    let s = node as *mut NodeState;
-    let plan = (*node).ss.ps.plan;
-    let cscan = plan as *mut pg_sys::CustomScan;
-    let private = list_ints((*cscan).custom_private);
-    let op = match private[0] {
-        OP_UPDATE => c"Update",
-        OP_DELETE => c"Delete",
-        _ => c"Delete All",
-    };
-    pg_sys::ExplainPropertyText(c"Operation".as_ptr(), op.as_ptr(), es);
-    if private[0] == OP_DELETE_ALL {
-        if (*es).analyze && (*s).outcome >= 0 {
-            pg_sys::ExplainPropertyInteger(c"Rows Deleted in Tablets".as_ptr(), std::ptr::null(), (*s).outcome as i64, es);
+    // SAFETY: PostgreSQL calls this as documented (# Safety).
+    unsafe {
+        let s = node as *mut NodeState;
+        let plan = (*node).ss.ps.plan;
+        let cscan = plan as *mut pg_sys::CustomScan;
+        let private = list_ints((*cscan).custom_private);
+        let op = match private[0] {
+            OP_UPDATE => c"Update",
+            OP_DELETE => c"Delete",
+            _ => c"Delete All",
+        };
+        pg_sys::ExplainPropertyText(c"Operation".as_ptr(), op.as_ptr(), es);
+        if private[0] == OP_DELETE_ALL {
+            if (*es).analyze && (*s).outcome >= 0 {
+                pg_sys::ExplainPropertyInteger(c"Rows Deleted in Tablets".as_ptr(), std::ptr::null(), (*s).outcome as i64, es);
+            }
+            return;
         }
-        return;
-    }
-    let nkeys = private[2] as usize;
-    let exprs = list_ptrs::<pg_sys::Node>((*cscan).custom_exprs);
-    let ctx = pg_sys::set_deparse_context_plan((*es).deparse_cxt, plan, ancestors);
-    let rel = (*node).ss.ss_currentRelation;
-    let mut keys = Vec::new();
-    let index_attnums = meta::table_meta(rel).ok().and_then(|m| m.pk.clone()).map(|pk| pk.heap_attnums.clone()).unwrap_or_default();
-    for (i, e) in exprs.iter().take(nkeys).enumerate() {
-        let col = index_attnums.get(i).map(|a| attname(rel, *a as i32)).unwrap_or_default();
-        keys.push(format!("{col} = {}", deparse(*e, ctx)));
-    }
-    let keys = std::ffi::CString::new(keys.join(" AND ")).unwrap_or_default();
-    pg_sys::ExplainPropertyText(c"Key".as_ptr(), keys.as_ptr(), es);
-    if private[0] == OP_UPDATE {
-        let sets: Vec<String> = exprs.iter().skip(nkeys).zip(&private[3..]).map(|(e, a)| format!("{} = {}", attname(rel, *a), deparse(*e, ctx))).collect();
-        let sets = std::ffi::CString::new(sets.join(", ")).unwrap_or_default();
-        pg_sys::ExplainPropertyText(c"Set".as_ptr(), sets.as_ptr(), es);
-    }
-    if (*es).analyze && (*s).outcome >= 0 {
-        let what = if (*s).outcome == LiveWrite::Applied as i32 { c"1 row" } else { c"no row" };
-        pg_sys::ExplainPropertyText(c"Written by Key".as_ptr(), what.as_ptr(), es);
+        let nkeys = private[2] as usize;
+        let exprs = list_ptrs::<pg_sys::Node>((*cscan).custom_exprs);
+        let ctx = pg_sys::set_deparse_context_plan((*es).deparse_cxt, plan, ancestors);
+        let rel = (*node).ss.ss_currentRelation;
+        let mut keys = Vec::new();
+        let index_attnums = meta::table_meta(rel).ok().and_then(|m| m.pk.clone()).map(|pk| pk.heap_attnums.clone()).unwrap_or_default();
+        for (i, e) in exprs.iter().take(nkeys).enumerate() {
+            let col = index_attnums.get(i).map(|a| attname(rel, *a as i32)).unwrap_or_default();
+            keys.push(format!("{col} = {}", deparse(*e, ctx)));
+        }
+        let keys = std::ffi::CString::new(keys.join(" AND ")).unwrap_or_default();
+        pg_sys::ExplainPropertyText(c"Key".as_ptr(), keys.as_ptr(), es);
+        if private[0] == OP_UPDATE {
+            let sets: Vec<String> = exprs.iter().skip(nkeys).zip(&private[3..]).map(|(e, a)| format!("{} = {}", attname(rel, *a), deparse(*e, ctx))).collect();
+            let sets = std::ffi::CString::new(sets.join(", ")).unwrap_or_default();
+            pg_sys::ExplainPropertyText(c"Set".as_ptr(), sets.as_ptr(), es);
+        }
+        if (*es).analyze && (*s).outcome >= 0 {
+            let what = if (*s).outcome == LiveWrite::Applied as i32 { c"1 row" } else { c"no row" };
+            pg_sys::ExplainPropertyText(c"Written by Key".as_ptr(), what.as_ptr(), es);
+        }
     }
 }
 
+/// Expression `e` as SQL text (deparse context `ctx`).
+///
+/// # Safety
+/// `e` must be a valid node (or null where checked), and `ctx` a valid `List`.
+/// Calls into PostgreSQL: only in a backend, where its errors can be raised.
 unsafe fn deparse(e: *mut pg_sys::Node, ctx: *mut pg_sys::List) -> String {
-    let p = pg_sys::deparse_expression(e, ctx, false, false);
-    CStr::from_ptr(p).to_string_lossy().into_owned()
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        let p = pg_sys::deparse_expression(e, ctx, false, false);
+        CStr::from_ptr(p).to_string_lossy().into_owned()
+    }
 }
 
+/// The name of attribute `attno` of `rel` (empty if out of range).
+///
+/// # Safety
+/// `rel` must be a valid open relation.
 unsafe fn attname(rel: pg_sys::Relation, attno: i32) -> String {
-    if attno <= 0 || attno > (*(*rel).rd_att).natts {
-        return String::new();
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        if attno <= 0 || attno > (*(*rel).rd_att).natts {
+            return String::new();
+        }
+        let att = (*(*rel).rd_att).attrs.as_ptr().add(attno as usize - 1);
+        CStr::from_ptr((*att).attname.data.as_ptr()).to_string_lossy().into_owned()
     }
-    let att = (*(*rel).rd_att).attrs.as_ptr().add(attno as usize - 1);
-    CStr::from_ptr((*att).attname.data.as_ptr()).to_string_lossy().into_owned()
 }

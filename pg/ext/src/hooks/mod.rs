@@ -14,13 +14,16 @@ pub mod xact;
 /// # Safety
 /// Must run in the postmaster while loading shared_preload_libraries.
 pub unsafe fn install() {
-    utility::install();
-    relation_info::install();
-    executor::install();
-    restart::install();
-    xact::install();
-    crate::sequence::install();
-    planner::install();
-    crate::customscan::install();
-    relcache::install();
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        utility::install();
+        relation_info::install();
+        executor::install();
+        restart::install();
+        xact::install();
+        crate::sequence::install();
+        planner::install();
+        crate::customscan::install();
+        relcache::install();
+    }
 }

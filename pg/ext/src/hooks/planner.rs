@@ -13,17 +13,28 @@ static PREV: OnceLock<pg_sys::planner_hook_type> = OnceLock::new();
 /// # Safety
 /// Only while loading shared_preload_libraries in the postmaster.
 pub unsafe fn install() {
-    let _ = PREV.set(pg_sys::planner_hook);
-    pg_sys::planner_hook = Some(planner);
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        let _ = PREV.set(pg_sys::planner_hook);
+        pg_sys::planner_hook = Some(planner);
+    }
 }
 
+/// The `planner_hook`.
+///
+/// # Safety
+/// Called only by PostgreSQL, as `planner_hook`, with the arguments that hook
+/// gets.
 #[pg_guard]
 unsafe extern "C-unwind" fn planner(parse: *mut pg_sys::Query, query_string: *const std::ffi::c_char, cursor_options: i32, bound_params: pg_sys::ParamListInfo) -> *mut pg_sys::PlannedStmt {
-    crate::sequence::swap_calls(parse);
-    let ps = match PREV.get().copied().flatten() {
-        Some(prev) => prev(parse, query_string, cursor_options, bound_params),
-        None => pg_sys::standard_planner(parse, query_string, cursor_options, bound_params),
-    };
-    crate::customscan::write_by_key::after_planning(ps);
-    ps
+    // SAFETY: PostgreSQL calls this as documented (# Safety).
+    unsafe {
+        crate::sequence::swap_calls(parse);
+        let ps = match PREV.get().copied().flatten() {
+            Some(prev) => prev(parse, query_string, cursor_options, bound_params),
+            None => pg_sys::standard_planner(parse, query_string, cursor_options, bound_params),
+        };
+        crate::customscan::write_by_key::after_planning(ps);
+        ps
+    }
 }

@@ -23,45 +23,56 @@ static PREV: OnceLock<pg_sys::get_relation_info_hook_type> = OnceLock::new();
 /// # Safety
 /// Only while loading shared_preload_libraries in the postmaster.
 pub unsafe fn install() {
-    let _ = PREV.set(pg_sys::get_relation_info_hook);
-    pg_sys::get_relation_info_hook = Some(get_relation_info);
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        let _ = PREV.set(pg_sys::get_relation_info_hook);
+        pg_sys::get_relation_info_hook = Some(get_relation_info);
+    }
 }
 
+/// The `get_relation_info_hook`.
+///
+/// # Safety
+/// Called only by PostgreSQL, as `get_relation_info_hook`, with the arguments
+/// that hook gets.
 #[pg_guard]
 unsafe extern "C-unwind" fn get_relation_info(root: *mut pg_sys::PlannerInfo, relid: pg_sys::Oid, inhparent: bool, rel: *mut pg_sys::RelOptInfo) {
-    if let Some(prev) = PREV.get().copied().flatten() {
-        prev(root, relid, inhparent, rel);
-    }
-    if inhparent {
-        return;
-    }
-    let r = pg_sys::table_open(relid, pg_sys::NoLock as pg_sys::LOCKMODE);
-    if meta::is_pinax_table(r) {
-        let m = meta::table_meta(r).or_raise();
-        index::ensure_patched(r, &m);
-        (*rel).rel_parallel_workers = 0;
-        let list = (*rel).indexlist;
-        if !list.is_null() {
-            for i in 0..(*list).length as usize {
-                let info = (*(*list).elements.add(i)).ptr_value as *mut pg_sys::IndexOptInfo;
-                let oid = (*info).indexoid.to_u32();
-                let im = m.pk.iter().chain(m.secondary.iter()).find(|x| x.oid == oid);
-                let ordered = im.is_some_and(|im| im.is_pk && !im.hashed && im.cols.iter().all(|c| c.ordered));
-                if !ordered {
-                    (*info).sortopfamily = std::ptr::null_mut();
+    // SAFETY: PostgreSQL calls this as documented (# Safety).
+    unsafe {
+        if let Some(prev) = PREV.get().copied().flatten() {
+            prev(root, relid, inhparent, rel);
+        }
+        if inhparent {
+            return;
+        }
+        let r = pg_sys::table_open(relid, pg_sys::NoLock as pg_sys::LOCKMODE);
+        if meta::is_pinax_table(r) {
+            let m = meta::table_meta(r).or_raise();
+            index::ensure_patched(r, &m);
+            (*rel).rel_parallel_workers = 0;
+            let list = (*rel).indexlist;
+            if !list.is_null() {
+                for i in 0..(*list).length as usize {
+                    let info = (*(*list).elements.add(i)).ptr_value as *mut pg_sys::IndexOptInfo;
+                    let oid = (*info).indexoid.to_u32();
+                    let im = m.pk.iter().chain(m.secondary.iter()).find(|x| x.oid == oid);
+                    let ordered = im.is_some_and(|im| im.is_pk && !im.hashed && im.cols.iter().all(|c| c.ordered));
+                    if !ordered {
+                        (*info).sortopfamily = std::ptr::null_mut();
+                    }
+                    for c in 0..(*info).ncolumns as usize {
+                        let att = *(*info).indexkeys.add(c) as i16;
+                        *(*info).canreturn.add(c) = im.is_some_and(|im| index::scan::can_return(im, c, att));
+                    }
+                    (*info).amhasgetbitmap = false;
+                    (*info).amcanparallel = false;
+                    (*info).amcanmarkpos = false;
+                    // Keeps get_actual_variable_range (selectivity) from running an
+                    // index-only btree scan of it (it would also read sortopfamily).
+                    (*info).hypothetical = true;
                 }
-                for c in 0..(*info).ncolumns as usize {
-                    let att = *(*info).indexkeys.add(c) as i16;
-                    *(*info).canreturn.add(c) = im.is_some_and(|im| index::scan::can_return(im, c, att));
-                }
-                (*info).amhasgetbitmap = false;
-                (*info).amcanparallel = false;
-                (*info).amcanmarkpos = false;
-                // Keeps get_actual_variable_range (selectivity) from running an
-                // index-only btree scan of it (it would also read sortopfamily).
-                (*info).hypothetical = true;
             }
         }
+        pg_sys::table_close(r, pg_sys::NoLock as pg_sys::LOCKMODE);
     }
-    pg_sys::table_close(r, pg_sys::NoLock as pg_sys::LOCKMODE);
 }

@@ -10,10 +10,17 @@ use pgrx::pg_sys;
 /// # Safety
 /// Only while loading shared_preload_libraries in the postmaster.
 pub unsafe fn install() {
-    pg_sys::CacheRegisterRelcacheCallback(Some(relcache_callback), pg_sys::Datum::from(0usize));
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        pg_sys::CacheRegisterRelcacheCallback(Some(relcache_callback), pg_sys::Datum::from(0usize));
+    }
 }
 
 /// Relcache invalidation of `relid` (0: every relation).
+///
+/// # Safety
+/// Called only by PostgreSQL, as the relcache invalidation callback
+/// (`CacheRegisterRelcacheCallback`).
 #[pg_guard]
 unsafe extern "C-unwind" fn relcache_callback(_arg: pg_sys::Datum, relid: pg_sys::Oid) {
     let relid = relid.to_u32();

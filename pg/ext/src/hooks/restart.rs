@@ -118,10 +118,13 @@ unsafe extern "C-unwind" {
 /// # Safety
 /// Only while loading shared_preload_libraries in the postmaster.
 pub unsafe fn install() {
-    let _ = PREV_RUN.set(pg_sys::ExecutorRun_hook);
-    pg_sys::ExecutorRun_hook = Some(executor_run);
-    let _ = PREV_FINISH.set(pg_sys::ExecutorFinish_hook);
-    pg_sys::ExecutorFinish_hook = Some(executor_finish);
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        let _ = PREV_RUN.set(pg_sys::ExecutorRun_hook);
+        pg_sys::ExecutorRun_hook = Some(executor_run);
+        let _ = PREV_FINISH.set(pg_sys::ExecutorFinish_hook);
+        pg_sys::ExecutorFinish_hook = Some(executor_finish);
+    }
 }
 
 /// Forget per-transaction state (at transaction end).
@@ -196,33 +199,49 @@ pub fn subxact_aborted() {
 
 // Errors are not caught here: they jump over these frames (which own nothing to
 // drop) with their ErrorData intact; the depth is repaired at (sub)transaction abort.
+/// The `ExecutorRun_hook`.
+///
+/// # Safety
+/// Called only by PostgreSQL, as `ExecutorRun_hook`, with the arguments that
+/// hook gets.
 #[pg_guard]
 unsafe extern "C-unwind" fn executor_run(qd: *mut pg_sys::QueryDesc, direction: pg_sys::ScanDirection::Type, count: u64, execute_once: bool) {
-    let d = depth();
-    if d == 0 && restartable(qd, count, execute_once) {
-        set_depth(1);
-        run_restarting(qd, direction);
-        set_depth(0);
-        return;
+    // SAFETY: PostgreSQL calls this as documented (# Safety).
+    unsafe {
+        let d = depth();
+        if d == 0 && restartable(qd, count, execute_once) {
+            set_depth(1);
+            run_restarting(qd, direction);
+            set_depth(0);
+            return;
+        }
+        set_depth(d + 1);
+        match PREV_RUN.get().copied().flatten() {
+            Some(prev) => prev(qd, direction, count, execute_once),
+            None => raw_standard_executor_run(qd, direction, count, execute_once),
+        }
+        set_depth(d);
     }
-    set_depth(d + 1);
-    match PREV_RUN.get().copied().flatten() {
-        Some(prev) => prev(qd, direction, count, execute_once),
-        None => raw_standard_executor_run(qd, direction, count, execute_once),
-    }
-    set_depth(d);
 }
 
+/// The `ExecutorFinish_hook`.
+///
+/// # Safety
+/// Called only by PostgreSQL, as `ExecutorFinish_hook`, with the arguments that
+/// hook gets.
 #[pg_guard]
 unsafe extern "C-unwind" fn executor_finish(qd: *mut pg_sys::QueryDesc) {
-    let key = qd as usize;
-    if RAN_ELSEWHERE.with(|r| r.borrow().contains(&key)) && !(*qd).estate.is_null() {
-        // The writable CTEs ran in the copy: do not run them to completion here.
-        (*(*qd).estate).es_auxmodifytables = std::ptr::null_mut();
-    }
-    match PREV_FINISH.get().copied().flatten() {
-        Some(prev) => prev(qd),
-        None => raw_standard_executor_finish(qd),
+    // SAFETY: PostgreSQL calls this as documented (# Safety).
+    unsafe {
+        let key = qd as usize;
+        if RAN_ELSEWHERE.with(|r| r.borrow().contains(&key)) && !(*qd).estate.is_null() {
+            // The writable CTEs ran in the copy: do not run them to completion here.
+            (*(*qd).estate).es_auxmodifytables = std::ptr::null_mut();
+        }
+        match PREV_FINISH.get().copied().flatten() {
+            Some(prev) => prev(qd),
+            None => raw_standard_executor_finish(qd),
+        }
     }
 }
 
@@ -239,48 +258,61 @@ pub fn forget(qd: *mut pg_sys::QueryDesc) {
 }
 
 /// Whether this top-level run may meet a write conflict and can be run again.
+///
+/// # Safety
+/// `qd` must be a valid `QueryDesc`. Calls into PostgreSQL: only in a backend,
+/// where its errors can be raised.
 unsafe fn restartable(qd: *mut pg_sys::QueryDesc, count: u64, execute_once: bool) -> bool {
-    use pg_sys::CmdType::*;
-    if count != 0 || guc::statement_restarts() == 0 || !(execute_once || fetched_once(qd)) {
-        return false;
-    }
-    if (*qd).instrument_options != 0 || !(*qd).totaltime.is_null() || (*qd).estate.is_null() {
-        return false;
-    }
-    let ps = (*qd).plannedstmt;
-    if plain_select(ps) {
-        // Its only conflict is a read restart it could not take in place (none on
-        // a lone node: no uncertainty windows there); under REPEATABLE READ and
-        // SERIALIZABLE only while the transaction's read time is still free to
-        // move (nothing read or written at it yet).
-        return guc::output_buffer_size() > 0
-            && (state::with(|b| b.reads_uncertain()) || guc::hold_selects_always())
-            && !primary_key_lookup(ps)
-            && (pg_sys::XactIsoLevel < pg_sys::XACT_REPEATABLE_READ as i32 || state::with(|b| b.read_time_unused()))
-            && any_relation(ps, pg_sys::AccessShareLock, |rel| meta::is_pinax_table(rel));
-    }
-    if pg_sys::XactIsoLevel >= pg_sys::XACT_REPEATABLE_READ as i32 {
-        return false;
-    }
-    if crate::customscan::write_by_key::writes_by_key((*qd).planstate) {
-        // One storage write that waits for blockers and re-reads on its own.
-        return false;
-    }
-    match (*ps).commandType {
-        CMD_UPDATE | CMD_DELETE | CMD_MERGE => pinax_relation(ps, false),
-        // A plain INSERT only races on uniqueness (it waits, then reports 23505),
-        // unless triggers read: a foreign-key check locks the parent row.
-        CMD_INSERT if insert_on_conflict(ps) || (*ps).hasModifyingCTE => pinax_relation(ps, false),
-        CMD_INSERT => pinax_relation(ps, true),
-        CMD_SELECT if !(*ps).rowMarks.is_null() || (*ps).hasModifyingCTE => pinax_relation(ps, false),
-        _ => false,
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        use pg_sys::CmdType::*;
+        if count != 0 || guc::statement_restarts() == 0 || !(execute_once || fetched_once(qd)) {
+            return false;
+        }
+        if (*qd).instrument_options != 0 || !(*qd).totaltime.is_null() || (*qd).estate.is_null() {
+            return false;
+        }
+        let ps = (*qd).plannedstmt;
+        if plain_select(ps) {
+            // Its only conflict is a read restart it could not take in place (none on
+            // a lone node: no uncertainty windows there); under REPEATABLE READ and
+            // SERIALIZABLE only while the transaction's read time is still free to
+            // move (nothing read or written at it yet).
+            return guc::output_buffer_size() > 0
+                && (state::with(|b| b.reads_uncertain()) || guc::hold_selects_always())
+                && !primary_key_lookup(ps)
+                && (pg_sys::XactIsoLevel < pg_sys::XACT_REPEATABLE_READ as i32 || state::with(|b| b.read_time_unused()))
+                && any_relation(ps, pg_sys::AccessShareLock, |rel| meta::is_pinax_table(rel));
+        }
+        if pg_sys::XactIsoLevel >= pg_sys::XACT_REPEATABLE_READ as i32 {
+            return false;
+        }
+        if crate::customscan::write_by_key::writes_by_key((*qd).planstate) {
+            // One storage write that waits for blockers and re-reads on its own.
+            return false;
+        }
+        match (*ps).commandType {
+            CMD_UPDATE | CMD_DELETE | CMD_MERGE => pinax_relation(ps, false),
+            // A plain INSERT only races on uniqueness (it waits, then reports 23505),
+            // unless triggers read: a foreign-key check locks the parent row.
+            CMD_INSERT if insert_on_conflict(ps) || (*ps).hasModifyingCTE => pinax_relation(ps, false),
+            CMD_INSERT => pinax_relation(ps, true),
+            CMD_SELECT if !(*ps).rowMarks.is_null() || (*ps).hasModifyingCTE => pinax_relation(ps, false),
+            _ => false,
+        }
     }
 }
 
 /// A SELECT that neither locks rows nor writes (through a data-modifying WITH): its
 /// output can be held back and the whole statement run again.
+///
+/// # Safety
+/// `ps` must be a valid `PlannedStmt`.
 unsafe fn plain_select(ps: *mut pg_sys::PlannedStmt) -> bool {
-    (*ps).commandType == pg_sys::CmdType::CMD_SELECT && (*ps).rowMarks.is_null() && !(*ps).hasModifyingCTE
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        (*ps).commandType == pg_sys::CmdType::CMD_SELECT && (*ps).rowMarks.is_null() && !(*ps).hasModifyingCTE
+    }
 }
 
 /// Whether the statement is one primary-key lookup and nothing else: an index scan
@@ -289,91 +321,124 @@ unsafe fn plain_select(ps: *mut pg_sys::PlannedStmt) -> bool {
 /// read time). Its single read restarts in place (nothing was read before it), so
 /// it needs no re-run and skips the wrapper's cost (a subtransaction, a second
 /// executor start, a copy of its row).
+///
+/// # Safety
+/// `ps` must be a valid `PlannedStmt`. Calls into PostgreSQL: only in a
+/// backend, where its errors can be raised.
 unsafe fn primary_key_lookup(ps: *mut pg_sys::PlannedStmt) -> bool {
-    use pg_sys::NodeTag::{T_IndexOnlyScan, T_IndexScan};
-    let plan = (*ps).planTree;
-    if plan.is_null() || !(*ps).subplans.is_null() && (*(*ps).subplans).length > 0 || !(*plan).initPlan.is_null() {
-        return false;
-    }
-    let (indexid, quals) = match (*plan).type_ {
-        T_IndexScan => {
-            let ix = plan as *mut pg_sys::IndexScan;
-            ((*ix).indexid, (*ix).indexqual)
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        use pg_sys::NodeTag::{T_IndexOnlyScan, T_IndexScan};
+        let plan = (*ps).planTree;
+        if plan.is_null() || !(*ps).subplans.is_null() && (*(*ps).subplans).length > 0 || !(*plan).initPlan.is_null() {
+            return false;
         }
-        T_IndexOnlyScan => {
-            let ix = plan as *mut pg_sys::IndexOnlyScan;
-            ((*ix).indexid, (*ix).indexqual)
+        let (indexid, quals) = match (*plan).type_ {
+            T_IndexScan => {
+                let ix = plan as *mut pg_sys::IndexScan;
+                ((*ix).indexid, (*ix).indexqual)
+            }
+            T_IndexOnlyScan => {
+                let ix = plan as *mut pg_sys::IndexOnlyScan;
+                ((*ix).indexid, (*ix).indexqual)
+            }
+            _ => return false,
+        };
+        if quals.is_null() || pg_sys::contain_mutable_functions((*plan).targetlist as *mut pg_sys::Node) || pg_sys::contain_mutable_functions((*plan).qual as *mut pg_sys::Node) {
+            return false;
         }
-        _ => return false,
-    };
-    if quals.is_null() || pg_sys::contain_mutable_functions((*plan).targetlist as *mut pg_sys::Node) || pg_sys::contain_mutable_functions((*plan).qual as *mut pg_sys::Node) {
-        return false;
-    }
-    let index = pg_sys::RelationIdGetRelation(indexid);
-    if index.is_null() {
-        return false;
-    }
-    let form = (*index).rd_index;
-    let point = !form.is_null() && (*form).indisprimary && {
-        let heap = pg_sys::RelationIdGetRelation((*form).indrelid);
-        let pinax = !heap.is_null() && meta::is_pinax_table(heap);
-        if !heap.is_null() {
-            pg_sys::RelationClose(heap);
+        let index = pg_sys::RelationIdGetRelation(indexid);
+        if index.is_null() {
+            return false;
         }
-        pinax
-    };
-    // Each key column exactly once, by an equality operator of its family.
-    let point = point && crate::customscan::write_by_key::primary_key_equalities(quals, index).is_some();
-    pg_sys::RelationClose(index);
-    point
+        let form = (*index).rd_index;
+        let point = !form.is_null() && (*form).indisprimary && {
+            let heap = pg_sys::RelationIdGetRelation((*form).indrelid);
+            let pinax = !heap.is_null() && meta::is_pinax_table(heap);
+            if !heap.is_null() {
+                pg_sys::RelationClose(heap);
+            }
+            pinax
+        };
+        // Each key column exactly once, by an equality operator of its family.
+        let point = point && crate::customscan::write_by_key::primary_key_equalities(quals, index).is_some();
+        pg_sys::RelationClose(index);
+        point
+    }
 }
 
 /// Whether `qd` is the query of the active portal, run to completion by its first
 /// fetch (PostgreSQL 15 runs SELECTs with `execute_once` false even then): such a
 /// portal is at its end afterwards and runs no more. (A DECLAREd cursor is fetched
 /// from inside a utility command, see [`Nested`].)
+///
+/// # Safety
+/// `qd` must be a valid `QueryDesc`.
 unsafe fn fetched_once(qd: *mut pg_sys::QueryDesc) -> bool {
-    let p = pg_sys::ActivePortal;
-    !p.is_null() && (*p).queryDesc == qd && (*p).atStart && (*p).cursorOptions & (pg_sys::CURSOR_OPT_SCROLL | pg_sys::CURSOR_OPT_HOLD) as i32 == 0
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        let p = pg_sys::ActivePortal;
+        !p.is_null() && (*p).queryDesc == qd && (*p).atStart && (*p).cursorOptions & (pg_sys::CURSOR_OPT_SCROLL | pg_sys::CURSOR_OPT_HOLD) as i32 == 0
+    }
 }
 
+/// Whether `ps` is an INSERT ... ON CONFLICT.
+///
+/// # Safety
+/// `ps` must be a valid `PlannedStmt`.
 unsafe fn insert_on_conflict(ps: *mut pg_sys::PlannedStmt) -> bool {
-    let plan = (*ps).planTree;
-    if plan.is_null() || (*plan).type_ != pg_sys::NodeTag::T_ModifyTable {
-        return false;
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        let plan = (*ps).planTree;
+        if plan.is_null() || (*plan).type_ != pg_sys::NodeTag::T_ModifyTable {
+            return false;
+        }
+        (*(plan as *mut pg_sys::ModifyTable)).onConflictAction != pg_sys::OnConflictAction::ONCONFLICT_NONE
     }
-    (*(plan as *mut pg_sys::ModifyTable)).onConflictAction != pg_sys::OnConflictAction::ONCONFLICT_NONE
 }
 
 /// Whether any relation of the statement locked at least `lockmode` (ROW SHARE:
 /// locked rows; ROW EXCLUSIVE: written) satisfies `test`.
+///
+/// # Safety
+/// `ps` must be a valid `PlannedStmt`. Calls into PostgreSQL: only in a
+/// backend, where its errors can be raised.
 unsafe fn any_relation(ps: *mut pg_sys::PlannedStmt, lockmode: u32, test: impl Fn(pg_sys::Relation) -> bool) -> bool {
-    let rtable = (*ps).rtable;
-    if rtable.is_null() {
-        return false;
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        let rtable = (*ps).rtable;
+        if rtable.is_null() {
+            return false;
+        }
+        for i in 0..(*rtable).length as usize {
+            let rte = (*(*rtable).elements.add(i)).ptr_value as *mut pg_sys::RangeTblEntry;
+            if (*rte).rtekind != pg_sys::RTEKind::RTE_RELATION || (*rte).rellockmode < lockmode as i32 {
+                continue;
+            }
+            let rel = pg_sys::RelationIdGetRelation((*rte).relid);
+            if rel.is_null() {
+                continue;
+            }
+            let found = test(rel);
+            pg_sys::RelationClose(rel);
+            if found {
+                return true;
+            }
+        }
+        false
     }
-    for i in 0..(*rtable).length as usize {
-        let rte = (*(*rtable).elements.add(i)).ptr_value as *mut pg_sys::RangeTblEntry;
-        if (*rte).rtekind != pg_sys::RTEKind::RTE_RELATION || (*rte).rellockmode < lockmode as i32 {
-            continue;
-        }
-        let rel = pg_sys::RelationIdGetRelation((*rte).relid);
-        if rel.is_null() {
-            continue;
-        }
-        let found = test(rel);
-        pg_sys::RelationClose(rel);
-        if found {
-            return true;
-        }
-    }
-    false
 }
 
 /// Whether a relation the statement writes or locks is a Pinax table
 /// (`with_triggers`: one that has triggers).
+///
+/// # Safety
+/// `ps` must be a valid `PlannedStmt`.
 unsafe fn pinax_relation(ps: *mut pg_sys::PlannedStmt, with_triggers: bool) -> bool {
-    any_relation(ps, pg_sys::RowShareLock, |rel| meta::is_pinax_table(rel) && (!with_triggers || (*(*rel).rd_rel).relhastriggers))
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        any_relation(ps, pg_sys::RowShareLock, |rel| meta::is_pinax_table(rel) && (!with_triggers || (*(*rel).rd_rel).relhastriggers))
+    }
 }
 
 /// How an attempt failed: an error raised while it ran, or its writes refused.
@@ -392,14 +457,21 @@ unsafe extern "C-unwind" {
 /// Whether the next protocol message, already received, is Sync. Never waits for
 /// the client. (pq_peekbyte expects to be inside a message read, as the main loop
 /// is when it reads one; between messages nothing else is.)
+///
+/// # Safety
+/// Only in a backend's main loop, between protocol messages (calls libpq's
+/// message-reading functions).
 unsafe fn sync_is_next() -> bool {
-    if !pq_buffer_has_data() {
-        return false;
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        if !pq_buffer_has_data() {
+            return false;
+        }
+        pq_startmsgread();
+        let next = pq_peekbyte();
+        pq_endmsgread();
+        next == b'S' as c_int
     }
-    pq_startmsgread();
-    let next = pq_peekbyte();
-    pq_endmsgread();
-    next == b'S' as c_int
 }
 
 /// Whether the restartable statement that just ran (inside its subtransaction) is
@@ -414,8 +486,14 @@ unsafe fn sync_is_next() -> bool {
 /// buffer (libpq sends Bind/Execute/Sync together). A pipeline that sends more
 /// before its Sync gets the storage transaction instead, so that a later failure
 /// still rolls this statement back.
+///
+/// # Safety
+/// `ps` must be a valid `PlannedStmt`.
 unsafe fn whole_transaction(ps: *mut pg_sys::PlannedStmt) -> bool {
-    whole_transaction_at(ps, 2)
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        whole_transaction_at(ps, 2)
+    }
 }
 
 /// Whether the top-level statement of `ps`, starting now (no subtransaction of
@@ -426,151 +504,176 @@ unsafe fn whole_transaction(ps: *mut pg_sys::PlannedStmt) -> bool {
 /// # Safety
 /// `ps` must be the running statement's plan; call from its executor.
 pub unsafe fn top_level_whole_transaction(ps: *mut pg_sys::PlannedStmt) -> bool {
-    depth() == 0 && !pg_sys::IsTransactionBlock() && whole_transaction_at(ps, 1)
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        depth() == 0 && !pg_sys::IsTransactionBlock() && whole_transaction_at(ps, 1)
+    }
 }
 
+/// Whether `ps`, run at transaction nesting level `nest_level`, is its whole
+/// transaction (see `whole_transaction`).
+///
+/// # Safety
+/// `ps` must be a valid `PlannedStmt`. Calls into PostgreSQL: only in a
+/// backend, where its errors can be raised.
 unsafe fn whole_transaction_at(ps: *mut pg_sys::PlannedStmt, nest_level: i32) -> bool {
-    if pg_sys::GetCurrentTransactionNestLevel() != nest_level || IN_STATEMENTS.with(|c| c.get()) > 0 {
-        return false;
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        if pg_sys::GetCurrentTransactionNestLevel() != nest_level || IN_STATEMENTS.with(|c| c.get()) > 0 {
+            return false;
+        }
+        if pg_sys::XactLastRecEnd != 0 {
+            // It wrote PostgreSQL WAL (heap tables, through a trigger): let PostgreSQL's
+            // commit and the storage transaction's go together. (A transaction id alone
+            // is fine: INSERT ... ON CONFLICT takes one for its speculative insertion.)
+            return false;
+        }
+        let p = pg_sys::ActivePortal;
+        if p.is_null() {
+            return false;
+        }
+        // exec_simple_query hides its portals; Bind's are visible (pg_cursors).
+        let simple = !(*p).visible;
+        (simple || sync_is_next()) && !deferrable_triggers(ps)
     }
-    if pg_sys::XactLastRecEnd != 0 {
-        // It wrote PostgreSQL WAL (heap tables, through a trigger): let PostgreSQL's
-        // commit and the storage transaction's go together. (A transaction id alone
-        // is fine: INSERT ... ON CONFLICT takes one for its speculative insertion.)
-        return false;
-    }
-    let p = pg_sys::ActivePortal;
-    if p.is_null() {
-        return false;
-    }
-    // exec_simple_query hides its portals; Bind's are visible (pg_cursors).
-    let simple = !(*p).visible;
-    (simple || sync_is_next()) && !deferrable_triggers(ps)
 }
 
 /// Whether a table the statement writes has a deferrable trigger (a DEFERRABLE
 /// constraint's check may run at commit, after an early write).
+///
+/// # Safety
+/// `ps` must be a valid `PlannedStmt`.
 unsafe fn deferrable_triggers(ps: *mut pg_sys::PlannedStmt) -> bool {
-    any_relation(ps, pg_sys::RowExclusiveLock, |rel| {
-        let td = (*rel).trigdesc;
-        !td.is_null() && (0..(*td).numtriggers as usize).any(|t| (*(*td).triggers.add(t)).tgdeferrable)
-    })
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        any_relation(ps, pg_sys::RowExclusiveLock, |rel| {
+            let td = (*rel).trigdesc;
+            !td.is_null() && (0..(*td).numtriggers as usize).any(|t| (*(*td).triggers.add(t)).tgdeferrable)
+        })
+    }
 }
 
 /// Run the statement of `qd` in a restartable copy (see the module header).
+///
+/// # Safety
+/// `qd` must be a valid `QueryDesc`. Calls into PostgreSQL: only in a backend,
+/// where its errors can be raised.
 unsafe fn run_restarting(qd: *mut pg_sys::QueryDesc, direction: pg_sys::ScanDirection::Type) {
-    let ps = (*qd).plannedstmt;
-    // A plain SELECT holds its output back only up to pinax.output_buffer_size
-    // (then sends it, and can no longer run again); statements that write collect
-    // all of it (sending any before their writes are accepted would be wrong).
-    let held = plain_select(ps);
-    let send = !held && ((*ps).commandType == pg_sys::CmdType::CMD_SELECT || (*ps).hasReturning);
-    if held && pg_sys::message_level_is_interesting(pg_sys::DEBUG2 as i32) {
-        pgrx::debug2!("pinax: the SELECT's rows are held back, so that it can run again after a read restart");
-    }
-    let eflags = (*(*qd).estate).es_top_eflags;
-    let outer = pg_sys::CurrentMemoryContext;
-    let owner = pg_sys::CurrentResourceOwner;
-    let max = guc::statement_restarts();
-    let mut restarts = 0;
-    let in_block = pg_sys::IsTransactionBlock();
-    loop {
-        // Everything of one attempt lives in its own context (the tuplestore too:
-        // a file it spilled to belongs to the subtransaction and is closed when that
-        // aborts).
-        let cxt = pg_sys::AllocSetContextCreateInternal(outer, c"pinax statement attempt".as_ptr(), 0, 8 * 1024, 8 * 1024 * 1024);
-        pg_sys::BeginInternalSubTransaction(std::ptr::null());
-        pg_sys::MemoryContextSwitchTo(cxt);
-        let store = if send { pg_sys::tuplestore_begin_heap(false, false, pg_sys::work_mem) } else { std::ptr::null_mut() };
-        let holder = if held { HeldOutput::create(cxt, qd) } else { std::ptr::null_mut() };
-        let dest = if send {
-            let d = pg_sys::CreateDestReceiver(pg_sys::CommandDest::DestTuplestore);
-            SetTuplestoreDestReceiverParams(d, store, cxt, false, std::ptr::null_mut(), std::ptr::null());
-            d
-        } else if held {
-            holder as *mut pg_sys::DestReceiver
-        } else {
-            (*qd).dest
-        };
-        let copy = pg_sys::CreateQueryDesc(ps, (*qd).sourceText, (*qd).snapshot, (*qd).crosscheck_snapshot, dest, (*qd).params, (*qd).queryEnv, 0);
-        crate::error::clear_restartable();
-        COPY.with(|c| c.set(copy as usize));
-        let mut processed: u64 = 0;
-        let processed_ptr: *mut u64 = &mut processed;
-        let res = crate::pgtry::try_keep_error(outer, || {
-            raw_executor_start(copy, eflags);
-            raw_executor_run(copy, direction, 0, true);
-            *processed_ptr = (*(*copy).estate).es_processed;
-            raw_executor_finish(copy);
-            raw_executor_end(copy);
-            // Unregisters its snapshots (on an error, the subtransaction's abort does).
-            raw_free_query_desc(copy);
-        });
-        COPY.with(|c| c.set(0));
-        // The statement's writes, sent while it can still run again.
-        let res = match res {
-            Ok(()) => {
-                // Waiting for another transaction may end in an error raised right
-                // here (lock_timeout, cancel): the internal subtransaction must be
-                // gone before it reaches PostgreSQL, which would otherwise take it
-                // for a user's savepoint and leave the transaction aborted.
-                let sent = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    let whole = !in_block && whole_transaction(ps);
-                    state::with(|b| b.finish_statement(whole))
-                }));
-                match sent {
-                    Ok(Ok(())) => Ok(()),
-                    Ok(Err(e)) => Err(Failure::Flush(e)),
-                    Err(raised) => {
-                        abort_attempt(outer, owner, cxt);
-                        set_depth(0);
-                        std::panic::resume_unwind(raised);
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        let ps = (*qd).plannedstmt;
+        // A plain SELECT holds its output back only up to pinax.output_buffer_size
+        // (then sends it, and can no longer run again); statements that write collect
+        // all of it (sending any before their writes are accepted would be wrong).
+        let held = plain_select(ps);
+        let send = !held && ((*ps).commandType == pg_sys::CmdType::CMD_SELECT || (*ps).hasReturning);
+        if held && pg_sys::message_level_is_interesting(pg_sys::DEBUG2 as i32) {
+            pgrx::debug2!("pinax: the SELECT's rows are held back, so that it can run again after a read restart");
+        }
+        let eflags = (*(*qd).estate).es_top_eflags;
+        let outer = pg_sys::CurrentMemoryContext;
+        let owner = pg_sys::CurrentResourceOwner;
+        let max = guc::statement_restarts();
+        let mut restarts = 0;
+        let in_block = pg_sys::IsTransactionBlock();
+        loop {
+            // Everything of one attempt lives in its own context (the tuplestore too:
+            // a file it spilled to belongs to the subtransaction and is closed when that
+            // aborts).
+            let cxt = pg_sys::AllocSetContextCreateInternal(outer, c"pinax statement attempt".as_ptr(), 0, 8 * 1024, 8 * 1024 * 1024);
+            pg_sys::BeginInternalSubTransaction(std::ptr::null());
+            pg_sys::MemoryContextSwitchTo(cxt);
+            let store = if send { pg_sys::tuplestore_begin_heap(false, false, pg_sys::work_mem) } else { std::ptr::null_mut() };
+            let holder = if held { HeldOutput::create(cxt, qd) } else { std::ptr::null_mut() };
+            let dest = if send {
+                let d = pg_sys::CreateDestReceiver(pg_sys::CommandDest::DestTuplestore);
+                SetTuplestoreDestReceiverParams(d, store, cxt, false, std::ptr::null_mut(), std::ptr::null());
+                d
+            } else if held {
+                holder as *mut pg_sys::DestReceiver
+            } else {
+                (*qd).dest
+            };
+            let copy = pg_sys::CreateQueryDesc(ps, (*qd).sourceText, (*qd).snapshot, (*qd).crosscheck_snapshot, dest, (*qd).params, (*qd).queryEnv, 0);
+            crate::error::clear_restartable();
+            COPY.with(|c| c.set(copy as usize));
+            let mut processed: u64 = 0;
+            let processed_ptr: *mut u64 = &mut processed;
+            let res = crate::pgtry::try_keep_error(outer, || {
+                raw_executor_start(copy, eflags);
+                raw_executor_run(copy, direction, 0, true);
+                *processed_ptr = (*(*copy).estate).es_processed;
+                raw_executor_finish(copy);
+                raw_executor_end(copy);
+                // Unregisters its snapshots (on an error, the subtransaction's abort does).
+                raw_free_query_desc(copy);
+            });
+            COPY.with(|c| c.set(0));
+            // The statement's writes, sent while it can still run again.
+            let res = match res {
+                Ok(()) => {
+                    // Waiting for another transaction may end in an error raised right
+                    // here (lock_timeout, cancel): the internal subtransaction must be
+                    // gone before it reaches PostgreSQL, which would otherwise take it
+                    // for a user's savepoint and leave the transaction aborted.
+                    let sent = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        let whole = !in_block && whole_transaction(ps);
+                        state::with(|b| b.finish_statement(whole))
+                    }));
+                    match sent {
+                        Ok(Ok(())) => Ok(()),
+                        Ok(Err(e)) => Err(Failure::Flush(e)),
+                        Err(raised) => {
+                            abort_attempt(outer, owner, cxt);
+                            set_depth(0);
+                            std::panic::resume_unwind(raised);
+                        }
                     }
                 }
-            }
-            Err(edata) => Err(Failure::Error(edata)),
-        };
-        match res {
-            Ok(()) => {
-                pg_sys::ReleaseCurrentSubTransaction();
-                pg_sys::MemoryContextSwitchTo(outer);
-                pg_sys::CurrentResourceOwner = owner;
-                if send {
-                    replay(store, qd);
-                    pg_sys::tuplestore_end(store);
-                }
-                if held {
-                    HeldOutput::finish(holder);
-                }
-                pg_sys::MemoryContextDelete(cxt);
-                (*(*qd).estate).es_processed = processed;
-                RAN_ELSEWHERE.with(|r| r.borrow_mut().push(qd as usize));
-                return;
-            }
-            Err(failure) => {
-                // Rows already sent: the client would see them twice.
-                let sent_rows = held && (*holder).sent;
-                abort_attempt(outer, owner, cxt);
-                let conflict = !sent_rows && match &failure {
-                    Failure::Error(edata) => (**edata).sqlerrcode == crate::error::sqlstate_code("40001") as i32 && crate::error::was_restartable(*edata),
-                    Failure::Flush(e) => crate::error::restartable(e.error.code()),
-                };
-                if conflict && restarts < max {
-                    restarts += 1;
-                    if let Failure::Error(edata) = failure {
-                        pg_sys::FreeErrorData(edata);
+                Err(edata) => Err(Failure::Error(edata)),
+            };
+            match res {
+                Ok(()) => {
+                    pg_sys::ReleaseCurrentSubTransaction();
+                    pg_sys::MemoryContextSwitchTo(outer);
+                    pg_sys::CurrentResourceOwner = owner;
+                    if send {
+                        replay(store, qd);
+                        pg_sys::tuplestore_end(store);
                     }
-                    pgrx::debug1!("pinax: write conflict or read restart; running the statement again (restart {restarts})");
-                    state::with(|b| b.restart_statement());
-                    pg_sys::check_for_interrupts!();
-                    continue;
+                    if held {
+                        HeldOutput::finish(holder);
+                    }
+                    pg_sys::MemoryContextDelete(cxt);
+                    (*(*qd).estate).es_processed = processed;
+                    RAN_ELSEWHERE.with(|r| r.borrow_mut().push(qd as usize));
+                    return;
                 }
-                set_depth(0);
-                match failure {
-                    // Straight to the next handler up, ErrorData intact (pgrx's
-                    // boundary would keep only some fields).
-                    Failure::Error(edata) => crate::pgtry::rethrow(edata),
-                    Failure::Flush(e) => crate::violation::raise(e),
+                Err(failure) => {
+                    // Rows already sent: the client would see them twice.
+                    let sent_rows = held && (*holder).sent;
+                    abort_attempt(outer, owner, cxt);
+                    let conflict = !sent_rows && match &failure {
+                        Failure::Error(edata) => (**edata).sqlerrcode == crate::error::sqlstate_code("40001") as i32 && crate::error::was_restartable(*edata),
+                        Failure::Flush(e) => crate::error::restartable(e.error.code()),
+                    };
+                    if conflict && restarts < max {
+                        restarts += 1;
+                        if let Failure::Error(edata) = failure {
+                            pg_sys::FreeErrorData(edata);
+                        }
+                        pgrx::debug1!("pinax: write conflict or read restart; running the statement again (restart {restarts})");
+                        state::with(|b| b.restart_statement());
+                        pg_sys::check_for_interrupts!();
+                        continue;
+                    }
+                    set_depth(0);
+                    match failure {
+                        // Straight to the next handler up, ErrorData intact (pgrx's
+                        // boundary would keep only some fields).
+                        Failure::Error(edata) => crate::pgtry::rethrow(edata),
+                        Failure::Flush(e) => crate::violation::raise(e),
+                    }
                 }
             }
         }
@@ -602,127 +705,180 @@ struct HeldOutput {
 
 impl HeldOutput {
     /// A receiver for `qd`'s statement, allocated in `cxt` (gone with it).
+    ///
+    /// # Safety
+    /// `cxt` must be a valid memory context, and `qd` a valid `QueryDesc`.
+    /// Calls into PostgreSQL: only in a backend, where its errors can be
+    /// raised.
     unsafe fn create(cxt: pg_sys::MemoryContext, qd: *mut pg_sys::QueryDesc) -> *mut HeldOutput {
-        let h = pg_sys::MemoryContextAllocZero(cxt, std::mem::size_of::<HeldOutput>()) as *mut HeldOutput;
-        (*h).base.receiveSlot = Some(held_receive);
-        (*h).base.rStartup = Some(held_startup);
-        (*h).base.rShutdown = Some(held_shutdown);
-        (*h).base.rDestroy = Some(held_shutdown);
-        (*h).base.mydest = pg_sys::CommandDest::DestNone;
-        (*h).real = (*qd).dest;
-        (*h).tupdesc = (*qd).tupDesc;
-        (*h).operation = (*(*qd).plannedstmt).commandType as c_int;
-        (*h).cxt = cxt;
-        (*h).limit = guc::output_buffer_size();
-        h
+        // SAFETY: the caller upholds this function's contract (# Safety).
+        unsafe {
+            let h = pg_sys::MemoryContextAllocZero(cxt, std::mem::size_of::<HeldOutput>()) as *mut HeldOutput;
+            (*h).base.receiveSlot = Some(held_receive);
+            (*h).base.rStartup = Some(held_startup);
+            (*h).base.rShutdown = Some(held_shutdown);
+            (*h).base.rDestroy = Some(held_shutdown);
+            (*h).base.mydest = pg_sys::CommandDest::DestNone;
+            (*h).real = (*qd).dest;
+            (*h).tupdesc = (*qd).tupDesc;
+            (*h).operation = (*(*qd).plannedstmt).commandType as c_int;
+            (*h).cxt = cxt;
+            (*h).limit = guc::output_buffer_size();
+            h
+        }
     }
 
     /// Start the real destination (once) and send it the rows held.
     /// Called from inside the executor (no Rust values owned here: an error
     /// jumps over this frame).
+    ///
+    /// # Safety
+    /// `h` must be a valid `HeldOutput`.
     unsafe fn release(h: *mut HeldOutput) {
-        let real = (*h).real;
-        if !(*h).sent {
-            (*h).sent = true;
-            if let Some(startup) = (*real).rStartup {
-                startup(real, (*h).operation, (*h).tupdesc);
+        // SAFETY: the caller upholds this function's contract (# Safety).
+        unsafe {
+            let real = (*h).real;
+            if !(*h).sent {
+                (*h).sent = true;
+                if let Some(startup) = (*real).rStartup {
+                    startup(real, (*h).operation, (*h).tupdesc);
+                }
             }
-        }
-        if (*h).len == 0 {
-            return;
-        }
-        let slot = raw_make_single_tuple_table_slot((*h).tupdesc, &pg_sys::TTSOpsMinimalTuple);
-        for i in 0..(*h).len {
-            // The slot frees each copy when cleared.
-            raw_exec_store_minimal_tuple(*(*h).rows.add(i), slot, true);
-            if let Some(receive) = (*real).receiveSlot {
-                receive(slot, real);
+            if (*h).len == 0 {
+                return;
             }
-            if let Some(clear) = (*(*slot).tts_ops).clear {
-                clear(slot);
+            let slot = raw_make_single_tuple_table_slot((*h).tupdesc, &pg_sys::TTSOpsMinimalTuple);
+            for i in 0..(*h).len {
+                // The slot frees each copy when cleared.
+                raw_exec_store_minimal_tuple(*(*h).rows.add(i), slot, true);
+                if let Some(receive) = (*real).receiveSlot {
+                    receive(slot, real);
+                }
+                if let Some(clear) = (*(*slot).tts_ops).clear {
+                    clear(slot);
+                }
             }
+            raw_exec_drop_single_tuple_table_slot(slot);
+            (*h).len = 0;
+            (*h).bytes = 0;
         }
-        raw_exec_drop_single_tuple_table_slot(slot);
-        (*h).len = 0;
-        (*h).bytes = 0;
     }
 
     /// The attempt succeeded: send what is held and end the real destination.
+    ///
+    /// # Safety
+    /// `h` must be a valid `HeldOutput`.
     unsafe fn finish(h: *mut HeldOutput) {
-        pg_sys::ffi::pg_guard_ffi_boundary(|| {
-            HeldOutput::release(h);
-            if let Some(shutdown) = (*(*h).real).rShutdown {
-                shutdown((*h).real);
-            }
-        });
+        // SAFETY: the caller upholds this function's contract (# Safety).
+        unsafe {
+            pg_sys::ffi::pg_guard_ffi_boundary(|| {
+                HeldOutput::release(h);
+                if let Some(shutdown) = (*(*h).real).rShutdown {
+                    shutdown((*h).real);
+                }
+            });
+        }
     }
 }
 
+/// `DestReceiver.rStartup` of the receiver holding a statement's output.
+///
+/// # Safety
+/// Called only by PostgreSQL, as `rStartup` of the `DestReceiver` this file
+/// made, with that receiver.
 unsafe extern "C-unwind" fn held_startup(_dest: *mut pg_sys::DestReceiver, _operation: c_int, _typeinfo: pg_sys::TupleDesc) {}
 
+/// `DestReceiver.rShutdown` of the receiver holding a statement's output.
+///
+/// # Safety
+/// Called only by PostgreSQL, as `rShutdown` of the `DestReceiver` this file
+/// made, with that receiver.
 unsafe extern "C-unwind" fn held_shutdown(_dest: *mut pg_sys::DestReceiver) {}
 
+/// `DestReceiver.receiveSlot` of the receiver holding a statement's output.
+///
+/// # Safety
+/// Called by PostgreSQL, as `receiveSlot` of the `DestReceiver` this file made,
+/// with that receiver; or directly by this module with arguments of the same
+/// kind.
 unsafe extern "C-unwind" fn held_receive(slot: *mut pg_sys::TupleTableSlot, dest: *mut pg_sys::DestReceiver) -> bool {
-    let h = dest as *mut HeldOutput;
-    if (*h).sent {
-        let real = (*h).real;
-        return match (*real).receiveSlot {
-            Some(receive) => receive(slot, real),
-            None => true,
+    // SAFETY: PostgreSQL calls this as documented (# Safety).
+    unsafe {
+        let h = dest as *mut HeldOutput;
+        if (*h).sent {
+            let real = (*h).real;
+            return match (*real).receiveSlot {
+                Some(receive) => receive(slot, real),
+                None => true,
+            };
+        }
+        let Some(copy) = (*(*slot).tts_ops).copy_minimal_tuple else {
+            // (Every slot type has it.)
+            HeldOutput::release(h);
+            return held_receive(slot, dest);
         };
+        let old = pg_sys::MemoryContextSwitchTo((*h).cxt);
+        if (*h).len == (*h).cap {
+            let cap = ((*h).cap * 2).max(64);
+            let size = cap * std::mem::size_of::<pg_sys::MinimalTuple>();
+            (*h).rows = if (*h).rows.is_null() { raw_palloc(size) } else { raw_repalloc((*h).rows as *mut std::ffi::c_void, size) } as *mut pg_sys::MinimalTuple;
+            (*h).cap = cap;
+        }
+        let row = copy(slot);
+        pg_sys::MemoryContextSwitchTo(old);
+        *(*h).rows.add((*h).len) = row;
+        (*h).len += 1;
+        (*h).bytes += (*row).t_len as usize;
+        if (*h).bytes > (*h).limit {
+            HeldOutput::release(h);
+        }
+        true
     }
-    let Some(copy) = (*(*slot).tts_ops).copy_minimal_tuple else {
-        // (Every slot type has it.)
-        HeldOutput::release(h);
-        return held_receive(slot, dest);
-    };
-    let old = pg_sys::MemoryContextSwitchTo((*h).cxt);
-    if (*h).len == (*h).cap {
-        let cap = ((*h).cap * 2).max(64);
-        let size = cap * std::mem::size_of::<pg_sys::MinimalTuple>();
-        (*h).rows = if (*h).rows.is_null() { raw_palloc(size) } else { raw_repalloc((*h).rows as *mut std::ffi::c_void, size) } as *mut pg_sys::MinimalTuple;
-        (*h).cap = cap;
-    }
-    let row = copy(slot);
-    pg_sys::MemoryContextSwitchTo(old);
-    *(*h).rows.add((*h).len) = row;
-    (*h).len += 1;
-    (*h).bytes += (*row).t_len as usize;
-    if (*h).bytes > (*h).limit {
-        HeldOutput::release(h);
-    }
-    true
 }
 
 /// Roll an attempt's internal subtransaction back and free its memory context,
 /// back in the caller's memory context and resource owner.
+///
+/// # Safety
+/// `outer` must be a valid memory context, and `cxt` a valid memory context.
+/// Calls into PostgreSQL: only in a backend, where its errors can be raised.
 unsafe fn abort_attempt(outer: pg_sys::MemoryContext, owner: pg_sys::ResourceOwner, cxt: pg_sys::MemoryContext) {
-    pg_sys::RollbackAndReleaseCurrentSubTransaction();
-    pg_sys::MemoryContextSwitchTo(outer);
-    pg_sys::CurrentResourceOwner = owner;
-    pg_sys::MemoryContextDelete(cxt);
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        pg_sys::RollbackAndReleaseCurrentSubTransaction();
+        pg_sys::MemoryContextSwitchTo(outer);
+        pg_sys::CurrentResourceOwner = owner;
+        pg_sys::MemoryContextDelete(cxt);
+    }
 }
 
 /// Send the collected output to the statement's real destination.
+///
+/// # Safety
+/// `store` must be a valid `Tuplestorestate`, and `qd` a valid `QueryDesc`.
+/// Calls into PostgreSQL: only in a backend, where its errors can be raised.
 unsafe fn replay(store: *mut pg_sys::Tuplestorestate, qd: *mut pg_sys::QueryDesc) {
-    let dest = (*qd).dest;
-    let tupdesc = (*qd).tupDesc;
-    let slot = pg_sys::MakeSingleTupleTableSlot(tupdesc, &pg_sys::TTSOpsMinimalTuple);
-    let op = (*(*qd).plannedstmt).commandType as c_int;
-    pg_sys::ffi::pg_guard_ffi_boundary(|| {
-        if let Some(startup) = (*dest).rStartup {
-            startup(dest, op, tupdesc);
-        }
-        while raw_tuplestore_gettupleslot(store, true, false, slot) {
-            if let Some(receive) = (*dest).receiveSlot {
-                if !receive(slot, dest) {
-                    break;
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        let dest = (*qd).dest;
+        let tupdesc = (*qd).tupDesc;
+        let slot = pg_sys::MakeSingleTupleTableSlot(tupdesc, &pg_sys::TTSOpsMinimalTuple);
+        let op = (*(*qd).plannedstmt).commandType as c_int;
+        pg_sys::ffi::pg_guard_ffi_boundary(|| {
+            if let Some(startup) = (*dest).rStartup {
+                startup(dest, op, tupdesc);
+            }
+            while raw_tuplestore_gettupleslot(store, true, false, slot) {
+                if let Some(receive) = (*dest).receiveSlot {
+                    if !receive(slot, dest) {
+                        break;
+                    }
                 }
             }
-        }
-        if let Some(shutdown) = (*dest).rShutdown {
-            shutdown(dest);
-        }
-    });
-    pg_sys::ExecDropSingleTupleTableSlot(slot);
+            if let Some(shutdown) = (*dest).rShutdown {
+                shutdown(dest);
+            }
+        });
+        pg_sys::ExecDropSingleTupleTableSlot(slot);
+    }
 }

@@ -26,8 +26,11 @@ use pgrx::pg_sys;
 /// # Safety
 /// Only while loading shared_preload_libraries in the postmaster.
 pub unsafe fn install() {
-    pg_sys::RegisterXactCallback(Some(xact_callback), std::ptr::null_mut());
-    pg_sys::RegisterSubXactCallback(Some(subxact_callback), std::ptr::null_mut());
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        pg_sys::RegisterXactCallback(Some(xact_callback), std::ptr::null_mut());
+        pg_sys::RegisterSubXactCallback(Some(subxact_callback), std::ptr::null_mut());
+    }
 }
 
 /// The relation file nodes PostgreSQL deletes as this transaction ends (`commit`:
@@ -86,84 +89,100 @@ fn drop_storage(names: Vec<String>) {
     }
 }
 
+/// The transaction callback registered with `RegisterXactCallback`.
+///
+/// # Safety
+/// Called only by PostgreSQL, as the callback registered with
+/// `RegisterXactCallback`.
 #[pg_guard]
 unsafe extern "C-unwind" fn xact_callback(event: pg_sys::XactEvent::Type, _arg: *mut std::ffi::c_void) {
-    use pg_sys::XactEvent::*;
-    match event {
-        XACT_EVENT_PRE_COMMIT | XACT_EVENT_PARALLEL_PRE_COMMIT => {
-            index::release_held();
-            // Look the access method up while catalog access is still allowed, for
-            // `deleted_file_nodes` at COMMIT (only in a database, and only when there
-            // is something to look at).
-            if pg_sys::MyDatabaseId.to_u32() != 0 && crate::meta::pinax_am_oid_cached().is_none() && !pending_file_nodes(true).is_empty() {
-                crate::meta::pinax_am_oid();
+    // SAFETY: PostgreSQL calls this as documented (# Safety).
+    unsafe {
+        use pg_sys::XactEvent::*;
+        match event {
+            XACT_EVENT_PRE_COMMIT | XACT_EVENT_PARALLEL_PRE_COMMIT => {
+                index::release_held();
+                // Look the access method up while catalog access is still allowed, for
+                // `deleted_file_nodes` at COMMIT (only in a database, and only when there
+                // is something to look at).
+                if pg_sys::MyDatabaseId.to_u32() != 0 && crate::meta::pinax_am_oid_cached().is_none() && !pending_file_nodes(true).is_empty() {
+                    crate::meta::pinax_am_oid();
+                }
+                if let Err(e) = state::with(|b| b.pre_commit()) {
+                    violation::raise(e);
+                }
+                // After the data: DDL is logged only if the rest can commit.
+                crate::ddl::publish();
             }
-            if let Err(e) = state::with(|b| b.pre_commit()) {
-                violation::raise(e);
+            XACT_EVENT_PRE_PREPARE if state::with(|b| b.has_buffered() || b.writes > 0) => {
+                error::not_supported("PREPARE TRANSACTION is not supported for transactions that wrote to Pinax tables");
             }
-            // After the data: DDL is logged only if the rest can commit.
-            crate::ddl::publish();
-        }
-        XACT_EVENT_PRE_PREPARE if state::with(|b| b.has_buffered() || b.writes > 0) => {
-            error::not_supported("PREPARE TRANSACTION is not supported for transactions that wrote to Pinax tables");
-        }
-        XACT_EVENT_COMMIT | XACT_EVENT_PARALLEL_COMMIT | XACT_EVENT_PREPARE => {
-            index::release_held();
-            super::restart::end_of_xact();
-            crate::update_deps::clear();
-            crate::ddl::end_of_xact();
-            state::with(|b| b.end_of_xact());
-            if event != XACT_EVENT_PREPARE {
-                drop_storage(deleted_file_nodes(true));
-                crate::sequence::commit();
+            XACT_EVENT_COMMIT | XACT_EVENT_PARALLEL_COMMIT | XACT_EVENT_PREPARE => {
+                index::release_held();
+                super::restart::end_of_xact();
+                crate::update_deps::clear();
+                crate::ddl::end_of_xact();
+                state::with(|b| b.end_of_xact());
+                if event != XACT_EVENT_PREPARE {
+                    drop_storage(deleted_file_nodes(true));
+                    crate::sequence::commit();
+                }
             }
+            XACT_EVENT_ABORT | XACT_EVENT_PARALLEL_ABORT => {
+                crate::limit::clear();
+                index::forget_held();
+                super::restart::end_of_xact();
+                crate::update_deps::clear();
+                crate::ddl::end_of_xact();
+                state::with(|b| b.end_of_xact());
+                drop_storage(deleted_file_nodes(false));
+                crate::sequence::abort();
+            }
+            _ => {}
         }
-        XACT_EVENT_ABORT | XACT_EVENT_PARALLEL_ABORT => {
-            crate::limit::clear();
-            index::forget_held();
-            super::restart::end_of_xact();
-            crate::update_deps::clear();
-            crate::ddl::end_of_xact();
-            state::with(|b| b.end_of_xact());
-            drop_storage(deleted_file_nodes(false));
-            crate::sequence::abort();
-        }
-        _ => {}
     }
 }
 
+/// The transaction callback registered with `RegisterSubXactCallback`.
+///
+/// # Safety
+/// Called only by PostgreSQL, as the callback registered with
+/// `RegisterSubXactCallback`.
 #[pg_guard]
 unsafe extern "C-unwind" fn subxact_callback(event: pg_sys::SubXactEvent::Type, my_subid: pg_sys::SubTransactionId, _parent: pg_sys::SubTransactionId, _arg: *mut std::ffi::c_void) {
-    use pg_sys::SubXactEvent::*;
-    match event {
-        SUBXACT_EVENT_START_SUB => {
-            super::restart::subxact_started();
-            let cid = pg_sys::GetCurrentCommandId(false);
-            if let Err(e) = state::with(|b| b.start_subxact(my_subid, cid)) {
-                violation::raise(e);
+    // SAFETY: PostgreSQL calls this as documented (# Safety).
+    unsafe {
+        use pg_sys::SubXactEvent::*;
+        match event {
+            SUBXACT_EVENT_START_SUB => {
+                super::restart::subxact_started();
+                let cid = pg_sys::GetCurrentCommandId(false);
+                if let Err(e) = state::with(|b| b.start_subxact(my_subid, cid)) {
+                    violation::raise(e);
+                }
             }
-        }
-        SUBXACT_EVENT_PRE_COMMIT_SUB => {
-            // Errors of the subtransaction's writes are raised inside it (an
-            // exception block catches them).
-            if let Err(e) = state::with(|b| b.flush()) {
-                violation::raise(e);
+            SUBXACT_EVENT_PRE_COMMIT_SUB => {
+                // Errors of the subtransaction's writes are raised inside it (an
+                // exception block catches them).
+                if let Err(e) = state::with(|b| b.flush()) {
+                    violation::raise(e);
+                }
             }
+            SUBXACT_EVENT_COMMIT_SUB => {
+                super::restart::subxact_committed();
+                state::with(|b| b.commit_subxact(my_subid));
+            }
+            SUBXACT_EVENT_ABORT_SUB => {
+                crate::limit::clear();
+                super::restart::subxact_aborted();
+                state::with(|b| b.abort_subxact(my_subid));
+                crate::ddl::subxact_aborted(my_subid);
+                crate::sequence::subxact_aborted(my_subid);
+                crate::update_deps::subxact_aborted(my_subid);
+                index::release_created_in(my_subid);
+                drop_storage(deleted_file_nodes(false));
+            }
+            _ => {}
         }
-        SUBXACT_EVENT_COMMIT_SUB => {
-            super::restart::subxact_committed();
-            state::with(|b| b.commit_subxact(my_subid));
-        }
-        SUBXACT_EVENT_ABORT_SUB => {
-            crate::limit::clear();
-            super::restart::subxact_aborted();
-            state::with(|b| b.abort_subxact(my_subid));
-            crate::ddl::subxact_aborted(my_subid);
-            crate::sequence::subxact_aborted(my_subid);
-            crate::update_deps::subxact_aborted(my_subid);
-            index::release_created_in(my_subid);
-            drop_storage(deleted_file_nodes(false));
-        }
-        _ => {}
     }
 }

@@ -22,121 +22,142 @@ use pinax_proto::{Request, Sharding, WriteOp};
 /// # Safety
 /// Valid open relations and index info, inside a transaction.
 pub unsafe fn build(heap: pg_sys::Relation, idx: pg_sys::Relation, ii: *mut pg_sys::IndexInfo) -> f64 {
-    hold_rel(idx);
-    // The entries carry the build's commit time: a snapshot from before it would
-    // miss rows through the new index (all of them; and rows deleted before the
-    // build have no entry). PostgreSQL's answer for indexes that older snapshots
-    // must not use (broken HOT chains) is `indcheckxmin`, set by index_build when
-    // this flag is: transactions whose snapshots are older than the index's pg_index
-    // row stay off it -- the creating transaction too. Not needed when the table's
-    // storage is new in this transaction: no older snapshot can see its rows.
-    if (*heap).rd_createSubid == 0 && (*heap).rd_firstRelfilenodeSubid == 0 {
-        (*ii).ii_BrokenHotChain = true;
-    }
-    let m = meta::table_meta(heap).or_raise();
-    let im = index_meta(idx, m.hashed);
-    if im.is_pk && !(*(*idx).rd_index).indimmediate {
-        // The primary key is the row key: two rows cannot share it even for a moment.
-        error::not_supported("deferrable primary keys are not supported on Pinax tables (use a deferrable UNIQUE constraint)");
-    }
-    let cid = pg_sys::GetCurrentCommandId(true);
-    let relid = m.relid;
-    if crate::ddl::replaying() {
-        // Replayed DDL: the origin node built the index; its storage gets our name.
-        if !im.is_pk {
-            meta::pinax_am_oid(); // for dropping this name if the transaction aborts (hooks/xact.rs)
-            if !crate::ddl::adopt_or_record(idx, &im.storage) {
-                let client = state::with(|b| b.client()).or_raise();
-                client.call(Request::CreateTable { name: im.storage.clone(), sharding: Sharding::Hash { tablets: guc::tablets() }, if_not_exists: true }).or_raise();
-            }
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        hold_rel(idx);
+        // The entries carry the build's commit time: a snapshot from before it would
+        // miss rows through the new index (all of them; and rows deleted before the
+        // build have no entry). PostgreSQL's answer for indexes that older snapshots
+        // must not use (broken HOT chains) is `indcheckxmin`, set by index_build when
+        // this flag is: transactions whose snapshots are older than the index's pg_index
+        // row stay off it -- the creating transaction too. Not needed when the table's
+        // storage is new in this transaction: no older snapshot can see its rows.
+        if (*heap).rd_createSubid == 0 && (*heap).rd_firstRelfilenodeSubid == 0 {
+            (*ii).ii_BrokenHotChain = true;
         }
-        if im.is_pk {
-            meta::register_owner(&m.storage, im.oid);
-        } else if im.unique {
-            meta::register_owner(&im.storage, im.oid);
+        let m = meta::table_meta(heap).or_raise();
+        let im = index_meta(idx, m.hashed);
+        if im.is_pk && !(*(*idx).rd_index).indimmediate {
+            // The primary key is the row key: two rows cannot share it even for a moment.
+            error::not_supported("deferrable primary keys are not supported on Pinax tables (use a deferrable UNIQUE constraint)");
         }
-        return 0.0;
-    }
-    let mut pager = Pager::new(m.storage.clone(), Vec::new(), None, false, u32::MAX);
-    let slot = pg_sys::MakeSingleTupleTableSlot((*heap).rd_att, &raw const pg_sys::TTSOpsHeapTuple);
-    let mut n = 0.0;
-    if im.is_pk {
-        // Rows stored under generated ids (or another primary key) move to this key.
-        while let Some((key, value)) = pager.next_row().or_raise() {
-            let value = crate::tuple::merged((*heap).rd_att, value);
-            store_tuple(slot, &value, pg_sys::ItemPointerData::default(), pg_sys::Oid::from(relid), None);
-            crate::tuple::slot_getallattrs(slot);
-            let nk = pk_key(&im, slot);
-            if nk != key {
-                if !m.secondary.is_empty() {
-                    error::not_supported("adding a primary key to a populated Pinax table that has secondary indexes is not supported");
+        let cid = pg_sys::GetCurrentCommandId(true);
+        let relid = m.relid;
+        if crate::ddl::replaying() {
+            // Replayed DDL: the origin node built the index; its storage gets our name.
+            if !im.is_pk {
+                meta::pinax_am_oid(); // for dropping this name if the transaction aborts (hooks/xact.rs)
+                if !crate::ddl::adopt_or_record(idx, &im.storage) {
+                    let client = state::with(|b| b.client()).or_raise();
+                    client.call(Request::CreateTable { name: im.storage.clone(), sharding: Sharding::Hash { tablets: guc::tablets() }, if_not_exists: true }).or_raise();
                 }
-                state::with(|b| {
-                    b.push(cid, &m.storage, WriteOp::delete(key))?;
-                    b.push(cid, &m.storage, WriteOp::insert(nk, value))
-                })
-                .or_raise();
             }
-            n += 1.0;
-        }
-        meta::register_owner(&m.storage, im.oid);
-    } else {
-        crate::ddl::adopt_or_record(idx, &im.storage);
-        let client = state::with(|b| b.client()).or_raise();
-        client.call(Request::CreateTable { name: im.storage.clone(), sharding: Sharding::Hash { tablets: guc::tablets() }, if_not_exists: true }).or_raise();
-        meta::pinax_am_oid(); // for dropping this storage if the transaction aborts (hooks/xact.rs)
-        if im.unique {
-            meta::register_owner(&im.storage, im.oid);
-        }
-        let estate = pg_sys::CreateExecutorState();
-        let econtext = pg_sys::MakePerTupleExprContext(estate);
-        (*econtext).ecxt_scantuple = slot;
-        let pred = if (*ii).ii_Predicate.is_null() { std::ptr::null_mut() } else { pg_sys::ExecPrepareQual((*ii).ii_Predicate, estate) };
-        let mut values = [pg_sys::Datum::from(0usize); pg_sys::INDEX_MAX_KEYS as usize];
-        let mut isnull = [false; pg_sys::INDEX_MAX_KEYS as usize];
-        while let Some((key, value)) = pager.next_row().or_raise() {
-            pg_sys::MemoryContextReset((*econtext).ecxt_per_tuple_memory);
-            let value = crate::tuple::merged((*heap).rd_att, value);
-            store_tuple(slot, &value, pg_sys::ItemPointerData::default(), pg_sys::Oid::from(relid), None);
-            if !exec_qual(pred, econtext) {
-                continue;
+            if im.is_pk {
+                meta::register_owner(&m.storage, im.oid);
+            } else if im.unique {
+                meta::register_owner(&im.storage, im.oid);
             }
-            pg_sys::FormIndexDatum(ii, slot, estate, values.as_mut_ptr(), isnull.as_mut_ptr());
-            let vals: Vec<(pg_sys::Datum, bool)> = (0..im.cols.len()).map(|i| (values[i], isnull[i])).collect();
-            let ik = secondary_key(&im, slot, Some(&vals), &key);
-            let op = if enforced_unique(&im, &vals) { WriteOp::insert(ik, key) } else { WriteOp::put(ik, key) };
-            if let Err(e) = state::with(|b| b.push(cid, &im.storage, op)) {
-                violation::raise_build(e, im.oid);
-            }
-            n += 1.0;
+            return 0.0;
         }
-        pg_sys::FreeExecutorState(estate);
+        let mut pager = Pager::new(m.storage.clone(), Vec::new(), None, false, u32::MAX);
+        let slot = pg_sys::MakeSingleTupleTableSlot((*heap).rd_att, &raw const pg_sys::TTSOpsHeapTuple);
+        let mut n = 0.0;
+        if im.is_pk {
+            // Rows stored under generated ids (or another primary key) move to this key.
+            while let Some((key, value)) = pager.next_row().or_raise() {
+                let value = crate::tuple::merged((*heap).rd_att, value);
+                store_tuple(slot, &value, pg_sys::ItemPointerData::default(), pg_sys::Oid::from(relid), None);
+                crate::tuple::slot_getallattrs(slot);
+                let nk = pk_key(&im, slot);
+                if nk != key {
+                    if !m.secondary.is_empty() {
+                        error::not_supported("adding a primary key to a populated Pinax table that has secondary indexes is not supported");
+                    }
+                    state::with(|b| {
+                        b.push(cid, &m.storage, WriteOp::delete(key))?;
+                        b.push(cid, &m.storage, WriteOp::insert(nk, value))
+                    })
+                    .or_raise();
+                }
+                n += 1.0;
+            }
+            meta::register_owner(&m.storage, im.oid);
+        } else {
+            crate::ddl::adopt_or_record(idx, &im.storage);
+            let client = state::with(|b| b.client()).or_raise();
+            client.call(Request::CreateTable { name: im.storage.clone(), sharding: Sharding::Hash { tablets: guc::tablets() }, if_not_exists: true }).or_raise();
+            meta::pinax_am_oid(); // for dropping this storage if the transaction aborts (hooks/xact.rs)
+            if im.unique {
+                meta::register_owner(&im.storage, im.oid);
+            }
+            let estate = pg_sys::CreateExecutorState();
+            let econtext = pg_sys::MakePerTupleExprContext(estate);
+            (*econtext).ecxt_scantuple = slot;
+            let pred = if (*ii).ii_Predicate.is_null() { std::ptr::null_mut() } else { pg_sys::ExecPrepareQual((*ii).ii_Predicate, estate) };
+            let mut values = [pg_sys::Datum::from(0usize); pg_sys::INDEX_MAX_KEYS as usize];
+            let mut isnull = [false; pg_sys::INDEX_MAX_KEYS as usize];
+            while let Some((key, value)) = pager.next_row().or_raise() {
+                pg_sys::MemoryContextReset((*econtext).ecxt_per_tuple_memory);
+                let value = crate::tuple::merged((*heap).rd_att, value);
+                store_tuple(slot, &value, pg_sys::ItemPointerData::default(), pg_sys::Oid::from(relid), None);
+                if !exec_qual(pred, econtext) {
+                    continue;
+                }
+                pg_sys::FormIndexDatum(ii, slot, estate, values.as_mut_ptr(), isnull.as_mut_ptr());
+                let vals: Vec<(pg_sys::Datum, bool)> = (0..im.cols.len()).map(|i| (values[i], isnull[i])).collect();
+                let ik = secondary_key(&im, slot, Some(&vals), &key);
+                let op = if enforced_unique(&im, &vals) { WriteOp::insert(ik, key) } else { WriteOp::put(ik, key) };
+                if let Err(e) = state::with(|b| b.push(cid, &im.storage, op)) {
+                    violation::raise_build(e, im.oid);
+                }
+                n += 1.0;
+            }
+            pg_sys::FreeExecutorState(estate);
+        }
+        pg_sys::ExecDropSingleTupleTableSlot(slot);
+        if let Err(e) = state::with(|b| b.flush()) {
+            violation::raise_build(e, im.oid);
+        }
+        n
     }
-    pg_sys::ExecDropSingleTupleTableSlot(slot);
-    if let Err(e) = state::with(|b| b.flush()) {
-        violation::raise_build(e, im.oid);
-    }
-    n
 }
 
+/// Index AM callback `ambuild` (`IndexAmRoutine`, access/amapi.h).
+///
+/// # Safety
+/// Called only by PostgreSQL, through the index AM routine, with the arguments
+/// `IndexAmRoutine` documents.
 #[pg_guard]
 pub(super) unsafe extern "C-unwind" fn ambuild(heap: pg_sys::Relation, idx: pg_sys::Relation, ii: *mut pg_sys::IndexInfo) -> *mut pg_sys::IndexBuildResult {
-    // btree's own build writes the (empty) btree file the planner reads the metapage
-    // of; its table scan is ours and builds the index in storage.
-    routine();
-    if let Some(bt) = BT_AMBUILD.with(|c| c.get()) {
-        return bt(heap, idx, ii);
+    // SAFETY: PostgreSQL calls this as documented (# Safety).
+    unsafe {
+        // btree's own build writes the (empty) btree file the planner reads the metapage
+        // of; its table scan is ours and builds the index in storage.
+        routine();
+        if let Some(bt) = BT_AMBUILD.with(|c| c.get()) {
+            return bt(heap, idx, ii);
+        }
+        let n = build(heap, idx, ii);
+        let r = pg_sys::palloc0(std::mem::size_of::<pg_sys::IndexBuildResult>()) as *mut pg_sys::IndexBuildResult;
+        (*r).heap_tuples = n;
+        (*r).index_tuples = n;
+        r
     }
-    let n = build(heap, idx, ii);
-    let r = pg_sys::palloc0(std::mem::size_of::<pg_sys::IndexBuildResult>()) as *mut pg_sys::IndexBuildResult;
-    (*r).heap_tuples = n;
-    (*r).index_tuples = n;
-    r
 }
 
+/// Index AM callback `ambuildempty` (`IndexAmRoutine`, access/amapi.h).
+///
+/// # Safety
+/// Called only by PostgreSQL, through the index AM routine, with the arguments
+/// `IndexAmRoutine` documents.
 #[pg_guard]
 pub(super) unsafe extern "C-unwind" fn ambuildempty(_idx: pg_sys::Relation) {}
 
+/// Index AM callback `ambulkdelete` (`IndexAmRoutine`, access/amapi.h).
+///
+/// # Safety
+/// Called only by PostgreSQL, through the index AM routine, with the arguments
+/// `IndexAmRoutine` documents.
 #[pg_guard]
 pub(super) unsafe extern "C-unwind" fn ambulkdelete(
     _info: *mut pg_sys::IndexVacuumInfo,
@@ -147,6 +168,11 @@ pub(super) unsafe extern "C-unwind" fn ambulkdelete(
     stats
 }
 
+/// Index AM callback `amvacuumcleanup` (`IndexAmRoutine`, access/amapi.h).
+///
+/// # Safety
+/// Called only by PostgreSQL, through the index AM routine, with the arguments
+/// `IndexAmRoutine` documents.
 #[pg_guard]
 pub(super) unsafe extern "C-unwind" fn amvacuumcleanup(_info: *mut pg_sys::IndexVacuumInfo, stats: *mut pg_sys::IndexBulkDeleteResult) -> *mut pg_sys::IndexBulkDeleteResult {
     stats

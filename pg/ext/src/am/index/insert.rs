@@ -14,6 +14,11 @@ use pgrx::pg_guard;
 use pgrx::pg_sys;
 use pinax_proto::WriteOp;
 
+/// Index AM callback `aminsert` (`IndexAmRoutine`, access/amapi.h).
+///
+/// # Safety
+/// Called only by PostgreSQL, through the index AM routine, with the arguments
+/// `IndexAmRoutine` documents.
 #[pg_guard]
 pub(super) unsafe extern "C-unwind" fn aminsert(
     idx: pg_sys::Relation,
@@ -25,88 +30,91 @@ pub(super) unsafe extern "C-unwind" fn aminsert(
     _index_unchanged: bool,
     _ii: *mut pg_sys::IndexInfo,
 ) -> bool {
-    let (m, im) = meta_for(heap, idx);
-    if im.is_pk {
-        // The row key: uniqueness was enforced by the row's own insert, except for a
-        // speculative insertion, which reports a conflict here.
-        let conflict = state::with(|b| b.spec.as_ref().and_then(|s| s.conflict.clone()));
-        return match conflict {
-            None => true,
-            Some(_) if check_unique == pg_sys::IndexUniqueCheck::UNIQUE_CHECK_PARTIAL => false,
-            Some(key) => violation::raise(state::FlushError {
-                table: m.storage.clone(),
-                error: pinax_proto::RpcError::new(pinax_common::ErrorCode::DuplicateKey, "duplicate key").with_key(key).into(),
-            }),
+    // SAFETY: PostgreSQL calls this as documented (# Safety).
+    unsafe {
+        let (m, im) = meta_for(heap, idx);
+        if im.is_pk {
+            // The row key: uniqueness was enforced by the row's own insert, except for a
+            // speculative insertion, which reports a conflict here.
+            let conflict = state::with(|b| b.spec.as_ref().and_then(|s| s.conflict.clone()));
+            return match conflict {
+                None => true,
+                Some(_) if check_unique == pg_sys::IndexUniqueCheck::UNIQUE_CHECK_PARTIAL => false,
+                Some(key) => violation::raise(state::FlushError {
+                    table: m.storage.clone(),
+                    error: pinax_proto::RpcError::new(pinax_common::ErrorCode::DuplicateKey, "duplicate key").with_key(key).into(),
+                }),
+            };
+        }
+        let relid = m.relid;
+        let Some(row_key) = state::with(|b| b.tids.get(relid, &*heap_tid).map(|r| r.key.to_vec())) else {
+            error::raise_with(pgrx::PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, "pinax: index insert for a row this transaction did not write", None);
         };
-    }
-    let relid = m.relid;
-    let Some(row_key) = state::with(|b| b.tids.get(relid, &*heap_tid).map(|r| r.key.to_vec())) else {
-        error::raise_with(pgrx::PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, "pinax: index insert for a row this transaction did not write", None);
-    };
-    let vals: Vec<(pg_sys::Datum, bool)> = (0..im.cols.len()).map(|i| (*values.add(i), *isnull.add(i))).collect();
-    let key = secondary_key(&im, std::ptr::null_mut(), Some(&vals), &row_key);
-    let skip = state::with(|b| b.unchanged.iter().any(|(o, k)| *o == im.oid && *k == key));
-    if skip {
-        return true;
-    }
-    let enforced = enforced_unique(&im, &vals);
-    let cid = state::with(|b| b.last_cid);
-    match check_unique {
-        pg_sys::IndexUniqueCheck::UNIQUE_CHECK_PARTIAL if enforced => {
-            // ON CONFLICT arbiter or deferrable constraint: report, do not raise.
-            let res = state::with(|b| {
-                b.flush()?;
-                b.push(cid, &im.storage, WriteOp::insert(key.clone(), row_key.clone()))?;
-                b.flush()
-            });
-            match res {
-                Ok(()) => {
-                    state::with(|b| {
-                        if let Some(s) = &mut b.spec {
-                            s.written.push((im.storage.clone(), key));
-                        }
-                    });
-                    true
-                }
-                Err(e) if e.error.code() == pinax_common::ErrorCode::DuplicateKey && e.table == im.storage => {
-                    state::with(|b| {
-                        if let Some(s) = &mut b.spec {
-                            s.index_conflict = Some(key);
-                        }
-                    });
-                    false
-                }
-                Err(e) => violation::raise(e),
-            }
+        let vals: Vec<(pg_sys::Datum, bool)> = (0..im.cols.len()).map(|i| (*values.add(i), *isnull.add(i))).collect();
+        let key = secondary_key(&im, std::ptr::null_mut(), Some(&vals), &row_key);
+        let skip = state::with(|b| b.unchanged.iter().any(|(o, k)| *o == im.oid && *k == key));
+        if skip {
+            return true;
         }
-        pg_sys::IndexUniqueCheck::UNIQUE_CHECK_EXISTING => {
-            // Deferred recheck: the entry must be ours or absent.
-            let mut pager = Pager::new(im.storage.clone(), Vec::new(), None, false, u32::MAX);
-            let existing = pager.get(&im.storage, &key).or_raise();
-            match existing {
-                Some(owner) if owner != row_key => {
-                    violation::raise(state::FlushError {
-                        table: im.storage.clone(),
-                        error: pinax_proto::RpcError::new(pinax_common::ErrorCode::DuplicateKey, "duplicate key").with_key(key).into(),
-                    });
-                }
-                Some(_) => true,
-                None => {
-                    state::with(|b| b.push(cid, &im.storage, WriteOp::put(key, row_key))).or_raise();
-                    true
+        let enforced = enforced_unique(&im, &vals);
+        let cid = state::with(|b| b.last_cid);
+        match check_unique {
+            pg_sys::IndexUniqueCheck::UNIQUE_CHECK_PARTIAL if enforced => {
+                // ON CONFLICT arbiter or deferrable constraint: report, do not raise.
+                let res = state::with(|b| {
+                    b.flush()?;
+                    b.push(cid, &im.storage, WriteOp::insert(key.clone(), row_key.clone()))?;
+                    b.flush()
+                });
+                match res {
+                    Ok(()) => {
+                        state::with(|b| {
+                            if let Some(s) = &mut b.spec {
+                                s.written.push((im.storage.clone(), key));
+                            }
+                        });
+                        true
+                    }
+                    Err(e) if e.error.code() == pinax_common::ErrorCode::DuplicateKey && e.table == im.storage => {
+                        state::with(|b| {
+                            if let Some(s) = &mut b.spec {
+                                s.index_conflict = Some(key);
+                            }
+                        });
+                        false
+                    }
+                    Err(e) => violation::raise(e),
                 }
             }
-        }
-        _ => {
-            let op = if enforced { WriteOp::insert(key.clone(), row_key) } else { WriteOp::put(key.clone(), row_key) };
-            state::with(|b| {
-                if let Some(s) = &mut b.spec {
-                    s.written.push((im.storage.clone(), key));
+            pg_sys::IndexUniqueCheck::UNIQUE_CHECK_EXISTING => {
+                // Deferred recheck: the entry must be ours or absent.
+                let mut pager = Pager::new(im.storage.clone(), Vec::new(), None, false, u32::MAX);
+                let existing = pager.get(&im.storage, &key).or_raise();
+                match existing {
+                    Some(owner) if owner != row_key => {
+                        violation::raise(state::FlushError {
+                            table: im.storage.clone(),
+                            error: pinax_proto::RpcError::new(pinax_common::ErrorCode::DuplicateKey, "duplicate key").with_key(key).into(),
+                        });
+                    }
+                    Some(_) => true,
+                    None => {
+                        state::with(|b| b.push(cid, &im.storage, WriteOp::put(key, row_key))).or_raise();
+                        true
+                    }
                 }
-                b.push(cid, &im.storage, op)
-            })
-            .or_raise();
-            true
+            }
+            _ => {
+                let op = if enforced { WriteOp::insert(key.clone(), row_key) } else { WriteOp::put(key.clone(), row_key) };
+                state::with(|b| {
+                    if let Some(s) = &mut b.spec {
+                        s.written.push((im.storage.clone(), key));
+                    }
+                    b.push(cid, &im.storage, op)
+                })
+                .or_raise();
+                true
+            }
         }
     }
 }

@@ -120,21 +120,27 @@ impl Drop for OwnerGuard {
 }
 
 /// Hold index `oid` for the rest of the transaction and switch it to Pinax.
+///
+/// # Safety
+/// Calls into PostgreSQL: only in a backend, where its errors can be raised.
 unsafe fn hold(oid: pg_sys::Oid) {
-    if HELD.with(|h| h.borrow().iter().any(|r| (**r).rd_id == oid)) {
-        return;
-    }
-    if in_utility() {
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        if HELD.with(|h| h.borrow().iter().any(|r| (**r).rd_id == oid)) {
+            return;
+        }
+        if in_utility() {
+            let idx = pg_sys::index_open(oid, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
+            (*idx).rd_indam = routine();
+            pg_sys::index_close(idx, pg_sys::NoLock as pg_sys::LOCKMODE);
+            return;
+        }
+        let _g = OwnerGuard(pg_sys::CurrentResourceOwner);
+        pg_sys::CurrentResourceOwner = pg_sys::TopTransactionResourceOwner;
         let idx = pg_sys::index_open(oid, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
         (*idx).rd_indam = routine();
-        pg_sys::index_close(idx, pg_sys::NoLock as pg_sys::LOCKMODE);
-        return;
+        HELD.with(|h| h.borrow_mut().push(idx));
     }
-    let _g = OwnerGuard(pg_sys::CurrentResourceOwner);
-    pg_sys::CurrentResourceOwner = pg_sys::TopTransactionResourceOwner;
-    let idx = pg_sys::index_open(oid, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
-    (*idx).rd_indam = routine();
-    HELD.with(|h| h.borrow_mut().push(idx));
 }
 
 /// Switch an index relation PostgreSQL just handed us (index build) to Pinax.
@@ -142,15 +148,18 @@ unsafe fn hold(oid: pg_sys::Oid) {
 /// # Safety
 /// `idx` must be a valid open index relation.
 pub unsafe fn hold_rel(idx: pg_sys::Relation) {
-    if in_utility() || HELD.with(|h| h.borrow().contains(&idx)) {
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        if in_utility() || HELD.with(|h| h.borrow().contains(&idx)) {
+            (*idx).rd_indam = routine();
+            return;
+        }
+        let _g = OwnerGuard(pg_sys::CurrentResourceOwner);
+        pg_sys::CurrentResourceOwner = pg_sys::TopTransactionResourceOwner;
+        pg_sys::RelationIncrementReferenceCount(idx);
         (*idx).rd_indam = routine();
-        return;
+        HELD.with(|h| h.borrow_mut().push(idx));
     }
-    let _g = OwnerGuard(pg_sys::CurrentResourceOwner);
-    pg_sys::CurrentResourceOwner = pg_sys::TopTransactionResourceOwner;
-    pg_sys::RelationIncrementReferenceCount(idx);
-    (*idx).rd_indam = routine();
-    HELD.with(|h| h.borrow_mut().push(idx));
 }
 
 /// Make sure every index of Pinax table `rel` uses the Pinax routine in this
@@ -159,18 +168,21 @@ pub unsafe fn hold_rel(idx: pg_sys::Relation) {
 /// # Safety
 /// `rel` must be a valid open Pinax table; `m` its metadata.
 pub unsafe fn ensure_patched(rel: pg_sys::Relation, m: &Rc<TableMeta>) {
-    let relid = (*rel).rd_id.to_u32();
-    let id = m.generation;
-    if PATCHED.with(|p| p.borrow().get(&relid) == Some(&id)) {
-        return;
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        let relid = (*rel).rd_id.to_u32();
+        let id = m.generation;
+        if PATCHED.with(|p| p.borrow().get(&relid) == Some(&id)) {
+            return;
+        }
+        if let Some(pk) = &m.pk {
+            hold(pg_sys::Oid::from(pk.oid));
+        }
+        for im in &m.secondary {
+            hold(pg_sys::Oid::from(im.oid));
+        }
+        PATCHED.with(|p| p.borrow_mut().insert(relid, id));
     }
-    if let Some(pk) = &m.pk {
-        hold(pg_sys::Oid::from(pk.oid));
-    }
-    for im in &m.secondary {
-        hold(pg_sys::Oid::from(im.oid));
-    }
-    PATCHED.with(|p| p.borrow_mut().insert(relid, id));
 }
 
 /// Release the held index entries (PRE_COMMIT / PRE_PREPARE).
@@ -223,15 +235,21 @@ pub fn forget_held() {
 }
 
 /// Metadata of index `idx` of Pinax table `heap`.
+///
+/// # Safety
+/// `heap` must be a valid open relation, and `idx` a valid open relation.
 unsafe fn meta_for(heap: pg_sys::Relation, idx: pg_sys::Relation) -> (Rc<TableMeta>, Rc<IndexMeta>) {
-    let m = meta::table_meta(heap).or_raise();
-    let oid = (*idx).rd_id.to_u32();
-    let im = m.pk.iter().chain(m.secondary.iter()).find(|i| i.oid == oid).cloned();
-    let im = match im {
-        Some(i) => i,
-        None => Rc::new(index_meta(idx, m.hashed)),
-    };
-    (m, im)
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        let m = meta::table_meta(heap).or_raise();
+        let oid = (*idx).rd_id.to_u32();
+        let im = m.pk.iter().chain(m.secondary.iter()).find(|i| i.oid == oid).cloned();
+        let im = match im {
+            Some(i) => i,
+            None => Rc::new(index_meta(idx, m.hashed)),
+        };
+        (m, im)
+    }
 }
 
 /// `ExecQual` (an inline function in C).
@@ -239,15 +257,18 @@ unsafe fn meta_for(heap: pg_sys::Relation, idx: pg_sys::Relation) -> (Rc<TableMe
 /// # Safety
 /// A valid (or null) expression state and expression context.
 pub unsafe fn exec_qual(state: *mut pg_sys::ExprState, econtext: *mut pg_sys::ExprContext) -> bool {
-    if state.is_null() {
-        return true;
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        if state.is_null() {
+            return true;
+        }
+        let old = pg_sys::CurrentMemoryContext;
+        pg_sys::CurrentMemoryContext = (*econtext).ecxt_per_tuple_memory;
+        let mut isnull = false;
+        let d = ((*state).evalfunc.expect("ExprState without evalfunc"))(state, econtext, &mut isnull);
+        pg_sys::CurrentMemoryContext = old;
+        !isnull && d.value() != 0
     }
-    let old = pg_sys::CurrentMemoryContext;
-    pg_sys::CurrentMemoryContext = (*econtext).ecxt_per_tuple_memory;
-    let mut isnull = false;
-    let d = ((*state).evalfunc.expect("ExprState without evalfunc"))(state, econtext, &mut isnull);
-    pg_sys::CurrentMemoryContext = old;
-    !isnull && d.value() != 0
 }
 
 /// Whether `idx` uses the Pinax index routine.
@@ -255,5 +276,8 @@ pub unsafe fn exec_qual(state: *mut pg_sys::ExprState, econtext: *mut pg_sys::Ex
 /// # Safety
 /// `idx` must be a valid index relation.
 pub unsafe fn is_pinax_index(idx: pg_sys::Relation) -> bool {
-    (*idx).rd_indam == routine()
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        (*idx).rd_indam == routine()
+    }
 }

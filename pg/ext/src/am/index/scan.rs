@@ -61,55 +61,100 @@ struct Opaque {
     empty_tuple: pg_sys::HeapTuple,
 }
 
+/// A memory context reset callback (`MemoryContextCallback`).
+///
+/// # Safety
+/// `arg` must be what the callback was registered with (PostgreSQL calls it
+/// so when the memory context is reset; this module also calls it directly):
+/// its Rust state is freed once, and the pointer to it nulled.
 #[pg_guard]
 unsafe extern "C-unwind" fn free_opaque(arg: *mut std::ffi::c_void) {
-    let o = arg as *mut Opaque;
-    if !(*o).state.is_null() {
-        drop(Box::from_raw((*o).state));
-        (*o).state = std::ptr::null_mut();
+    // SAFETY: PostgreSQL calls this as documented (# Safety).
+    unsafe {
+        let o = arg as *mut Opaque;
+        if !(*o).state.is_null() {
+            drop(Box::from_raw((*o).state));
+            (*o).state = std::ptr::null_mut();
+        }
     }
 }
 
+/// Index AM callback `ambeginscan` (`IndexAmRoutine`, access/amapi.h).
+///
+/// # Safety
+/// Called only by PostgreSQL, through the index AM routine, with the arguments
+/// `IndexAmRoutine` documents.
 #[pg_guard]
 pub(super) unsafe extern "C-unwind" fn ambeginscan(idx: pg_sys::Relation, nkeys: i32, norderbys: i32) -> pg_sys::IndexScanDesc {
-    let scan = pg_sys::RelationGetIndexScan(idx, nkeys, norderbys);
-    let o = pg_sys::palloc0(std::mem::size_of::<Opaque>()) as *mut Opaque;
-    (*o).cb.func = Some(free_opaque);
-    (*o).cb.arg = o.cast();
-    (*o).scan_cxt = pg_sys::CurrentMemoryContext;
-    (*o).needed = u64::MAX;
-    pg_sys::MemoryContextRegisterResetCallback(pg_sys::CurrentMemoryContext, &mut (*o).cb);
-    (*scan).opaque = o.cast();
-    scan
+    // SAFETY: PostgreSQL calls this as documented (# Safety).
+    unsafe {
+        let scan = pg_sys::RelationGetIndexScan(idx, nkeys, norderbys);
+        let o = pg_sys::palloc0(std::mem::size_of::<Opaque>()) as *mut Opaque;
+        (*o).cb.func = Some(free_opaque);
+        (*o).cb.arg = o.cast();
+        (*o).scan_cxt = pg_sys::CurrentMemoryContext;
+        (*o).needed = u64::MAX;
+        pg_sys::MemoryContextRegisterResetCallback(pg_sys::CurrentMemoryContext, &mut (*o).cb);
+        (*scan).opaque = o.cast();
+        scan
+    }
 }
 
+/// Index AM callback `amrescan` (`IndexAmRoutine`, access/amapi.h).
+///
+/// # Safety
+/// Called only by PostgreSQL, through the index AM routine, with the arguments
+/// `IndexAmRoutine` documents.
 #[pg_guard]
 pub(super) unsafe extern "C-unwind" fn amrescan(scan: pg_sys::IndexScanDesc, keys: pg_sys::ScanKey, nkeys: i32, _orderbys: pg_sys::ScanKey, _norderbys: i32) {
-    if !keys.is_null() && nkeys > 0 {
-        std::ptr::copy(keys, (*scan).keyData, nkeys as usize);
+    // SAFETY: PostgreSQL calls this as documented (# Safety).
+    unsafe {
+        if !keys.is_null() && nkeys > 0 {
+            std::ptr::copy(keys, (*scan).keyData, nkeys as usize);
+        }
+        let o = (*scan).opaque as *mut Opaque;
+        free_opaque(o.cast());
     }
-    let o = (*scan).opaque as *mut Opaque;
-    free_opaque(o.cast());
 }
 
+/// Index AM callback `amendscan` (`IndexAmRoutine`, access/amapi.h).
+///
+/// # Safety
+/// Called only by PostgreSQL, through the index AM routine, with the arguments
+/// `IndexAmRoutine` documents.
 #[pg_guard]
 pub(super) unsafe extern "C-unwind" fn amendscan(scan: pg_sys::IndexScanDesc) {
-    free_opaque((*scan).opaque);
+    // SAFETY: PostgreSQL calls this as documented (# Safety).
+    unsafe {
+        free_opaque((*scan).opaque);
+    }
 }
 
 /// The walk of `range` for scan `scan` (state `st`).
+///
+/// # Safety
+/// `scan` must be a valid index scan.
 unsafe fn range_pager(scan: pg_sys::IndexScanDesc, st: &IndexScanState, (start, end): Range) -> Pager {
-    let mut pager = Pager::new(st.index_storage.clone(), start, end, st.reverse, st.curcid);
-    pager.point = st.point;
-    pager.latest = st.latest;
-    pager.under_limit_of((*(*scan).indexRelation).rd_id.to_u32());
-    pager
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        let mut pager = Pager::new(st.index_storage.clone(), start, end, st.reverse, st.curcid);
+        pager.point = st.point;
+        pager.latest = st.latest;
+        pager.under_limit_of((*(*scan).indexRelation).rd_id.to_u32());
+        pager
+    }
 }
 
 /// Whether the scan is an index-only scan reading no column (count(*)): the
 /// tablets count the entries of each range.
+///
+/// # Safety
+/// `o` must be a valid `Opaque`.
 unsafe fn counts_only(o: *const Opaque, st: &IndexScanState) -> bool {
-    (*o).no_tids && (*o).needed == 0 && !st.reverse
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        (*o).no_tids && (*o).needed == 0 && !st.reverse
+    }
 }
 
 /// For an index-only scan reading no column (count(*)), begun and not yet
@@ -120,149 +165,160 @@ unsafe fn counts_only(o: *const Opaque, st: &IndexScanState) -> bool {
 /// `scan` must be a scan of a Pinax index begun by `index_beginscan` and
 /// switched to index-only (`set_index_only`), its keys set.
 pub unsafe fn take_count(scan: pg_sys::IndexScanDesc) -> Option<u64> {
-    let o = (*scan).opaque as *mut Opaque;
-    if !((*o).no_tids && (*o).needed == 0) {
-        return None;
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        let o = (*scan).opaque as *mut Opaque;
+        if !((*o).no_tids && (*o).needed == 0) {
+            return None;
+        }
+        // The first entry sets the scan up (forward, as counting scans are).
+        if !amgettuple(scan, pg_sys::ScanDirection::ForwardScanDirection) {
+            return Some(0);
+        }
+        let st = &mut *(*o).state;
+        debug_assert!(counts_only(o, st), "a forward index-only scan reading no column counts");
+        let mut n = 1 + std::mem::take(&mut st.pending);
+        st.pager = None;
+        while let Some(range) = st.ranges.pop_front() {
+            n += range_pager(scan, st, range).next_count().or_raise().unwrap_or(0);
+        }
+        Some(n)
     }
-    // The first entry sets the scan up (forward, as counting scans are).
-    if !amgettuple(scan, pg_sys::ScanDirection::ForwardScanDirection) {
-        return Some(0);
-    }
-    let st = &mut *(*o).state;
-    debug_assert!(counts_only(o, st), "a forward index-only scan reading no column counts");
-    let mut n = 1 + std::mem::take(&mut st.pending);
-    st.pager = None;
-    while let Some(range) = st.ranges.pop_front() {
-        n += range_pager(scan, st, range).next_count().or_raise().unwrap_or(0);
-    }
-    Some(n)
 }
 
+/// Index AM callback `amgettuple` (`IndexAmRoutine`, access/amapi.h).
+///
+/// # Safety
+/// Called by PostgreSQL, through the index AM routine, with the arguments
+/// `IndexAmRoutine` documents; or by `take_count`, with a scan begun here.
 #[pg_guard]
 pub(super) unsafe extern "C-unwind" fn amgettuple(scan: pg_sys::IndexScanDesc, direction: pg_sys::ScanDirection::Type) -> bool {
-    let o = (*scan).opaque as *mut Opaque;
-    let reverse = direction == pg_sys::ScanDirection::BackwardScanDirection;
-    if (*o).state.is_null() {
-        let heap = (*scan).heapRelation;
-        let (m, im) = meta_for(heap, (*scan).indexRelation);
-        let snapshot = (*scan).xs_snapshot;
-        let dirty = !snapshot.is_null() && (*snapshot).snapshot_type == pg_sys::SnapshotType::SNAPSHOT_DIRTY;
-        if im.is_pk && dirty && crate::insert_at_once::pending(m.relid) {
-            // ON CONFLICT's look-up before a row written at once: its write is the
-            // check (a conflict there makes PostgreSQL look again, for real).
-            return false;
-        }
-        let keys: &[pg_sys::ScanKeyData] = if (*scan).keyData.is_null() || (*scan).numberOfKeys <= 0 {
-            &[]
-        } else {
-            std::slice::from_raw_parts((*scan).keyData, (*scan).numberOfKeys as usize)
-        };
-        let Ranges { ranges: found, point, exact } = ranges(&im, keys);
-        let mut rs: VecDeque<Range> = found.into();
-        if reverse {
-            rs = rs.into_iter().rev().collect();
-        }
-        if state::serializable_locking() {
-            // A SERIALIZABLE read locks what it reads: the rows of a primary-key
-            // lookup by every key column (found or not), else the ranges scanned
-            // (rows fetched through a secondary index are locked as they come).
-            let storage = if im.is_pk { &m.storage } else { &im.storage };
-            for (start, end) in &rs {
-                let res = if point { state::with(|b| b.lock_read_row(storage, start)) } else { state::with(|b| b.lock_ranges(storage, start, end.as_deref())) };
-                res.or_raise();
+    // SAFETY: PostgreSQL calls this as documented (# Safety).
+    unsafe {
+        let o = (*scan).opaque as *mut Opaque;
+        let reverse = direction == pg_sys::ScanDirection::BackwardScanDirection;
+        if (*o).state.is_null() {
+            let heap = (*scan).heapRelation;
+            let (m, im) = meta_for(heap, (*scan).indexRelation);
+            let snapshot = (*scan).xs_snapshot;
+            let dirty = !snapshot.is_null() && (*snapshot).snapshot_type == pg_sys::SnapshotType::SNAPSHOT_DIRTY;
+            if im.is_pk && dirty && crate::insert_at_once::pending(m.relid) {
+                // ON CONFLICT's look-up before a row written at once: its write is the
+                // check (a conflict there makes PostgreSQL look again, for real).
+                return false;
             }
+            let keys: &[pg_sys::ScanKeyData] = if (*scan).keyData.is_null() || (*scan).numberOfKeys <= 0 {
+                &[]
+            } else {
+                std::slice::from_raw_parts((*scan).keyData, (*scan).numberOfKeys as usize)
+            };
+            let Ranges { ranges: found, point, exact } = ranges(&im, keys);
+            let mut rs: VecDeque<Range> = found.into();
+            if reverse {
+                rs = rs.into_iter().rev().collect();
+            }
+            if state::serializable_locking() {
+                // A SERIALIZABLE read locks what it reads: the rows of a primary-key
+                // lookup by every key column (found or not), else the ranges scanned
+                // (rows fetched through a secondary index are locked as they come).
+                let storage = if im.is_pk { &m.storage } else { &im.storage };
+                for (start, end) in &rs {
+                    let res = if point { state::with(|b| b.lock_read_row(storage, start)) } else { state::with(|b| b.lock_ranges(storage, start, end.as_deref())) };
+                    res.or_raise();
+                }
+            }
+            let st = IndexScanState {
+                pager: None,
+                pending: 0,
+                index: im.clone(),
+                ranges: rs,
+                started: false,
+                reverse,
+                table_storage: m.storage.clone(),
+                index_storage: if im.is_pk { m.storage.clone() } else { im.storage.clone() },
+                is_pk: im.is_pk,
+                relid: m.relid,
+                curcid: snapshot_cid((*scan).xs_snapshot),
+                latest: dirty,
+                point,
+                exact_conflict_check: dirty && exact,
+            };
+            (*o).state = Box::into_raw(Box::new(st));
         }
-        let st = IndexScanState {
-            pager: None,
-            pending: 0,
-            index: im.clone(),
-            ranges: rs,
-            started: false,
-            reverse,
-            table_storage: m.storage.clone(),
-            index_storage: if im.is_pk { m.storage.clone() } else { im.storage.clone() },
-            is_pk: im.is_pk,
-            relid: m.relid,
-            curcid: snapshot_cid((*scan).xs_snapshot),
-            latest: dirty,
-            point,
-            exact_conflict_check: dirty && exact,
-        };
-        (*o).state = Box::into_raw(Box::new(st));
-    }
-    let st = &mut *(*o).state;
-    if st.started && st.reverse != reverse {
-        error::not_supported("changing scan direction in an index scan of a Pinax table is not supported");
-    }
-    st.started = true;
-    loop {
-        if st.pager.is_none() {
-            let Some(range) = st.ranges.pop_front() else { return false };
-            st.pager = Some(range_pager(scan, st, range));
+        let st = &mut *(*o).state;
+        if st.started && st.reverse != reverse {
+            error::not_supported("changing scan direction in an index scan of a Pinax table is not supported");
         }
-        if counts_only(o, st) {
-            // An index-only scan reading no column (count(*)): the tablets count the
-            // entries, and as many all-NULL tuples are returned.
-            if st.pending == 0 {
-                match st.pager.as_mut().expect("pager").next_count().or_raise() {
-                    Some(n) => st.pending = n,
-                    None => {
-                        st.pager = None;
+        st.started = true;
+        loop {
+            if st.pager.is_none() {
+                let Some(range) = st.ranges.pop_front() else { return false };
+                st.pager = Some(range_pager(scan, st, range));
+            }
+            if counts_only(o, st) {
+                // An index-only scan reading no column (count(*)): the tablets count the
+                // entries, and as many all-NULL tuples are returned.
+                if st.pending == 0 {
+                    match st.pager.as_mut().expect("pager").next_count().or_raise() {
+                        Some(n) => st.pending = n,
+                        None => {
+                            st.pager = None;
+                            continue;
+                        }
+                    }
+                    if st.pending == 0 {
                         continue;
                     }
                 }
-                if st.pending == 0 {
-                    continue;
-                }
-            }
-            st.pending -= 1;
-            form_index_tuple(scan, o, &st.index, st.relid, &[], &[]);
-            (*scan).xs_heaptid = NO_TID;
-            (*scan).xs_recheck = false;
-            return true;
-        }
-        let pager = st.pager.as_mut().expect("pager");
-        let Some((key, value)) = pager.next_row().or_raise() else {
-            st.pager = None;
-            continue;
-        };
-        if (*scan).xs_want_itup {
-            form_index_tuple(scan, o, &st.index, st.relid, &key, &value);
-            if (*o).no_tids {
-                // An index entry is written and deleted with its row, by the same
-                // command: the entry this read point sees names a row it sees.
+                st.pending -= 1;
+                form_index_tuple(scan, o, &st.index, st.relid, &[], &[]);
                 (*scan).xs_heaptid = NO_TID;
-                (*scan).xs_recheck = true;
+                (*scan).xs_recheck = false;
                 return true;
             }
-        }
-        let (row_key, row) = if st.is_pk {
-            (key, crate::tuple::merged((*(*scan).heapRelation).rd_att, value))
-        } else {
-            match pager.get(&st.table_storage, &value).or_raise() {
-                Some(row) => {
-                    let row = crate::tuple::merged((*(*scan).heapRelation).rd_att, row);
-                    if state::serializable_locking() {
-                        state::with(|b| b.lock_read_row(&st.table_storage, &value)).or_raise();
-                    }
-                    (value, row)
+            let pager = st.pager.as_mut().expect("pager");
+            let Some((key, value)) = pager.next_row().or_raise() else {
+                st.pager = None;
+                continue;
+            };
+            if (*scan).xs_want_itup {
+                form_index_tuple(scan, o, &st.index, st.relid, &key, &value);
+                if (*o).no_tids {
+                    // An index entry is written and deleted with its row, by the same
+                    // command: the entry this read point sees names a row it sees.
+                    (*scan).xs_heaptid = NO_TID;
+                    (*scan).xs_recheck = true;
+                    return true;
                 }
-                None => continue, // entry of a row this read point does not see
             }
-        };
-        let tid = if st.latest {
-            state::with(|b| {
-                match b.excl_row_tid(st.relid, &row_key) {
-                    Some(own) => own,
-                    None => b.tids.add(st.relid, &row_key, &row, Origin::Latest),
+            let (row_key, row) = if st.is_pk {
+                (key, crate::tuple::merged((*(*scan).heapRelation).rd_att, value))
+            } else {
+                match pager.get(&st.table_storage, &value).or_raise() {
+                    Some(row) => {
+                        let row = crate::tuple::merged((*(*scan).heapRelation).rd_att, row);
+                        if state::serializable_locking() {
+                            state::with(|b| b.lock_read_row(&st.table_storage, &value)).or_raise();
+                        }
+                        (value, row)
+                    }
+                    None => continue, // entry of a row this read point does not see
                 }
-            })
-        } else {
-            state::with(|b| b.tids.add(st.relid, &row_key, &row, Origin::Read))
-        };
-        (*scan).xs_heaptid = tid;
-        (*scan).xs_recheck = !st.exact_conflict_check;
-        return true;
+            };
+            let tid = if st.latest {
+                state::with(|b| {
+                    match b.excl_row_tid(st.relid, &row_key) {
+                        Some(own) => own,
+                        None => b.tids.add(st.relid, &row_key, &row, Origin::Latest),
+                    }
+                })
+            } else {
+                state::with(|b| b.tids.add(st.relid, &row_key, &row, Origin::Read))
+            };
+            (*scan).xs_heaptid = tid;
+            (*scan).xs_recheck = !st.exact_conflict_check;
+            return true;
+        }
     }
 }
 
@@ -277,10 +333,13 @@ const NO_TID: pg_sys::ItemPointerData = pg_sys::ItemPointerData { ip_blkid: pg_s
 /// # Safety
 /// `scan` must be a scan of an index using the Pinax routine.
 pub unsafe fn set_index_only(scan: pg_sys::IndexScanDesc, needed: u64) {
-    (*scan).xs_want_itup = true;
-    let o = (*scan).opaque as *mut Opaque;
-    (*o).no_tids = true;
-    (*o).needed = needed;
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        (*scan).xs_want_itup = true;
+        let o = (*scan).opaque as *mut Opaque;
+        (*o).no_tids = true;
+        (*o).needed = needed;
+    }
 }
 
 /// Whether index-only scans may return column `col` (0-based) of index `im`: every
@@ -298,62 +357,69 @@ pub fn can_return(im: &IndexMeta, col: usize, heap_attnum: i16) -> bool {
 /// (valid until the next entry): from the row for the primary key (`value` is the
 /// row), decoded from the key for a secondary index (columns that cannot be
 /// returned are NULL; the planner never asks for them).
+///
+/// # Safety
+/// `scan` must be a valid index scan, and `o` a valid `Opaque`. Calls into
+/// PostgreSQL: only in a backend, where its errors can be raised.
 unsafe fn form_index_tuple(scan: pg_sys::IndexScanDesc, o: *mut Opaque, im: &IndexMeta, relid: u32, key: &[u8], value: &[u8]) {
-    if (*o).needed == 0 && !(*o).empty_tuple.is_null() {
-        // Nothing is read (count(*)): the same all-NULL tuple every time.
-        (*scan).xs_hitup = (*o).empty_tuple;
-        (*scan).xs_hitupdesc = (*(*scan).indexRelation).rd_att;
-        return;
-    }
-    if (*o).tuple_cxt.is_null() {
-        (*o).tuple_cxt = pg_sys::AllocSetContextCreateInternal((*o).scan_cxt, c"pinax index tuple".as_ptr(), 0, 8 * 1024, 8 * 1024 * 1024);
-    }
-    pg_sys::MemoryContextReset((*o).tuple_cxt);
-    let old = pg_sys::MemoryContextSwitchTo((*o).tuple_cxt);
-    let idx = (*scan).indexRelation;
-    let desc = (*idx).rd_att;
-    let natts = (*desc).natts as usize;
-    let mut values = [pg_sys::Datum::from(0usize); pg_sys::INDEX_MAX_KEYS as usize];
-    let mut isnull = [true; pg_sys::INDEX_MAX_KEYS as usize];
-    let needed = (*o).needed;
-    let wanted = |i: usize| i < 64 && needed & (1 << i) != 0;
-    if needed == 0 {
-        // Nothing is read (count(*)): an all-NULL tuple.
-    } else if im.is_pk {
-        if (*o).row_slot.is_null() {
-            // A descriptor copy: not reference-counted, so the slot needs no release.
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        if (*o).needed == 0 && !(*o).empty_tuple.is_null() {
+            // Nothing is read (count(*)): the same all-NULL tuple every time.
+            (*scan).xs_hitup = (*o).empty_tuple;
+            (*scan).xs_hitupdesc = (*(*scan).indexRelation).rd_att;
+            return;
+        }
+        if (*o).tuple_cxt.is_null() {
+            (*o).tuple_cxt = pg_sys::AllocSetContextCreateInternal((*o).scan_cxt, c"pinax index tuple".as_ptr(), 0, 8 * 1024, 8 * 1024 * 1024);
+        }
+        pg_sys::MemoryContextReset((*o).tuple_cxt);
+        let old = pg_sys::MemoryContextSwitchTo((*o).tuple_cxt);
+        let idx = (*scan).indexRelation;
+        let desc = (*idx).rd_att;
+        let natts = (*desc).natts as usize;
+        let mut values = [pg_sys::Datum::from(0usize); pg_sys::INDEX_MAX_KEYS as usize];
+        let mut isnull = [true; pg_sys::INDEX_MAX_KEYS as usize];
+        let needed = (*o).needed;
+        let wanted = |i: usize| i < 64 && needed & (1 << i) != 0;
+        if needed == 0 {
+            // Nothing is read (count(*)): an all-NULL tuple.
+        } else if im.is_pk {
+            if (*o).row_slot.is_null() {
+                // A descriptor copy: not reference-counted, so the slot needs no release.
+                pg_sys::MemoryContextSwitchTo((*o).scan_cxt);
+                let tdesc = pg_sys::CreateTupleDescCopyConstr((*(*scan).heapRelation).rd_att);
+                (*o).row_slot = pg_sys::MakeSingleTupleTableSlot(tdesc, &raw const pg_sys::TTSOpsHeapTuple);
+                pg_sys::MemoryContextSwitchTo((*o).tuple_cxt);
+            }
+            let slot = (*o).row_slot;
+            let value = crate::tuple::merged((*slot).tts_tupleDescriptor, value.to_vec());
+            store_tuple(slot, &value, NO_TID, pg_sys::Oid::from(relid), None);
+            let indkey = (*(*idx).rd_index).indkey.values.as_slice(natts);
+            for (i, &att) in indkey.iter().enumerate() {
+                if att > 0 && wanted(i) {
+                    values[i] = pg_sys::slot_getattr(slot, att as i32, &mut isnull[i]);
+                }
+            }
+        } else if let Some(cols) = decode_key(&im.cols[..im.cols.len().min(64 - needed.leading_zeros() as usize)], key, im.hashed) {
+            for (i, (v, n)) in cols.into_iter().enumerate() {
+                if im.cols[i].returnable() && wanted(i) {
+                    values[i] = v;
+                    isnull[i] = n;
+                }
+            }
+        } else {
+            pg_sys::MemoryContextSwitchTo(old);
+            error::raise_with(pgrx::PgSqlErrorCode::ERRCODE_DATA_CORRUPTED, "pinax: index entry key does not decode", None);
+        }
+        if needed == 0 {
             pg_sys::MemoryContextSwitchTo((*o).scan_cxt);
-            let tdesc = pg_sys::CreateTupleDescCopyConstr((*(*scan).heapRelation).rd_att);
-            (*o).row_slot = pg_sys::MakeSingleTupleTableSlot(tdesc, &raw const pg_sys::TTSOpsHeapTuple);
-            pg_sys::MemoryContextSwitchTo((*o).tuple_cxt);
+            (*o).empty_tuple = pg_sys::heap_form_tuple(desc, values.as_mut_ptr(), isnull.as_mut_ptr());
+            (*scan).xs_hitup = (*o).empty_tuple;
+        } else {
+            (*scan).xs_hitup = pg_sys::heap_form_tuple(desc, values.as_mut_ptr(), isnull.as_mut_ptr());
         }
-        let slot = (*o).row_slot;
-        let value = crate::tuple::merged((*slot).tts_tupleDescriptor, value.to_vec());
-        store_tuple(slot, &value, NO_TID, pg_sys::Oid::from(relid), None);
-        let indkey = (*(*idx).rd_index).indkey.values.as_slice(natts);
-        for (i, &att) in indkey.iter().enumerate() {
-            if att > 0 && wanted(i) {
-                values[i] = pg_sys::slot_getattr(slot, att as i32, &mut isnull[i]);
-            }
-        }
-    } else if let Some(cols) = decode_key(&im.cols[..im.cols.len().min(64 - needed.leading_zeros() as usize)], key, im.hashed) {
-        for (i, (v, n)) in cols.into_iter().enumerate() {
-            if im.cols[i].returnable() && wanted(i) {
-                values[i] = v;
-                isnull[i] = n;
-            }
-        }
-    } else {
+        (*scan).xs_hitupdesc = desc;
         pg_sys::MemoryContextSwitchTo(old);
-        error::raise_with(pgrx::PgSqlErrorCode::ERRCODE_DATA_CORRUPTED, "pinax: index entry key does not decode", None);
     }
-    if needed == 0 {
-        pg_sys::MemoryContextSwitchTo((*o).scan_cxt);
-        (*o).empty_tuple = pg_sys::heap_form_tuple(desc, values.as_mut_ptr(), isnull.as_mut_ptr());
-        (*scan).xs_hitup = (*o).empty_tuple;
-    } else {
-        (*scan).xs_hitup = pg_sys::heap_form_tuple(desc, values.as_mut_ptr(), isnull.as_mut_ptr());
-    }
-    (*scan).xs_hitupdesc = desc;
-    pg_sys::MemoryContextSwitchTo(old);
 }

@@ -18,6 +18,12 @@ use pgrx::pg_guard;
 use pgrx::pg_sys;
 use pinax_proto::{Request, Sharding};
 
+/// Table AM callback `relation_set_new_filenode` (`TableAmRoutine`,
+/// access/tableam.h).
+///
+/// # Safety
+/// Called only by PostgreSQL, through the table AM routine, with the arguments
+/// `TableAmRoutine` documents.
 #[pg_guard]
 pub(super) unsafe extern "C-unwind" fn relation_set_new_filenode(
     rel: pg_sys::Relation,
@@ -26,64 +32,87 @@ pub(super) unsafe extern "C-unwind" fn relation_set_new_filenode(
     freeze_xid: *mut pg_sys::TransactionId,
     minmulti: *mut pg_sys::MultiXactId,
 ) {
-    if persistence as u8 == pg_sys::RELPERSISTENCE_TEMP {
-        error::not_supported("temporary tables cannot use the pinax access method; use USING heap");
-    }
-    *freeze_xid = pg_sys::InvalidTransactionId;
-    *minmulti = pg_sys::InvalidTransactionId;
-    let srel = pg_sys::RelationCreateStorage(*newrnode, persistence, true);
-    pg_sys::smgrclose(srel);
-    let db = pg_sys::MyDatabaseId.to_u32();
-    let name = table_storage_name(db, (*newrnode).relNode.to_u32());
-    let old_node = (*rel).rd_node.relNode.to_u32();
-    let old = (old_node != (*newrnode).relNode.to_u32() && old_node != 0).then(|| table_storage_name(db, old_node));
-    // The AM's OID is needed to free this storage if the transaction aborts, and
-    // the old file node's at commit (hooks/xact.rs).
-    meta::pinax_am_oid();
-    if crate::ddl::adopt_or_record(rel, &name) {
-        return; // replayed DDL: the origin node's storage table, under our name
-    }
-    let client = state::with(|b| b.client()).or_raise();
-    // A new file node for an existing table (TRUNCATE, rewrite) keeps its sharding.
-    let sharding = match old.as_ref().and_then(|o| client.table(o).ok()) {
-        Some(info) => match &info.sharding {
-            Sharding::Hash { tablets } => Sharding::Hash { tablets: *tablets },
-            Sharding::Range { split_points } => Sharding::Range { split_points: split_points.clone() },
-        },
-        None => {
-            let opts: CreateOptions = state::with(|b| b.pending_create.take()).unwrap_or_default();
-            if opts.range {
-                Sharding::Range { split_points: opts.split_at }
-            } else {
-                Sharding::Hash { tablets: opts.tablets.unwrap_or_else(guc::tablets) }
-            }
+    // SAFETY: PostgreSQL calls this as documented (# Safety).
+    unsafe {
+        if persistence as u8 == pg_sys::RELPERSISTENCE_TEMP {
+            error::not_supported("temporary tables cannot use the pinax access method; use USING heap");
         }
-    };
-    client.call(Request::CreateTable { name, sharding, if_not_exists: true }).or_raise();
-}
-
-#[pg_guard]
-pub(super) unsafe extern "C-unwind" fn relation_nontransactional_truncate(rel: pg_sys::Relation) {
-    if crate::ddl::replaying() {
-        return; // the origin node emptied the storage tables
-    }
-    let m = meta_of(rel);
-    let client = state::with(|b| b.client()).or_raise();
-    let mut names = vec![m.storage.clone()];
-    names.extend(m.secondary.iter().map(|i| i.storage.clone()));
-    for name in names {
-        let info = client.table(&name).or_raise();
-        let sharding = info.sharding.clone();
-        client.drop_table(&name, true).or_raise();
+        *freeze_xid = pg_sys::InvalidTransactionId;
+        *minmulti = pg_sys::InvalidTransactionId;
+        let srel = pg_sys::RelationCreateStorage(*newrnode, persistence, true);
+        pg_sys::smgrclose(srel);
+        let db = pg_sys::MyDatabaseId.to_u32();
+        let name = table_storage_name(db, (*newrnode).relNode.to_u32());
+        let old_node = (*rel).rd_node.relNode.to_u32();
+        let old = (old_node != (*newrnode).relNode.to_u32() && old_node != 0).then(|| table_storage_name(db, old_node));
+        // The AM's OID is needed to free this storage if the transaction aborts, and
+        // the old file node's at commit (hooks/xact.rs).
+        meta::pinax_am_oid();
+        if crate::ddl::adopt_or_record(rel, &name) {
+            return; // replayed DDL: the origin node's storage table, under our name
+        }
+        let client = state::with(|b| b.client()).or_raise();
+        // A new file node for an existing table (TRUNCATE, rewrite) keeps its sharding.
+        let sharding = match old.as_ref().and_then(|o| client.table(o).ok()) {
+            Some(info) => match &info.sharding {
+                Sharding::Hash { tablets } => Sharding::Hash { tablets: *tablets },
+                Sharding::Range { split_points } => Sharding::Range { split_points: split_points.clone() },
+            },
+            None => {
+                let opts: CreateOptions = state::with(|b| b.pending_create.take()).unwrap_or_default();
+                if opts.range {
+                    Sharding::Range { split_points: opts.split_at }
+                } else {
+                    Sharding::Hash { tablets: opts.tablets.unwrap_or_else(guc::tablets) }
+                }
+            }
+        };
         client.call(Request::CreateTable { name, sharding, if_not_exists: true }).or_raise();
     }
 }
 
+/// Table AM callback `relation_nontransactional_truncate` (`TableAmRoutine`,
+/// access/tableam.h).
+///
+/// # Safety
+/// Called only by PostgreSQL, through the table AM routine, with the arguments
+/// `TableAmRoutine` documents.
+#[pg_guard]
+pub(super) unsafe extern "C-unwind" fn relation_nontransactional_truncate(rel: pg_sys::Relation) {
+    // SAFETY: PostgreSQL calls this as documented (# Safety).
+    unsafe {
+        if crate::ddl::replaying() {
+            return; // the origin node emptied the storage tables
+        }
+        let m = meta_of(rel);
+        let client = state::with(|b| b.client()).or_raise();
+        let mut names = vec![m.storage.clone()];
+        names.extend(m.secondary.iter().map(|i| i.storage.clone()));
+        for name in names {
+            let info = client.table(&name).or_raise();
+            let sharding = info.sharding.clone();
+            client.drop_table(&name, true).or_raise();
+            client.call(Request::CreateTable { name, sharding, if_not_exists: true }).or_raise();
+        }
+    }
+}
+
+/// Table AM callback `relation_copy_data` (`TableAmRoutine`, access/tableam.h).
+///
+/// # Safety
+/// Called only by PostgreSQL, through the table AM routine, with the arguments
+/// `TableAmRoutine` documents.
 #[pg_guard]
 pub(super) unsafe extern "C-unwind" fn relation_copy_data(_rel: pg_sys::Relation, _newrnode: *const pg_sys::RelFileNode) {
     error::not_supported("ALTER TABLE SET TABLESPACE is not supported on Pinax tables");
 }
 
+/// Table AM callback `relation_copy_for_cluster` (`TableAmRoutine`,
+/// access/tableam.h).
+///
+/// # Safety
+/// Called only by PostgreSQL, through the table AM routine, with the arguments
+/// `TableAmRoutine` documents.
 #[pg_guard]
 pub(super) unsafe extern "C-unwind" fn relation_copy_for_cluster(
     _old: pg_sys::Relation,
@@ -100,65 +129,100 @@ pub(super) unsafe extern "C-unwind" fn relation_copy_for_cluster(
     error::not_supported("CLUSTER and VACUUM FULL are not supported on Pinax tables");
 }
 
+/// Table AM callback `relation_vacuum` (`TableAmRoutine`, access/tableam.h).
+///
+/// # Safety
+/// Called only by PostgreSQL, through the table AM routine, with the arguments
+/// `TableAmRoutine` documents.
 #[pg_guard]
 pub(super) unsafe extern "C-unwind" fn relation_vacuum(_rel: pg_sys::Relation, _params: *mut pg_sys::VacuumParams, _bstrategy: pg_sys::BufferAccessStrategy) {
     // Old versions are removed by the storage's compaction filter.
 }
 
+/// Table AM callback `scan_analyze_next_block` (`TableAmRoutine`,
+/// access/tableam.h).
+///
+/// # Safety
+/// Called only by PostgreSQL, through the table AM routine, with the arguments
+/// `TableAmRoutine` documents.
 #[pg_guard]
 pub(super) unsafe extern "C-unwind" fn scan_analyze_next_block(scan: pg_sys::TableScanDesc, _blockno: pg_sys::BlockNumber, _bstrategy: pg_sys::BufferAccessStrategy) -> bool {
-    // The table reports one block (relation_size), which yields the rows the
-    // tablets sample (every k-th, k from the last row count: about twice the rows
-    // ANALYZE keeps; all of them for a table never analyzed or small). ANALYZE's
-    // reservoir then samples those uniformly; the row count is exact (the tablets
-    // count what they do not ship).
-    let d = scan as *mut PinaxScanDesc;
-    let st = &mut *(*d).state;
-    if st.analyze_block_done {
-        return false;
+    // SAFETY: PostgreSQL calls this as documented (# Safety).
+    unsafe {
+        // The table reports one block (relation_size), which yields the rows the
+        // tablets sample (every k-th, k from the last row count: about twice the rows
+        // ANALYZE keeps; all of them for a table never analyzed or small). ANALYZE's
+        // reservoir then samples those uniformly; the row count is exact (the tablets
+        // count what they do not ship).
+        let d = scan as *mut PinaxScanDesc;
+        let st = &mut *(*d).state;
+        if st.analyze_block_done {
+            return false;
+        }
+        st.analyze_block_done = true;
+        let (every, keep) = analyze_sample_every((*d).base.rs_rd);
+        let total = st.pager.sample(every, keep).or_raise();
+        let shipped = st.pager.queued() as u64;
+        st.analyze_unshipped = total.saturating_sub(shipped);
+        pgrx::debug1!("pinax: ANALYZE read {shipped} of {total} rows (sampled in the tablets)");
+        true
     }
-    st.analyze_block_done = true;
-    let (every, keep) = analyze_sample_every((*d).base.rs_rd);
-    let total = st.pager.sample(every, keep).or_raise();
-    let shipped = st.pager.queued() as u64;
-    st.analyze_unshipped = total.saturating_sub(shipped);
-    pgrx::debug1!("pinax: ANALYZE read {shipped} of {total} rows (sampled in the tablets)");
-    true
 }
 
 /// Every how many rows ANALYZE's sample takes one, and how many rows it aims at:
 /// about twice the rows ANALYZE keeps (300 x the largest statistics target of the
 /// table's columns), judged by the row count of the last ANALYZE. 1 (every row)
 /// when the table has none yet or is small.
+///
+/// # Safety
+/// `rel` must be a valid open relation.
 unsafe fn analyze_sample_every(rel: pg_sys::Relation) -> (u32, u64) {
-    let reltuples = (*(*rel).rd_rel).reltuples as f64;
-    let desc = (*rel).rd_att;
-    let mut target = pg_sys::default_statistics_target.max(1);
-    for i in 0..(*desc).natts as usize {
-        let attr = (*desc).attrs.as_ptr().add(i);
-        if !(*attr).attisdropped && (*attr).attstattarget > target {
-            target = (*attr).attstattarget;
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        let reltuples = (*(*rel).rd_rel).reltuples as f64;
+        let desc = (*rel).rd_att;
+        let mut target = pg_sys::default_statistics_target.max(1);
+        for i in 0..(*desc).natts as usize {
+            let attr = (*desc).attrs.as_ptr().add(i);
+            if !(*attr).attisdropped && (*attr).attstattarget > target {
+                target = (*attr).attstattarget;
+            }
         }
+        let keep = 2.0 * 300.0 * target as f64;
+        if reltuples <= keep {
+            return (1, keep as u64);
+        }
+        ((reltuples / keep).min(u32::MAX as f64) as u32, keep as u64)
     }
-    let keep = 2.0 * 300.0 * target as f64;
-    if reltuples <= keep {
-        return (1, keep as u64);
-    }
-    ((reltuples / keep).min(u32::MAX as f64) as u32, keep as u64)
 }
 
+/// Table AM callback `scan_analyze_next_tuple` (`TableAmRoutine`,
+/// access/tableam.h).
+///
+/// # Safety
+/// Called only by PostgreSQL, through the table AM routine, with the arguments
+/// `TableAmRoutine` documents.
 #[pg_guard]
 pub(super) unsafe extern "C-unwind" fn scan_analyze_next_tuple(scan: pg_sys::TableScanDesc, _oldest_xmin: pg_sys::TransactionId, liverows: *mut f64, _deadrows: *mut f64, slot: *mut pg_sys::TupleTableSlot) -> bool {
-    let d = scan as *mut PinaxScanDesc;
-    let st = &mut *(*d).state;
-    if next_into_slot(&mut st.pager, st.relid, slot) {
-        *liverows += 1.0 + std::mem::take(&mut st.analyze_unshipped) as f64;
-        true
-    } else {
-        false
+    // SAFETY: PostgreSQL calls this as documented (# Safety).
+    unsafe {
+        let d = scan as *mut PinaxScanDesc;
+        let st = &mut *(*d).state;
+        if next_into_slot(&mut st.pager, st.relid, slot) {
+            *liverows += 1.0 + std::mem::take(&mut st.analyze_unshipped) as f64;
+            true
+        } else {
+            false
+        }
     }
 }
 
+/// Table AM callback `index_build_range_scan` (`TableAmRoutine`,
+/// access/tableam.h).
+///
+/// # Safety
+/// Called only by PostgreSQL, through the table AM routine, with the arguments
+/// `TableAmRoutine` documents.
 #[pg_guard]
 pub(super) unsafe extern "C-unwind" fn index_build_range_scan(
     table_rel: pg_sys::Relation,
@@ -173,12 +237,21 @@ pub(super) unsafe extern "C-unwind" fn index_build_range_scan(
     _callback_state: *mut std::ffi::c_void,
     _scan: pg_sys::TableScanDesc,
 ) -> f64 {
-    // Pinax builds the index in storage itself; the btree code calling us (when the
-    // index was not yet switched to the Pinax routine) receives no tuples and leaves
-    // an empty btree file behind.
-    index::build::build(table_rel, index_rel, index_info)
+    // SAFETY: PostgreSQL calls this as documented (# Safety).
+    unsafe {
+        // Pinax builds the index in storage itself; the btree code calling us (when the
+        // index was not yet switched to the Pinax routine) receives no tuples and leaves
+        // an empty btree file behind.
+        index::build::build(table_rel, index_rel, index_info)
+    }
 }
 
+/// Table AM callback `index_validate_scan` (`TableAmRoutine`,
+/// access/tableam.h).
+///
+/// # Safety
+/// Called only by PostgreSQL, through the table AM routine, with the arguments
+/// `TableAmRoutine` documents.
 #[pg_guard]
 pub(super) unsafe extern "C-unwind" fn index_validate_scan(
     _table_rel: pg_sys::Relation,

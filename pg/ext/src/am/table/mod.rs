@@ -37,41 +37,76 @@ use pgrx::pg_guard;
 use pgrx::pg_sys;
 use std::rc::Rc;
 
+/// `rel`'s metadata, its indexes switched to Pinax for this transaction.
+///
+/// # Safety
+/// `rel` must be a valid open relation.
 unsafe fn meta_of(rel: pg_sys::Relation) -> Rc<TableMeta> {
-    let m = meta::table_meta(rel).or_raise();
-    index::ensure_patched(rel, &m);
-    m
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        let m = meta::table_meta(rel).or_raise();
+        index::ensure_patched(rel, &m);
+        m
+    }
 }
 
+/// Table AM callback `slot_callbacks` (`TableAmRoutine`, access/tableam.h).
+///
+/// # Safety
+/// Called only by PostgreSQL, through the table AM routine, with the arguments
+/// `TableAmRoutine` documents.
 #[pg_guard]
 unsafe extern "C-unwind" fn slot_callbacks(rel: pg_sys::Relation) -> *const pg_sys::TupleTableSlotOps {
-    // The executor creates a slot for a table before it opens any of its indexes
-    // (index scans, ON CONFLICT, COPY): the moment to switch them to Pinax, also
-    // for plans cached in an earlier transaction.
-    meta_of(rel);
-    &raw const pg_sys::TTSOpsHeapTuple
+    // SAFETY: PostgreSQL calls this as documented (# Safety).
+    unsafe {
+        // The executor creates a slot for a table before it opens any of its indexes
+        // (index scans, ON CONFLICT, COPY): the moment to switch them to Pinax, also
+        // for plans cached in an earlier transaction.
+        meta_of(rel);
+        &raw const pg_sys::TTSOpsHeapTuple
+    }
 }
 
+/// Table AM callback `relation_size` (`TableAmRoutine`, access/tableam.h).
+///
+/// # Safety
+/// Called only by PostgreSQL, through the table AM routine, with the arguments
+/// `TableAmRoutine` documents.
 #[pg_guard]
 unsafe extern "C-unwind" fn relation_size(_rel: pg_sys::Relation, _fork: pg_sys::ForkNumber::Type) -> u64 {
     pg_sys::BLCKSZ as u64
 }
 
+/// Table AM callback `relation_needs_toast_table` (`TableAmRoutine`,
+/// access/tableam.h).
+///
+/// # Safety
+/// Called only by PostgreSQL, through the table AM routine, with the arguments
+/// `TableAmRoutine` documents.
 #[pg_guard]
 unsafe extern "C-unwind" fn relation_needs_toast_table(_rel: pg_sys::Relation) -> bool {
     false
 }
 
+/// Table AM callback `relation_estimate_size` (`TableAmRoutine`,
+/// access/tableam.h).
+///
+/// # Safety
+/// Called only by PostgreSQL, through the table AM routine, with the arguments
+/// `TableAmRoutine` documents.
 #[pg_guard]
 unsafe extern "C-unwind" fn relation_estimate_size(rel: pg_sys::Relation, attr_widths: *mut i32, pages: *mut pg_sys::BlockNumber, tuples: *mut f64, allvisfrac: *mut f64) {
-    let reltuples = (*(*rel).rd_rel).reltuples as f64;
-    // Never analyzed: assume a middling table so selective predicates use indexes.
-    let ntuples = if reltuples < 0.0 { 1000.0 } else { reltuples.max(1.0) };
-    let width = pg_sys::get_rel_data_width(rel, attr_widths) as f64 + 24.0;
-    *tuples = ntuples;
-    *pages = ((ntuples * width) / pg_sys::BLCKSZ as f64).ceil().max(1.0) as pg_sys::BlockNumber;
-    // Index-only scans never visit the table (am/index_only.rs).
-    *allvisfrac = 1.0;
+    // SAFETY: PostgreSQL calls this as documented (# Safety).
+    unsafe {
+        let reltuples = (*(*rel).rd_rel).reltuples as f64;
+        // Never analyzed: assume a middling table so selective predicates use indexes.
+        let ntuples = if reltuples < 0.0 { 1000.0 } else { reltuples.max(1.0) };
+        let width = pg_sys::get_rel_data_width(rel, attr_widths) as f64 + 24.0;
+        *tuples = ntuples;
+        *pages = ((ntuples * width) / pg_sys::BLCKSZ as f64).ceil().max(1.0) as pg_sys::BlockNumber;
+        // Index-only scans never visit the table (am/index_only.rs).
+        *allvisfrac = 1.0;
+    }
 }
 
 /// The routine, built once per process.

@@ -35,15 +35,29 @@ pub(super) struct ScanState {
     counted: Option<u64>,
 }
 
+/// A memory context reset callback (`MemoryContextCallback`).
+///
+/// # Safety
+/// `arg` must be what the callback was registered with (PostgreSQL calls it
+/// so when the memory context is reset; this module also calls it directly):
+/// its Rust state is freed once, and the pointer to it nulled.
 #[pg_guard]
 unsafe extern "C-unwind" fn free_scan_state(arg: *mut std::ffi::c_void) {
-    let d = arg as *mut PinaxScanDesc;
-    if !(*d).state.is_null() {
-        drop(Box::from_raw((*d).state));
-        (*d).state = std::ptr::null_mut();
+    // SAFETY: PostgreSQL calls this as documented (# Safety).
+    unsafe {
+        let d = arg as *mut PinaxScanDesc;
+        if !(*d).state.is_null() {
+            drop(Box::from_raw((*d).state));
+            (*d).state = std::ptr::null_mut();
+        }
     }
 }
 
+/// Table AM callback `scan_begin` (`TableAmRoutine`, access/tableam.h).
+///
+/// # Safety
+/// Called only by PostgreSQL, through the table AM routine, with the arguments
+/// `TableAmRoutine` documents.
 #[pg_guard]
 pub(super) unsafe extern "C-unwind" fn scan_begin(
     rel: pg_sys::Relation,
@@ -53,48 +67,67 @@ pub(super) unsafe extern "C-unwind" fn scan_begin(
     pscan: pg_sys::ParallelTableScanDesc,
     flags: u32,
 ) -> pg_sys::TableScanDesc {
-    if !pscan.is_null() {
-        error::not_supported("parallel scans of Pinax tables are not supported");
+    // SAFETY: PostgreSQL calls this as documented (# Safety).
+    unsafe {
+        if !pscan.is_null() {
+            error::not_supported("parallel scans of Pinax tables are not supported");
+        }
+        if flags & pg_sys::ScanOptions::SO_TYPE_SAMPLESCAN != 0 {
+            error::not_supported("TABLESAMPLE is not supported on Pinax tables");
+        }
+        let m = meta_of(rel);
+        if flags & pg_sys::ScanOptions::SO_TYPE_SEQSCAN != 0 && state::serializable_locking() {
+            // A SERIALIZABLE sequential scan reads every tablet's whole range.
+            state::with(|b| b.lock_ranges(&m.storage, &[], None)).or_raise();
+        }
+        let d = pg_sys::palloc0(std::mem::size_of::<PinaxScanDesc>()) as *mut PinaxScanDesc;
+        (*d).base.rs_rd = rel;
+        (*d).base.rs_snapshot = snapshot;
+        (*d).base.rs_nkeys = nkeys;
+        (*d).base.rs_key = key;
+        (*d).base.rs_flags = flags;
+        let mut pager = Pager::new(m.storage.clone(), Vec::new(), None, false, snapshot_cid(snapshot));
+        pager.under_limit_of((*rel).rd_id.to_u32());
+        let st = ScanState { pager, relid: m.relid, analyze_block_done: false, analyze_unshipped: 0, counted: None };
+        (*d).state = Box::into_raw(Box::new(st));
+        (*d).cb.func = Some(free_scan_state);
+        (*d).cb.arg = d.cast();
+        pg_sys::MemoryContextRegisterResetCallback(pg_sys::CurrentMemoryContext, &mut (*d).cb);
+        pg_sys::RelationIncrementReferenceCount(rel);
+        d.cast()
     }
-    if flags & pg_sys::ScanOptions::SO_TYPE_SAMPLESCAN != 0 {
-        error::not_supported("TABLESAMPLE is not supported on Pinax tables");
-    }
-    let m = meta_of(rel);
-    if flags & pg_sys::ScanOptions::SO_TYPE_SEQSCAN != 0 && state::serializable_locking() {
-        // A SERIALIZABLE sequential scan reads every tablet's whole range.
-        state::with(|b| b.lock_ranges(&m.storage, &[], None)).or_raise();
-    }
-    let d = pg_sys::palloc0(std::mem::size_of::<PinaxScanDesc>()) as *mut PinaxScanDesc;
-    (*d).base.rs_rd = rel;
-    (*d).base.rs_snapshot = snapshot;
-    (*d).base.rs_nkeys = nkeys;
-    (*d).base.rs_key = key;
-    (*d).base.rs_flags = flags;
-    let mut pager = Pager::new(m.storage.clone(), Vec::new(), None, false, snapshot_cid(snapshot));
-    pager.under_limit_of((*rel).rd_id.to_u32());
-    let st = ScanState { pager, relid: m.relid, analyze_block_done: false, analyze_unshipped: 0, counted: None };
-    (*d).state = Box::into_raw(Box::new(st));
-    (*d).cb.func = Some(free_scan_state);
-    (*d).cb.arg = d.cast();
-    pg_sys::MemoryContextRegisterResetCallback(pg_sys::CurrentMemoryContext, &mut (*d).cb);
-    pg_sys::RelationIncrementReferenceCount(rel);
-    d.cast()
 }
 
+/// Table AM callback `scan_end` (`TableAmRoutine`, access/tableam.h).
+///
+/// # Safety
+/// Called only by PostgreSQL, through the table AM routine, with the arguments
+/// `TableAmRoutine` documents.
 #[pg_guard]
 pub(super) unsafe extern "C-unwind" fn scan_end(scan: pg_sys::TableScanDesc) {
-    let d = scan as *mut PinaxScanDesc;
-    free_scan_state(d.cast());
-    pg_sys::RelationDecrementReferenceCount((*scan).rs_rd);
+    // SAFETY: PostgreSQL calls this as documented (# Safety).
+    unsafe {
+        let d = scan as *mut PinaxScanDesc;
+        free_scan_state(d.cast());
+        pg_sys::RelationDecrementReferenceCount((*scan).rs_rd);
+    }
 }
 
+/// Table AM callback `scan_rescan` (`TableAmRoutine`, access/tableam.h).
+///
+/// # Safety
+/// Called only by PostgreSQL, through the table AM routine, with the arguments
+/// `TableAmRoutine` documents.
 #[pg_guard]
 pub(super) unsafe extern "C-unwind" fn scan_rescan(scan: pg_sys::TableScanDesc, _key: *mut pg_sys::ScanKeyData, _set_params: bool, _allow_strat: bool, _allow_sync: bool, _allow_pagemode: bool) {
-    let d = scan as *mut PinaxScanDesc;
-    let st = &mut *(*d).state;
-    st.pager = Pager::new(st.pager.storage.clone(), Vec::new(), None, false, snapshot_cid((*scan).rs_snapshot));
-    st.pager.under_limit_of((*(*scan).rs_rd).rd_id.to_u32());
-    st.counted = None;
+    // SAFETY: PostgreSQL calls this as documented (# Safety).
+    unsafe {
+        let d = scan as *mut PinaxScanDesc;
+        let st = &mut *(*d).state;
+        st.pager = Pager::new(st.pager.storage.clone(), Vec::new(), None, false, snapshot_cid((*scan).rs_snapshot));
+        st.pager.under_limit_of((*(*scan).rs_rd).rd_id.to_u32());
+        st.counted = None;
+    }
 }
 
 /// Have the tablets return only rows that may satisfy `filter` (pushed-down
@@ -104,8 +137,11 @@ pub(super) unsafe extern "C-unwind" fn scan_rescan(scan: pg_sys::TableScanDesc, 
 /// # Safety
 /// `scan` must be a scan of a Pinax table begun by [`scan_begin`].
 pub unsafe fn set_filter(scan: pg_sys::TableScanDesc, filter: Option<pinax_proto::RowFilter>) {
-    let d = scan as *mut PinaxScanDesc;
-    (*(*d).state).pager.filter = filter;
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        let d = scan as *mut PinaxScanDesc;
+        (*(*d).state).pager.filter = filter;
+    }
 }
 
 /// For a scan with a filter whose rows nobody reads (`count(*) WHERE ...`, see
@@ -115,8 +151,11 @@ pub unsafe fn set_filter(scan: pg_sys::TableScanDesc, filter: Option<pinax_proto
 /// # Safety
 /// `scan` must be a scan of a Pinax table begun by [`scan_begin`].
 pub unsafe fn count_matching(scan: pg_sys::TableScanDesc) -> u64 {
-    let d = scan as *mut PinaxScanDesc;
-    (*(*d).state).pager.next_count().or_raise().unwrap_or(0)
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        let d = scan as *mut PinaxScanDesc;
+        (*(*d).state).pager.next_count().or_raise().unwrap_or(0)
+    }
 }
 
 /// For a scan with a filter under an aggregate computed in storage (see
@@ -127,8 +166,11 @@ pub unsafe fn count_matching(scan: pg_sys::TableScanDesc) -> u64 {
 /// # Safety
 /// `scan` must be a scan of a Pinax table begun by [`scan_begin`].
 pub unsafe fn aggregate(scan: pg_sys::TableScanDesc, aggs: &[pinax_proto::AggSpec], group_by: Option<pinax_proto::GroupBy>) -> pinax_client::Aggregated {
-    let d = scan as *mut PinaxScanDesc;
-    (*(*d).state).pager.next_aggregate(aggs, group_by).or_raise().unwrap_or_default()
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        let d = scan as *mut PinaxScanDesc;
+        (*(*d).state).pager.next_aggregate(aggs, group_by).or_raise().unwrap_or_default()
+    }
 }
 
 /// A scan whose rows nobody reads (a plain `count(*)` over a sequential scan
@@ -138,10 +180,13 @@ pub unsafe fn aggregate(scan: pg_sys::TableScanDesc, aggs: &[pinax_proto::AggSpe
 /// # Safety
 /// `scan` must be a scan of a Pinax table begun by [`scan_begin`].
 pub unsafe fn next_counted(scan: pg_sys::TableScanDesc) -> bool {
-    let st = &mut *(*(scan as *mut PinaxScanDesc)).state;
-    let left = counted_left(st);
-    st.counted = Some(left.saturating_sub(1));
-    left > 0
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        let st = &mut *(*(scan as *mut PinaxScanDesc)).state;
+        let left = counted_left(st);
+        st.counted = Some(left.saturating_sub(1));
+        left > 0
+    }
 }
 
 /// The rows the tablets counted that `st` has not answered for yet (they are
@@ -159,58 +204,106 @@ fn counted_left(st: &mut ScanState) -> u64 {
 /// # Safety
 /// `scan` must be a scan of a Pinax table begun by [`scan_begin`].
 pub unsafe fn take_counted(scan: pg_sys::TableScanDesc) -> u64 {
-    let st = &mut *(*(scan as *mut PinaxScanDesc)).state;
-    let left = counted_left(st);
-    st.counted = Some(0);
-    left
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        let st = &mut *(*(scan as *mut PinaxScanDesc)).state;
+        let left = counted_left(st);
+        st.counted = Some(0);
+        left
+    }
 }
 
 /// Hand the next row of `pager` to PostgreSQL in `slot`.
+///
+/// # Safety
+/// `slot` must be a valid slot. Calls into PostgreSQL: only in a backend, where
+/// its errors can be raised.
 pub(super) unsafe fn next_into_slot(pager: &mut Pager, relid: u32, slot: *mut pg_sys::TupleTableSlot) -> bool {
-    match pager.next_row().or_raise() {
-        Some((key, value)) => {
-            let value = crate::tuple::merged((*slot).tts_tupleDescriptor, value);
-            let tid = state::with(|b| b.tids.add(relid, &key, &value, Origin::Read));
-            store_tuple(slot, &value, tid, pg_sys::Oid::from(relid), None);
-            true
-        }
-        None => {
-            pg_sys::ExecClearTuple(slot);
-            false
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        match pager.next_row().or_raise() {
+            Some((key, value)) => {
+                let value = crate::tuple::merged((*slot).tts_tupleDescriptor, value);
+                let tid = state::with(|b| b.tids.add(relid, &key, &value, Origin::Read));
+                store_tuple(slot, &value, tid, pg_sys::Oid::from(relid), None);
+                true
+            }
+            None => {
+                pg_sys::ExecClearTuple(slot);
+                false
+            }
         }
     }
 }
 
+/// Table AM callback `scan_getnextslot` (`TableAmRoutine`, access/tableam.h).
+///
+/// # Safety
+/// Called only by PostgreSQL, through the table AM routine, with the arguments
+/// `TableAmRoutine` documents.
 #[pg_guard]
 pub(super) unsafe extern "C-unwind" fn scan_getnextslot(scan: pg_sys::TableScanDesc, direction: pg_sys::ScanDirection::Type, slot: *mut pg_sys::TupleTableSlot) -> bool {
-    if direction == pg_sys::ScanDirection::BackwardScanDirection {
-        error::not_supported("backward scans of Pinax tables are not supported");
+    // SAFETY: PostgreSQL calls this as documented (# Safety).
+    unsafe {
+        if direction == pg_sys::ScanDirection::BackwardScanDirection {
+            error::not_supported("backward scans of Pinax tables are not supported");
+        }
+        let d = scan as *mut PinaxScanDesc;
+        let st = &mut *(*d).state;
+        next_into_slot(&mut st.pager, st.relid, slot)
     }
-    let d = scan as *mut PinaxScanDesc;
-    let st = &mut *(*d).state;
-    next_into_slot(&mut st.pager, st.relid, slot)
 }
 
+/// Table AM callback `parallelscan_estimate` (`TableAmRoutine`,
+/// access/tableam.h).
+///
+/// # Safety
+/// Called only by PostgreSQL, through the table AM routine, with the arguments
+/// `TableAmRoutine` documents.
 #[pg_guard]
 pub(super) unsafe extern "C-unwind" fn parallelscan_estimate(_rel: pg_sys::Relation) -> pg_sys::Size {
     error::not_supported("parallel scans of Pinax tables are not supported")
 }
 
+/// Table AM callback `parallelscan_initialize` (`TableAmRoutine`,
+/// access/tableam.h).
+///
+/// # Safety
+/// Called only by PostgreSQL, through the table AM routine, with the arguments
+/// `TableAmRoutine` documents.
 #[pg_guard]
 pub(super) unsafe extern "C-unwind" fn parallelscan_initialize(_rel: pg_sys::Relation, _pscan: pg_sys::ParallelTableScanDesc) -> pg_sys::Size {
     error::not_supported("parallel scans of Pinax tables are not supported")
 }
 
+/// Table AM callback `parallelscan_reinitialize` (`TableAmRoutine`,
+/// access/tableam.h).
+///
+/// # Safety
+/// Called only by PostgreSQL, through the table AM routine, with the arguments
+/// `TableAmRoutine` documents.
 #[pg_guard]
 pub(super) unsafe extern "C-unwind" fn parallelscan_reinitialize(_rel: pg_sys::Relation, _pscan: pg_sys::ParallelTableScanDesc) {
     error::not_supported("parallel scans of Pinax tables are not supported")
 }
 
+/// Table AM callback `scan_sample_next_block` (`TableAmRoutine`,
+/// access/tableam.h).
+///
+/// # Safety
+/// Called only by PostgreSQL, through the table AM routine, with the arguments
+/// `TableAmRoutine` documents.
 #[pg_guard]
 pub(super) unsafe extern "C-unwind" fn scan_sample_next_block(_scan: pg_sys::TableScanDesc, _scanstate: *mut pg_sys::SampleScanState) -> bool {
     error::not_supported("TABLESAMPLE is not supported on Pinax tables")
 }
 
+/// Table AM callback `scan_sample_next_tuple` (`TableAmRoutine`,
+/// access/tableam.h).
+///
+/// # Safety
+/// Called only by PostgreSQL, through the table AM routine, with the arguments
+/// `TableAmRoutine` documents.
 #[pg_guard]
 pub(super) unsafe extern "C-unwind" fn scan_sample_next_tuple(_scan: pg_sys::TableScanDesc, _scanstate: *mut pg_sys::SampleScanState, _slot: *mut pg_sys::TupleTableSlot) -> bool {
     error::not_supported("TABLESAMPLE is not supported on Pinax tables")

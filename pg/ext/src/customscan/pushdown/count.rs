@@ -22,15 +22,18 @@ use pgrx::pg_sys;
 /// # Safety
 /// `node` must be an initialized custom scan state.
 pub unsafe fn count_in_storage(node: *mut pg_sys::CustomScanState) -> bool {
-    if (*node).methods != &EXEC_METHODS.0 {
-        return false;
-    }
-    match (*(node as *mut NodeState)).inner.as_mut() {
-        Some(inner) => {
-            inner.count_mode = inner.all_pushed && crate::am::index_only::outputs_plain_columns(&mut (*node).ss);
-            inner.count_mode
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        if (*node).methods != &EXEC_METHODS.0 {
+            return false;
         }
-        None => false,
+        match (*(node as *mut NodeState)).inner.as_mut() {
+            Some(inner) => {
+                inner.count_mode = inner.all_pushed && crate::am::index_only::outputs_plain_columns(&mut (*node).ss);
+                inner.count_mode
+            }
+            None => false,
+        }
     }
 }
 
@@ -51,77 +54,99 @@ const COUNT_STAR: u32 = 2803;
 /// node (`PinaxScan`, a sequential scan only counted, or an
 /// index-only scan of a Pinax index).
 pub unsafe fn count_rows_in_storage(agg: *mut pg_sys::AggState) -> bool {
-    let plan = (*agg).ss.ps.plan as *mut pg_sys::Agg;
-    if (*plan).aggstrategy != pg_sys::AggStrategy::AGG_PLAIN || (*plan).numCols != 0 || !(*plan).groupingSets.is_null() || (*agg).numaggs < 1 {
-        return false;
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        let plan = (*agg).ss.ps.plan as *mut pg_sys::Agg;
+        if (*plan).aggstrategy != pg_sys::AggStrategy::AGG_PLAIN || (*plan).numCols != 0 || !(*plan).groupingSets.is_null() || (*agg).numaggs < 1 {
+            return false;
+        }
+        let count_star = |i: usize| {
+            let aggref = (*(*agg).peragg.add(i)).aggref;
+            is_plain_aggref(aggref) && (*aggref).aggfnoid.to_u32() == COUNT_STAR
+        };
+        if !(0..(*agg).numaggs as usize).all(count_star) {
+            return false;
+        }
+        pg_sys::ExecSetExecProcNode(agg as *mut pg_sys::PlanState, Some(exec_count_agg));
+        true
     }
-    let count_star = |i: usize| {
-        let aggref = (*(*agg).peragg.add(i)).aggref;
-        is_plain_aggref(aggref) && (*aggref).aggfnoid.to_u32() == COUNT_STAR
-    };
-    if !(0..(*agg).numaggs as usize).all(count_star) {
-        return false;
-    }
-    pg_sys::ExecSetExecProcNode(agg as *mut pg_sys::PlanState, Some(exec_count_agg));
-    true
 }
 
 /// How many rows of custom scan node `node` its tablets counted (in count mode,
 /// with every condition pushed; else 0), taken once per scan: the node then
 /// returns only the rows the tablets could not decide.
+///
+/// # Safety
+/// `node` must be a valid `CustomScanState`.
 unsafe fn take_count(node: *mut pg_sys::CustomScanState) -> u64 {
-    if (*node).methods != &EXEC_METHODS.0 {
-        return 0;
-    }
-    let ss = &mut (*node).ss as *mut pg_sys::ScanState;
-    let Some(inner) = (*(node as *mut NodeState)).inner.as_mut() else { return 0 };
-    match counted_left(ss, inner) {
-        Some(n) => {
-            inner.counted_left = Some(0);
-            n
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        if (*node).methods != &EXEC_METHODS.0 {
+            return 0;
         }
-        None => 0,
+        let ss = &mut (*node).ss as *mut pg_sys::ScanState;
+        let Some(inner) = (*(node as *mut NodeState)).inner.as_mut() else { return 0 };
+        match counted_left(ss, inner) {
+            Some(n) => {
+                inner.counted_left = Some(0);
+                n
+            }
+            None => 0,
+        }
     }
 }
 
 /// In count mode with every condition pushed: the matching rows the tablets
 /// counted that the node has not handed out yet (counted once per scan). None
 /// when the node does not count: its rows all come through the qual.
+///
+/// # Safety
+/// `ss` must be a valid `ScanState`.
 pub(super) unsafe fn counted_left(ss: *mut pg_sys::ScanState, inner: &mut Inner) -> Option<u64> {
-    if !inner.count_mode {
-        return None;
-    }
-    let scan = start(ss, inner);
-    if !inner.filter_complete {
-        return None;
-    }
-    Some(match inner.counted_left {
-        Some(n) => n,
-        None => {
-            let n = table::scan::count_matching(scan);
-            inner.counted_total += n;
-            n
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        if !inner.count_mode {
+            return None;
         }
-    })
+        let scan = start(ss, inner);
+        if !inner.filter_complete {
+            return None;
+        }
+        Some(match inner.counted_left {
+            Some(n) => n,
+            None => {
+                let n = table::scan::count_matching(scan);
+                inner.counted_total += n;
+                n
+            }
+        })
+    }
 }
 
 /// A plain aggregate of `count(*)` only ([`count_rows_in_storage`]): its one row.
+///
+/// # Safety
+/// Called only by PostgreSQL, as the `ExecProcNode` of the plan node it was set
+/// on (`ExecSetExecProcNode`), with that node's state.
 #[pg_guard]
 unsafe extern "C-unwind" fn exec_count_agg(ps: *mut pg_sys::PlanState) -> *mut pg_sys::TupleTableSlot {
-    let agg = ps as *mut pg_sys::AggState;
-    let Some(child) = plain_agg_child(ps) else { return std::ptr::null_mut() };
-    let mut n = match (*child).type_ {
-        pg_sys::NodeTag::T_CustomScanState => take_count(child as *mut pg_sys::CustomScanState),
-        pg_sys::NodeTag::T_SeqScanState => crate::am::index_only::take_count(child as *mut pg_sys::SeqScanState),
-        pg_sys::NodeTag::T_IndexOnlyScanState => crate::am::index_only::take_index_count(child as *mut pg_sys::IndexOnlyScanState),
-        _ => 0,
-    };
-    for_each_shipped_row(child, |_| n += 1);
-    let econtext = (*ps).ps_ExprContext;
-    for i in 0..(*agg).numaggs as usize {
-        let aggno = (*(*(*agg).peragg.add(i)).aggref).aggno as usize;
-        *(*econtext).ecxt_aggvalues.add(aggno) = pg_sys::Datum::from(n as i64);
-        *(*econtext).ecxt_aggnulls.add(aggno) = false;
+    // SAFETY: PostgreSQL calls this as documented (# Safety).
+    unsafe {
+        let agg = ps as *mut pg_sys::AggState;
+        let Some(child) = plain_agg_child(ps) else { return std::ptr::null_mut() };
+        let mut n = match (*child).type_ {
+            pg_sys::NodeTag::T_CustomScanState => take_count(child as *mut pg_sys::CustomScanState),
+            pg_sys::NodeTag::T_SeqScanState => crate::am::index_only::take_count(child as *mut pg_sys::SeqScanState),
+            pg_sys::NodeTag::T_IndexOnlyScanState => crate::am::index_only::take_index_count(child as *mut pg_sys::IndexOnlyScanState),
+            _ => 0,
+        };
+        for_each_shipped_row(child, |_| n += 1);
+        let econtext = (*ps).ps_ExprContext;
+        for i in 0..(*agg).numaggs as usize {
+            let aggno = (*(*(*agg).peragg.add(i)).aggref).aggno as usize;
+            *(*econtext).ecxt_aggvalues.add(aggno) = pg_sys::Datum::from(n as i64);
+            *(*econtext).ecxt_aggnulls.add(aggno) = false;
+        }
+        plain_agg_row(ps, child)
     }
-    plain_agg_row(ps, child)
 }
