@@ -3,10 +3,10 @@
 //! - `PinaxScan` (`pushdown/`): a sequential scan of a Pinax table whose
 //!   `WHERE` conditions (and count or aggregates above it) the tablets compute.
 //!   Its path is offered from `set_rel_pathlist_hook`, installed here.
-//! - `PinaxWriteByKey` (`write_by_key.rs`): an UPDATE or DELETE of one row by its
+//! - `PinaxWriteByKey` (`write_by_key/`): an UPDATE or DELETE of one row by its
 //!   primary key (or DELETE of every row) without reading first. Its plan replaces
 //!   PostgreSQL's after planning: the one `planner_hook` (`hooks/planner.rs`)
-//!   calls `write_by_key::after_planning`.
+//!   calls `write_by_key::plan::after_planning`.
 //!
 //! Each scan keeps its method tables (`methods.rs`) next to its callbacks; this
 //! module registers their scan methods (so plans copied or read back from a

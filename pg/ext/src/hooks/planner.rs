@@ -1,6 +1,6 @@
 //! The planner hook (`planner_hook`), installed once: sequence calls are swapped
 //! before PostgreSQL plans (`sequence::swap_calls`), and a plan that writes one
-//! row by key is rewritten after (`customscan::write_by_key::after_planning`).
+//! row by key is rewritten after (`customscan::write_by_key::plan::after_planning`).
 
 use pgrx::pg_guard;
 use pgrx::pg_sys;
@@ -34,7 +34,7 @@ unsafe extern "C-unwind" fn planner(parse: *mut pg_sys::Query, query_string: *co
             Some(prev) => prev(parse, query_string, cursor_options, bound_params),
             None => pg_sys::standard_planner(parse, query_string, cursor_options, bound_params),
         };
-        crate::customscan::write_by_key::after_planning(ps);
+        crate::customscan::write_by_key::plan::after_planning(ps);
         ps
     }
 }

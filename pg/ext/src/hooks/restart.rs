@@ -361,7 +361,7 @@ unsafe fn primary_key_lookup(ps: *mut pg_sys::PlannedStmt) -> bool {
             pinax
         };
         // Each key column exactly once, by an equality operator of its family.
-        let point = point && crate::customscan::write_by_key::primary_key_equalities(quals, index).is_some();
+        let point = point && crate::customscan::write_by_key::plan::primary_key_equalities(quals, index).is_some();
         pg_sys::RelationClose(index);
         point
     }
@@ -499,7 +499,7 @@ unsafe fn whole_transaction(ps: *mut pg_sys::PlannedStmt) -> bool {
 /// Whether the top-level statement of `ps`, starting now (no subtransaction of
 /// ours around it), is its whole transaction, as for [`whole_transaction`]: an
 /// autocommit statement, not in a transaction block, a DO block, a procedure or a
-/// function. (`pinax::write_by_key` writes such a statement's row at once.)
+/// function. (`customscan::write_by_key` writes such a statement's row at once.)
 ///
 /// # Safety
 /// `ps` must be the running statement's plan; call from its executor.
