@@ -566,21 +566,9 @@ fn f64_key(bits: u64) -> u64 {
 // Text / bytea
 // ---------------------------------------------------------------------------------------
 
-const ESC: u8 = 0x00;
-const ESC_ZERO: u8 = 0xFF;
-const ESC_END: u8 = 0x01;
-
-fn encode_escaped(out: &mut Vec<u8>, bytes: &[u8]) {
-    out.reserve(bytes.len() + 2);
-    let mut rest = bytes;
-    while let Some(pos) = rest.iter().position(|&b| b == ESC) {
-        out.extend_from_slice(&rest[..pos]);
-        out.extend_from_slice(&[ESC, ESC_ZERO]);
-        rest = &rest[pos + 1..];
-    }
-    out.extend_from_slice(rest);
-    out.extend_from_slice(&[ESC, ESC_END]);
-}
+// Text and bytea bodies are escaped as stored keys are (`keys::escape_into`: `0x00`
+// as `0x00 0xFF`, ended by `0x00 0x01`): one escaping, one implementation.
+use crate::keys::{escape_into as encode_escaped, ESC, ESC_END, ESC_ZERO};
 
 fn decode_escaped(r: &mut Reader<'_>) -> Result<Vec<u8>, CodecError> {
     let mut out = Vec::new();

@@ -11,7 +11,8 @@
 //! | end of key     | `0x00 0x01` |
 //!
 //! Escaping preserves order: `a < b` as user keys ⇔ `esc(a) < esc(b)`, and no
-//! `esc(a)` is a proper prefix of `esc(b)`.
+//! `esc(a)` is a proper prefix of `esc(b)`. Text and bytea datums (`crate::datum`)
+//! are escaped the same way, by [`escape_into`].
 //!
 //! ## Regular column family (committed versions)
 //! `esc(user_key) ++ be64(!ht)` → [`encode_value`]. `!ht` (bitwise NOT) makes the
