@@ -2,7 +2,7 @@
 //!
 //! Purpose: let every layer above the storage engine (MVCC, transactions, tablets) run
 //! its tests fast and without RocksDB, with exactly the semantics the conformance suite
-//! ([`pinax_engine::conformance`]) pins down for every engine.
+//! (`pinax_engine::conformance`, feature `conformance`) pins down for every engine.
 //!
 //! Design: one `BTreeMap` per column family holding *versions*:
 //! `(key, Reverse(seq)) → Option<value>` (`None` = deletion marker). Every written batch

@@ -4,7 +4,7 @@
 //! [`Snapshot`] (a consistent point-in-time view across all column families),
 //! [`KvIterator`] (a seekable cursor), [`WriteBatch`] (atomic multi-CF write).
 //!
-//! Invariants every implementation must keep (checked by [`conformance`]):
+//! Invariants every implementation must keep (checked by the `conformance` suite, compiled for engine crates' tests: feature `conformance`):
 //! - keys are compared as unsigned bytes (memcmp order), in every column family;
 //! - a batch is applied atomically: a snapshot sees all of it or none of it;
 //! - a snapshot never changes, whatever is written after it was taken;
@@ -14,6 +14,7 @@
 //! `pinax-engine-rocks`, the in-memory test double in `pinax-engine-mem`).
 //! Start reading at [`KvEngine`], then the conformance suite.
 
+#[cfg(feature = "conformance")]
 pub mod conformance;
 mod owned_batch;
 
