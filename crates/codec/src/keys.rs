@@ -127,6 +127,21 @@ pub fn intent_key_prefix(user_key: &[u8]) -> Vec<u8> {
     k
 }
 
+/// Bounds of every intent key, `['I', 'I' + 1)`: a walk of all intents (the
+/// reverse index, `'R' ++ ...`, lies outside them).
+pub fn intents_bounds() -> (Vec<u8>, Vec<u8>) {
+    (vec![INTENT_PREFIX], vec![INTENT_PREFIX + 1])
+}
+
+/// `'I' ++ esc`: the intents' counterpart of an escaped key `esc` (a bound of a
+/// walk of the intents of a key range).
+pub fn intent_bound(esc: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(1 + esc.len());
+    k.push(INTENT_PREFIX);
+    k.extend_from_slice(esc);
+    k
+}
+
 /// `'I' ++ esc(user_key) ++ txn ++ be32(!seq)`.
 pub fn intent_key(user_key: &[u8], txn: TxnId, seq: u32) -> Vec<u8> {
     let mut k = intent_key_prefix(user_key);

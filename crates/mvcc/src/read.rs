@@ -255,15 +255,10 @@ impl<'a, S: Snapshot, R: TxnStatusResolver + ?Sized> MvccReader<'a, S, R> {
         };
         let esc_end = end.as_ref().map(|e| keys::escape(e));
         let reg_opts = IterOptions { lower: Some(esc_start.clone()), upper: esc_end.clone(), prefix_same_as_start: point };
-        let mut int_lower = vec![keys::INTENT_PREFIX];
-        int_lower.extend_from_slice(&esc_start);
+        let int_lower = keys::intent_bound(&esc_start);
         let int_upper = match &esc_end {
-            Some(e) => {
-                let mut u = vec![keys::INTENT_PREFIX];
-                u.extend_from_slice(e);
-                u
-            }
-            None => vec![keys::INTENT_PREFIX + 1],
+            Some(e) => keys::intent_bound(e),
+            None => keys::intents_bounds().1,
         };
         let int_opts = IterOptions { lower: Some(int_lower), upper: Some(int_upper), prefix_same_as_start: false };
         let mut reg = self.snap.iter(Cf::Regular, reg_opts);
@@ -953,7 +948,8 @@ pub fn holders_intents<S: Snapshot>(snap: &S, key: &[u8], holders: &[TxnId]) -> 
 
 /// A cursor over the whole intents column family (see [`KeyCursor`]).
 pub fn intents_cursor<S: Snapshot>(snap: &S) -> KeyCursor<S::Iter<'_>> {
-    KeyCursor::new(snap.iter(Cf::Intents, IterOptions { lower: Some(vec![keys::INTENT_PREFIX]), upper: Some(vec![keys::INTENT_PREFIX + 1]), prefix_same_as_start: false }))
+    let (lower, upper) = keys::intents_bounds();
+    KeyCursor::new(snap.iter(Cf::Intents, IterOptions::bounded(lower, upper)))
 }
 
 /// A cursor over the intents of keys in `[first, last]` (bounded, so a seek walks
@@ -961,7 +957,7 @@ pub fn intents_cursor<S: Snapshot>(snap: &S) -> KeyCursor<S::Iter<'_>> {
 /// `probe`: a [`KeyCursor::probing`] one (for keys in no order).
 pub fn intents_cursor_between<'s, S: Snapshot>(snap: &'s S, first: &[u8], last: &[u8], probe: bool) -> KeyCursor<S::Iter<'s>> {
     let lower = keys::intent_key_prefix(first);
-    let upper = keys::prefix_upper_bound(&keys::intent_key_prefix(last)).unwrap_or_else(|| vec![keys::INTENT_PREFIX + 1]);
+    let upper = keys::prefix_upper_bound(&keys::intent_key_prefix(last)).unwrap_or_else(|| keys::intents_bounds().1);
     let it = snap.iter(Cf::Intents, IterOptions { lower: Some(lower), upper: Some(upper), prefix_same_as_start: probe });
     if probe {
         KeyCursor::probing(it)

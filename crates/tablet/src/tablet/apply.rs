@@ -239,7 +239,8 @@ impl<E: KvEngine> Tablet<E> {
     /// index go (else `f` decides what to delete, as a rollback does).
     pub(super) fn finish_walking_with(&self, txn: TxnId, ht: HybridTime, resolve: bool, mut f: impl FnMut(&mut OwnedBatch, &[u8], Vec<IntentRecord>, bool, &mut dyn FnMut(&[u8]) -> Result<Option<HybridTime>>) -> Result<usize>) -> Result<usize> {
         let snap = self.engine.snapshot();
-        let mut it = snap.iter(Cf::Intents, IterOptions { lower: Some(vec![keys::INTENT_PREFIX]), upper: Some(vec![keys::INTENT_PREFIX + 1]), prefix_same_as_start: false });
+        let (lower, upper) = keys::intents_bounds();
+        let mut it = snap.iter(Cf::Intents, IterOptions::bounded(lower, upper));
         it.seek_to_first();
         let mut reg = None;
         let mut latest = |k: &[u8]| -> Result<Option<HybridTime>> { Ok(reg.get_or_insert_with(|| KeyCursor::new(snap.iter(Cf::Regular, IterOptions::default()))).latest_version(k)?.0) };
