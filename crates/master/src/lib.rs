@@ -23,7 +23,8 @@
 //! like any table.
 //!
 //! Key types: [`Catalog`] (persisted tables, id allocation), [`plan_partitions`] (how a
-//! table is cut into tablets).
+//! table is cut into tablets), [`placement`] (pure decisions: where replicas and
+//! leaders move, which replicas are orphans; the node carries them out).
 //! Invariants: table names are unique; tablet ids are never reused; a table's
 //! tablets are sorted by partition start and cover the whole key space without gaps
 //! or overlaps.
@@ -32,6 +33,7 @@
 pub mod catalog;
 pub mod local;
 pub mod partitions;
+pub mod placement;
 
 pub use catalog::{single_tablet_table, status_table_name, Catalog, CatalogError, CatalogLog, Dropped, LocalLog, MASTER_TABLE_NAME, SYSTEM_TABLE_PREFIX};
 pub use local::{LocalRecords, ReplicaRecord};

@@ -5,6 +5,7 @@ use crate::replica::{RaftCatalogLog, RaftReplicator, RpcTransport};
 use parking_lot::{Condvar, Mutex, RwLock};
 use pinax_common::{ErrorCode, HybridClock, HybridTime, TabletId, TxnId};
 use pinax_engine::CompactionFilterFactory;
+use pinax_master::placement::{self, Decision, NodeAges, NodeEntry, LEADER_MOVE_INTERVAL, NODE_LIVENESS};
 use pinax_master::{single_tablet_table, status_table_name, Catalog, CatalogError, Dropped, LocalRecords, ReplicaRecord, MASTER_TABLE_NAME, SYSTEM_TABLE_PREFIX};
 use pinax_mvcc::gc::{HistoryCutoff, HistoryGcFilterFactory};
 use pinax_mvcc::{ReadContext, TxnStatus};
@@ -185,9 +186,6 @@ const DDL_APPLY_WAIT: Duration = Duration::from_secs(5);
 /// Decided remote outcomes kept at most (the cache is cleared when full).
 const REMOTE_OUTCOMES_MAX: usize = 100_000;
 
-/// A node: id and RPC address.
-type NodeEntry = (u64, String);
-
 
 /// The transaction a request on a status record concerns.
 fn status_txn(req: &Request) -> Option<TxnId> {
@@ -245,12 +243,6 @@ enum CreateFailed {
     Node(u64, RpcError),
     Other(RpcError),
 }
-
-/// A node not heard from for this long gets no new replicas.
-const NODE_LIVENESS: Duration = Duration::from_secs(5);
-
-/// The master moves at most one tablet leader this often.
-const LEADER_MOVE_INTERVAL: Duration = Duration::from_secs(2);
 
 /// How long the sweep leaves a committed transaction to the applier.
 const APPLIER_GRACE: Duration = Duration::from_secs(10);
@@ -1314,41 +1306,26 @@ impl<F: EngineFactory> Node<F> {
     /// fewer replicas than the replication factor (created while a node was down)
     /// gets one more on such a node. A move creates the replica there, has the
     /// tablet's leader change the voters, and records it in the catalog. At most
-    /// one change per tablet per pass.
+    /// one change per tablet per pass. The decisions are [`placement`]'s.
     fn re_replicate(&self) {
-        let (dead, live, settled): (Vec<NodeEntry>, Vec<NodeEntry>, bool) = {
+        let nodes = {
             let mut nodes = self.nodes.lock();
-            nodes.insert(self.cfg.node_id, (self.cfg.rpc_addr.clone(), Instant::now()));
-            let dead = nodes.iter().filter(|(_, (_, seen))| seen.elapsed() >= self.cfg.node_timeout).map(|(id, (a, _))| (*id, a.clone())).collect();
-            let live: Vec<NodeEntry> = nodes.iter().filter(|(_, (_, seen))| seen.elapsed() < NODE_LIVENESS).map(|(id, (a, _))| (*id, a.clone())).collect();
-            // No node between missed (not live) and gone (dead): it may come back.
-            let settled = nodes.values().all(|(_, seen)| seen.elapsed() < NODE_LIVENESS || seen.elapsed() >= self.cfg.node_timeout);
-            (dead, live, settled)
+            let now = Instant::now();
+            nodes.insert(self.cfg.node_id, (self.cfg.rpc_addr.clone(), now));
+            NodeAges::classify(nodes.iter().map(|(id, (a, seen))| (*id, a.as_str(), *seen)), now, self.cfg.node_timeout)
         };
-        let rf = (self.cfg.replication_factor.max(1) as usize).min(live.len());
+        let rf = placement::target_replicas(self.cfg.replication_factor, nodes.live.len());
         let Ok(tables) = self.catalog().and_then(|c| c.tables().map_err(catalog_err)) else {
             return;
         };
-        let mut load: HashMap<String, usize> = live.iter().map(|(_, a)| (a.clone(), 0)).collect();
+        let mut load = placement::replica_load(&tables, &nodes.live);
         let mut placed = 0;
-        // (The master group's replicas are not counted: they stay where they are.)
-        for ti in tables.iter().filter(|t| t.name != MASTER_TABLE_NAME).flat_map(|t| &t.tablets) {
-            for r in &ti.replicas {
-                if let Some(n) = load.get_mut(r) {
-                    *n += 1;
-                }
-            }
-        }
         for t in &tables {
             for ti in &t.tablets {
-                let gone = dead.iter().find(|(_, a)| ti.replicas.contains(a));
-                if gone.is_none() && ti.replicas.len() >= rf {
-                    continue;
-                }
-                let Some((new_id, new_addr)) = live.iter().filter(|(_, a)| !ti.replicas.contains(a)).min_by_key(|(_, a)| load.get(a).copied().unwrap_or(0)).cloned() else {
-                    continue; // no node to put it on
+                let Some(Decision::MoveReplica { from, to: (new_id, new_addr), .. }) = placement::place_replica(t, ti, &nodes, rf, &load) else {
+                    continue; // nothing to do, or no node to put it on
                 };
-                let from = gone.map(|(id, a)| (*id, a.as_str()));
+                let from = from.as_ref().map(|(id, a)| (*id, a.as_str()));
                 placed += 1;
                 match self.move_replica(&t.name, ti, from, (new_id, &new_addr), false) {
                     Ok(()) => {
@@ -1360,74 +1337,56 @@ impl<F: EngineFactory> Node<F> {
             }
         }
         // With every tablet placed and no node in doubt: even out the load.
-        if placed == 0 && settled && !self.rebalance(&tables, &live, &load) {
-            self.rebalance_leaders(&tables, &live);
+        if placed == 0 && nodes.settled && !self.rebalance(&tables, &nodes.live, &load) {
+            self.rebalance_leaders(&tables, &nodes.live);
         }
     }
 
     /// Master: when the live node holding the most replicas has two or more than
     /// the one holding the fewest (a node joined, or came back empty), move one
-    /// replica from it to that one: a tablet it holds and the other does not,
-    /// preferably one it does not lead. One move per pass (each second), so a
-    /// joining node fills up gradually while the cluster serves. The master
-    /// group's own replicas stay where they are.
-    /// Whether it moved (or tried to move) one.
+    /// replica from it to that one ([`placement::rebalance`]). One move per pass
+    /// (each second), so a joining node fills up gradually while the cluster
+    /// serves. Whether it moved (or tried to move) one.
     fn rebalance(&self, tables: &[TableInfo], live: &[NodeEntry], load: &HashMap<String, usize>) -> bool {
-        let count = |a: &String| load.get(a).copied().unwrap_or(0);
-        let (Some(heavy), Some(light)) = (live.iter().max_by_key(|(_, a)| count(a)), live.iter().min_by_key(|(_, a)| count(a))) else {
+        let Some(Decision::MoveReplica { table, tablet, from: Some(heavy), to: light, alive }) = placement::rebalance(tables, live, load) else {
             return false;
         };
-        if count(&heavy.1) < count(&light.1) + 2 {
-            return false;
-        }
-        let candidates = tables.iter().filter(|t| t.name != MASTER_TABLE_NAME).flat_map(|t| t.tablets.iter().map(move |ti| (t, ti)));
-        let movable: Vec<(&TableInfo, &TabletInfo)> = candidates.filter(|(_, ti)| ti.replicas.contains(&heavy.1) && !ti.replicas.contains(&light.1)).collect();
-        let Some((t, ti)) = movable.iter().find(|(_, ti)| ti.leader != heavy.1).or(movable.first()).copied() else {
+        let Some(ti) = tables.iter().flat_map(|t| &t.tablets).find(|ti| ti.id == tablet) else {
             return false;
         };
-        match self.move_replica(&t.name, ti, Some((heavy.0, &heavy.1)), (light.0, &light.1), true) {
+        match self.move_replica(&table, ti, Some((heavy.0, &heavy.1)), (light.0, &light.1), alive) {
             Ok(()) => tracing::info!(tablet_id = ti.id.0, from = heavy.0, to = light.0, "tablet replica moved to even out the load"),
             Err(e) => tracing::warn!(tablet_id = ti.id.0, from = heavy.0, to = light.0, error = %e, "could not move a tablet replica"),
         }
         true
     }
 
-    /// Master, replicas being even: when the live node leading the most tablets
-    /// leads two or more more than the one leading the fewest (leaders pile up on
-    /// the nodes that stayed up while another restarted), hand one leadership
-    /// from the first to the second, for a tablet both hold. Leaders are as the
-    /// nodes last said (each second); nothing moves while a live node's report is
-    /// missing, and at most one leader moves per [`LEADER_MOVE_INTERVAL`] (a move
-    /// takes about a follower lease).
+    /// Master, replicas being even: hand one tablet leadership from the live node
+    /// leading the most to the one leading the fewest when they differ by two or
+    /// more ([`placement::rebalance_leaders`]; leaders pile up on the nodes that
+    /// stayed up while another restarted). Leaders are as the nodes last said
+    /// (each second); nothing moves while a live node's report is missing, and at
+    /// most one leader moves per [`LEADER_MOVE_INTERVAL`] (a move takes about a
+    /// follower lease).
     fn rebalance_leaders(&self, tables: &[TableInfo], live: &[NodeEntry]) {
-        if self.last_leader_move.lock().elapsed() < LEADER_MOVE_INTERVAL {
+        let since_last_move = self.last_leader_move.lock().elapsed();
+        if since_last_move < LEADER_MOVE_INTERVAL {
             return;
         }
-        let user: HashMap<TabletId, &TabletInfo> = tables.iter().filter(|t| t.name != MASTER_TABLE_NAME).flat_map(|t| t.tablets.iter().map(|ti| (ti.id, ti))).collect();
-        let mut led: BTreeMap<u64, Vec<TabletId>> = BTreeMap::new();
-        {
+        let led: Vec<(u64, Option<Vec<TabletId>>)> = {
             let reports = self.leaders.lock();
-            for (id, _) in live {
-                let mine = (*id == self.cfg.node_id).then(|| self.leading());
-                let Some(tablets) = mine.or_else(|| reports.get(id).filter(|(_, at)| at.elapsed() < NODE_LIVENESS).map(|(t, _)| t.clone())) else {
-                    return; // not known yet
-                };
-                led.insert(*id, tablets.into_iter().filter(|t| user.contains_key(t)).collect());
-            }
-        }
-        let (Some((heavy, heavy_led)), Some((light, light_led))) = (led.iter().max_by_key(|(_, t)| t.len()), led.iter().min_by_key(|(_, t)| t.len())) else {
-            return;
+            live.iter()
+                .map(|(id, _)| {
+                    let mine = (*id == self.cfg.node_id).then(|| self.leading());
+                    (*id, mine.or_else(|| reports.get(id).filter(|(_, at)| at.elapsed() < NODE_LIVENESS).map(|(t, _)| t.clone())))
+                })
+                .collect()
         };
-        if heavy_led.len() < light_led.len() + 2 {
-            return;
-        }
-        let addr = |id: u64| live.iter().find(|(n, _)| *n == id).map(|(_, a)| a.clone()).unwrap_or_default();
-        let (heavy_addr, light_addr) = (addr(*heavy), addr(*light));
-        let Some(tablet) = heavy_led.iter().copied().find(|t| user[t].replicas.contains(&light_addr)) else {
+        let Some(Decision::TransferLeader { tablet, from: (heavy, heavy_addr), to: light }) = placement::rebalance_leaders(tables, live, led, since_last_move) else {
             return;
         };
         *self.last_leader_move.lock() = Instant::now();
-        match self.call_node(&heavy_addr, Request::TransferLeader { tablet, to: *light }) {
+        match self.call_node(&heavy_addr, Request::TransferLeader { tablet, to: light }) {
             Ok(_) => tracing::info!(tablet_id = tablet.0, from = heavy, to = light, "tablet leader moved to even out the load"),
             Err(e) => tracing::warn!(tablet_id = tablet.0, from = heavy, to = light, error = %e, "could not move a tablet leader"),
         }
@@ -1439,34 +1398,20 @@ impl<F: EngineFactory> Node<F> {
     /// timeout is looked up in the catalog, and dropped if the catalog does not
     /// place it here. (A replica being added hears from its leader as soon as it is
     /// a learner; one whose whole group lost its quorum is still in the catalog.)
+    /// The decisions are [`placement::orphan_checks`] and [`placement::orphan_verdict`].
     fn drop_orphan_replicas(&self) {
         let groups: Vec<(TabletId, bool)> = self.groups.read().iter().map(|(id, g)| (*id, g.group.leader().is_some())).collect();
-        let mut check = Vec::new();
-        {
-            let mut since = self.leaderless_since.lock();
-            since.retain(|id, _| groups.iter().any(|(g, _)| g == id));
-            for (id, has_leader) in groups {
-                if has_leader {
-                    since.remove(&id);
-                    continue;
-                }
-                let t = since.entry(id).or_insert_with(Instant::now);
-                if t.elapsed() >= self.cfg.node_timeout {
-                    check.push(id);
-                    *t = Instant::now();
-                }
-            }
-        }
+        let check = placement::orphan_checks(groups, &mut self.leaderless_since.lock(), Instant::now(), self.cfg.node_timeout);
         for id in check {
-            let placed_here = match self.call_master(Request::LocateTablet { tablet: id }) {
-                Ok(Response::Tablet(ti)) => ti.replicas.contains(&self.cfg.rpc_addr),
-                Err(e) if e.code == ErrorCode::TabletNotFound => false,
-                _ => continue, // the master cannot say now: decide nothing
+            let located = match self.call_master(Request::LocateTablet { tablet: id }) {
+                Ok(Response::Tablet(ti)) => Some(Some(ti)),
+                Err(e) if e.code == ErrorCode::TabletNotFound => Some(None),
+                _ => None, // the master cannot say now: decide nothing
             };
-            if !placed_here {
-                tracing::info!(tablet_id = id.0, "dropping a replica the catalog no longer places here");
-                if let Err(e) = self.drop_replica(id) {
-                    tracing::warn!(tablet_id = id.0, error = %e, "could not drop an orphaned replica");
+            if let Some(Decision::DropOrphan { tablet }) = placement::orphan_verdict(id, &self.cfg.rpc_addr, located.as_ref().map(Option::as_ref)) {
+                tracing::info!(tablet_id = tablet.0, "dropping a replica the catalog no longer places here");
+                if let Err(e) = self.drop_replica(tablet) {
+                    tracing::warn!(tablet_id = tablet.0, error = %e, "could not drop an orphaned replica");
                 }
             }
         }
