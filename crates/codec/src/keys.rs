@@ -127,18 +127,66 @@ pub fn intent_key_prefix(user_key: &[u8]) -> Vec<u8> {
     k
 }
 
-/// Bounds of every intent key, `['I', 'I' + 1)`: a walk of all intents (the
-/// reverse index, `'R' ++ ...`, lies outside them).
-pub fn intents_bounds() -> (Vec<u8>, Vec<u8>) {
-    (vec![INTENT_PREFIX], vec![INTENT_PREFIX + 1])
-}
-
-/// `'I' ++ esc`: the intents' counterpart of an escaped key `esc` (a bound of a
-/// walk of the intents of a key range).
-pub fn intent_bound(esc: &[u8]) -> Vec<u8> {
+/// `'I' ++ esc`: prefix of every intent on the row whose escaped key is `esc`
+/// ([`intent_key_prefix`] of a key already escaped).
+pub fn escaped_intent_prefix(esc: &[u8]) -> Vec<u8> {
     let mut k = Vec::with_capacity(1 + esc.len());
     k.push(INTENT_PREFIX);
     k.extend_from_slice(esc);
+    k
+}
+
+/// `'I'`: the first key of the intent records in the intents column family.
+pub fn intents_start() -> Vec<u8> {
+    vec![INTENT_PREFIX]
+}
+
+/// The end (exclusive) of the intent records: the first key past every `'I'` key
+/// (the reverse index, `'R'`, lies beyond it).
+pub fn intents_end() -> Vec<u8> {
+    vec![INTENT_PREFIX + 1]
+}
+
+/// Bytes after an intent key's `'I' ++ esc(user_key)`: the transaction and `!seq`.
+pub const INTENT_SUFFIX_LEN: usize = TxnId::LEN + SEQ_SUFFIX_LEN;
+
+// Probe prefixes: the storage engine keeps bloom filters over the prefix of a key
+// that ends `ESC ESC_END` and then a fixed-size suffix (`pinax_engine::probe_prefix`:
+// the hybrid time of a version key, the transaction and `!seq` of an intent key), so
+// every version (intent) of a row shares the row's escaped key (`'I' ++` it) as its
+// probe prefix. The engine cannot see this crate; `tests/probe_prefix.rs` checks
+// that its prefix of each key laid out here is the row's.
+
+/// The first possible version key of the row whose escaped key is `esc` (`esc ++
+/// 00 * 8`): where a probe of its versions seeks (its probe prefix is `esc`).
+pub fn first_version_key(esc: &[u8]) -> Vec<u8> {
+    first_key_with(esc, HT_SUFFIX_LEN)
+}
+
+/// The first possible intent key with prefix `prefix` (`'I' ++` a row's escaped
+/// key, [`intent_key_prefix`]): `prefix ++ 00 * 20`, where a probe of the row's
+/// intents seeks (its probe prefix is `prefix`).
+pub fn first_intent_key(prefix: &[u8]) -> Vec<u8> {
+    first_key_with(prefix, INTENT_SUFFIX_LEN)
+}
+
+/// The intent keys of `txn` on the row whose intents have prefix `prefix`: from the
+/// first possible one (`prefix ++ txn ++ 00 * 4`, whose probe prefix is the row's)
+/// to the end (exclusive) of `prefix ++ txn`.
+pub fn txn_intents_range(prefix: &[u8], txn: TxnId) -> (Vec<u8>, Option<Vec<u8>>) {
+    let mut first = Vec::with_capacity(prefix.len() + INTENT_SUFFIX_LEN);
+    first.extend_from_slice(prefix);
+    first.extend_from_slice(txn.as_bytes());
+    let upper = prefix_upper_bound(&first);
+    first.resize(prefix.len() + INTENT_SUFFIX_LEN, 0);
+    (first, upper)
+}
+
+/// `prefix` followed by `suffix` zero bytes: the first key of that length with it.
+fn first_key_with(prefix: &[u8], suffix: usize) -> Vec<u8> {
+    let mut k = Vec::with_capacity(prefix.len() + suffix);
+    k.extend_from_slice(prefix);
+    k.resize(prefix.len() + suffix, 0);
     k
 }
 

@@ -8,6 +8,7 @@
 //!   is the hybrid logical clock that every node owns and updates from every RPC.
 //! - Ids: [`TableId`], [`TabletId`], [`NodeId`], [`TxnId`].
 //! - [`ErrorCode`]: the stable, wire-visible error codes with `is_retryable()`.
+//! - [`TxnStatus`]: the fate of a transaction (pending, committed at a time, aborted).
 //!
 //! Invariants: a `HybridClock` never goes backwards, and after `update(ht)` every
 //! `now()` is strictly greater than `ht`.
@@ -18,8 +19,10 @@ pub mod error_code;
 pub mod hybrid_time;
 pub mod ids;
 pub mod recent;
+pub mod txn_status;
 
 pub use error_code::ErrorCode;
 pub use hybrid_time::{Clock, HybridClock, HybridTime, ManualClock, SkewedClock, SystemClock};
 pub use ids::{NodeId, TableId, TabletId, TxnId};
 pub use recent::RecentRequests;
+pub use txn_status::TxnStatus;

@@ -14,7 +14,8 @@ pub enum Error {
     /// another node's clock, so the read must run again at `restart_ht` or later.
     #[error("could not serialize access: read restart required at {restart_ht}")]
     ReadRestart { restart_ht: HybridTime },
-    /// The request itself is malformed (a bad pushed-down filter).
+    /// The request itself is malformed (a bad pushed-down filter: `pinax-pushdown`,
+    /// whose errors are this crate's, so that a read fails with one error type).
     #[error("{0}")]
     InvalidRequest(String),
 }

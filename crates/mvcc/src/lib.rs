@@ -3,12 +3,11 @@
 //! Key types:
 //! - [`ReadContext`]: the hybrid time a read is at, and (inside a transaction) whose
 //!   intents are its own and which statement is reading.
-//! - [`MvccReader`]: point reads and forward/reverse bounded scans that merge committed
-//!   versions with intents.
+//! - [`MvccReader`]: point reads, and forward/reverse bounded scans ([`Scanner`]:
+//!   the rows visible to the read, one key at a time) that merge committed versions
+//!   with intents.
 //! - [`TxnStatusResolver`]: how a reader learns the fate of another transaction's
 //!   intent (the status tablet answers; tests use a map).
-//! - [`filter::RowMatcher`]: a scan's pushed-down `WHERE` conditions, checked on
-//!   each visible row before it is returned or counted.
 //! - [`gc::HistoryGcFilterFactory`]: the compaction filter that drops versions older
 //!   than the history cutoff.
 //!
@@ -26,14 +25,16 @@
 //! it before writing, so no regular version is ever newer than a live intent.
 //!
 //! Must not depend on any engine implementation or do I/O other than through the
-//! [`pinax_engine::Snapshot`] and the resolver. Start at `read.rs`.
+//! [`pinax_engine::Snapshot`] and the resolver; must not depend on the wire
+//! (`pinax-proto`): what a scan request does with the visible rows (pushed-down
+//! filters, limits, counts, aggregates) is `pinax-pushdown`'s, above this crate.
+//! Start at `read/mod.rs`, then `read/scanner.rs`.
 
 pub mod error;
-pub mod filter;
 pub mod gc;
 pub mod read;
 pub mod status;
 
 pub use error::{Error, Result};
-pub use read::{MvccReader, ReadContext, ScanResult, ScanSpec, TabletDeletions};
+pub use read::{MvccReader, ReadContext, ScanRange, Scanner, Step, TabletDeletions, Want};
 pub use status::{TxnStatus, TxnStatusResolver};

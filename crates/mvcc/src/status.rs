@@ -2,7 +2,7 @@
 
 use pinax_common::{HybridTime, TxnId};
 
-pub use pinax_proto::TxnStatus;
+pub use pinax_common::TxnStatus;
 
 /// Answers "what happened to transaction `txn`?" for a reader at `read_ht`. The
 /// implementation must move its status tablet's clock past `read_ht` before answering

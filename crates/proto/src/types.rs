@@ -1,6 +1,5 @@
 //! Row-level types shared by the wire and the storage layers.
 
-use pinax_common::HybridTime;
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -207,12 +206,6 @@ pub struct ScanResult {
     pub groups: Vec<crate::filter::AggGroup>,
 }
 
-/// Fate of a transaction as seen by a reader or writer meeting its intent.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum TxnStatus {
-    /// Still running (or its status tablet has not decided yet).
-    Pending,
-    Committed { commit_ht: HybridTime },
-    /// Aborted, expired, or unknown to its status tablet.
-    Aborted,
-}
+/// Fate of a transaction as seen by a reader or writer meeting its intent (defined
+/// in `pinax-common`, which `pinax-mvcc` sees; its serde form is part of the wire).
+pub use pinax_common::TxnStatus;

@@ -2,7 +2,8 @@
 //!
 //! Key types:
 //! - [`Tablet`]: the data tablet. Fast-path writes (one round, no intents), intent
-//!   writes of distributed transactions, MVCC reads and scans, intent apply/removal.
+//!   writes of distributed transactions, MVCC reads and scans (a scan request's
+//!   filters, limits and aggregates: `pinax_pushdown::scan`), intent apply/removal.
 //! - [`StatusTablet`]: the transaction status tablet: persists the decisions of
 //!   [`pinax_txn::Coordinator`].
 //! - [`mvcc_manager::MvccManager`]: "safe time" — a scan at `ht` waits until every

@@ -4,7 +4,8 @@ use pinax_common::{ErrorCode, HybridClock, HybridTime, ManualClock, TabletId, Tx
 use pinax_engine::{Cf, KvEngine};
 use pinax_engine_mem::MemEngine;
 use pinax_mvcc::gc::{HistoryCutoff, HistoryGcFilterFactory};
-use pinax_mvcc::{ReadContext, ScanSpec, TxnStatus};
+use pinax_mvcc::{ReadContext, TxnStatus};
+use pinax_pushdown::ScanSpec;
 use pinax_tablet::{Error, Partition, StatusTablet, Tablet, TabletOptions, WriteOp};
 use std::sync::Arc;
 
@@ -1625,7 +1626,7 @@ fn a_grouped_scan_ships_rows_of_groups_past_its_cap() {
     use pinax_proto::{AggFunc, AggSpec, AttrLayout, GroupBy, RowFilter};
     let w = World::new();
     let t = &w.tablets[0];
-    let n = pinax_mvcc::read::MAX_GROUPS as i32 + 50;
+    let n = pinax_pushdown::MAX_GROUPS as i32 + 50;
     let ops: Vec<WriteOp> = (0..n).map(|i| WriteOp::put(format!("k{i:06}").as_str(), int4_row(i))).collect();
     t.write_fast(0, &ops, None, &w.resolver()).unwrap();
     let spec = ScanSpec {
@@ -1636,7 +1637,7 @@ fn a_grouped_scan_ships_rows_of_groups_past_its_cap() {
         ..Default::default()
     };
     let r = t.scan(ReadContext::at(w.now()), &spec, &w.resolver()).unwrap();
-    assert_eq!(r.groups.len(), pinax_mvcc::read::MAX_GROUPS);
+    assert_eq!(r.groups.len(), pinax_pushdown::MAX_GROUPS);
     assert_eq!(r.rows.len(), 50);
 }
 
@@ -1650,7 +1651,7 @@ fn a_count_ships_undecided_rows_in_bounded_answers() {
     // Tuples with no attributes (written before the column existed), 32 KiB each.
     let mut old_row = vec![0u8; 32 << 10];
     old_row[22] = 24;
-    let n = (pinax_mvcc::read::MAX_SHIPPED_BYTES / old_row.len()) as i32 + 20;
+    let n = (pinax_pushdown::MAX_SHIPPED_BYTES / old_row.len()) as i32 + 20;
     for i in 0..n {
         t.write_fast(0, &[WriteOp::put(format!("k{i:04}").as_str(), old_row.clone())], None, &w.resolver()).unwrap();
     }
@@ -1661,7 +1662,7 @@ fn a_count_ships_undecided_rows_in_bounded_answers() {
         let page = t.scan(ReadContext::at(w.now()), &spec, &w.resolver()).unwrap();
         requests += 1;
         assert_eq!(page.count, 0);
-        assert!(page.rows.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>() <= pinax_mvcc::read::MAX_SHIPPED_BYTES + old_row.len() + 16);
+        assert!(page.rows.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>() <= pinax_pushdown::MAX_SHIPPED_BYTES + old_row.len() + 16);
         shipped += page.rows.len();
         match page.resume {
             Some(r) => spec.start = r,

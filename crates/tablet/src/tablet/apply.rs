@@ -239,7 +239,7 @@ impl<E: KvEngine> Tablet<E> {
     /// index go (else `f` decides what to delete, as a rollback does).
     pub(super) fn finish_walking_with(&self, txn: TxnId, ht: HybridTime, resolve: bool, mut f: impl FnMut(&mut OwnedBatch, &[u8], Vec<IntentRecord>, bool, &mut dyn FnMut(&[u8]) -> Result<Option<HybridTime>>) -> Result<usize>) -> Result<usize> {
         let snap = self.engine.snapshot();
-        let (lower, upper) = keys::intents_bounds();
+        let (lower, upper) = (keys::intents_start(), keys::intents_end());
         let mut it = snap.iter(Cf::Intents, IterOptions::bounded(lower, upper));
         it.seek_to_first();
         let mut reg = None;

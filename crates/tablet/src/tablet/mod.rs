@@ -30,7 +30,8 @@ use pinax_engine::{Cf, IterOptions, KvEngine, KvIterator, OwnedBatch, Snapshot, 
 use pinax_mvcc::gc::HistoryCutoff;
 use pinax_codec::patch;
 use pinax_mvcc::read::{holders_intents, intents_cursor, intents_cursor_between, txn_effect, IntentRecord, KeyCursor, TxnEffect, Version};
-use pinax_mvcc::{MvccReader, ReadContext, ScanResult, ScanSpec, TabletDeletions, TxnStatus, TxnStatusResolver};
+use pinax_mvcc::{MvccReader, ReadContext, TabletDeletions, TxnStatus, TxnStatusResolver};
+use pinax_pushdown::{ScanResult, ScanSpec};
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -567,7 +568,7 @@ impl<E: KvEngine> Tablet<E> {
             self.mvcc.wait_for_safe_time(&self.clock, ctx.read_ht);
             self.snapshot(term)?
         };
-        let result = reader_for(&snap, resolver, ctx, intents).with_deletions(&deletions).scan(&spec)?;
+        let result = pinax_pushdown::scan(&reader_for(&snap, resolver, ctx, intents).with_deletions(&deletions), &spec)?;
         Ok(result)
     }
 
