@@ -70,9 +70,6 @@ impl Default for NodeConfig {
 /// The engine of this node's own records ([`LocalRecords`]; named "master" from
 /// when it held the catalog too).
 const LOCAL_ENGINE: &str = "master";
-/// The engine that held a node's status records before status tablets were
-/// replicated (`Node::retire_local_status_engine`).
-const OLD_STATUS_ENGINE: &str = "status";
 
 fn tablet_engine_name(id: TabletId) -> String {
     format!("tablet-{}", id.0)
@@ -328,23 +325,9 @@ impl<F: EngineFactory> Node<F> {
         // Open every replica this node serves; drop engines of tablets it does not
         // (left by a crash between creating tablets and committing their table).
         let mut records = node.local.replicas().map_err(catalog_err)?;
-        // A data directory from before the master was replicated keeps the
-        // catalog among this node's own records.
-        let legacy = if node.cfg.join.is_none() { node.local.legacy_catalog().map_err(catalog_err)? } else { Vec::new() };
-        let me = vec![(node.cfg.node_id, node.cfg.rpc_addr.clone())];
-        if records.is_empty() && node.cfg.join.is_none() {
-            // From before replica records, too: every tablet is local.
-            for (_, v) in legacy.iter().filter(|(k, _)| k.starts_with(b"t/")) {
-                let t = pinax_master::catalog::decode_table(v).map_err(catalog_err)?;
-                for ti in t.tablets {
-                    let r = ReplicaRecord { tablet: ti, members: me.clone(), bootstrap: true };
-                    node.local.put_replica(&r).map_err(catalog_err)?;
-                    records.push(r);
-                }
-            }
-        }
-        if node.cfg.join.is_none() && (fresh || !legacy.is_empty()) && !records.iter().any(|r| r.tablet.id == TabletId::MASTER) {
+        if node.cfg.join.is_none() && fresh && !records.iter().any(|r| r.tablet.id == TabletId::MASTER) {
             // The cluster's first node bootstraps the master group.
+            let me = vec![(node.cfg.node_id, node.cfg.rpc_addr.clone())];
             let t = single_tablet_table(MASTER_TABLE_NAME.to_string(), TabletId::MASTER, vec![node.cfg.rpc_addr.clone()]);
             let r = ReplicaRecord { tablet: t.tablets[0].clone(), members: me, bootstrap: true };
             node.local.put_replica(&r).map_err(catalog_err)?;
@@ -353,7 +336,6 @@ impl<F: EngineFactory> Node<F> {
         if member.is_none() {
             node.local.set_member(node.cfg.node_id).map_err(catalog_err)?;
         }
-        node.retire_local_status_engine()?;
         let mut wanted = std::collections::HashSet::new();
         for r in &records {
             wanted.insert(tablet_engine_name(r.tablet.id));
@@ -364,52 +346,7 @@ impl<F: EngineFactory> Node<F> {
                 node.factory.destroy(&name).map_err(io)?;
             }
         }
-        if !legacy.is_empty() {
-            node.import_legacy_catalog(legacy)?;
-        }
         Ok(Arc::new(node))
-    }
-
-    /// Hand the catalog of a data directory from before the master was
-    /// replicated over to the master group (whose only member this node is then,
-    /// so it leads once it has elected itself).
-    fn import_legacy_catalog(&self, legacy: pinax_master::catalog::Entries) -> Result<(), RpcError> {
-        let catalog = self.master.read().clone().ok_or_else(|| err(ErrorCode::Internal, "the first node has no master replica"))?;
-        let keys: Vec<Vec<u8>> = legacy.iter().map(|(k, _)| k.clone()).collect();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            match catalog.import(legacy.clone()) {
-                Ok(imported) => {
-                    tracing::info!(entries = keys.len(), imported, "catalog of an earlier version handed to the master group");
-                    break;
-                }
-                Err(e) if Instant::now() < deadline && matches!(e, CatalogError::NotLeader(_) | CatalogError::Unavailable(_)) => std::thread::sleep(Duration::from_millis(100)),
-                Err(e) => return Err(catalog_err(e)),
-            }
-        }
-        self.local.drop_legacy(&keys).map_err(catalog_err)
-    }
-
-    /// Data directories from before status tablets were replicated keep this
-    /// node's records in a local engine. Its committed transactions not yet
-    /// applied everywhere would be lost (their intents read as aborted without a
-    /// record): such a directory is refused, to be finished by the previous
-    /// version. Otherwise (pending ones abort anyway) the engine is deleted.
-    fn retire_local_status_engine(&self) -> Result<(), RpcError> {
-        let io = |e: pinax_engine::Error| err(ErrorCode::Io, e.to_string());
-        if !self.factory.list().map_err(io)?.iter().any(|n| n == OLD_STATUS_ENGINE) {
-            return Ok(());
-        }
-        let old = StatusTablet::open(TabletId(0), self.factory.open(OLD_STATUS_ENGINE, None).map_err(io)?, self.clock.clone(), u64::MAX, false).map_err(tablet_err)?;
-        let committed = old.unresolved().into_iter().filter(|(_, r)| r.state == pinax_txn::TxnState::Committed).count();
-        drop(old);
-        if committed > 0 {
-            return Err(err(
-                ErrorCode::InvalidRequest,
-                format!("this data directory keeps {committed} committed transactions not yet applied in the local status engine of an earlier Pinax; start that version once to apply them, then this one"),
-            ));
-        }
-        self.factory.destroy(OLD_STATUS_ENGINE).map_err(io)
     }
 
     /// Whether this node leads the master group now (it serves catalog requests).
