@@ -18,7 +18,8 @@
 //! Background ([`Node::tick`]): for each status tablet led here, expire abandoned
 //! transactions, apply or remove intents of decided ones, forget old records; sweep
 //! intents; advance the MVCC history cutoff; on the master, place replicas and create
-//! missing status tablets.
+//! missing status tablets. What to place where is decided by the pure
+//! `pinax_master::placement`; the node gathers its inputs and carries the decisions out.
 //!
 //! Invariants: a request never panics the daemon (panics are caught per request and
 //! reported as internal errors); a committed transaction's intents are applied

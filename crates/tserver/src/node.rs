@@ -3,9 +3,9 @@
 use crate::factory::EngineFactory;
 use crate::replica::{RaftCatalogLog, RaftReplicator, RpcTransport};
 use parking_lot::{Condvar, Mutex, RwLock};
-use pinax_common::{ErrorCode, HybridClock, HybridTime, TabletId, TxnId};
+use pinax_common::{Clock, ErrorCode, HybridClock, HybridTime, SystemClock, TabletId, TxnId};
 use pinax_engine::CompactionFilterFactory;
-use pinax_master::placement::{self, Decision, NodeAges, NodeEntry, LEADER_MOVE_INTERVAL, NODE_LIVENESS};
+use pinax_master::placement::{self, Balance, Heard, LeaderReports, Leaderless, Lookup, Micros, NodeEntry, ReplicaMove};
 use pinax_master::{single_tablet_table, status_table_name, Catalog, CatalogError, Dropped, LocalRecords, ReplicaRecord, MASTER_TABLE_NAME, SYSTEM_TABLE_PREFIX};
 use pinax_mvcc::gc::{HistoryCutoff, HistoryGcFilterFactory};
 use pinax_mvcc::{ReadContext, TxnStatus};
@@ -64,6 +64,25 @@ impl Default for NodeConfig {
             node_timeout: Duration::from_secs(60),
             fault_injection: false,
         }
+    }
+}
+
+/// A clock that never goes back (as [`Instant`]), in microseconds from the
+/// system's time when it was made: what placement reads time through.
+struct MonotonicClock {
+    start_micros: u64,
+    start: Instant,
+}
+
+impl MonotonicClock {
+    fn new() -> Self {
+        MonotonicClock { start_micros: SystemClock.now_micros(), start: Instant::now() }
+    }
+}
+
+impl Clock for MonotonicClock {
+    fn now_micros(&self) -> u64 {
+        self.start_micros + self.start.elapsed().as_micros() as u64
     }
 }
 
@@ -139,18 +158,20 @@ pub struct Node<F: EngineFactory> {
     applying: Mutex<HashMap<TxnId, Instant>>,
     /// Master: held while a status table is created.
     status_creation: Mutex<()>,
+    /// Where placement reads time (`Micros`): monotonic ([`MonotonicClock`]).
+    placement_clock: Arc<dyn Clock>,
     /// Master only: the nodes that registered (id → address, last heard from).
-    nodes: Mutex<BTreeMap<u64, (String, Instant)>>,
+    nodes: Mutex<Heard>,
     /// Master only: the user tablets each node leads (as it last said), and when.
-    leaders: Mutex<HashMap<u64, (Vec<TabletId>, Instant)>>,
+    leaders: Mutex<LeaderReports>,
     /// Master only: when it last moved a leader.
-    last_leader_move: Mutex<Instant>,
+    last_leader_move: Mutex<Micros>,
     /// When this node last registered with the master.
     last_register: Mutex<Option<Instant>>,
     /// When replica placement (master) and orphaned replicas were last checked.
     last_placement_check: Mutex<Instant>,
     /// Since when each local replica has known no leader (`drop_orphan_replicas`).
-    leaderless_since: Mutex<HashMap<TabletId, Instant>>,
+    leaderless: Mutex<Leaderless>,
     /// Every node's RPC address by id (the master's registrations; other nodes
     /// learn them when they register).
     directory: RwLock<BTreeMap<u64, String>>,
@@ -273,6 +294,8 @@ impl<F: EngineFactory> Node<F> {
             .build()
             .map_err(|e| err(ErrorCode::Internal, format!("starting the raft runtime: {e}")))?;
         let transport = Arc::new(RpcTransport::new(clock.clone()));
+        let placement_clock: Arc<dyn Clock> = Arc::new(MonotonicClock::new());
+        let started = placement_clock.now_micros();
         let node = Node {
             cfg,
             factory,
@@ -301,9 +324,10 @@ impl<F: EngineFactory> Node<F> {
             nodes: Mutex::new(BTreeMap::new()),
             last_register: Mutex::new(None),
             leaders: Mutex::new(HashMap::new()),
-            last_leader_move: Mutex::new(Instant::now()),
+            placement_clock,
+            last_leader_move: Mutex::new(started),
             last_placement_check: Mutex::new(Instant::now()),
-            leaderless_since: Mutex::new(HashMap::new()),
+            leaderless: Mutex::new(Leaderless::default()),
             directory: RwLock::new(BTreeMap::new()),
             remote_outcomes: Mutex::new(HashMap::new()),
             locations: Mutex::new(HashMap::new()),
@@ -312,7 +336,7 @@ impl<F: EngineFactory> Node<F> {
             engines: Mutex::new(HashMap::new()),
         };
         node.directory.write().insert(node.cfg.node_id, node.cfg.rpc_addr.clone());
-        node.nodes.lock().insert(node.cfg.node_id, (node.cfg.rpc_addr.clone(), Instant::now()));
+        node.nodes.lock().insert(node.cfg.node_id, (node.cfg.rpc_addr.clone(), node.now()));
         let member = node.local.member().map_err(catalog_err)?;
         if let Some(id) = member.filter(|id| *id != node.cfg.node_id) {
             return Err(err(ErrorCode::InvalidRequest, format!("this data directory belongs to node {id}, not to node {}", node.cfg.node_id)));
@@ -347,6 +371,11 @@ impl<F: EngineFactory> Node<F> {
             }
         }
         Ok(Arc::new(node))
+    }
+
+    /// Now, for placement.
+    fn now(&self) -> Micros {
+        self.placement_clock.now_micros()
     }
 
     /// Whether this node leads the master group now (it serves catalog requests).
@@ -428,7 +457,7 @@ impl<F: EngineFactory> Node<F> {
         }
         // Being added (the catalog names it only once the move is done): a full
         // node timeout before the orphan check looks at it.
-        self.leaderless_since.lock().remove(&r.tablet.id);
+        self.leaderless.lock().forget(r.tablet.id);
         Ok(Response::Done)
     }
 
@@ -559,12 +588,12 @@ impl<F: EngineFactory> Node<F> {
     fn register_node(&self, node_id: u64, addr: String, leading: Vec<TabletId>) -> Result<Response, RpcError> {
         let catalog = self.catalog()?;
         let node_id = if node_id == 0 { catalog.allocate_node_id().map_err(catalog_err)? } else { node_id };
-        self.leaders.lock().insert(node_id, (leading, Instant::now()));
+        self.leaders.lock().insert(node_id, (leading, self.now()));
         catalog.put_node(node_id, &addr).map_err(catalog_err)?;
         let mut nodes = self.nodes.lock();
         // A node that moved to another address is one node, at its new address.
         nodes.retain(|id, (a, _)| *id == node_id || *a != addr);
-        nodes.insert(node_id, (addr.clone(), Instant::now()));
+        nodes.insert(node_id, (addr.clone(), self.now()));
         drop(nodes);
         let mut dir = self.directory.write();
         dir.insert(node_id, addr);
@@ -589,7 +618,7 @@ impl<F: EngineFactory> Node<F> {
                 return;
             }
         };
-        let now = Instant::now();
+        let now = self.now();
         let mut nodes = self.nodes.lock();
         for (id, addr) in &known {
             nodes.entry(*id).or_insert_with(|| (addr.clone(), now));
@@ -622,9 +651,10 @@ impl<F: EngineFactory> Node<F> {
             // Led since before the tick noticed: know the registered nodes first.
             self.take_over_as_master();
         }
+        let now = self.now();
         let mut nodes = self.nodes.lock();
-        nodes.insert(self.cfg.node_id, (self.cfg.rpc_addr.clone(), Instant::now()));
-        nodes.iter().filter(|(_, (_, seen))| seen.elapsed() < NODE_LIVENESS).map(|(id, (a, _))| (*id, a.clone())).collect()
+        nodes.insert(self.cfg.node_id, (self.cfg.rpc_addr.clone(), now));
+        placement::live_nodes(&nodes, now)
     }
 
     /// Tell the master this node is alive (about once a second), and learn the
@@ -1164,7 +1194,7 @@ impl<F: EngineFactory> Node<F> {
                     // Not live from now on (until it registers again); still
                     // known, so that its replicas move once it is gone for good.
                     if let Some((_, seen)) = self.nodes.lock().get_mut(&id) {
-                        *seen = (*seen).min(Instant::now().checked_sub(NODE_LIVENESS).unwrap_or(*seen));
+                        *seen = placement::missed(*seen, self.now());
                     }
                     down.push(id);
                     if down.len() >= 3 {
@@ -1181,14 +1211,11 @@ impl<F: EngineFactory> Node<F> {
         let catalog = self.catalog().map_err(CreateFailed::Other)?;
         let mut live = self.live_nodes();
         live.retain(|(id, _)| !down.contains(id) || *id == self.cfg.node_id);
-        let rf = (self.cfg.replication_factor.max(1) as usize).min(live.len());
+        let rf = placement::replicas_per_tablet(self.cfg.replication_factor, live.len());
         let existing = |name: &str| catalog.get(name).map_err(|e| CreateFailed::Other(catalog_err(e)));
         let (mut plan, home) = match planned {
             Planned::Sql { name, sharding, if_not_exists } => {
-                let sharding = match sharding {
-                    Sharding::Hash { tablets: 0 } => Sharding::Hash { tablets: self.cfg.tablets_per_node * (live.len() / rf).max(1) as u32 },
-                    s => s,
-                };
+                let sharding = placement::new_table_sharding(sharding, self.cfg.tablets_per_node, live.len(), rf);
                 match catalog.plan_table(name, sharding, &self.cfg.rpc_addr) {
                     Ok(p) => (p, None),
                     Err(CatalogError::AlreadyExists(_)) if if_not_exists => return existing(name),
@@ -1201,17 +1228,7 @@ impl<F: EngineFactory> Node<F> {
                 Err(e) => return Err(CreateFailed::Other(catalog_err(e))),
             },
         };
-        let mut placed: Vec<(TabletInfo, Vec<(u64, String)>)> = Vec::new();
-        let first = match home.and_then(|n| live.iter().position(|(id, _)| *id == n)) {
-            Some(i) => i,
-            None => (plan.id.0 as usize) % live.len(),
-        };
-        for (i, ti) in plan.tablets.iter_mut().enumerate() {
-            let members: Vec<(u64, String)> = (0..rf).map(|k| live[(first + i + k) % live.len()].clone()).collect();
-            ti.leader = members[0].1.clone();
-            ti.replicas = members.iter().map(|(_, a)| a.clone()).collect();
-            placed.push((ti.clone(), members));
-        }
+        let placed = placement::place_new_table(&mut plan, &live, rf, home);
         // Followers first, so the bootstrap replica's first messages find them.
         let mut done: Vec<(String, TabletId)> = Vec::new();
         for bootstrap in [false, true] {
@@ -1237,92 +1254,56 @@ impl<F: EngineFactory> Node<F> {
         Ok(plan)
     }
 
-    /// Master: keep every tablet at its replication factor. A replica held by a
-    /// node gone for longer than `node_timeout` moves to a live node holding no
-    /// replica of that tablet (the one with the fewest replicas); a tablet with
-    /// fewer replicas than the replication factor (created while a node was down)
-    /// gets one more on such a node. A move creates the replica there, has the
-    /// tablet's leader change the voters, and records it in the catalog. At most
-    /// one change per tablet per pass. The decisions are [`placement`]'s.
+    /// Master: keep every tablet at its replication factor, then even out the
+    /// load ([`placement::Pass`] decides; this carries the moves out). A move
+    /// creates the replica there, has the tablet's leader change the voters, and
+    /// records it in the catalog.
     fn re_replicate(&self) {
-        let nodes = {
+        let now = self.now();
+        let heard = {
             let mut nodes = self.nodes.lock();
-            let now = Instant::now();
             nodes.insert(self.cfg.node_id, (self.cfg.rpc_addr.clone(), now));
-            NodeAges::classify(nodes.iter().map(|(id, (a, seen))| (*id, a.as_str(), *seen)), now, self.cfg.node_timeout)
+            nodes.clone()
         };
-        let rf = placement::target_replicas(self.cfg.replication_factor, nodes.live.len());
         let Ok(tables) = self.catalog().and_then(|c| c.tables().map_err(catalog_err)) else {
             return;
         };
-        let mut load = placement::replica_load(&tables, &nodes.live);
-        let mut placed = 0;
-        for t in &tables {
-            for ti in &t.tablets {
-                let Some(Decision::MoveReplica { from, to: (new_id, new_addr), .. }) = placement::place_replica(t, ti, &nodes, rf, &load) else {
-                    continue; // nothing to do, or no node to put it on
-                };
-                let from = from.as_ref().map(|(id, a)| (*id, a.as_str()));
-                placed += 1;
-                match self.move_replica(&t.name, ti, from, (new_id, &new_addr), false) {
-                    Ok(()) => {
-                        *load.entry(new_addr.clone()).or_default() += 1;
-                        tracing::info!(tablet_id = ti.id.0, from = ?from.map(|f| f.0), to = new_id, "tablet replica placed");
-                    }
-                    Err(e) => tracing::warn!(tablet_id = ti.id.0, from = ?from.map(|f| f.0), to = new_id, error = %e, "could not place a tablet replica"),
+        let rules = placement::Rules { replication_factor: self.cfg.replication_factor, node_timeout: self.cfg.node_timeout };
+        let mut pass = placement::Pass::new(&tables, &heard, now, rules);
+        while let Some(m) = pass.next_move() {
+            let (id, from, to) = (m.tablet.id.0, m.from.as_ref().map(|f| f.0), m.to.0);
+            match self.move_replica(&m) {
+                Ok(()) => {
+                    pass.moved(&m);
+                    tracing::info!(tablet_id = id, ?from, to, "tablet replica placed");
                 }
+                Err(e) => tracing::warn!(tablet_id = id, ?from, to, error = %e, "could not place a tablet replica"),
             }
         }
-        // With every tablet placed and no node in doubt: even out the load.
-        if placed == 0 && nodes.settled && !self.rebalance(&tables, &nodes.live, &load) {
-            self.rebalance_leaders(&tables, &nodes.live);
+        match pass.balance() {
+            Balance::Wait => {}
+            Balance::MoveReplica(m) => {
+                let (id, from, to) = (m.tablet.id.0, m.from.as_ref().map_or(0, |f| f.0), m.to.0);
+                match self.move_replica(&m) {
+                    Ok(()) => tracing::info!(tablet_id = id, from, to, "tablet replica moved to even out the load"),
+                    Err(e) => tracing::warn!(tablet_id = id, from, to, error = %e, "could not move a tablet replica"),
+                }
+            }
+            Balance::EvenLeaders => self.rebalance_leaders(&tables, pass.live(), now),
         }
     }
 
-    /// Master: when the live node holding the most replicas has two or more than
-    /// the one holding the fewest (a node joined, or came back empty), move one
-    /// replica from it to that one ([`placement::rebalance`]). One move per pass
-    /// (each second), so a joining node fills up gradually while the cluster
-    /// serves. Whether it moved (or tried to move) one.
-    fn rebalance(&self, tables: &[TableInfo], live: &[NodeEntry], load: &HashMap<String, usize>) -> bool {
-        let Some(Decision::MoveReplica { table, tablet, from: Some(heavy), to: light, alive }) = placement::rebalance(tables, live, load) else {
-            return false;
-        };
-        let Some(ti) = tables.iter().flat_map(|t| &t.tablets).find(|ti| ti.id == tablet) else {
-            return false;
-        };
-        match self.move_replica(&table, ti, Some((heavy.0, &heavy.1)), (light.0, &light.1), alive) {
-            Ok(()) => tracing::info!(tablet_id = ti.id.0, from = heavy.0, to = light.0, "tablet replica moved to even out the load"),
-            Err(e) => tracing::warn!(tablet_id = ti.id.0, from = heavy.0, to = light.0, error = %e, "could not move a tablet replica"),
-        }
-        true
-    }
-
-    /// Master, replicas being even: hand one tablet leadership from the live node
-    /// leading the most to the one leading the fewest when they differ by two or
-    /// more ([`placement::rebalance_leaders`]; leaders pile up on the nodes that
-    /// stayed up while another restarted). Leaders are as the nodes last said
-    /// (each second); nothing moves while a live node's report is missing, and at
-    /// most one leader moves per [`LEADER_MOVE_INTERVAL`] (a move takes about a
-    /// follower lease).
-    fn rebalance_leaders(&self, tables: &[TableInfo], live: &[NodeEntry]) {
-        let since_last_move = self.last_leader_move.lock().elapsed();
-        if since_last_move < LEADER_MOVE_INTERVAL {
-            return;
-        }
-        let led: Vec<(u64, Option<Vec<TabletId>>)> = {
-            let reports = self.leaders.lock();
-            live.iter()
-                .map(|(id, _)| {
-                    let mine = (*id == self.cfg.node_id).then(|| self.leading());
-                    (*id, mine.or_else(|| reports.get(id).filter(|(_, at)| at.elapsed() < NODE_LIVENESS).map(|(t, _)| t.clone())))
-                })
-                .collect()
-        };
-        let Some(Decision::TransferLeader { tablet, from: (heavy, heavy_addr), to: light }) = placement::rebalance_leaders(tables, live, led, since_last_move) else {
+    /// Master, replicas being even: move one tablet leader if
+    /// [`placement::leader_move`] says so (leaders as the nodes last said, this
+    /// node's as it leads now).
+    fn rebalance_leaders(&self, tables: &[TableInfo], live: &[NodeEntry], now: Micros) {
+        let last_move = *self.last_leader_move.lock();
+        let mine = self.leading();
+        let decided = placement::leader_move(tables, live, self.cfg.node_id, &mine, &self.leaders.lock(), now, last_move);
+        let Some(placement::LeaderMove { tablet, from: (heavy, heavy_addr), to: (light, _) }) = decided else {
             return;
         };
-        *self.last_leader_move.lock() = Instant::now();
+        *self.last_leader_move.lock() = now;
         match self.call_node(&heavy_addr, Request::TransferLeader { tablet, to: light }) {
             Ok(_) => tracing::info!(tablet_id = tablet.0, from = heavy, to = light, "tablet leader moved to even out the load"),
             Err(e) => tracing::warn!(tablet_id = tablet.0, from = heavy, to = light, error = %e, "could not move a tablet leader"),
@@ -1330,54 +1311,42 @@ impl<F: EngineFactory> Node<F> {
     }
 
     /// Drop this node's replicas that were moved away or whose table was dropped
-    /// while it was down (nobody could tell it then). Such a replica hears from no
-    /// leader (it is no longer a member); one that has heard from none for the node
-    /// timeout is looked up in the catalog, and dropped if the catalog does not
-    /// place it here. (A replica being added hears from its leader as soon as it is
-    /// a learner; one whose whole group lost its quorum is still in the catalog.)
-    /// The decisions are [`placement::orphan_checks`] and [`placement::orphan_verdict`].
+    /// while it was down (nobody could tell it then): those without a leader for
+    /// the node timeout ([`placement::Leaderless`]) that the catalog does not
+    /// place here ([`placement::is_orphan`]).
     fn drop_orphan_replicas(&self) {
         let groups: Vec<(TabletId, bool)> = self.groups.read().iter().map(|(id, g)| (*id, g.group.leader().is_some())).collect();
-        let check = placement::orphan_checks(groups, &mut self.leaderless_since.lock(), Instant::now(), self.cfg.node_timeout);
+        let check = self.leaderless.lock().due(&groups, self.now(), self.cfg.node_timeout);
         for id in check {
-            let located = match self.call_master(Request::LocateTablet { tablet: id }) {
-                Ok(Response::Tablet(ti)) => Some(Some(ti)),
-                Err(e) if e.code == ErrorCode::TabletNotFound => Some(None),
-                _ => None, // the master cannot say now: decide nothing
+            let answer = self.call_master(Request::LocateTablet { tablet: id });
+            let lookup = match &answer {
+                Ok(Response::Tablet(ti)) => Lookup::Found(ti),
+                Err(e) if e.code == ErrorCode::TabletNotFound => Lookup::NotFound,
+                _ => Lookup::Unknown, // the master cannot say now: decide nothing
             };
-            if let Some(Decision::DropOrphan { tablet }) = placement::orphan_verdict(id, &self.cfg.rpc_addr, located.as_ref().map(Option::as_ref)) {
-                tracing::info!(tablet_id = tablet.0, "dropping a replica the catalog no longer places here");
-                if let Err(e) = self.drop_replica(tablet) {
-                    tracing::warn!(tablet_id = tablet.0, error = %e, "could not drop an orphaned replica");
+            if placement::is_orphan(lookup, &self.cfg.rpc_addr) {
+                tracing::info!(tablet_id = id.0, "dropping a replica the catalog no longer places here");
+                if let Err(e) = self.drop_replica(id) {
+                    tracing::warn!(tablet_id = id.0, error = %e, "could not drop an orphaned replica");
                 }
             }
         }
     }
 
-    /// Put a replica of tablet `ti` on node `new`, in place of node `dead` if set:
-    /// a dead node (never asked anything), or, when `alive`, a live one, whose
-    /// replica is dropped once the group no longer has it.
-    fn move_replica(&self, table: &str, ti: &TabletInfo, dead: Option<(u64, &str)>, new: (u64, &str), alive: bool) -> Result<(), RpcError> {
-        let dead_addr = dead.map(|d| d.1);
-        let skip = if alive { None } else { dead_addr };
-        let mut members: Vec<(u64, String)> = Vec::new();
-        for r in ti.replicas.iter().filter(|r| Some(r.as_str()) != dead_addr) {
-            let id = self.directory.read().iter().find(|(_, a)| *a == r).map(|(id, _)| *id).unwrap_or(0);
-            members.push((id, r.clone()));
-        }
-        members.push((new.0, new.1.to_string()));
-        let mut moved = ti.clone();
-        moved.replicas = members.iter().map(|(_, a)| a.clone()).collect();
-        if Some(moved.leader.as_str()) == dead_addr {
-            moved.leader = moved.replicas[0].clone();
-        }
-        self.call_node(new.1, Request::CreateReplica { tablet: moved, members, bootstrap: false })?;
-        let req = || Request::ChangeReplicas { tablet: ti.id, add: (new.0, new.1.to_string()), remove: dead.map(|d| d.0) };
-        self.call_leader(ti, skip, req, |_| false)?;
-        self.catalog()?.move_replica(table, ti.id, dead_addr, new.1).map_err(catalog_err)?;
+    /// Carry out replica move `m` ([`placement::move_steps`]): create the
+    /// replica on the new node, have the tablet's leader change the voters,
+    /// record the move in the catalog, and drop the old replica of a live node.
+    fn move_replica(&self, m: &ReplicaMove) -> Result<(), RpcError> {
+        let ti = &m.tablet;
+        let steps = placement::move_steps(m, &self.directory.read());
+        let new_addr = steps.add.1.clone();
+        self.call_node(&new_addr, Request::CreateReplica { tablet: steps.tablet, members: steps.members, bootstrap: false })?;
+        let req = || Request::ChangeReplicas { tablet: ti.id, add: steps.add.clone(), remove: steps.remove };
+        self.call_leader(ti, steps.skip.as_deref(), req, |_| false)?;
+        self.catalog()?.move_replica(&m.table, ti.id, m.from.as_ref().map(|f| f.1.as_str()), &new_addr).map_err(catalog_err)?;
         self.locations.lock().remove(&ti.id);
-        if let (true, Some(from)) = (alive, dead_addr) {
-            self.drop_replicas(&[(from.to_string(), ti.id)]);
+        if let Some(from) = steps.drop_after {
+            self.drop_replicas(&[(from, ti.id)]);
         }
         Ok(())
     }
