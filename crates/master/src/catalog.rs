@@ -554,23 +554,6 @@ impl<E: KvEngine> Catalog<E> {
         Ok(self.lock()?.nodes.clone())
     }
 
-    /// The first change of a new catalog: `entries` (catalog keys and values of a
-    /// data directory from before the master was replicated) become its contents.
-    /// Does nothing (returns false) unless the catalog is still empty.
-    pub fn import(&self, entries: Entries) -> Result<bool, CatalogError> {
-        let mut st = self.lock()?;
-        if entries.is_empty() || !st.tables.is_empty() || self.engine.get(Cf::Regular, NEXT_ID)?.is_some() {
-            return Ok(false);
-        }
-        let mut b = OwnedBatch::new();
-        for (k, v) in &entries {
-            b.put(Cf::Regular, k, v);
-        }
-        self.write(&mut st, b)?;
-        st.reload = true;
-        Ok(true)
-    }
-
     /// The table named `name` (its own name or another).
     pub fn get(&self, name: &str) -> Result<TableInfo, CatalogError> {
         let st = self.lock()?;
@@ -594,9 +577,6 @@ pub fn single_tablet_table(name: String, id: TabletId, replicas: Vec<String>) ->
 
 /// Called per entry of a prefix (key without the prefix, value).
 type EntryFn<'a> = &'a mut dyn FnMut(&[u8], &[u8]) -> Result<(), CatalogError>;
-
-/// Keys and values of catalog entries.
-pub type Entries = Vec<(Vec<u8>, Vec<u8>)>;
 
 /// Read the catalog's state from its engine.
 fn load<E: KvEngine>(engine: &E) -> Result<State, CatalogError> {
@@ -810,21 +790,6 @@ mod tests {
         // A node at another node's address replaces it.
         a.put_node(3, "x:1").unwrap();
         assert_eq!(a.nodes().unwrap().into_iter().collect::<Vec<_>>(), vec![(3, "x:1".to_string())]);
-    }
-
-    #[test]
-    fn a_legacy_catalog_is_imported_into_an_empty_one_only() {
-        let old = pinax_engine_mem::MemEngine::new();
-        let c = Catalog::open(old.clone()).unwrap();
-        let t = table(&c, "t1");
-        c.append_ddl(DdlEntry { seq: 0, origin: 1, database: "d".into(), user: "u".into(), search_path: "p".into(), statements: vec![] }).unwrap();
-        let entries = crate::LocalRecords::open(old).legacy_catalog().unwrap();
-        let fresh = Catalog::open(pinax_engine_mem::MemEngine::new()).unwrap();
-        assert!(fresh.import(entries.clone()).unwrap());
-        assert_eq!(fresh.get("t1").unwrap(), t);
-        assert_eq!(fresh.read_ddl(0, 10).unwrap().len(), 1);
-        assert!(fresh.plan_table("t2", Sharding::Hash { tablets: 1 }, "a").unwrap().id.0 > t.tablets[1].id.0);
-        assert!(!fresh.import(entries).unwrap(), "a catalog with tables is not overwritten");
     }
 
     fn opts(start: i64, increment: i64, min: i64, max: i64, cycle: bool) -> SequenceOptions {

@@ -9,12 +9,8 @@
 //! - `"member"` → blob(kind `'J'`, v1, bincode(`u64`)): this node's id, written when it
 //!   bootstrapped the cluster or first registered with it. A node that is a member
 //!   never bootstraps a master group again (that would split the catalog).
-//!
-//! Data directories from before the master was replicated keep the catalog here
-//! too (every other key, on the first node): [`LocalRecords::legacy_catalog`]
-//! hands it over once to the replicated catalog.
 
-use crate::catalog::{decode_record, encode_record, CatalogError, Entries};
+use crate::catalog::{decode_record, encode_record, CatalogError};
 use pinax_common::TabletId;
 use pinax_engine::{Cf, IterOptions, KvEngine, KvIterator, Snapshot, WriteBatch, WriteOptions};
 use pinax_proto::TabletInfo;
@@ -114,32 +110,6 @@ impl<E: KvEngine> LocalRecords<E> {
     pub fn is_member(&self) -> Result<bool, CatalogError> {
         Ok(self.member()?.is_some() || !self.replicas()?.is_empty() || !self.masters()?.is_empty())
     }
-
-    /// The catalog of a data directory from before the master was replicated:
-    /// every key but this node's own records.
-    pub fn legacy_catalog(&self) -> Result<Entries, CatalogError> {
-        let snap = self.engine.snapshot();
-        let mut it = snap.iter(Cf::Regular, IterOptions::default());
-        it.seek_to_first();
-        let mut out = Vec::new();
-        while it.valid()? {
-            let k = it.key();
-            if !k.starts_with(REPLICA_PREFIX) && k != MASTERS && k != MEMBER {
-                out.push((k.to_vec(), it.value().to_vec()));
-            }
-            it.next();
-        }
-        Ok(out)
-    }
-
-    /// Forget keys handed over by [`LocalRecords::legacy_catalog`].
-    pub fn drop_legacy(&self, keys: &[Vec<u8>]) -> Result<(), CatalogError> {
-        self.write(|b| {
-            for k in keys {
-                b.delete(Cf::Regular, k);
-            }
-        })
-    }
 }
 
 #[cfg(test)]
@@ -148,7 +118,7 @@ mod tests {
     use pinax_proto::Partition;
 
     #[test]
-    fn records_survive_a_restart_and_the_legacy_catalog_is_the_rest() {
+    fn records_survive_a_restart() {
         let engine = pinax_engine_mem::MemEngine::new();
         let l = LocalRecords::open(engine.clone());
         let ti = TabletInfo { id: TabletId(7), partition: Partition { start: vec![], end: None }, leader: "a".into(), replicas: vec!["a".into()] };
@@ -158,19 +128,10 @@ mod tests {
         assert!(l.is_member().unwrap(), "a node that knows masters is a member");
         assert_eq!(l.member().unwrap(), None);
         l.set_member(4).unwrap();
-        let mut b = engine.new_batch();
-        b.put(Cf::Regular, b"t/x", b"table");
-        b.put(Cf::Regular, b"next_id", &5u64.to_be_bytes());
-        engine.write(b, WriteOptions { sync: true, ..Default::default() }).unwrap();
         let l = LocalRecords::open(engine);
         assert_eq!(l.replicas().unwrap(), vec![r]);
         assert_eq!(l.masters().unwrap(), vec!["a".to_string(), "b".to_string()]);
         assert_eq!(l.member().unwrap(), Some(4));
-        let legacy = l.legacy_catalog().unwrap();
-        assert_eq!(legacy.iter().map(|(k, _)| k.as_slice()).collect::<Vec<_>>(), vec![&b"next_id"[..], b"t/x"]);
-        l.drop_legacy(&legacy.into_iter().map(|(k, _)| k).collect::<Vec<_>>()).unwrap();
-        assert!(l.legacy_catalog().unwrap().is_empty());
-        assert_eq!(l.replicas().unwrap().len(), 1);
         l.delete_replica(TabletId(7)).unwrap();
         assert!(l.replicas().unwrap().is_empty());
     }

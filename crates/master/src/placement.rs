@@ -1,26 +1,42 @@
-//! Placement decisions: where the master moves tablet replicas and leaders, and
-//! which replicas a node drops as orphans. Pure: the caller (the node, in
-//! `pinax-tserver`) gathers the inputs (catalog tables, registered nodes and when
-//! each was last heard from, replica loads, leader reports, the current
-//! [`Instant`] read once) and carries out the decisions ([`Decision`]); nothing
-//! here does I/O or reads a clock.
+//! Replica placement as pure decisions: where a new table's replicas go, which
+//! replicas move off dead nodes or onto under-replicated tablets
+//! (re-replication), which one replica moves to even out the load, which tablet
+//! leader moves to even out leaderships, which local replica is an orphan, and
+//! what one replica move sends.
 //!
-//! Invariants: the master group's own table ([`MASTER_TABLE_NAME`]) is never
-//! counted in the load nor moved to even it out; at most one change per tablet
-//! per re-replication pass, at most one rebalancing move and one leader move per
-//! pass. Ties are broken as `Iterator::min_by_key` (first) and `max_by_key`
-//! (last) break them, over the order given (nodes by id, tables and tablets in
-//! catalog order).
-//! Start at [`NodeAges::classify`], then [`place_replica`].
+//! Nothing here does I/O or reads a clock: the master's node gathers the inputs
+//! (the catalog's tables, when it last heard from each node, the leaders each
+//! node reported, the current time read through a [`pinax_common::Clock`]),
+//! calls these functions and carries out what they decide (`pinax_tserver`'s
+//! `node/placement.rs`). Times are [`Micros`] read through that clock; only
+//! differences of them matter.
+//!
+//! Invariants: at most one change per tablet per pass; a replica goes only to a
+//! live node that holds none of its tablet; nothing is evened out while a tablet
+//! was placed in the same pass or a node is in doubt (missed, not yet gone); the
+//! master group's own replicas are neither counted nor moved to even out the
+//! load.
+//!
+//! Start at [`Pass`] (one placement check, run each second by the master).
 
 use crate::MASTER_TABLE_NAME;
 use pinax_common::TabletId;
-use pinax_proto::{TableInfo, TabletInfo};
+use pinax_proto::{Sharding, TableInfo, TabletInfo};
 use std::collections::{BTreeMap, HashMap};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-/// A node: its id and RPC address.
+/// A point in time: microseconds read through a [`pinax_common::Clock`].
+pub type Micros = u64;
+
+/// A node: id and RPC address.
 pub type NodeEntry = (u64, String);
+
+/// What the master heard of the registered nodes: id → (RPC address, when it
+/// was last heard from).
+pub type Heard = BTreeMap<u64, (String, Micros)>;
+
+/// What each node said it leads: id → (tablets, when it said so).
+pub type LeaderReports = HashMap<u64, (Vec<TabletId>, Micros)>;
 
 /// A node not heard from for this long gets no new replicas.
 pub const NODE_LIVENESS: Duration = Duration::from_secs(5);
@@ -28,259 +44,550 @@ pub const NODE_LIVENESS: Duration = Duration::from_secs(5);
 /// The master moves at most one tablet leader this often.
 pub const LEADER_MOVE_INTERVAL: Duration = Duration::from_secs(2);
 
-/// One placement decision, for the caller to carry out.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Decision {
-    /// Put a replica of `tablet` (of table `table`) on node `to`, in place of
-    /// node `from` if set: a dead node, or, when `alive`, a live one whose
-    /// replica is dropped once the group no longer has it.
-    MoveReplica { table: String, tablet: TabletId, from: Option<NodeEntry>, to: NodeEntry, alive: bool },
-    /// Have node `from` (which leads `tablet`) hand its leadership to node `to`.
-    TransferLeader { tablet: TabletId, from: NodeEntry, to: u64 },
-    /// Drop this node's replica of `tablet`: the catalog no longer places it here.
-    DropOrphan { tablet: TabletId },
+/// How long ago `since` was at `now`.
+fn elapsed(now: Micros, since: Micros) -> Duration {
+    Duration::from_micros(now.saturating_sub(since))
 }
 
-/// The registered nodes sorted by how long ago each was heard from.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct NodeAges {
-    /// Not heard from for `node_timeout` or more: their replicas move away.
-    pub dead: Vec<NodeEntry>,
-    /// Heard from within [`NODE_LIVENESS`].
-    pub live: Vec<NodeEntry>,
-    /// No node is between missed (not live) and gone (dead): none may come back.
-    pub settled: bool,
+/// The nodes heard from within [`NODE_LIVENESS`] at `now`, by id.
+pub fn live_nodes(heard: &Heard, now: Micros) -> Vec<NodeEntry> {
+    heard.iter().filter(|(_, (_, seen))| elapsed(now, *seen) < NODE_LIVENESS).map(|(id, (a, _))| (*id, a.clone())).collect()
 }
 
-impl NodeAges {
-    /// Sort `nodes` (id, address, last heard from; in id order) as of `now`.
-    pub fn classify<'a>(nodes: impl IntoIterator<Item = (u64, &'a str, Instant)> + Clone, now: Instant, node_timeout: Duration) -> Self {
-        let age = |seen: Instant| now.saturating_duration_since(seen);
-        let dead = nodes.clone().into_iter().filter(|(_, _, seen)| age(*seen) >= node_timeout).map(|(id, a, _)| (id, a.to_string())).collect();
-        let live = nodes.clone().into_iter().filter(|(_, _, seen)| age(*seen) < NODE_LIVENESS).map(|(id, a, _)| (id, a.to_string())).collect();
-        let settled = nodes.into_iter().all(|(_, _, seen)| age(seen) < NODE_LIVENESS || age(seen) >= node_timeout);
-        NodeAges { dead, live, settled }
+/// When a node last heard from at `seen` counts as heard from once it failed at
+/// `now`: no longer live (until it registers again), still known.
+pub fn missed(seen: Micros, now: Micros) -> Micros {
+    seen.min(now.checked_sub(NODE_LIVENESS.as_micros() as u64).unwrap_or(seen))
+}
+
+/// Replicas per tablet: the replication factor, at most one per live node.
+pub fn replicas_per_tablet(replication_factor: u32, live: usize) -> usize {
+    (replication_factor.max(1) as usize).min(live)
+}
+
+/// A new table's sharding: hash sharding asked for no number of tablets gets
+/// `tablets_per_node` per `rf` live nodes.
+pub fn new_table_sharding(sharding: Sharding, tablets_per_node: u32, live: usize, rf: usize) -> Sharding {
+    match sharding {
+        Sharding::Hash { tablets: 0 } => Sharding::Hash { tablets: tablets_per_node * (live / rf).max(1) as u32 },
+        s => s,
     }
 }
 
-/// The replication factor to place to: the configured one (at least 1), at most
-/// the number of live nodes.
-pub fn target_replicas(configured: u32, live: usize) -> usize {
-    (configured.max(1) as usize).min(live)
+/// Place a new table's tablets: each gets `rf` replicas on consecutive live
+/// nodes starting at a different node for each tablet (at node `home` for a
+/// node's status table), so replicas and first leaders spread evenly; the first
+/// member is the tablet's leader and bootstraps its group. Sets each tablet's
+/// leader and replicas in `plan`; returns each tablet with its members.
+pub fn place_new_table(plan: &mut TableInfo, live: &[NodeEntry], rf: usize, home: Option<u64>) -> Vec<(TabletInfo, Vec<NodeEntry>)> {
+    let mut placed = Vec::new();
+    let first = match home.and_then(|n| live.iter().position(|(id, _)| *id == n)) {
+        Some(i) => i,
+        None => (plan.id.0 as usize) % live.len(),
+    };
+    for (i, ti) in plan.tablets.iter_mut().enumerate() {
+        let members: Vec<NodeEntry> = (0..rf).map(|k| live[(first + i + k) % live.len()].clone()).collect();
+        ti.leader = members[0].1.clone();
+        ti.replicas = members.iter().map(|(_, a)| a.clone()).collect();
+        placed.push((ti.clone(), members));
+    }
+    placed
 }
 
-/// How many replicas each live node (by address) holds; the master group's
-/// replicas are not counted (they stay where they are).
-pub fn replica_load(tables: &[TableInfo], live: &[NodeEntry]) -> HashMap<String, usize> {
-    let mut load: HashMap<String, usize> = live.iter().map(|(_, a)| (a.clone(), 0)).collect();
-    for ti in tables.iter().filter(|t| t.name != MASTER_TABLE_NAME).flat_map(|t| &t.tablets) {
-        for r in &ti.replicas {
-            if let Some(n) = load.get_mut(r) {
-                *n += 1;
+/// The master's placement settings.
+#[derive(Clone, Copy, Debug)]
+pub struct Rules {
+    /// Replicas per tablet (fewer when fewer nodes are live).
+    pub replication_factor: u32,
+    /// A node not heard from for this long is gone: its replicas move.
+    pub node_timeout: Duration,
+}
+
+/// Why a replica moves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MoveKind {
+    /// Off a dead node (never asked anything), or onto an under-replicated
+    /// tablet (no `from`).
+    Replace,
+    /// Off a live node holding too many (its replica is dropped once the group
+    /// no longer has it).
+    Rebalance,
+}
+
+/// Put a replica of `tablet` (of table `table`, as the catalog has it) on node
+/// `to`, in place of node `from`'s if set.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReplicaMove {
+    pub table: String,
+    pub tablet: TabletInfo,
+    pub from: Option<NodeEntry>,
+    pub to: NodeEntry,
+    pub kind: MoveKind,
+}
+
+/// What evens out the load after a pass's re-replications.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Balance {
+    /// Nothing: the pass placed a replica, or a node is in doubt (missed, not
+    /// yet gone: it may come back).
+    Wait,
+    /// Move one replica from the node holding the most to the one holding the
+    /// fewest.
+    MoveReplica(ReplicaMove),
+    /// Replicas are even: look at the leaders ([`leader_move`]).
+    EvenLeaders,
+}
+
+/// One placement check of the master (each second): keep every tablet at its
+/// replication factor, then even out the load.
+///
+/// A replica held by a node gone for longer than the node timeout moves to a
+/// live node holding no replica of that tablet (the one with the fewest
+/// replicas); a tablet with fewer replicas than the replication factor (created
+/// while a node was down) gets one more on such a node. At most one change per
+/// tablet per pass. Take the moves one by one ([`Pass::next_move`]), telling the
+/// pass of each one carried out ([`Pass::moved`]); then ask [`Pass::balance`].
+pub struct Pass<'a> {
+    tables: &'a [TableInfo],
+    dead: Vec<NodeEntry>,
+    live: Vec<NodeEntry>,
+    /// No node between missed (not live) and gone (dead).
+    settled: bool,
+    rf: usize,
+    /// Replicas per live node's address (the master group's not counted).
+    load: HashMap<String, usize>,
+    /// The next (table, tablet) to look at.
+    at: (usize, usize),
+    /// Moves handed out.
+    placed: usize,
+}
+
+impl<'a> Pass<'a> {
+    /// A pass over `tables` at `now`, the nodes as last heard from.
+    pub fn new(tables: &'a [TableInfo], heard: &Heard, now: Micros, rules: Rules) -> Self {
+        let dead = heard.iter().filter(|(_, (_, seen))| elapsed(now, *seen) >= rules.node_timeout).map(|(id, (a, _))| (*id, a.clone())).collect();
+        let live = live_nodes(heard, now);
+        let settled = heard.values().all(|(_, seen)| elapsed(now, *seen) < NODE_LIVENESS || elapsed(now, *seen) >= rules.node_timeout);
+        let rf = replicas_per_tablet(rules.replication_factor, live.len());
+        let mut load: HashMap<String, usize> = live.iter().map(|(_, a)| (a.clone(), 0)).collect();
+        // (The master group's replicas are not counted: they stay where they are.)
+        for ti in tables.iter().filter(|t| t.name != MASTER_TABLE_NAME).flat_map(|t| &t.tablets) {
+            for r in &ti.replicas {
+                if let Some(n) = load.get_mut(r) {
+                    *n += 1;
+                }
             }
         }
+        Pass { tables, dead, live, settled, rf, load, at: (0, 0), placed: 0 }
     }
-    load
+
+    /// The live nodes, by id.
+    pub fn live(&self) -> &[NodeEntry] {
+        &self.live
+    }
+
+    /// The next re-replication, tables and tablets in order (`None`: done).
+    pub fn next_move(&mut self) -> Option<ReplicaMove> {
+        let tables = self.tables;
+        while let Some(t) = tables.get(self.at.0) {
+            let Some(ti) = t.tablets.get(self.at.1) else {
+                self.at = (self.at.0 + 1, 0);
+                continue;
+            };
+            self.at.1 += 1;
+            let gone = self.dead.iter().find(|(_, a)| ti.replicas.contains(a));
+            if gone.is_none() && ti.replicas.len() >= self.rf {
+                continue;
+            }
+            let load = &self.load;
+            let Some(to) = self.live.iter().filter(|(_, a)| !ti.replicas.contains(a)).min_by_key(|(_, a)| load.get(a).copied().unwrap_or(0)).cloned() else {
+                continue; // no node to put it on
+            };
+            self.placed += 1;
+            return Some(ReplicaMove { table: t.name.clone(), tablet: ti.clone(), from: gone.cloned(), to, kind: MoveKind::Replace });
+        }
+        None
+    }
+
+    /// Move `m` was carried out: its node holds one more replica.
+    pub fn moved(&mut self, m: &ReplicaMove) {
+        *self.load.entry(m.to.1.clone()).or_default() += 1;
+    }
+
+    /// With every tablet placed and no node in doubt: even out the load. When
+    /// the live node holding the most replicas has two or more than the one
+    /// holding the fewest (a node joined, or came back empty), move one replica
+    /// from it to that one: a tablet it holds and the other does not, preferably
+    /// one it does not lead. One move per pass, so a joining node fills up
+    /// gradually while the cluster serves.
+    pub fn balance(&self) -> Balance {
+        if self.placed != 0 || !self.settled {
+            return Balance::Wait;
+        }
+        let count = |a: &String| self.load.get(a).copied().unwrap_or(0);
+        let (Some(heavy), Some(light)) = (self.live.iter().max_by_key(|(_, a)| count(a)), self.live.iter().min_by_key(|(_, a)| count(a))) else {
+            return Balance::EvenLeaders;
+        };
+        if count(&heavy.1) < count(&light.1) + 2 {
+            return Balance::EvenLeaders;
+        }
+        let candidates = self.tables.iter().filter(|t| t.name != MASTER_TABLE_NAME).flat_map(|t| t.tablets.iter().map(move |ti| (t, ti)));
+        let movable: Vec<(&TableInfo, &TabletInfo)> = candidates.filter(|(_, ti)| ti.replicas.contains(&heavy.1) && !ti.replicas.contains(&light.1)).collect();
+        let Some((t, ti)) = movable.iter().find(|(_, ti)| ti.leader != heavy.1).or(movable.first()).copied() else {
+            return Balance::EvenLeaders;
+        };
+        Balance::MoveReplica(ReplicaMove { table: t.name.clone(), tablet: ti.clone(), from: Some(heavy.clone()), to: light.clone(), kind: MoveKind::Rebalance })
+    }
 }
 
-/// Re-replication of one tablet: a replica held by a dead node moves to a live
-/// node holding no replica of it (the one with the fewest replicas); a tablet
-/// with fewer than `rf` replicas gets one more on such a node. `None` when the
-/// tablet needs nothing or no node can take it. (The caller adds one to the
-/// target's load when the move succeeds, before placing the next tablet.)
-pub fn place_replica(table: &TableInfo, ti: &TabletInfo, nodes: &NodeAges, rf: usize, load: &HashMap<String, usize>) -> Option<Decision> {
-    let gone = nodes.dead.iter().find(|(_, a)| ti.replicas.contains(a));
-    if gone.is_none() && ti.replicas.len() >= rf {
-        return None;
-    }
-    let to = nodes.live.iter().filter(|(_, a)| !ti.replicas.contains(a)).min_by_key(|(_, a)| load.get(a).copied().unwrap_or(0)).cloned()?;
-    Some(Decision::MoveReplica { table: table.name.clone(), tablet: ti.id, from: gone.cloned(), to, alive: false })
+/// Hand the leadership of `tablet` from node `from` to node `to`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeaderMove {
+    pub tablet: TabletId,
+    pub from: NodeEntry,
+    pub to: NodeEntry,
 }
 
-/// When the live node holding the most replicas has two or more than the one
-/// holding the fewest, move one replica from it to that one: a tablet it holds
-/// and the other does not, preferably one it does not lead. The master group's
-/// replicas stay where they are. `None` when balanced or nothing can move.
-pub fn rebalance(tables: &[TableInfo], live: &[NodeEntry], load: &HashMap<String, usize>) -> Option<Decision> {
-    let count = |a: &String| load.get(a).copied().unwrap_or(0);
-    let (heavy, light) = (live.iter().max_by_key(|(_, a)| count(a))?, live.iter().min_by_key(|(_, a)| count(a))?);
-    if count(&heavy.1) < count(&light.1) + 2 {
-        return None;
-    }
-    let candidates = tables.iter().filter(|t| t.name != MASTER_TABLE_NAME).flat_map(|t| t.tablets.iter().map(move |ti| (t, ti)));
-    let movable: Vec<(&TableInfo, &TabletInfo)> = candidates.filter(|(_, ti)| ti.replicas.contains(&heavy.1) && !ti.replicas.contains(&light.1)).collect();
-    let (t, ti) = movable.iter().find(|(_, ti)| ti.leader != heavy.1).or(movable.first()).copied()?;
-    Some(Decision::MoveReplica { table: t.name.clone(), tablet: ti.id, from: Some(heavy.clone()), to: light.clone(), alive: true })
-}
-
-/// Replicas being even: when the live node leading the most tablets leads two or
-/// more more than the one leading the fewest, hand one leadership from the first
-/// to the second, for a tablet both hold. `led` gives, for each live node in
-/// order, the tablets it last said it leads (`None`: no recent report, then
-/// nothing moves); `since_last_move` is how long ago the last leader moved (at
-/// most one per [`LEADER_MOVE_INTERVAL`]).
-pub fn rebalance_leaders(tables: &[TableInfo], live: &[NodeEntry], led: Vec<(u64, Option<Vec<TabletId>>)>, since_last_move: Duration) -> Option<Decision> {
-    if since_last_move < LEADER_MOVE_INTERVAL {
+/// Replicas being even: when the live node leading the most user tablets leads
+/// two or more more than the one leading the fewest (leaders pile up on the
+/// nodes that stayed up while another restarted), hand one leadership from the
+/// first to the second, for a tablet both hold. Leaders are as the nodes last
+/// said (`reports`; this node `me` leads `mine`); nothing moves while a live
+/// node's report is missing or older than [`NODE_LIVENESS`], nor within
+/// [`LEADER_MOVE_INTERVAL`] of the last move (at `last_move`).
+pub fn leader_move(tables: &[TableInfo], live: &[NodeEntry], me: u64, mine: &[TabletId], reports: &LeaderReports, now: Micros, last_move: Micros) -> Option<LeaderMove> {
+    if elapsed(now, last_move) < LEADER_MOVE_INTERVAL {
         return None;
     }
     let user: HashMap<TabletId, &TabletInfo> = tables.iter().filter(|t| t.name != MASTER_TABLE_NAME).flat_map(|t| t.tablets.iter().map(|ti| (ti.id, ti))).collect();
-    let mut by_node: BTreeMap<u64, Vec<TabletId>> = BTreeMap::new();
-    for (id, tablets) in led {
-        // A report not known yet: decide nothing.
-        by_node.insert(id, tablets?.into_iter().filter(|t| user.contains_key(t)).collect());
+    let mut led: BTreeMap<u64, Vec<TabletId>> = BTreeMap::new();
+    for (id, _) in live {
+        let own = (*id == me).then(|| mine.to_vec());
+        // Not known yet: decide nothing.
+        let tablets = own.or_else(|| reports.get(id).filter(|(_, at)| elapsed(now, *at) < NODE_LIVENESS).map(|(t, _)| t.clone()))?;
+        led.insert(*id, tablets.into_iter().filter(|t| user.contains_key(t)).collect());
     }
-    let ((heavy, heavy_led), (light, light_led)) = (by_node.iter().max_by_key(|(_, t)| t.len())?, by_node.iter().min_by_key(|(_, t)| t.len())?);
+    let (Some((heavy, heavy_led)), Some((light, light_led))) = (led.iter().max_by_key(|(_, t)| t.len()), led.iter().min_by_key(|(_, t)| t.len())) else {
+        return None;
+    };
     if heavy_led.len() < light_led.len() + 2 {
         return None;
     }
     let addr = |id: u64| live.iter().find(|(n, _)| *n == id).map(|(_, a)| a.clone()).unwrap_or_default();
     let (heavy_addr, light_addr) = (addr(*heavy), addr(*light));
     let tablet = heavy_led.iter().copied().find(|t| user[t].replicas.contains(&light_addr))?;
-    Some(Decision::TransferLeader { tablet, from: (*heavy, heavy_addr), to: *light })
+    Some(LeaderMove { tablet, from: (*heavy, heavy_addr), to: (*light, light_addr) })
 }
 
-/// This node's replicas to look up in the catalog as possible orphans: those
-/// whose group (`groups`: tablet, has a leader) has heard from no leader for
-/// `node_timeout`. `leaderless_since` is the caller's record of when each group
-/// lost its leader; this updates it (forgets groups gone or led, starts the
-/// clock for newly leaderless ones, restarts it for those returned).
-pub fn orphan_checks(groups: Vec<(TabletId, bool)>, leaderless_since: &mut HashMap<TabletId, Instant>, now: Instant, node_timeout: Duration) -> Vec<TabletId> {
-    let mut check = Vec::new();
-    leaderless_since.retain(|id, _| groups.iter().any(|(g, _)| g == id));
-    for (id, has_leader) in groups {
-        if has_leader {
-            leaderless_since.remove(&id);
-            continue;
+/// Since when each replica on a node has known no leader. A replica moved away
+/// or whose table was dropped while its node was down hears from no leader (it
+/// is no longer a member); one that has heard from none for the node timeout is
+/// looked up in the catalog ([`is_orphan`]). (A replica being added hears from
+/// its leader as soon as it is a learner; one whose whole group lost its quorum
+/// is still in the catalog.)
+#[derive(Default, Debug)]
+pub struct Leaderless {
+    since: HashMap<TabletId, Micros>,
+}
+
+impl Leaderless {
+    /// Take in the node's replicas at `now` (tablet, whether it knows a leader):
+    /// the ones without a leader for `timeout`, to be looked up (their wait
+    /// starts over).
+    pub fn due(&mut self, groups: &[(TabletId, bool)], now: Micros, timeout: Duration) -> Vec<TabletId> {
+        let mut check = Vec::new();
+        self.since.retain(|id, _| groups.iter().any(|(g, _)| g == id));
+        for &(id, has_leader) in groups {
+            if has_leader {
+                self.since.remove(&id);
+                continue;
+            }
+            let t = self.since.entry(id).or_insert(now);
+            if elapsed(now, *t) >= timeout {
+                check.push(id);
+                *t = now;
+            }
         }
-        let t = leaderless_since.entry(id).or_insert(now);
-        if now.saturating_duration_since(*t) >= node_timeout {
-            check.push(id);
-            *t = now;
-        }
+        check
     }
-    check
+
+    /// Replica `id` is being added (the catalog names it only once the move is
+    /// done): a full timeout before it is looked at.
+    pub fn forget(&mut self, id: TabletId) {
+        self.since.remove(&id);
+    }
 }
 
-/// Whether a replica of `tablet` on node `addr` is an orphan, given where the
-/// catalog places the tablet (`Some(None)`: the catalog has no such tablet;
-/// `None`: the master cannot say now, then decide nothing).
-pub fn orphan_verdict(tablet: TabletId, addr: &str, located: Option<Option<&TabletInfo>>) -> Option<Decision> {
-    let placed_here = located?.is_some_and(|ti| ti.replicas.iter().any(|r| r == addr));
-    (!placed_here).then_some(Decision::DropOrphan { tablet })
+/// What the catalog says of a tablet.
+#[derive(Clone, Copy, Debug)]
+pub enum Lookup<'a> {
+    /// Where it is.
+    Found(&'a TabletInfo),
+    /// It does not exist (its table was dropped).
+    NotFound,
+    /// The master cannot say now.
+    Unknown,
+}
+
+/// Whether the replica at node address `here` of a tablet found so in the
+/// catalog is an orphan, to be dropped (`false` when the catalog cannot say:
+/// decide nothing).
+pub fn is_orphan(lookup: Lookup<'_>, here: &str) -> bool {
+    match lookup {
+        Lookup::Found(ti) => !ti.replicas.iter().any(|r| r == here),
+        Lookup::NotFound => true,
+        Lookup::Unknown => false,
+    }
+}
+
+/// What carrying out a [`ReplicaMove`] sends, in order: `CreateReplica` of
+/// `tablet` (as it will be) with `members` to the new node; `ChangeReplicas`
+/// (add `add`, remove `remove`) to the tablet's leader, never calling `skip` (a
+/// dead node); the move to the catalog; then, for a move off a live node, drop
+/// its replica (`drop_after`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MoveSteps {
+    pub tablet: TabletInfo,
+    pub members: Vec<NodeEntry>,
+    pub add: NodeEntry,
+    pub remove: Option<u64>,
+    pub skip: Option<String>,
+    pub drop_after: Option<String>,
+}
+
+/// The steps of move `m`: the members are the tablet's replicas but `from`'s,
+/// with their ids from `directory` (0 when unknown), then `to`; the leader, if it
+/// was `from`, becomes the first member.
+pub fn move_steps(m: &ReplicaMove, directory: &BTreeMap<u64, String>) -> MoveSteps {
+    let alive = m.kind == MoveKind::Rebalance;
+    let from_addr = m.from.as_ref().map(|f| f.1.as_str());
+    let mut members: Vec<NodeEntry> = Vec::new();
+    for r in m.tablet.replicas.iter().filter(|r| Some(r.as_str()) != from_addr) {
+        let id = directory.iter().find(|(_, a)| *a == r).map(|(id, _)| *id).unwrap_or(0);
+        members.push((id, r.clone()));
+    }
+    members.push(m.to.clone());
+    let mut moved = m.tablet.clone();
+    moved.replicas = members.iter().map(|(_, a)| a.clone()).collect();
+    if Some(moved.leader.as_str()) == from_addr {
+        moved.leader = moved.replicas[0].clone();
+    }
+    MoveSteps {
+        tablet: moved,
+        members,
+        add: m.to.clone(),
+        remove: m.from.as_ref().map(|f| f.0),
+        skip: if alive { None } else { from_addr.map(str::to_string) },
+        drop_after: if alive { from_addr.map(str::to_string) } else { None },
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use pinax_common::TableId;
-    use pinax_proto::{Partition, Sharding};
+    use pinax_proto::Partition;
 
-    fn node(id: u64) -> NodeEntry {
-        (id, format!("n{id}"))
+    const SEC: Micros = 1_000_000;
+    /// A "now" far from zero, so that times before it exist.
+    const NOW: Micros = 1_000 * SEC;
+
+    fn rules() -> Rules {
+        Rules { replication_factor: 3, node_timeout: Duration::from_secs(60) }
+    }
+
+    fn addr(n: u64) -> String {
+        format!("n{n}:7100")
+    }
+
+    /// Nodes and how many seconds ago each was heard from.
+    fn heard(ago: &[(u64, u64)]) -> Heard {
+        ago.iter().map(|(id, s)| (*id, (addr(*id), NOW - s * SEC))).collect()
     }
 
     fn tablet(id: u64, replicas: &[u64]) -> TabletInfo {
-        let replicas: Vec<String> = replicas.iter().map(|n| format!("n{n}")).collect();
+        let replicas: Vec<String> = replicas.iter().map(|n| addr(*n)).collect();
         TabletInfo { id: TabletId(id), partition: Partition { start: vec![], end: None }, leader: replicas[0].clone(), replicas }
     }
 
     fn table(name: &str, tablets: Vec<TabletInfo>) -> TableInfo {
-        TableInfo { id: TableId(1), name: name.to_string(), sharding: Sharding::Hash { tablets: 1 }, tablets }
+        TableInfo { id: TableId(tablets[0].id.0 - 1), name: name.into(), sharding: Sharding::Hash { tablets: tablets.len() as u32 }, tablets }
     }
 
-    const TIMEOUT: Duration = Duration::from_secs(30);
-
-    fn ages(now: Instant, seen: &[(u64, Duration)]) -> NodeAges {
-        let nodes: Vec<(u64, String, Instant)> = seen.iter().map(|(id, ago)| (*id, format!("n{id}"), now - *ago)).collect();
-        NodeAges::classify(nodes.iter().map(|(id, a, s)| (*id, a.as_str(), *s)), now, TIMEOUT)
+    fn entry(n: u64) -> NodeEntry {
+        (n, addr(n))
     }
 
-    #[test]
-    fn dead_node_past_timeout_is_re_replicated() {
-        let now = Instant::now() + Duration::from_secs(3600);
-        let nodes = ages(now, &[(1, Duration::ZERO), (2, Duration::ZERO), (3, TIMEOUT), (4, Duration::ZERO)]);
-        assert_eq!(nodes.dead, vec![node(3)]);
-        assert_eq!(nodes.live, vec![node(1), node(2), node(4)]);
-        assert!(nodes.settled);
-        let t = table("t", vec![tablet(7, &[1, 2, 3])]);
-        let rf = target_replicas(3, nodes.live.len());
-        let load = replica_load(std::slice::from_ref(&t), &nodes.live);
-        let d = place_replica(&t, &t.tablets[0], &nodes, rf, &load);
-        assert_eq!(d, Some(Decision::MoveReplica { table: "t".into(), tablet: TabletId(7), from: Some(node(3)), to: node(4), alive: false }));
+    fn moves(pass: &mut Pass<'_>) -> Vec<ReplicaMove> {
+        let mut out = Vec::new();
+        while let Some(m) = pass.next_move() {
+            pass.moved(&m);
+            out.push(m);
+        }
+        out
     }
 
     #[test]
-    fn node_not_yet_past_timeout_is_left_alone() {
-        let now = Instant::now() + Duration::from_secs(3600);
-        let nodes = ages(now, &[(1, Duration::ZERO), (2, Duration::ZERO), (3, Duration::from_secs(10)), (4, Duration::ZERO)]);
-        assert!(nodes.dead.is_empty());
-        assert!(!nodes.settled, "node 3 is missed but not gone");
-        let t = table("t", vec![tablet(7, &[1, 2, 3])]);
-        let load = replica_load(std::slice::from_ref(&t), &nodes.live);
-        assert_eq!(place_replica(&t, &t.tablets[0], &nodes, target_replicas(3, nodes.live.len()), &load), None);
+    fn a_node_gone_past_the_timeout_loses_its_replicas_to_the_least_loaded_live_nodes() {
+        // Node 3 silent for 61 s; node 4 holds nothing, node 5 one replica.
+        let tables = vec![table("t", vec![tablet(2, &[1, 2, 3]), tablet(3, &[2, 3, 1])]), table("u", vec![tablet(5, &[1, 2, 5])])];
+        let h = heard(&[(1, 0), (2, 1), (3, 61), (4, 0), (5, 0)]);
+        let mut pass = Pass::new(&tables, &h, NOW, rules());
+        let got = moves(&mut pass);
+        assert_eq!(got.len(), 2);
+        assert_eq!((got[0].tablet.id, got[0].from.clone(), got[0].to.clone(), got[0].kind), (TabletId(2), Some(entry(3)), entry(4), MoveKind::Replace));
+        // Node 4 now holds one, as node 5: the first of the least loaded.
+        assert_eq!((got[1].tablet.id, got[1].to.clone()), (TabletId(3), entry(4)));
+        assert_eq!(got[1].table, "t");
+        assert_eq!(pass.balance(), Balance::Wait, "nothing is evened out in a pass that placed replicas");
     }
 
     #[test]
-    fn under_replicated_tablet_gets_the_least_loaded_node() {
-        let nodes = NodeAges { dead: vec![], live: vec![node(1), node(2), node(3)], settled: true };
-        let tables = vec![table("a", vec![tablet(1, &[1]), tablet(2, &[2, 3])])];
-        let load = replica_load(&tables, &nodes.live);
-        let d = place_replica(&tables[0], &tables[0].tablets[0], &nodes, 2, &load);
-        assert_eq!(d, Some(Decision::MoveReplica { table: "a".into(), tablet: TabletId(1), from: None, to: node(2), alive: false }));
+    fn a_failed_move_leaves_the_load_as_it_was() {
+        let tables = vec![table("t", vec![tablet(2, &[1, 3]), tablet(3, &[1, 3])])];
+        let h = heard(&[(1, 0), (3, 61), (4, 0), (5, 0)]);
+        let mut pass = Pass::new(&tables, &h, NOW, rules());
+        let first = pass.next_move().unwrap();
+        assert_eq!(first.to, entry(4));
+        // Not carried out: node 4 is still the least loaded.
+        assert_eq!(pass.next_move().unwrap().to, entry(4));
+        assert_eq!(pass.next_move(), None);
     }
 
     #[test]
-    fn replica_imbalance_moves_one_not_led() {
-        let live = vec![node(1), node(2), node(3)];
-        let mut led_by_1 = tablet(1, &[1, 2]);
-        led_by_1.leader = "n1".into();
-        let mut led_by_2 = tablet(2, &[2, 1]);
-        led_by_2.leader = "n2".into();
-        let tables = vec![table(MASTER_TABLE_NAME, vec![tablet(0, &[3])]), table("a", vec![led_by_1, led_by_2, tablet(3, &[1])])];
-        let load = replica_load(&tables, &live);
-        assert_eq!(load["n3"], 0, "the master group is not counted");
-        let d = rebalance(&tables, &live, &load);
-        assert_eq!(d, Some(Decision::MoveReplica { table: "a".into(), tablet: TabletId(2), from: Some(node(1)), to: node(3), alive: true }));
+    fn a_node_missed_but_not_gone_keeps_its_replicas_and_nothing_is_evened_out() {
+        let tables = vec![table("t", vec![tablet(2, &[1, 2, 3]), tablet(3, &[1, 2, 3]), tablet(4, &[1, 2, 3])])];
+        // Node 3 missed for 59 s of a 60 s timeout; node 4 is empty.
+        let h = heard(&[(1, 0), (2, 0), (3, 59), (4, 0)]);
+        let mut pass = Pass::new(&tables, &h, NOW, rules());
+        assert_eq!(pass.next_move(), None);
+        assert_eq!(pass.balance(), Balance::Wait, "node 3 may come back");
+        assert_eq!(pass.live(), &[entry(1), entry(2), entry(4)]);
     }
 
     #[test]
-    fn balanced_cluster_moves_nothing() {
-        let live = vec![node(1), node(2), node(3)];
-        let tables = vec![table("a", vec![tablet(1, &[1, 2]), tablet(2, &[2, 3]), tablet(3, &[3, 1])])];
-        let load = replica_load(&tables, &live);
-        assert_eq!(rebalance(&tables, &live, &load), None);
-        let led = vec![(1, Some(vec![TabletId(1)])), (2, Some(vec![TabletId(2)])), (3, Some(vec![TabletId(3)]))];
-        assert_eq!(rebalance_leaders(&tables, &live, led, LEADER_MOVE_INTERVAL), None);
-        let nodes = NodeAges { dead: vec![], live: live.clone(), settled: true };
-        for ti in &tables[0].tablets {
-            assert_eq!(place_replica(&tables[0], ti, &nodes, 2, &load), None);
+    fn an_under_replicated_tablet_gets_a_replica_and_the_master_group_is_placed_like_any_tablet() {
+        let tables = vec![table(MASTER_TABLE_NAME, vec![tablet(9, &[1])]), table("t", vec![tablet(2, &[1, 2, 3])])];
+        let h = heard(&[(1, 0), (2, 0), (3, 0)]);
+        let mut pass = Pass::new(&tables, &h, NOW, rules());
+        let got = moves(&mut pass);
+        // The master group's replica is not counted: nodes 2 and 3 hold one each.
+        // One change per tablet per pass.
+        assert_eq!(got.iter().map(|m| (m.tablet.id, m.from.clone(), m.to.clone())).collect::<Vec<_>>(), vec![(TabletId(9), None, entry(2))]);
+        assert_eq!(pass.next_move(), None);
+    }
+
+    #[test]
+    fn an_uneven_load_moves_one_replica_preferably_one_the_heavy_node_does_not_lead() {
+        // Node 4 joined: nodes 1-3 hold 3 each, node 4 none.
+        let tables = vec![table("t", vec![tablet(2, &[1, 2, 3]), tablet(3, &[2, 3, 1]), tablet(4, &[3, 1, 2])])];
+        let h = heard(&[(1, 0), (2, 0), (3, 0), (4, 0)]);
+        let mut pass = Pass::new(&tables, &h, NOW, rules());
+        assert_eq!(pass.next_move(), None);
+        // The heavy node is the last of the most loaded (node 3); it leads tablet 4.
+        match pass.balance() {
+            Balance::MoveReplica(m) => {
+                assert_eq!((m.tablet.id, m.from, m.to, m.kind), (TabletId(2), Some(entry(3)), entry(4), MoveKind::Rebalance));
+            }
+            other => panic!("{other:?}"),
         }
     }
 
     #[test]
-    fn leader_imbalance_transfers_one() {
-        let live = vec![node(1), node(2)];
-        let tables = vec![table("a", vec![tablet(1, &[1, 2]), tablet(2, &[1, 2])])];
-        let led = || vec![(1, Some(vec![TabletId(1), TabletId(2)])), (2, Some(vec![]))];
-        let d = rebalance_leaders(&tables, &live, led(), LEADER_MOVE_INTERVAL);
-        assert_eq!(d, Some(Decision::TransferLeader { tablet: TabletId(1), from: node(1), to: 2 }));
-        assert_eq!(rebalance_leaders(&tables, &live, led(), Duration::from_secs(1)), None, "too soon after the last move");
-        assert_eq!(rebalance_leaders(&tables, &live, vec![(1, Some(vec![TabletId(1), TabletId(2)])), (2, None)], LEADER_MOVE_INTERVAL), None, "a report is missing");
+    fn an_even_load_leaves_replicas_and_looks_at_leaders() {
+        let tables = vec![table("t", vec![tablet(2, &[1, 2]), tablet(3, &[2, 3]), tablet(4, &[3, 1])])];
+        let h = heard(&[(1, 0), (2, 0), (3, 0)]);
+        let mut pass = Pass::new(&tables, &h, NOW, Rules { replication_factor: 2, ..rules() });
+        assert_eq!(pass.next_move(), None);
+        assert_eq!(pass.balance(), Balance::EvenLeaders);
     }
 
     #[test]
-    fn leaderless_replica_not_placed_here_is_dropped() {
-        let start = Instant::now();
-        let mut since = HashMap::new();
-        let groups = || vec![(TabletId(1), false), (TabletId(2), true)];
-        assert!(orphan_checks(groups(), &mut since, start, TIMEOUT).is_empty());
-        assert!(orphan_checks(groups(), &mut since, start + Duration::from_secs(10), TIMEOUT).is_empty());
-        assert_eq!(orphan_checks(groups(), &mut since, start + TIMEOUT, TIMEOUT), vec![TabletId(1)]);
-        assert!(orphan_checks(groups(), &mut since, start + TIMEOUT, TIMEOUT).is_empty(), "the clock restarts");
-        let elsewhere = tablet(1, &[2, 3]);
-        assert_eq!(orphan_verdict(TabletId(1), "n1", Some(Some(&elsewhere))), Some(Decision::DropOrphan { tablet: TabletId(1) }));
-        assert_eq!(orphan_verdict(TabletId(1), "n1", Some(None)), Some(Decision::DropOrphan { tablet: TabletId(1) }));
-        assert_eq!(orphan_verdict(TabletId(1), "n2", Some(Some(&elsewhere))), None);
-        assert_eq!(orphan_verdict(TabletId(1), "n1", None), None, "the master cannot say");
+    fn leaders_even_out_one_at_a_time_once_every_live_node_reported() {
+        let tables = vec![table("t", vec![tablet(2, &[1, 2, 3]), tablet(3, &[1, 2, 3]), tablet(4, &[1, 2, 3]), tablet(5, &[1, 2, 3])]), table(MASTER_TABLE_NAME, vec![tablet(9, &[1])])];
+        let live = vec![entry(1), entry(2), entry(3)];
+        let reports: LeaderReports = [(2, (vec![TabletId(3), TabletId(2), TabletId(4)], NOW - SEC)), (3, (vec![], NOW))].into_iter().collect();
+        let long_ago = NOW - 10 * SEC;
+        // Node 1 (this one) leads only the master group's tablet: not counted.
+        let m = leader_move(&tables, &live, 1, &[TabletId(9)], &reports, NOW, long_ago).unwrap();
+        // From node 2 to node 1, the first leader node 1 has a replica of, in
+        // node 2's order.
+        assert_eq!(m, LeaderMove { tablet: TabletId(3), from: entry(2), to: entry(1) });
+        // Not within the interval of the last move.
+        assert_eq!(leader_move(&tables, &live, 1, &[], &reports, NOW, NOW - SEC), None);
+        // Not while a live node's report is missing or stale.
+        let mut stale = reports.clone();
+        stale.get_mut(&3).unwrap().1 = NOW - 6 * SEC;
+        assert_eq!(leader_move(&tables, &live, 1, &[], &stale, NOW, long_ago), None);
+        stale.remove(&3);
+        assert_eq!(leader_move(&tables, &live, 1, &[], &stale, NOW, long_ago), None);
+        // Ties: the heavy node is the last of the most leading, the light one the
+        // first of the least.
+        let two_ones: LeaderReports = [(2, (vec![TabletId(2), TabletId(3)], NOW)), (3, (vec![TabletId(4)], NOW))].into_iter().collect();
+        assert_eq!(leader_move(&tables, &live, 1, &[], &two_ones, NOW, long_ago), Some(LeaderMove { tablet: TabletId(2), from: entry(2), to: entry(1) }));
+        // Not for a difference of one.
+        let even: LeaderReports = [(2, (vec![TabletId(2), TabletId(3)], NOW)), (3, (vec![TabletId(5)], NOW))].into_iter().collect();
+        assert_eq!(leader_move(&tables, &live, 1, &[TabletId(4)], &even, NOW, long_ago), None);
+    }
+
+    #[test]
+    fn a_replica_without_a_leader_for_the_timeout_is_looked_up_and_dropped_if_the_catalog_does_not_place_it() {
+        let timeout = Duration::from_secs(60);
+        let mut w = Leaderless::default();
+        let groups = [(TabletId(2), false), (TabletId(3), true)];
+        assert!(w.due(&groups, NOW, timeout).is_empty());
+        assert!(w.due(&groups, NOW + 59 * SEC, timeout).is_empty());
+        assert_eq!(w.due(&groups, NOW + 60 * SEC, timeout), vec![TabletId(2)]);
+        // Its wait starts over; one that hears a leader, or is being added, forgets it.
+        assert!(w.due(&groups, NOW + 61 * SEC, timeout).is_empty());
+        assert_eq!(w.due(&groups, NOW + 120 * SEC, timeout), vec![TabletId(2)]);
+        w.due(&[(TabletId(2), true)], NOW + 121 * SEC, timeout);
+        assert!(w.due(&groups, NOW + 180 * SEC, timeout).is_empty());
+        w.forget(TabletId(2));
+        assert!(w.due(&groups, NOW + 200 * SEC, timeout).is_empty(), "a full timeout again");
+        let ti = tablet(2, &[1, 2]);
+        assert!(!is_orphan(Lookup::Found(&ti), &addr(2)));
+        assert!(is_orphan(Lookup::Found(&ti), &addr(3)), "moved away");
+        assert!(is_orphan(Lookup::NotFound, &addr(2)), "its table was dropped");
+        assert!(!is_orphan(Lookup::Unknown, &addr(3)), "the master cannot say: nothing is dropped");
+    }
+
+    #[test]
+    fn a_move_replaces_the_old_member_and_its_leadership() {
+        let directory: BTreeMap<u64, String> = [(1, addr(1)), (2, addr(2))].into_iter().collect();
+        let mut ti = tablet(2, &[3, 1, 2]);
+        ti.leader = addr(3);
+        let dead = ReplicaMove { table: "t".into(), tablet: ti.clone(), from: Some(entry(3)), to: entry(4), kind: MoveKind::Replace };
+        let s = move_steps(&dead, &directory);
+        assert_eq!(s.members, vec![entry(1), entry(2), entry(4)]);
+        assert_eq!((s.tablet.leader.as_str(), s.tablet.replicas.len()), (addr(1).as_str(), 3));
+        assert_eq!((s.add, s.remove, s.skip, s.drop_after), (entry(4), Some(3), Some(addr(3)), None));
+        let live = ReplicaMove { kind: MoveKind::Rebalance, ..dead };
+        let s = move_steps(&live, &directory);
+        assert_eq!((s.skip, s.drop_after), (None, Some(addr(3))));
+        // Adding a replica: every member stays; an unknown address has id 0.
+        let add = ReplicaMove { table: "t".into(), tablet: tablet(2, &[1, 5]), from: None, to: entry(4), kind: MoveKind::Replace };
+        let s = move_steps(&add, &directory);
+        assert_eq!(s.members, vec![entry(1), (0, addr(5)), entry(4)]);
+        assert_eq!((s.tablet.leader, s.remove, s.skip), (addr(1), None, None));
+    }
+
+    #[test]
+    fn a_new_tables_tablets_start_at_consecutive_nodes() {
+        let live = vec![entry(1), entry(2), entry(3)];
+        let mut plan = table("t", vec![tablet(5, &[1]), tablet(6, &[1])]);
+        let placed = place_new_table(&mut plan, &live, 2, None);
+        // Table id 4: the first tablet starts at node 4 % 3 = index 1.
+        assert_eq!(placed.iter().map(|(_, m)| m.clone()).collect::<Vec<_>>(), vec![vec![entry(2), entry(3)], vec![entry(3), entry(1)]]);
+        assert_eq!((plan.tablets[0].leader.clone(), plan.tablets[1].replicas.clone()), (addr(2), vec![addr(3), addr(1)]));
+        let mut status = table("$status.3", vec![tablet(5, &[1])]);
+        assert_eq!(place_new_table(&mut status, &live, 3, Some(3))[0].1, vec![entry(3), entry(1), entry(2)]);
+        assert_eq!(new_table_sharding(Sharding::Hash { tablets: 0 }, 8, 7, 3), Sharding::Hash { tablets: 16 });
+        assert_eq!(new_table_sharding(Sharding::Hash { tablets: 3 }, 8, 7, 3), Sharding::Hash { tablets: 3 });
+        assert_eq!(replicas_per_tablet(3, 2), 2);
+        assert_eq!(replicas_per_tablet(0, 2), 1);
+        assert_eq!(live_nodes(&heard(&[(1, 4), (2, 5)]), NOW), vec![entry(1)]);
+        assert_eq!(missed(NOW, NOW + SEC), NOW + SEC - 5 * SEC);
+        assert_eq!(missed(NOW - 10 * SEC, NOW), NOW - 10 * SEC);
     }
 }

@@ -1,0 +1,9 @@
+//! Request handlers, one file per group of requests (see `../serve.rs` for
+//! which request goes where).
+
+mod catalog;
+mod ddl;
+mod replica;
+mod sequence;
+mod status;
+mod tablet;

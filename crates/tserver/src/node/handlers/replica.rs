@@ -1,0 +1,193 @@
+//! A replica's life and its Raft group: opening, creating (`CreateReplica`) and
+//! dropping (`DropReplica`) replicas, membership and leadership changes
+//! (`ChangeReplicas`, `TransferLeader`, `Campaign`), Raft messages (`Raft`), and
+//! fault injection (`InjectFaults`, tests).
+
+use crate::factory::EngineFactory;
+use crate::node::{catalog_err, err, Node, tablet_engine_name, tablet_err};
+use crate::replica::{RaftCatalogLog, RaftReplicator};
+use pinax_common::{ErrorCode, TabletId};
+use pinax_master::{Catalog, ReplicaRecord};
+use pinax_proto::{Request, Response, RpcError};
+use pinax_raft::RaftGroup;
+use pinax_tablet::{StatusTablet, Tablet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+impl<F: EngineFactory> Node<F> {
+    /// Whether this node has a replica of tablet `id` open.
+    fn has_replica(&self, id: TabletId) -> bool {
+        self.tablets.read().contains_key(&id) || self.status_tablets.read().contains_key(&id) || (id == TabletId::MASTER && self.master.read().is_some())
+    }
+
+    /// Open this node's replica of a tablet: its engine, its Raft group (replaying
+    /// the log past the applied id) and the tablet over them. The bootstrap replica
+    /// makes the members the group's first configuration (again after a restart: a
+    /// no-op once the group has one). Idempotent.
+    pub(in crate::node) fn open_tablet(&self, r: &ReplicaRecord) -> Result<(), RpcError> {
+        let id = r.tablet.id;
+        if self.has_replica(id) {
+            return Ok(());
+        }
+        // Status records and the catalog are no MVCC data: no history collection there.
+        let gc = (!id.is_status() && id != TabletId::MASTER).then(|| self.gc_factory.clone());
+        let engine = Arc::new(self.factory.open(&tablet_engine_name(id), gc).map_err(|e| err(ErrorCode::Io, e.to_string()))?);
+        self.engines.lock().insert(id, Arc::downgrade(&engine));
+        let raft_err = |e: pinax_raft::GroupError| err(ErrorCode::Io, format!("tablet {}: {e}", id.0));
+        let group = RaftGroup::start_with(self.rt.handle(), id.0, self.cfg.node_id, engine.clone(), self.clock.clone(), self.transport.clone(), self.cfg.raft_timing, self.cfg.sync).map_err(raft_err)?;
+        if r.bootstrap {
+            group.initialize(&r.members.iter().cloned().collect()).map_err(raft_err)?;
+        }
+        let repl = Arc::new(RaftReplicator { tablet_id: id, group });
+        if id == TabletId::MASTER {
+            let log = Arc::new(RaftCatalogLog { repl: repl.clone(), clock: self.clock.clone() });
+            self.groups.write().insert(id, repl);
+            *self.master.write() = Some(Arc::new(Catalog::new(engine, log)));
+            return Ok(());
+        }
+        if id.is_status() {
+            let st = StatusTablet::open_replicated(id, engine, repl.clone(), self.clock.clone(), self.cfg.txn_heartbeat_timeout.as_micros() as u64);
+            self.groups.write().insert(id, repl);
+            self.status_tablets.write().insert(id, Arc::new(st));
+            return Ok(());
+        }
+        let t = Tablet::open_replicated(id, engine, repl.clone(), self.clock.clone(), r.tablet.partition.clone(), self.cutoff.clone()).map_err(tablet_err)?;
+        self.groups.write().insert(id, repl);
+        self.tablets.write().insert(id, Arc::new(t));
+        Ok(())
+    }
+
+    /// `CreateReplica`: remember the replica, then open it.
+    ///
+    /// A replica already here with other members is a stale one (moved away
+    /// while this node was down, not dropped yet). Added back, it could depose the
+    /// leader (a term raised by campaigning alone): it is dropped now, and this
+    /// request fails as retryable; the caller's next try creates a fresh one.
+    pub(in crate::node) fn create_replica(&self, r: ReplicaRecord) -> Result<Response, RpcError> {
+        let id = r.tablet.id;
+        if self.destroying.lock().contains(&id) {
+            return Err(err(ErrorCode::Unavailable, format!("an earlier replica of tablet {} is still being removed here; try again", id.0)));
+        }
+        let here = |id: &TabletId| self.has_replica(*id);
+        if here(&id) && !r.bootstrap {
+            let stale = self.local.replicas().map_err(catalog_err)?.into_iter().any(|old| old.tablet.id == id && old.members != r.members);
+            if stale {
+                tracing::info!(tablet_id = id.0, "dropping a stale replica before it is added again");
+                self.drop_replica(id)?;
+                return Err(err(ErrorCode::Unavailable, format!("a stale replica of tablet {} was here; dropped, try again", id.0)));
+            }
+        }
+        if !here(&id) {
+            self.local.put_replica(&r).map_err(catalog_err)?;
+            self.open_tablet(&r)?;
+        }
+        // Being added (the catalog names it only once the move is done): a full
+        // node timeout before the orphan check looks at it.
+        self.leaderless.lock().forget(r.tablet.id);
+        Ok(Response::Done)
+    }
+
+    /// `DropReplica`: close the replica and delete its data.
+    pub(in crate::node) fn drop_replica(&self, id: TabletId) -> Result<Response, RpcError> {
+        let removed = self.tablets.write().remove(&id);
+        drop(removed);
+        let removed = self.status_tablets.write().remove(&id);
+        drop(removed);
+        if id == TabletId::MASTER {
+            let removed = self.master.write().take();
+            drop(removed);
+        }
+        self.close_group(id);
+        self.local.delete_replica(id).map_err(catalog_err)?;
+        // Requests in flight and the group's last tasks may hold the engine for
+        // a moment; its files are deleted once it is closed.
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while !self.engine_closed(id) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.destroying.lock().insert(id);
+        self.finish_destroying();
+        Ok(Response::Done)
+    }
+
+    fn engine_closed(&self, id: TabletId) -> bool {
+        self.engines.lock().get(&id).is_none_or(|w| w.strong_count() == 0)
+    }
+
+    /// Delete the data of dropped replicas whose engines have closed.
+    pub(in crate::node) fn finish_destroying(&self) {
+        let pending: Vec<TabletId> = self.destroying.lock().iter().copied().collect();
+        for id in pending {
+            if self.has_replica(id) || !self.engine_closed(id) {
+                continue;
+            }
+            match self.factory.destroy(&tablet_engine_name(id)) {
+                Ok(()) => {
+                    self.destroying.lock().remove(&id);
+                    self.engines.lock().remove(&id);
+                }
+                Err(e) => tracing::warn!(tablet_id = id.0, error = %e, "could not remove tablet data; retrying"),
+            }
+        }
+    }
+
+    pub(in crate::node) fn close_group(&self, id: TabletId) {
+        let g = self.groups.write().remove(&id);
+        if let Some(g) = g {
+            g.group.shutdown();
+        }
+    }
+
+    /// This node's replica (Raft group) of `tablet`.
+    fn replica_group(&self, tablet: TabletId) -> Result<Arc<RaftReplicator>, RpcError> {
+        let g = self.groups.read().get(&tablet).cloned();
+        g.ok_or_else(|| err(ErrorCode::TabletNotFound, format!("tablet {} has no replica on this node", tablet.0)))
+    }
+
+    /// `InjectFaults` (tests; refused unless the node was started with it).
+    pub(in crate::node) fn inject_faults(&self, unreachable: Vec<String>) -> Result<Response, RpcError> {
+        if !self.cfg.fault_injection {
+            return Err(err(ErrorCode::InvalidRequest, "fault injection is off (start the node with --fault-injection)"));
+        }
+        tracing::warn!(?unreachable, "fault injection: these nodes are unreachable from here");
+        self.transport.set_unreachable(unreachable);
+        Ok(Response::Done)
+    }
+
+    /// `ChangeReplicas`, at the tablet's leader.
+    pub(in crate::node) fn change_replicas(&self, tablet: TabletId, add: (u64, String), remove: Option<u64>) -> Result<Response, RpcError> {
+        let g = self.replica_group(tablet)?;
+        g.group.replace_voter(add, remove, Duration::from_secs(60)).map(|_| Response::Done).map_err(|e| tablet_err(crate::replica::group_err(tablet, e)))
+    }
+
+    /// `TransferLeader`, at the tablet's leader: hand over, then tell `to` to
+    /// campaign.
+    pub(in crate::node) fn transfer_leader(&self, tablet: TabletId, to: u64) -> Result<Response, RpcError> {
+        let g = self.replica_group(tablet)?;
+        let addr = g.group.hand_over(to).map_err(|e| tablet_err(crate::replica::group_err(tablet, e)))?;
+        match self.call_node(&addr, Request::Campaign { tablet }) {
+            Ok(_) => Ok(Response::Done),
+            Err(e) => {
+                g.group.cancel_hand_over();
+                Err(e)
+            }
+        }
+    }
+
+    /// `Campaign`.
+    pub(in crate::node) fn campaign(&self, tablet: TabletId) -> Result<Response, RpcError> {
+        let g = self.replica_group(tablet)?;
+        g.group.campaign();
+        Ok(Response::Done)
+    }
+
+    /// `Raft`: a message for this node's (node `target`'s) replica of `group`.
+    pub(in crate::node) fn raft_message(&self, group: u64, target: u64, kind: u8, body: Vec<u8>) -> Result<Response, RpcError> {
+        if target != self.cfg.node_id {
+            return Err(err(ErrorCode::Unavailable, format!("node {target} is not at {}", self.cfg.rpc_addr)));
+        }
+        let kind = pinax_raft::network::MsgKind::from_u8(kind).ok_or_else(|| err(ErrorCode::InvalidRequest, format!("unknown raft message kind {kind}")))?;
+        let g = self.replica_group(TabletId(group))?;
+        g.group.block_on(pinax_raft::network::serve(g.group.raft(), kind, &body)).map(Response::Raft).map_err(|m| err(ErrorCode::InvalidRequest, format!("bad raft message: {m}")))
+    }
+}

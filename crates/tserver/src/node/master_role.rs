@@ -1,0 +1,220 @@
+//! The master role: whether this node leads the master group, taking over when
+//! it begins to, finding and calling the master's leader (`call_master`), node
+//! registration (`RegisterNode`) and the heartbeats that carry it, and which
+//! nodes are live.
+
+use crate::factory::EngineFactory;
+use pinax_common::{ErrorCode, TabletId};
+use pinax_master::placement;
+use pinax_master::{single_tablet_table, Catalog, CatalogError, MASTER_TABLE_NAME};
+use pinax_proto::{Request, Response, RpcError};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+use super::{catalog_err, err, Node};
+
+/// How long a catalog request follows the master's leader changes (an election
+/// takes 0.5-1 s) before failing as retryable.
+const MASTER_FAILOVER_WAIT: Duration = Duration::from_secs(5);
+
+impl<F: EngineFactory> Node<F> {
+    /// Whether this node leads the master group now (it serves catalog requests).
+    pub fn is_master(&self) -> bool {
+        self.master.read().is_some() && self.groups.read().get(&TabletId::MASTER).is_some_and(|g| g.group.leads_now())
+    }
+
+    /// The catalog, when this node has a master replica (its operations fail
+    /// with NotLeader unless it leads).
+    pub(super) fn catalog(&self) -> Result<Arc<Catalog<F::Engine>>, RpcError> {
+        self.master.read().clone().ok_or_else(|| err(ErrorCode::NotLeader, format!("node {} has no replica of the master", self.cfg.node_id)))
+    }
+
+    /// Send a catalog request to the master: the leader of the master group,
+    /// found through this node's replica of it, where the master was last found,
+    /// the master replicas last learnt, or the node this one joined through;
+    /// following NotLeader answers and leader changes for up to
+    /// `MASTER_FAILOVER_WAIT`.
+    pub(super) fn call_master(&self, req: Request) -> Result<Response, RpcError> {
+        self.call_master_within(req, MASTER_FAILOVER_WAIT)
+    }
+
+    fn call_master_within(&self, req: Request, wait: Duration) -> Result<Response, RpcError> {
+        let deadline = Instant::now() + wait;
+        let retryable = |e: &RpcError| matches!(e.code, ErrorCode::NotLeader | ErrorCode::Unavailable);
+        loop {
+            let mut tried: Vec<String> = Vec::new();
+            let mut queue = self.master_candidates();
+            let mut last = None;
+            while let Some(addr) = queue.pop() {
+                if tried.contains(&addr) || tried.len() >= 8 {
+                    continue;
+                }
+                tried.push(addr.clone());
+                match self.call_node(&addr, Request::Forwarded(Box::new(req.clone()))) {
+                    Ok(r) => {
+                        *self.master_hint.lock() = Some(addr);
+                        return Ok(r);
+                    }
+                    Err(e) if retryable(&e) => {
+                        if let Some(l) = e.leader.clone().filter(|l| !tried.contains(l)) {
+                            queue.push(l);
+                        }
+                        last = Some(e);
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            *self.master_hint.lock() = None;
+            if Instant::now() >= deadline {
+                return Err(last.unwrap_or_else(|| err(ErrorCode::Unavailable, "no master is known to this node")));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Where to look for the master's leader, the likeliest last (popped first).
+    fn master_candidates(&self) -> Vec<String> {
+        let mut c: Vec<String> = Vec::new();
+        c.extend(self.cfg.join.clone());
+        c.extend(self.masters.read().iter().rev().cloned());
+        if let Some(g) = self.groups.read().get(&TabletId::MASTER) {
+            c.push(self.cfg.rpc_addr.clone());
+            c.extend(g.group.leader().map(|(_, a)| a));
+        }
+        c.extend(self.master_hint.lock().clone());
+        c
+    }
+
+    /// The error a master request meets at a node that does not lead the master
+    /// group (with the leader's address when this node knows it).
+    pub(super) fn not_master(&self) -> RpcError {
+        let leader = self.groups.read().get(&TabletId::MASTER).and_then(|g| g.group.leader()).map(|(_, a)| a).filter(|a| *a != self.cfg.rpc_addr);
+        err(ErrorCode::NotLeader, format!("node {} does not lead the master", self.cfg.node_id)).with_leader(leader)
+    }
+
+    /// The master replicas' addresses (from the catalog's `$master` table).
+    fn master_addrs(&self) -> Vec<String> {
+        match self.catalog().and_then(|c| c.get(MASTER_TABLE_NAME).map_err(catalog_err)) {
+            Ok(t) => t.tablets[0].replicas.clone(),
+            Err(_) => vec![self.cfg.rpc_addr.clone()],
+        }
+    }
+
+    /// Master: `RegisterNode`.
+    pub(super) fn register_node(&self, node_id: u64, addr: String, leading: Vec<TabletId>) -> Result<Response, RpcError> {
+        let catalog = self.catalog()?;
+        let node_id = if node_id == 0 { catalog.allocate_node_id().map_err(catalog_err)? } else { node_id };
+        self.leaders.lock().insert(node_id, (leading, self.now()));
+        catalog.put_node(node_id, &addr).map_err(catalog_err)?;
+        let mut nodes = self.nodes.lock();
+        // A node that moved to another address is one node, at its new address.
+        nodes.retain(|id, (a, _)| *id == node_id || *a != addr);
+        nodes.insert(node_id, (addr.clone(), self.now()));
+        drop(nodes);
+        let mut dir = self.directory.write();
+        dir.insert(node_id, addr);
+        let nodes = dir.iter().map(|(id, a)| (*id, a.clone())).collect();
+        drop(dir);
+        Ok(Response::Registered { node_id, nodes, masters: self.master_addrs() })
+    }
+
+    /// Master, when it begins to lead: every registered node counts as heard from
+    /// now (the previous leader knew when they were; a node gone for good is
+    /// found gone a node timeout later, as it would have been).
+    pub(super) fn take_over_as_master(&self) {
+        // The master registers itself (it never sends itself RegisterNode).
+        let known = self.catalog().and_then(|c| {
+            c.put_node(self.cfg.node_id, &self.cfg.rpc_addr).map_err(catalog_err)?;
+            c.nodes().map_err(catalog_err)
+        });
+        let known = match known {
+            Ok(n) => n,
+            Err(e) => {
+                tracing::warn!(error = %e, "reading the registered nodes");
+                return;
+            }
+        };
+        let now = self.now();
+        let mut nodes = self.nodes.lock();
+        for (id, addr) in &known {
+            nodes.entry(*id).or_insert_with(|| (addr.clone(), now));
+        }
+        drop(nodes);
+        self.directory.write().extend(known);
+        self.led_master.store(true, Ordering::SeqCst);
+        tracing::info!(node_id = self.cfg.node_id, "leading the master");
+    }
+
+    /// Master: the master group's own table exists (placing and moving its
+    /// replicas like any tablet's).
+    pub(super) fn ensure_master_table(&self) -> Result<(), RpcError> {
+        let catalog = self.catalog()?;
+        match catalog.get(MASTER_TABLE_NAME) {
+            Err(CatalogError::NotFound(_)) => {}
+            other => return other.map(|_| ()).map_err(catalog_err),
+        }
+        let voters = self.groups.read().get(&TabletId::MASTER).map(|g| g.group.voters()).unwrap_or_default();
+        let dir = self.directory.read().clone();
+        let mut replicas: Vec<String> = voters.iter().filter_map(|id| dir.get(id).cloned()).collect();
+        replicas.retain(|a| *a != self.cfg.rpc_addr);
+        replicas.insert(0, self.cfg.rpc_addr.clone());
+        catalog.commit_table(&single_tablet_table(MASTER_TABLE_NAME.to_string(), TabletId::MASTER, replicas)).map_err(catalog_err)
+    }
+
+    /// Master: nodes heard from recently (id, address), by id.
+    pub(super) fn live_nodes(&self) -> Vec<(u64, String)> {
+        if !self.led_master.load(Ordering::SeqCst) {
+            // Led since before the tick noticed: know the registered nodes first.
+            self.take_over_as_master();
+        }
+        let now = self.now();
+        let mut nodes = self.nodes.lock();
+        nodes.insert(self.cfg.node_id, (self.cfg.rpc_addr.clone(), now));
+        placement::live_nodes(&nodes, now)
+    }
+
+    /// Tell the master this node is alive (about once a second), and learn the
+    /// other nodes and where the master replicas are.
+    pub(super) fn heartbeat_master(&self) {
+        if self.is_master() {
+            return;
+        }
+        {
+            let mut last = self.last_register.lock();
+            if last.is_some_and(|t| t.elapsed() < Duration::from_secs(1)) {
+                return;
+            }
+            *last = Some(Instant::now());
+        }
+        let leading = self.leading();
+        match self.call_master_within(Request::RegisterNode { node_id: self.cfg.node_id, addr: self.cfg.rpc_addr.clone(), leading }, Duration::ZERO) {
+            Ok(Response::Registered { nodes, masters, .. }) => {
+                self.directory.write().extend(nodes);
+                if !masters.is_empty() && *self.masters.read() != masters {
+                    if let Err(e) = self.local.set_masters(&masters) {
+                        tracing::warn!(error = %e, "recording where the masters are");
+                    }
+                    *self.masters.write() = masters;
+                }
+            }
+            Ok(other) => tracing::warn!(?other, "unexpected answer to RegisterNode"),
+            Err(e) => tracing::debug!(error = %e, "registering with the master"),
+        }
+    }
+
+    /// The tablets (not status tablets, not the master's) whose group this node
+    /// leads now.
+    pub(super) fn leading(&self) -> Vec<TabletId> {
+        self.groups.read().iter().filter(|(id, g)| !id.is_status() && **id != TabletId::MASTER && g.group.leads_now()).map(|(id, _)| *id).collect()
+    }
+
+    /// The address of node `id`, asking the master (by registering) if unknown.
+    pub(super) fn node_addr(&self, id: u64) -> Result<String, RpcError> {
+        if let Some(a) = self.directory.read().get(&id) {
+            return Ok(a.clone());
+        }
+        *self.last_register.lock() = None;
+        self.heartbeat_master();
+        self.directory.read().get(&id).cloned().ok_or_else(|| err(ErrorCode::Unavailable, format!("node {id} is unknown to this node")))
+    }
+}

@@ -1,0 +1,425 @@
+//! A node: tablets, status tablets, its replica of the master group, and the
+//! request handler.
+//!
+//! [`Node`] owns everything a node serves; [`Node::handle`] executes one request
+//! (`serve.rs`: one match arm per request, delegating to the file of its role);
+//! [`Node::tick`] runs the background work. The roles, one file each:
+//! - `serve.rs`: the dispatch;
+//! - `handlers/`: one file per group of requests (`tablet`: reads and writes of a
+//!   tablet; `replica`: a replica's life and its Raft group; `catalog`: the
+//!   master's catalog requests and table creation; `ddl`, `sequence`, `status`);
+//! - `master_role.rs`: leading the master group, finding and calling it,
+//!   registration and heartbeats;
+//! - `placement.rs`: carrying out `pinax_master::placement`'s decisions;
+//! - `status_routing.rs`: finding and calling a transaction's status tablet;
+//! - `waits.rs`: `WaitTxn`, the wait-for graph and deadlock detection;
+//! - `resolution.rs`: applying and removing decided transactions' intents (the
+//!   applier, status tablets' background work, the sweep).
+//!
+//! Invariants: a request never panics the daemon; only the master group's leader
+//! serves catalog requests (others forward them); only a status tablet's leader
+//! answers for its records (others forward them).
+//! Start at [`Node::handle`], then `serve.rs`.
+
+mod handlers;
+mod master_role;
+mod placement;
+mod resolution;
+mod serve;
+mod status_routing;
+mod waits;
+
+use crate::factory::EngineFactory;
+use crate::replica::{RaftReplicator, RpcTransport};
+use parking_lot::{Condvar, Mutex, RwLock};
+use pinax_common::{Clock, ErrorCode, HybridClock, HybridTime, TabletId, TxnId};
+use pinax_engine::CompactionFilterFactory;
+use pinax_master::placement::{Heard, LeaderReports, Leaderless, Micros};
+use pinax_master::{single_tablet_table, Catalog, CatalogError, LocalRecords, ReplicaRecord, MASTER_TABLE_NAME};
+use pinax_mvcc::TxnStatus;
+use pinax_mvcc::gc::{HistoryCutoff, HistoryGcFilterFactory};
+use pinax_proto::{Request, Response, RpcError, TabletInfo};
+use pinax_raft::RaftTiming;
+use pinax_tablet::{StatusTablet, Tablet};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+use placement::MonotonicClock;
+
+#[derive(Clone, Debug)]
+pub struct NodeConfig {
+    pub node_id: u64,
+    /// Address clients use to reach this node (`host:port`).
+    pub rpc_addr: String,
+    pub data_dir: String,
+    pub tablets_per_node: u32,
+    /// fsync acknowledged writes.
+    pub sync: bool,
+    /// A transaction not heard of for this long is aborted.
+    pub txn_heartbeat_timeout: Duration,
+    /// How long resolved status records are kept.
+    pub status_retention: Duration,
+    /// How much MVCC history is kept for reads in the past.
+    pub history_retention: Duration,
+    /// Heartbeat and election timeouts of the tablets' Raft groups.
+    pub raft_timing: RaftTiming,
+    /// The RPC address of a node of the cluster to join; `None`: this node is the
+    /// cluster's first (it bootstraps the master group).
+    pub join: Option<String>,
+    /// Replicas per tablet of new tables (fewer when fewer nodes are alive).
+    pub replication_factor: u32,
+    /// Master: a node not heard from for this long is gone; its replicas are
+    /// re-created on other nodes.
+    pub node_timeout: Duration,
+    /// Accept `InjectFaults` (tests).
+    pub fault_injection: bool,
+}
+
+impl Default for NodeConfig {
+    fn default() -> Self {
+        NodeConfig {
+            node_id: 1,
+            rpc_addr: "127.0.0.1:7100".into(),
+            data_dir: String::new(),
+            tablets_per_node: 8,
+            sync: true,
+            txn_heartbeat_timeout: Duration::from_secs(5),
+            status_retention: Duration::from_secs(60),
+            history_retention: Duration::from_secs(900),
+            raft_timing: RaftTiming::default(),
+            join: None,
+            replication_factor: 3,
+            node_timeout: Duration::from_secs(60),
+            fault_injection: false,
+        }
+    }
+}
+
+/// The engine of this node's own records ([`LocalRecords`]; named "master" from
+/// when it held the catalog too).
+const LOCAL_ENGINE: &str = "master";
+
+fn tablet_engine_name(id: TabletId) -> String {
+    format!("tablet-{}", id.0)
+}
+
+fn err(code: ErrorCode, msg: impl Into<String>) -> RpcError {
+    RpcError::new(code, msg)
+}
+
+fn tablet_err(e: pinax_tablet::Error) -> RpcError {
+    let err = RpcError::new(e.code(), e.to_string());
+    match e {
+        pinax_tablet::Error::DuplicateKey { key, .. } => err.with_key(key),
+        pinax_tablet::Error::WriteConflict { other_txn: Some(t), .. } => err.with_blocker(t),
+        pinax_tablet::Error::NotLeader { leader_hint, .. } => err.with_leader(leader_hint),
+        pinax_tablet::Error::Mvcc(pinax_mvcc::Error::ReadRestart { restart_ht }) => err.with_restart(restart_ht),
+        _ => err,
+    }
+}
+
+fn catalog_err(e: CatalogError) -> RpcError {
+    RpcError::new(e.code(), e.to_string())
+}
+
+enum Resolution {
+    Apply { txn: TxnId, commit_ht: HybridTime, participants: Vec<TabletId> },
+}
+
+pub struct Node<F: EngineFactory> {
+    cfg: NodeConfig,
+    factory: F,
+    clock: Arc<HybridClock>,
+    /// This node's own records: its replicas, where the masters are.
+    local: LocalRecords<F::Engine>,
+    /// This node's replica of the master group's catalog, if it has one (it
+    /// serves only while it leads the group).
+    master: RwLock<Option<Arc<Catalog<F::Engine>>>>,
+    /// RPC addresses of the master group's replicas, as last learnt.
+    masters: RwLock<Vec<String>>,
+    /// Where the master's leader was last found.
+    master_hint: Mutex<Option<String>>,
+    /// This node led the master group at the last tick.
+    led_master: AtomicBool,
+    tablets: RwLock<HashMap<TabletId, Arc<Tablet<F::Engine>>>>,
+    /// The Raft group of every tablet replica on this node.
+    groups: RwLock<HashMap<TabletId, Arc<RaftReplicator>>>,
+    /// Carries the Raft groups' blocking calls to peers (each group's tasks run on
+    /// a runtime of its own: `pinax_raft::runtime`).
+    rt: tokio::runtime::Runtime,
+    transport: Arc<RpcTransport>,
+    /// This node's replicas of status tablets (its own and other nodes').
+    status_tablets: RwLock<HashMap<TabletId, Arc<StatusTablet<F::Engine>>>>,
+    cutoff: HistoryCutoff,
+    gc_factory: Arc<dyn CompactionFilterFactory>,
+    resolutions: Mutex<mpsc::Sender<Resolution>>,
+    resolutions_rx: Mutex<Option<mpsc::Receiver<Resolution>>>,
+    shutting_down: AtomicBool,
+    last_sweep: Mutex<Instant>,
+    requests: AtomicU64,
+    /// Bumped (and waiters woken) whenever a transaction commits, aborts or expires.
+    txn_ended: (Mutex<u64>, Condvar),
+    /// Who waits for whom (waiter → holder), for deadlock detection: the waits of
+    /// transactions whose home is this node, while they last.
+    waits_for: Mutex<HashMap<TxnId, TxnId>>,
+    /// Committed transactions handed to the applier, and when: the periodic sweep
+    /// leaves them to it for a while instead of applying the same intents at once.
+    applying: Mutex<HashMap<TxnId, Instant>>,
+    /// Master: held while a status table is created.
+    status_creation: Mutex<()>,
+    /// Where placement reads time (`Micros`): monotonic ([`MonotonicClock`]).
+    placement_clock: Arc<dyn Clock>,
+    /// Master only: the nodes that registered (id → address, last heard from).
+    nodes: Mutex<Heard>,
+    /// Master only: the user tablets each node leads (as it last said), and when.
+    leaders: Mutex<LeaderReports>,
+    /// Master only: when it last moved a leader.
+    last_leader_move: Mutex<Micros>,
+    /// When this node last registered with the master.
+    last_register: Mutex<Option<Instant>>,
+    /// When replica placement (master) and orphaned replicas were last checked.
+    last_placement_check: Mutex<Instant>,
+    /// Since when each local replica has known no leader (`drop_orphan_replicas`).
+    leaderless: Mutex<Leaderless>,
+    /// Every node's RPC address by id (the master's registrations; other nodes
+    /// learn them when they register).
+    directory: RwLock<BTreeMap<u64, String>>,
+    /// Decided outcomes of other nodes' transactions (they never change).
+    remote_outcomes: Mutex<HashMap<TxnId, TxnStatus>>,
+    /// Where other tablets are (from the master), for resolving intents there.
+    locations: Mutex<HashMap<TabletId, TabletInfo>>,
+    /// Dropped replicas whose data could not be deleted yet (their engine was
+    /// still closing): deleted by `tick`; not created again until then.
+    destroying: Mutex<std::collections::HashSet<TabletId>>,
+    /// Each open replica's engine, to know when a dropped one is closed (its data
+    /// may be deleted only then: RocksDB keeps writing files until it closes).
+    engines: Mutex<HashMap<TabletId, std::sync::Weak<F::Engine>>>,
+    /// Applies the cluster's DDL log to this node's PostgreSQL (none: no
+    /// PostgreSQL here, nothing to apply).
+    ddl: std::sync::OnceLock<Arc<dyn DdlApplier>>,
+}
+
+/// Applies the cluster's DDL log to a node's PostgreSQL (the node daemon
+/// implements it; the tablet server only calls it).
+pub trait DdlApplier: Send + Sync {
+    /// Apply every log entry through `upto` (entries of this node's own
+    /// PostgreSQL excepted), giving up at `deadline`.
+    fn apply_upto(&self, upto: u64, deadline: Instant) -> Result<(), String>;
+}
+
+impl<F: EngineFactory> Node<F> {
+    /// Open (or create) a node's state: catalog, status tablet, every tablet.
+    pub fn open(cfg: NodeConfig, factory: F, clock: Arc<HybridClock>) -> Result<Arc<Self>, RpcError> {
+        let io = |e: pinax_engine::Error| err(ErrorCode::Io, e.to_string());
+        let local = LocalRecords::open(factory.open(LOCAL_ENGINE, None).map_err(io)?);
+        let masters = local.masters().map_err(catalog_err)?;
+        let cutoff = HistoryCutoff::default();
+        let gc_factory: Arc<dyn CompactionFilterFactory> = Arc::new(HistoryGcFilterFactory { cutoff: cutoff.clone() });
+        let (tx, rx) = mpsc::channel();
+        // Each Raft group runs on a runtime of its own, driven by the threads that
+        // wait on it (pinax_raft::runtime); this one carries the groups' blocking
+        // calls to peers (its blocking pool) and nothing else.
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("raft-io")
+            .enable_all()
+            .build()
+            .map_err(|e| err(ErrorCode::Internal, format!("starting the raft runtime: {e}")))?;
+        let transport = Arc::new(RpcTransport::new(clock.clone()));
+        let placement_clock: Arc<dyn Clock> = Arc::new(MonotonicClock::new());
+        let started = placement_clock.now_micros();
+        let node = Node {
+            cfg,
+            factory,
+            clock,
+            local,
+            master: RwLock::new(None),
+            masters: RwLock::new(masters),
+            master_hint: Mutex::new(None),
+            led_master: AtomicBool::new(false),
+            tablets: RwLock::new(HashMap::new()),
+            groups: RwLock::new(HashMap::new()),
+            rt,
+            transport,
+            status_tablets: RwLock::new(HashMap::new()),
+            cutoff,
+            gc_factory,
+            resolutions: Mutex::new(tx),
+            resolutions_rx: Mutex::new(Some(rx)),
+            shutting_down: AtomicBool::new(false),
+            last_sweep: Mutex::new(Instant::now()),
+            txn_ended: (Mutex::new(0), Condvar::new()),
+            waits_for: Mutex::new(HashMap::new()),
+            applying: Mutex::new(HashMap::new()),
+            requests: AtomicU64::new(0),
+            status_creation: Mutex::new(()),
+            nodes: Mutex::new(BTreeMap::new()),
+            last_register: Mutex::new(None),
+            leaders: Mutex::new(HashMap::new()),
+            placement_clock,
+            last_leader_move: Mutex::new(started),
+            last_placement_check: Mutex::new(Instant::now()),
+            leaderless: Mutex::new(Leaderless::default()),
+            directory: RwLock::new(BTreeMap::new()),
+            remote_outcomes: Mutex::new(HashMap::new()),
+            locations: Mutex::new(HashMap::new()),
+            ddl: std::sync::OnceLock::new(),
+            destroying: Mutex::new(std::collections::HashSet::new()),
+            engines: Mutex::new(HashMap::new()),
+        };
+        node.directory.write().insert(node.cfg.node_id, node.cfg.rpc_addr.clone());
+        node.nodes.lock().insert(node.cfg.node_id, (node.cfg.rpc_addr.clone(), node.now()));
+        let member = node.local.member().map_err(catalog_err)?;
+        if let Some(id) = member.filter(|id| *id != node.cfg.node_id) {
+            return Err(err(ErrorCode::InvalidRequest, format!("this data directory belongs to node {id}, not to node {}", node.cfg.node_id)));
+        }
+        // Only a node that never belonged to a cluster bootstraps one: a node
+        // that lost its master replica (moved away while it was down) and is
+        // restarted without --join finds the masters it recorded instead of
+        // starting a second, empty catalog.
+        let fresh = !node.local.is_member().map_err(catalog_err)?;
+        // Open every replica this node serves; drop engines of tablets it does not
+        // (left by a crash between creating tablets and committing their table).
+        let mut records = node.local.replicas().map_err(catalog_err)?;
+        if node.cfg.join.is_none() && fresh && !records.iter().any(|r| r.tablet.id == TabletId::MASTER) {
+            // The cluster's first node bootstraps the master group.
+            let me = vec![(node.cfg.node_id, node.cfg.rpc_addr.clone())];
+            let t = single_tablet_table(MASTER_TABLE_NAME.to_string(), TabletId::MASTER, vec![node.cfg.rpc_addr.clone()]);
+            let r = ReplicaRecord { tablet: t.tablets[0].clone(), members: me, bootstrap: true };
+            node.local.put_replica(&r).map_err(catalog_err)?;
+            records.push(r);
+        }
+        if member.is_none() {
+            node.local.set_member(node.cfg.node_id).map_err(catalog_err)?;
+        }
+        let mut wanted = std::collections::HashSet::new();
+        for r in &records {
+            wanted.insert(tablet_engine_name(r.tablet.id));
+            node.open_tablet(r)?;
+        }
+        for name in node.factory.list().map_err(io)? {
+            if name.starts_with("tablet-") && !wanted.contains(&name) {
+                node.factory.destroy(&name).map_err(io)?;
+            }
+        }
+        Ok(Arc::new(node))
+    }
+
+    /// Stop every Raft group (clean shutdown, after `flush_all`).
+    pub fn close(&self) {
+        let ids: Vec<TabletId> = self.groups.read().keys().copied().collect();
+        for id in ids {
+            self.close_group(id);
+        }
+    }
+
+    pub fn config(&self) -> &NodeConfig {
+        &self.cfg
+    }
+
+    pub fn clock(&self) -> &Arc<HybridClock> {
+        &self.clock
+    }
+
+    /// This node's replica of node `home`'s status tablet, if it has one.
+    pub fn status_tablet(&self, home: u64) -> Option<Arc<StatusTablet<F::Engine>>> {
+        self.status_tablets.read().get(&TabletId::status_of_node(home)).cloned()
+    }
+
+    pub fn tablet(&self, id: TabletId) -> Option<Arc<Tablet<F::Engine>>> {
+        self.tablets.read().get(&id).cloned()
+    }
+
+    pub fn shutdown(&self) {
+        self.shutting_down.store(true, Ordering::SeqCst);
+    }
+
+    pub fn is_shutting_down(&self) -> bool {
+        self.shutting_down.load(Ordering::SeqCst)
+    }
+
+    /// Execute one request.
+    pub fn handle(&self, req: Request) -> Result<Response, RpcError> {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        if self.is_shutting_down() {
+            return Err(err(ErrorCode::ShuttingDown, "the node is shutting down"));
+        }
+        self.serve(req)
+    }
+
+    /// Send `req` to the node at `addr` (this node: handle it here).
+    fn call_node(&self, addr: &str, req: Request) -> Result<Response, RpcError> {
+        if addr == self.cfg.rpc_addr {
+            return self.handle(req);
+        }
+        self.transport.request(addr, req)
+    }
+
+    /// Periodic background work; call every few hundred milliseconds.
+    pub fn tick(&self) {
+        self.heartbeat_master();
+        self.finish_destroying();
+        let due = {
+            let mut last = self.last_placement_check.lock();
+            let due = last.elapsed() >= Duration::from_secs(1);
+            if due {
+                *last = Instant::now();
+            }
+            due
+        };
+        let master = self.is_master();
+        if !master {
+            self.led_master.store(false, Ordering::SeqCst);
+        } else if !self.led_master.load(Ordering::SeqCst) {
+            self.take_over_as_master();
+        }
+        if due {
+            if master {
+                if let Err(e) = self.ensure_master_table() {
+                    tracing::warn!(error = %e, "could not record the master group's table");
+                }
+                self.re_replicate();
+            }
+            self.drop_orphan_replicas();
+        }
+        let status_tablets: Vec<_> = self.status_tablets.read().values().cloned().collect();
+        if master && due {
+            self.ensure_status_tablets();
+        }
+        for st in status_tablets {
+            self.tick_status_tablet(&st);
+        }
+        // Every few seconds: intents whose transaction is decided (covers
+        // participants the status record never heard of).
+        let sweep = {
+            let mut last = self.last_sweep.lock();
+            if last.elapsed() >= Duration::from_secs(2) {
+                *last = Instant::now();
+                true
+            } else {
+                false
+            }
+        };
+        if sweep {
+            self.sweep_intents();
+        }
+        // Move the history cutoff.
+        self.cutoff.advance_to(self.clock.now().sub_micros(self.cfg.history_retention.as_micros() as u64));
+    }
+
+    /// Flush every engine (clean shutdown).
+    pub fn flush_all(&self) {
+        use pinax_engine::KvEngine;
+        for t in self.tablets.read().values() {
+            if let Err(e) = t.engine().flush() {
+                tracing::warn!(tablet_id = t.id().0, error = %e, "flush failed");
+            }
+        }
+    }
+
+    pub fn requests_served(&self) -> u64 {
+        self.requests.load(Ordering::Relaxed)
+    }
+}

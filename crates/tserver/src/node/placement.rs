@@ -1,0 +1,136 @@
+//! Placement, carried out: the master's placement pass each second and every
+//! node's check for orphaned replicas gather their inputs (catalog, when nodes
+//! were last heard from, leader reports, local groups; time through a
+//! [`Clock`]), ask the pure `pinax_master::placement` what to do, and do it
+//! (create and drop replicas, change voters, record moves, hand over leaders).
+
+use crate::factory::EngineFactory;
+use pinax_common::{Clock, ErrorCode, SystemClock, TabletId};
+use pinax_master::placement::{Balance, Lookup, Micros, NodeEntry, ReplicaMove};
+use pinax_master::placement;
+use pinax_proto::{Request, Response, RpcError, TableInfo};
+use std::time::Instant;
+use super::{catalog_err, Node};
+
+/// A clock that never goes back (as [`Instant`]), in microseconds from the
+/// system's time when it was made: what placement reads time through.
+pub(super) struct MonotonicClock {
+    start_micros: u64,
+    start: Instant,
+}
+
+impl MonotonicClock {
+    pub(super) fn new() -> Self {
+        MonotonicClock { start_micros: SystemClock.now_micros(), start: Instant::now() }
+    }
+}
+
+impl Clock for MonotonicClock {
+    fn now_micros(&self) -> u64 {
+        self.start_micros + self.start.elapsed().as_micros() as u64
+    }
+}
+
+impl<F: EngineFactory> Node<F> {
+    /// Now, for placement.
+    pub(super) fn now(&self) -> Micros {
+        self.placement_clock.now_micros()
+    }
+
+    /// Master: keep every tablet at its replication factor, then even out the
+    /// load ([`placement::Pass`] decides; this carries the moves out). A move
+    /// creates the replica there, has the tablet's leader change the voters, and
+    /// records it in the catalog.
+    pub(super) fn re_replicate(&self) {
+        let now = self.now();
+        let heard = {
+            let mut nodes = self.nodes.lock();
+            nodes.insert(self.cfg.node_id, (self.cfg.rpc_addr.clone(), now));
+            nodes.clone()
+        };
+        let Ok(tables) = self.catalog().and_then(|c| c.tables().map_err(catalog_err)) else {
+            return;
+        };
+        let rules = placement::Rules { replication_factor: self.cfg.replication_factor, node_timeout: self.cfg.node_timeout };
+        let mut pass = placement::Pass::new(&tables, &heard, now, rules);
+        while let Some(m) = pass.next_move() {
+            let (id, from, to) = (m.tablet.id.0, m.from.as_ref().map(|f| f.0), m.to.0);
+            match self.move_replica(&m) {
+                Ok(()) => {
+                    pass.moved(&m);
+                    tracing::info!(tablet_id = id, ?from, to, "tablet replica placed");
+                }
+                Err(e) => tracing::warn!(tablet_id = id, ?from, to, error = %e, "could not place a tablet replica"),
+            }
+        }
+        match pass.balance() {
+            Balance::Wait => {}
+            Balance::MoveReplica(m) => {
+                let (id, from, to) = (m.tablet.id.0, m.from.as_ref().map_or(0, |f| f.0), m.to.0);
+                match self.move_replica(&m) {
+                    Ok(()) => tracing::info!(tablet_id = id, from, to, "tablet replica moved to even out the load"),
+                    Err(e) => tracing::warn!(tablet_id = id, from, to, error = %e, "could not move a tablet replica"),
+                }
+            }
+            Balance::EvenLeaders => self.rebalance_leaders(&tables, pass.live(), now),
+        }
+    }
+
+    /// Master, replicas being even: move one tablet leader if
+    /// [`placement::leader_move`] says so (leaders as the nodes last said, this
+    /// node's as it leads now).
+    fn rebalance_leaders(&self, tables: &[TableInfo], live: &[NodeEntry], now: Micros) {
+        let last_move = *self.last_leader_move.lock();
+        let mine = self.leading();
+        let decided = placement::leader_move(tables, live, self.cfg.node_id, &mine, &self.leaders.lock(), now, last_move);
+        let Some(placement::LeaderMove { tablet, from: (heavy, heavy_addr), to: (light, _) }) = decided else {
+            return;
+        };
+        *self.last_leader_move.lock() = now;
+        match self.call_node(&heavy_addr, Request::TransferLeader { tablet, to: light }) {
+            Ok(_) => tracing::info!(tablet_id = tablet.0, from = heavy, to = light, "tablet leader moved to even out the load"),
+            Err(e) => tracing::warn!(tablet_id = tablet.0, from = heavy, to = light, error = %e, "could not move a tablet leader"),
+        }
+    }
+
+    /// Drop this node's replicas that were moved away or whose table was dropped
+    /// while it was down (nobody could tell it then): those without a leader for
+    /// the node timeout ([`placement::Leaderless`]) that the catalog does not
+    /// place here ([`placement::is_orphan`]).
+    pub(super) fn drop_orphan_replicas(&self) {
+        let groups: Vec<(TabletId, bool)> = self.groups.read().iter().map(|(id, g)| (*id, g.group.leader().is_some())).collect();
+        let check = self.leaderless.lock().due(&groups, self.now(), self.cfg.node_timeout);
+        for id in check {
+            let answer = self.call_master(Request::LocateTablet { tablet: id });
+            let lookup = match &answer {
+                Ok(Response::Tablet(ti)) => Lookup::Found(ti),
+                Err(e) if e.code == ErrorCode::TabletNotFound => Lookup::NotFound,
+                _ => Lookup::Unknown, // the master cannot say now: decide nothing
+            };
+            if placement::is_orphan(lookup, &self.cfg.rpc_addr) {
+                tracing::info!(tablet_id = id.0, "dropping a replica the catalog no longer places here");
+                if let Err(e) = self.drop_replica(id) {
+                    tracing::warn!(tablet_id = id.0, error = %e, "could not drop an orphaned replica");
+                }
+            }
+        }
+    }
+
+    /// Carry out replica move `m` ([`placement::move_steps`]): create the
+    /// replica on the new node, have the tablet's leader change the voters,
+    /// record the move in the catalog, and drop the old replica of a live node.
+    fn move_replica(&self, m: &ReplicaMove) -> Result<(), RpcError> {
+        let ti = &m.tablet;
+        let steps = placement::move_steps(m, &self.directory.read());
+        let new_addr = steps.add.1.clone();
+        self.call_node(&new_addr, Request::CreateReplica { tablet: steps.tablet, members: steps.members, bootstrap: false })?;
+        let req = || Request::ChangeReplicas { tablet: ti.id, add: steps.add.clone(), remove: steps.remove };
+        self.call_leader(ti, steps.skip.as_deref(), req, |_| false)?;
+        self.catalog()?.move_replica(&m.table, ti.id, m.from.as_ref().map(|f| f.1.as_str()), &new_addr).map_err(catalog_err)?;
+        self.locations.lock().remove(&ti.id);
+        if let Some(from) = steps.drop_after {
+            self.drop_replicas(&[(from, ti.id)]);
+        }
+        Ok(())
+    }
+}
