@@ -8,7 +8,7 @@ PINAX_DATA_DIR ?= $(if $(filter 0,$(shell id -u)),/var/lib/pinax,$(HOME)/.pinax)
 APT_PACKAGES := build-essential ccache clang libclang-dev pkg-config postgresql-15 postgresql-server-dev-15 postgresql-contrib
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: start stop status test deps build check bench perf clean-cache ext ext-perf pgrx sqltest bank soak
+.PHONY: start stop status test deps build check fmt fmt-check bench perf clean-cache ext ext-perf pgrx sqltest bank soak
 
 ## Install what is missing (Debian 12): apt packages and a Rust toolchain check.
 deps:
@@ -63,7 +63,7 @@ status:
 
 ## Every test tier: unit, golden, conformance, MVCC/transaction, process-level, and
 ## the SQL regression tests against a started node.
-test: build ext
+test: build ext fmt-check
 	$(CARGO) test --workspace --all-targets --locked --no-fail-fast
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 	cd pg/ext && CARGO_TARGET_DIR=$(EXT_TARGET_DIR) $(CARGO) clippy --locked -- -D warnings
@@ -83,8 +83,18 @@ soak: build ext
 sqltest: build ext
 	PINAX_BIN=$(PINAX_BIN) pg/ext/test/run.sh
 
-check: deps
+check: deps fmt-check
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
+
+## Formatting (rustfmt.toml at the root serves both workspaces): `make fmt` applies
+## it, `make fmt-check` (part of `make test`) fails on any difference.
+fmt:
+	$(CARGO) fmt --all
+	cd pg/ext && $(CARGO) fmt
+
+fmt-check:
+	$(CARGO) fmt --all -- --check
+	cd pg/ext && $(CARGO) fmt -- --check
 
 ## Benchmarks (not tests): see bench/README.md.
 perf: deps

@@ -4,9 +4,11 @@ use crate::conn::Conn;
 use crate::error::{ClientError, Result};
 use crate::txn::Txn;
 use parking_lot::Mutex;
-use pinax_common::{ErrorCode, HybridClock, HybridTime, TxnId};
 use pinax_common::TabletId;
-use pinax_proto::{NodeStatus, ReadPoint, Request, RpcError, RequestEnvelope, Response, Row, LiveWrite, ScanResult, ScanSpec, Sharding, TableInfo, TabletInfo, WriteOp};
+use pinax_common::{ErrorCode, HybridClock, HybridTime, TxnId};
+use pinax_proto::{
+    LiveWrite, NodeStatus, ReadPoint, Request, RequestEnvelope, Response, Row, RpcError, ScanResult, ScanSpec, Sharding, TableInfo, TabletInfo, WriteOp,
+};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};

@@ -2,8 +2,8 @@
 
 use crate::error::{ClientError, Result};
 use pinax_proto::frame::{self, FrameError};
-use pinax_proto::{RequestEnvelope, ResponseEnvelope};
 use pinax_proto::stream::Stream;
+use pinax_proto::{RequestEnvelope, ResponseEnvelope};
 use std::io::{BufReader, BufWriter, Write};
 use std::net::TcpStream;
 use std::os::unix::net::UnixStream;
@@ -35,7 +35,13 @@ impl Conn {
         };
         s.set_nodelay().map_err(unavailable)?;
         let w = s.try_clone().map_err(unavailable)?;
-        Ok(Conn { addr: addr.to_string(), reader: BufReader::with_capacity(64 << 10, s), writer: BufWriter::with_capacity(64 << 10, w), rbuf: Vec::new(), wbuf: Vec::new() })
+        Ok(Conn {
+            addr: addr.to_string(),
+            reader: BufReader::with_capacity(64 << 10, s),
+            writer: BufWriter::with_capacity(64 << 10, w),
+            rbuf: Vec::new(),
+            wbuf: Vec::new(),
+        })
     }
 
     /// Whether the connection is a Unix-domain socket.

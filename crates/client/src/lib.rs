@@ -22,6 +22,6 @@ pub mod error;
 pub mod txn;
 
 pub use client::{Aggregated, Client, ClientOptions};
-pub use pinax_proto::Row;
 pub use error::{ClientError, Result};
+pub use pinax_proto::Row;
 pub use txn::Txn;

@@ -102,7 +102,8 @@ impl Txn {
         let groups = Client::group_by_tablet(&info, ops);
         for (idx, ops) in groups {
             let ti = &info.tablets[idx];
-            let req = Request::Write { tablet: ti.id, ops, read_ht: Some(self.read_ht), txn: Some((self.id, self.seq)), request: crate::client::new_request_id() };
+            let req =
+                Request::Write { tablet: ti.id, ops, read_ht: Some(self.read_ht), txn: Some((self.id, self.seq)), request: crate::client::new_request_id() };
             match self.send(ti, req, on_blocked)? {
                 Response::Written { .. } => {}
                 r => return Err(ClientError::Protocol(format!("unexpected response {r:?}"))),

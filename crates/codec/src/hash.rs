@@ -72,10 +72,7 @@ mod tests {
         let mut input = &v[..];
         assert_eq!(decode_hash_prefix(&mut input), Ok(0x1234));
         assert_eq!(input, [0xAA]);
-        assert_eq!(
-            decode_hash_prefix(&mut &[0x01][..]),
-            Err(CodecError::Truncated)
-        );
+        assert_eq!(decode_hash_prefix(&mut &[0x01][..]), Err(CodecError::Truncated));
         let (mut a, mut b) = (Vec::new(), Vec::new());
         encode_hash_prefix(&mut a, 0x00FF);
         encode_hash_prefix(&mut b, 0x0100);

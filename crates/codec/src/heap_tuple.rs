@@ -62,7 +62,11 @@ enum Piece {
     Null,
     /// `start..end`: the datum's bytes as stored (a varlena with its header);
     /// `payload`: the value's bytes when readable in place (see [`Attr::Value`]).
-    Datum { start: usize, end: usize, payload: Option<(usize, usize)> },
+    Datum {
+        start: usize,
+        end: usize,
+        payload: Option<(usize, usize)>,
+    },
 }
 
 /// The number of attributes `tuple` holds (None: too short for a header).
@@ -259,11 +263,13 @@ mod tests {
     use G::{N, U, V};
 
     fn view<'a>(t: &'a [u8], out: &[Attr]) -> Vec<G<'a>> {
-        out.iter().map(|a| match a {
-            Attr::Null => N,
-            Attr::Unknown => U,
-            v => V(v.bytes(t).unwrap()),
-        }).collect()
+        out.iter()
+            .map(|a| match a {
+                Attr::Null => N,
+                Attr::Unknown => U,
+                v => V(v.bytes(t).unwrap()),
+            })
+            .collect()
     }
 
     /// A tuple header for `natts` attributes with the given null bitmap (None: no
@@ -417,7 +423,16 @@ mod tests {
         // A 4-byte header whose first byte is zero (total length 64: 64 << 2 = 0x100).
         let zero_first = long(&[b'z'; 60]);
         assert_eq!(zero_first[0], 0);
-        let base_vals: Vec<Option<Vec<u8>>> = vec![Some(i4(1)), Some(short(b"abc")), Some(i8v(-7)), None, Some(vec![1]), Some(name.to_vec()), Some(b"cs\0".to_vec()), Some(3i16.to_le_bytes().to_vec())];
+        let base_vals: Vec<Option<Vec<u8>>> = vec![
+            Some(i4(1)),
+            Some(short(b"abc")),
+            Some(i8v(-7)),
+            None,
+            Some(vec![1]),
+            Some(name.to_vec()),
+            Some(b"cs\0".to_vec()),
+            Some(3i16.to_le_bytes().to_vec()),
+        ];
         let base = form(&layouts, &refs(&base_vals));
         // Patch 1 (older): text 4 gets the zero-first long value, int2 9.
         let mut p1_vals = base_vals.clone();

@@ -23,9 +23,7 @@ pub mod keys;
 pub mod patch;
 pub mod status_record;
 
-pub use datum::{
-    decode_datum, decode_key, encode_datum, encode_key, ColumnOrder, Datum, DatumType, NullsOrder, SortOrder,
-};
+pub use datum::{decode_datum, decode_key, encode_datum, encode_key, ColumnOrder, Datum, DatumType, NullsOrder, SortOrder};
 pub use error::CodecError;
 pub use hash::{encode_hash_prefix, hash16};
 

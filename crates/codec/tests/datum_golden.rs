@@ -1,10 +1,7 @@
 //! Golden tests: the exact bytes of the datum encoding. These bytes are persisted in
 //! every tablet; if one of these tests fails the on-disk format changed.
 
-use pinax_codec::datum::{
-    decode_datum, decode_key, encode_datum, encode_key, try_encode_datum, ColumnOrder, Datum,
-    DatumType,
-};
+use pinax_codec::datum::{decode_datum, decode_key, encode_datum, encode_key, try_encode_datum, ColumnOrder, Datum, DatumType};
 use pinax_codec::CodecError;
 
 const ASC: ColumnOrder = ColumnOrder::ASC_NULLS_LAST;
@@ -17,10 +14,7 @@ fn hex(b: &[u8]) -> String {
 }
 
 fn unhex(s: &str) -> Vec<u8> {
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-        .collect()
+    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
 }
 
 /// Checks the encoding of `d` under `co` is `want` (hex) and that it decodes to
@@ -29,10 +23,7 @@ fn golden_norm(d: Datum, co: ColumnOrder, want: &str, decoded: Datum) {
     let mut out = Vec::new();
     encode_datum(&mut out, &d, co);
     assert_eq!(hex(&out), want, "encoding of {d:?} under {co:?}");
-    let ty = decoded
-        .datum_type()
-        .or(d.datum_type())
-        .unwrap_or(DatumType::Int4);
+    let ty = decoded.datum_type().or(d.datum_type()).unwrap_or(DatumType::Int4);
     let bytes = unhex(want);
     let mut input = &bytes[..];
     let got = decode_datum(&mut input, ty, co).unwrap();
@@ -63,22 +54,10 @@ fn golden_null_tags() {
         }
     }
     // A null tag of the other nulls order is rejected.
-    assert!(matches!(
-        decode_datum(&mut &[0x01][..], DatumType::Int4, ASC),
-        Err(CodecError::InvalidTag { tag: 1, .. })
-    ));
-    assert!(matches!(
-        decode_datum(&mut &[0x03][..], DatumType::Int4, DESC_NF),
-        Err(CodecError::InvalidTag { tag: 3, .. })
-    ));
-    assert!(matches!(
-        decode_datum(&mut &[0x00][..], DatumType::Int4, ASC),
-        Err(CodecError::InvalidTag { tag: 0, .. })
-    ));
-    assert!(matches!(
-        decode_datum(&mut &[0x04][..], DatumType::Text, ASC),
-        Err(CodecError::InvalidTag { tag: 4, .. })
-    ));
+    assert!(matches!(decode_datum(&mut &[0x01][..], DatumType::Int4, ASC), Err(CodecError::InvalidTag { tag: 1, .. })));
+    assert!(matches!(decode_datum(&mut &[0x03][..], DatumType::Int4, DESC_NF), Err(CodecError::InvalidTag { tag: 3, .. })));
+    assert!(matches!(decode_datum(&mut &[0x00][..], DatumType::Int4, ASC), Err(CodecError::InvalidTag { tag: 0, .. })));
+    assert!(matches!(decode_datum(&mut &[0x04][..], DatumType::Text, ASC), Err(CodecError::InvalidTag { tag: 4, .. })));
 }
 
 #[test]
@@ -116,72 +95,27 @@ fn golden_floats() {
     golden_norm(Datum::Float4(-0.0), ASC, "0280000000", Datum::Float4(0.0));
     golden(Datum::Float4(f32::INFINITY), ASC, "02ff800000");
     golden(Datum::Float4(f32::NEG_INFINITY), ASC, "02007fffff");
-    golden_norm(
-        Datum::Float4(f32::NAN),
-        ASC,
-        "02ffc00000",
-        Datum::Float4(f32::from_bits(0x7FC0_0000)),
-    );
-    golden_norm(
-        Datum::Float4(f32::from_bits(0xFFC0_0001)),
-        ASC,
-        "02ffc00000",
-        Datum::Float4(f32::from_bits(0x7FC0_0000)),
-    );
+    golden_norm(Datum::Float4(f32::NAN), ASC, "02ffc00000", Datum::Float4(f32::from_bits(0x7FC0_0000)));
+    golden_norm(Datum::Float4(f32::from_bits(0xFFC0_0001)), ASC, "02ffc00000", Datum::Float4(f32::from_bits(0x7FC0_0000)));
     golden(Datum::Float4(1.0), DESC, "02407fffff");
-    golden_norm(
-        Datum::Float4(f32::NAN),
-        DESC_NF,
-        "02003fffff",
-        Datum::Float4(f32::from_bits(0x7FC0_0000)),
-    );
+    golden_norm(Datum::Float4(f32::NAN), DESC_NF, "02003fffff", Datum::Float4(f32::from_bits(0x7FC0_0000)));
 
     golden(Datum::Float8(1.5), ASC, "02bff8000000000000");
     golden(Datum::Float8(-2.0), ASC, "023fffffffffffffff");
-    golden_norm(
-        Datum::Float8(-0.0),
-        ASC,
-        "028000000000000000",
-        Datum::Float8(0.0),
-    );
+    golden_norm(Datum::Float8(-0.0), ASC, "028000000000000000", Datum::Float8(0.0));
     golden(Datum::Float8(f64::INFINITY), ASC, "02fff0000000000000");
-    golden_norm(
-        Datum::Float8(-f64::NAN),
-        ASC,
-        "02fff8000000000000",
-        Datum::Float8(f64::from_bits(0x7FF8_0000_0000_0000)),
-    );
+    golden_norm(Datum::Float8(-f64::NAN), ASC, "02fff8000000000000", Datum::Float8(f64::from_bits(0x7FF8_0000_0000_0000)));
     golden(Datum::Float8(1.5), DESC, "024007ffffffffffff");
 }
 
 #[test]
 fn float_non_canonical_rejected() {
     // -0.0 (bits 0x8000_0000 → key !bits = 0x7FFF_FFFF).
-    assert!(matches!(
-        decode_datum(&mut &unhex("027fffffff")[..], DatumType::Float4, ASC),
-        Err(CodecError::NonCanonical(_))
-    ));
+    assert!(matches!(decode_datum(&mut &unhex("027fffffff")[..], DatumType::Float4, ASC), Err(CodecError::NonCanonical(_))));
     // A NaN other than the canonical one.
-    assert!(matches!(
-        decode_datum(&mut &unhex("02ffc00001")[..], DatumType::Float4, ASC),
-        Err(CodecError::NonCanonical(_))
-    ));
-    assert!(matches!(
-        decode_datum(
-            &mut &unhex("020007fffffffffffe")[..],
-            DatumType::Float8,
-            ASC
-        ),
-        Err(CodecError::NonCanonical(_))
-    ));
-    assert!(matches!(
-        decode_datum(
-            &mut &unhex("027fffffffffffffff")[..],
-            DatumType::Float8,
-            ASC
-        ),
-        Err(CodecError::NonCanonical(_))
-    ));
+    assert!(matches!(decode_datum(&mut &unhex("02ffc00001")[..], DatumType::Float4, ASC), Err(CodecError::NonCanonical(_))));
+    assert!(matches!(decode_datum(&mut &unhex("020007fffffffffffe")[..], DatumType::Float8, ASC), Err(CodecError::NonCanonical(_))));
+    assert!(matches!(decode_datum(&mut &unhex("027fffffffffffffff")[..], DatumType::Float8, ASC), Err(CodecError::NonCanonical(_))));
 }
 
 #[test]
@@ -197,22 +131,10 @@ fn golden_text_and_bytea() {
     golden(Datum::Bytea(vec![0xff, 0x01]), ASC, "02ff010001");
     golden(Datum::Bytea(vec![0x00]), DESC, "02ff00fffe");
 
-    assert_eq!(
-        decode_datum(&mut &unhex("02c3")[..], DatumType::Text, ASC),
-        Err(CodecError::Truncated)
-    );
-    assert_eq!(
-        decode_datum(&mut &unhex("026100")[..], DatumType::Text, ASC),
-        Err(CodecError::Truncated)
-    );
-    assert_eq!(
-        decode_datum(&mut &unhex("02610002")[..], DatumType::Bytea, ASC),
-        Err(CodecError::InvalidEscape(2))
-    );
-    assert_eq!(
-        decode_datum(&mut &unhex("02ff0001")[..], DatumType::Text, ASC),
-        Err(CodecError::InvalidUtf8)
-    );
+    assert_eq!(decode_datum(&mut &unhex("02c3")[..], DatumType::Text, ASC), Err(CodecError::Truncated));
+    assert_eq!(decode_datum(&mut &unhex("026100")[..], DatumType::Text, ASC), Err(CodecError::Truncated));
+    assert_eq!(decode_datum(&mut &unhex("02610002")[..], DatumType::Bytea, ASC), Err(CodecError::InvalidEscape(2)));
+    assert_eq!(decode_datum(&mut &unhex("02ff0001")[..], DatumType::Text, ASC), Err(CodecError::InvalidUtf8));
 }
 
 #[test]
@@ -225,10 +147,7 @@ fn golden_dates_times_uuid() {
     golden(Datum::Timestamp(i64::MAX), ASC, "02ffffffffffffffff");
     golden(Datum::TimestampTz(-1), ASC, "027fffffffffffffff");
     golden(Datum::TimestampTz(0), DESC_NF, "027fffffffffffffff");
-    let u: [u8; 16] = [
-        0x00, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88, 0x99, 0xaa, 0xbb, 0xcc, 0xdd, 0xee,
-        0xff,
-    ];
+    let u: [u8; 16] = [0x00, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88, 0x99, 0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff];
     golden(Datum::Uuid(u), ASC, "0200112233445566778899aabbccddeeff");
     golden(Datum::Uuid(u), DESC, "02ffeeddccbbaa99887766554433221100");
 }
@@ -250,18 +169,8 @@ fn golden_numeric() {
     golden(num("-1"), ASC, "02017efd");
     golden(num("-12.34"), ASC, "02017ee6bb");
     golden(num("-0.5"), ASC, "02017f9b");
-    golden_norm(
-        num("1e300"),
-        ASC,
-        "0203ff8000009702",
-        num(&format!("1{}", "0".repeat(300))),
-    );
-    golden_norm(
-        num("1e-300"),
-        ASC,
-        "0203017fffff6b02",
-        num(&format!("0.{}1", "0".repeat(299))),
-    );
+    golden_norm(num("1e300"), ASC, "0203ff8000009702", num(&format!("1{}", "0".repeat(300))));
+    golden_norm(num("1e-300"), ASC, "0203017fffff6b02", num(&format!("0.{}1", "0".repeat(299))));
     golden(num("1"), DESC, "02fc7efd");
     golden(num("-1"), DESC, "02fe8102");
     golden(num("NaN"), DESC_NF, "02fa");
@@ -281,23 +190,14 @@ fn numeric_malformed_rejected() {
         ("020381c8", "pair byte > 199"),
         ("02030202", "exponent byte out of the one-byte range"),
         ("0203ff8000000102", "wide exponent that fits one byte"),
-        (
-            "020301800000ff02",
-            "negative class with a positive exponent",
-        ),
+        ("020301800000ff02", "negative class with a positive exponent"),
         ("0203ff8001000102", "exponent beyond numeric range"),
     ];
     for (h, why) in bad {
-        assert!(
-            decode_datum(&mut &unhex(h)[..], DatumType::Numeric, ASC).is_err(),
-            "{why}: {h}"
-        );
+        assert!(decode_datum(&mut &unhex(h)[..], DatumType::Numeric, ASC).is_err(), "{why}: {h}");
     }
     let mut out = vec![0xAA];
-    assert!(matches!(
-        try_encode_datum(&mut out, &num("12abc"), ASC),
-        Err(CodecError::InvalidNumeric(_))
-    ));
+    assert!(matches!(try_encode_datum(&mut out, &num("12abc"), ASC), Err(CodecError::InvalidNumeric(_))));
     assert_eq!(out, [0xAA], "out is left unchanged on error");
 }
 
@@ -377,17 +277,10 @@ fn golden_composite_key() {
     let mut out = Vec::new();
     encode_key(&mut out, &[(&a, ASC), (&b, DESC_NF), (&c, ASC)]);
     assert_eq!(hex(&out), "0280000001029e9dfffe03");
-    let schema = [
-        (DatumType::Int4, ASC),
-        (DatumType::Text, DESC_NF),
-        (DatumType::Uuid, ASC),
-    ];
+    let schema = [(DatumType::Int4, ASC), (DatumType::Text, DESC_NF), (DatumType::Uuid, ASC)];
     assert_eq!(decode_key(&out, &schema), Ok(vec![a, b, c]));
     let mut longer = out.clone();
     longer.push(0);
-    assert_eq!(
-        decode_key(&longer, &schema),
-        Err(CodecError::TrailingBytes(1))
-    );
+    assert_eq!(decode_key(&longer, &schema), Err(CodecError::TrailingBytes(1)));
     assert!(decode_key(&out[..out.len() - 1], &schema).is_err());
 }

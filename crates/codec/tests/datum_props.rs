@@ -9,10 +9,7 @@
 
 use std::cmp::Ordering;
 
-use pinax_codec::datum::{
-    decode_datum, decode_key, encode_datum, encode_key, ColumnOrder, Datum, DatumType, NullsOrder,
-    SortOrder,
-};
+use pinax_codec::datum::{decode_datum, decode_key, encode_datum, encode_key, ColumnOrder, Datum, DatumType, NullsOrder, SortOrder};
 use proptest::prelude::*;
 use proptest::sample::select;
 
@@ -67,20 +64,11 @@ fn ref_parse(s: &str) -> RefNum {
     let digits = format!("{int}{frac}");
     let point = int.len() as i64 + exp;
     let (int, frac) = if point <= 0 {
-        (
-            String::new(),
-            format!("{}{digits}", "0".repeat((-point) as usize)),
-        )
+        (String::new(), format!("{}{digits}", "0".repeat((-point) as usize)))
     } else if point as usize >= digits.len() {
-        (
-            format!("{digits}{}", "0".repeat(point as usize - digits.len())),
-            String::new(),
-        )
+        (format!("{digits}{}", "0".repeat(point as usize - digits.len())), String::new())
     } else {
-        (
-            digits[..point as usize].to_owned(),
-            digits[point as usize..].to_owned(),
-        )
+        (digits[..point as usize].to_owned(), digits[point as usize..].to_owned())
     };
     let int = int.trim_start_matches('0').to_owned();
     let frac = frac.trim_end_matches('0').to_owned();
@@ -122,22 +110,9 @@ fn ref_numeric_cmp(a: &RefNum, b: &RefNum) -> Ordering {
         return ra.cmp(&rb);
     }
     match (a, b) {
-        (
-            RefNum::Finite {
-                neg,
-                int: ia,
-                frac: fa,
-            },
-            RefNum::Finite {
-                int: ib, frac: fb, ..
-            },
-        ) => {
+        (RefNum::Finite { neg, int: ia, frac: fa }, RefNum::Finite { int: ib, frac: fb, .. }) => {
             // Magnitude: longer integer part is larger; then digit by digit.
-            let mag = ia
-                .len()
-                .cmp(&ib.len())
-                .then_with(|| ia.cmp(ib))
-                .then_with(|| fa.cmp(fb));
+            let mag = ia.len().cmp(&ib.len()).then_with(|| ia.cmp(ib)).then_with(|| fa.cmp(fb));
             if *neg {
                 mag.reverse()
             } else {
@@ -220,24 +195,14 @@ fn enc(d: &Datum, co: ColumnOrder) -> Vec<u8> {
 // ------------------------------------------------------------------------------------
 
 fn digits() -> BoxedStrategy<String> {
-    prop_oneof![
-        "[0-9]{0,6}",
-        "[0-2]{0,3}",
-        "0{0,3}[0-9]{0,4}0{0,3}",
-        "[0-9]{10,30}",
-    ]
-    .boxed()
+    prop_oneof!["[0-9]{0,6}", "[0-2]{0,3}", "0{0,3}[0-9]{0,4}0{0,3}", "[0-9]{10,30}",].boxed()
 }
 
 /// Numeric text: specials in various spellings, plain decimals, and exponent forms.
 fn numeric_text() -> BoxedStrategy<String> {
-    let finite = (
-        select(vec!["", "-", "+"]),
-        digits(),
-        prop::option::of(digits()),
-        prop::option::of(prop_oneof![-6i64..6, -400i64..400,]),
-    )
-        .prop_filter_map("needs a digit", |(sign, int, frac, exp)| {
+    let finite = (select(vec!["", "-", "+"]), digits(), prop::option::of(digits()), prop::option::of(prop_oneof![-6i64..6, -400i64..400,])).prop_filter_map(
+        "needs a digit",
+        |(sign, int, frac, exp)| {
             if int.is_empty() && frac.as_deref().unwrap_or("").is_empty() {
                 return None;
             }
@@ -250,7 +215,8 @@ fn numeric_text() -> BoxedStrategy<String> {
                 s.push_str(&format!("e{e}"));
             }
             Some(s)
-        });
+        },
+    );
     prop_oneof![
         1 => select(vec!["NaN", "nan", "Infinity", "-Infinity", "+inf", "-inf", "0", "-0", "0.0"]).prop_map(String::from),
         8 => finite,
@@ -300,50 +266,24 @@ fn f32_edge() -> impl Strategy<Value = f32> {
 }
 
 fn small_bytes() -> BoxedStrategy<Vec<u8>> {
-    prop_oneof![
-        prop::collection::vec(any::<u8>(), 0..10),
-        prop::collection::vec(select(vec![0x00u8, 0x01, 0x02, 0xFE, 0xFF]), 0..5),
-    ]
-    .boxed()
+    prop_oneof![prop::collection::vec(any::<u8>(), 0..10), prop::collection::vec(select(vec![0x00u8, 0x01, 0x02, 0xFE, 0xFF]), 0..5),].boxed()
 }
 
 /// A non-NULL value of type `ty`, biased towards collisions and edge values.
 fn value_of(ty: DatumType) -> BoxedStrategy<Datum> {
     match ty {
         DatumType::Bool => any::<bool>().prop_map(Datum::Bool).boxed(),
-        DatumType::Int2 => prop_oneof![any::<i16>(), -3i16..3, select(vec![i16::MIN, i16::MAX])]
-            .prop_map(Datum::Int2)
-            .boxed(),
-        DatumType::Int4 => prop_oneof![any::<i32>(), -3i32..3, select(vec![i32::MIN, i32::MAX])]
-            .prop_map(Datum::Int4)
-            .boxed(),
-        DatumType::Int8 => prop_oneof![any::<i64>(), -3i64..3, select(vec![i64::MIN, i64::MAX])]
-            .prop_map(Datum::Int8)
-            .boxed(),
-        DatumType::Float4 => prop_oneof![any::<f32>(), f32_edge(), (-3i8..3).prop_map(f32::from)]
-            .prop_map(Datum::Float4)
-            .boxed(),
-        DatumType::Float8 => prop_oneof![any::<f64>(), f64_edge(), (-3i8..3).prop_map(f64::from)]
-            .prop_map(Datum::Float8)
-            .boxed(),
+        DatumType::Int2 => prop_oneof![any::<i16>(), -3i16..3, select(vec![i16::MIN, i16::MAX])].prop_map(Datum::Int2).boxed(),
+        DatumType::Int4 => prop_oneof![any::<i32>(), -3i32..3, select(vec![i32::MIN, i32::MAX])].prop_map(Datum::Int4).boxed(),
+        DatumType::Int8 => prop_oneof![any::<i64>(), -3i64..3, select(vec![i64::MIN, i64::MAX])].prop_map(Datum::Int8).boxed(),
+        DatumType::Float4 => prop_oneof![any::<f32>(), f32_edge(), (-3i8..3).prop_map(f32::from)].prop_map(Datum::Float4).boxed(),
+        DatumType::Float8 => prop_oneof![any::<f64>(), f64_edge(), (-3i8..3).prop_map(f64::from)].prop_map(Datum::Float8).boxed(),
         DatumType::Numeric => numeric_text().prop_map(Datum::Numeric).boxed(),
-        DatumType::Text => prop_oneof![any::<String>(), "[\\x00\\x01ab\u{ff}\u{10000}]{0,5}"]
-            .prop_map(Datum::Text)
-            .boxed(),
+        DatumType::Text => prop_oneof![any::<String>(), "[\\x00\\x01ab\u{ff}\u{10000}]{0,5}"].prop_map(Datum::Text).boxed(),
         DatumType::Bytea => small_bytes().prop_map(Datum::Bytea).boxed(),
-        DatumType::Date => prop_oneof![any::<i32>(), -3i32..3, select(vec![i32::MIN, i32::MAX])]
-            .prop_map(Datum::Date)
-            .boxed(),
-        DatumType::Timestamp => {
-            prop_oneof![any::<i64>(), -3i64..3, select(vec![i64::MIN, i64::MAX])]
-                .prop_map(Datum::Timestamp)
-                .boxed()
-        }
-        DatumType::TimestampTz => {
-            prop_oneof![any::<i64>(), -3i64..3, select(vec![i64::MIN, i64::MAX])]
-                .prop_map(Datum::TimestampTz)
-                .boxed()
-        }
+        DatumType::Date => prop_oneof![any::<i32>(), -3i32..3, select(vec![i32::MIN, i32::MAX])].prop_map(Datum::Date).boxed(),
+        DatumType::Timestamp => prop_oneof![any::<i64>(), -3i64..3, select(vec![i64::MIN, i64::MAX])].prop_map(Datum::Timestamp).boxed(),
+        DatumType::TimestampTz => prop_oneof![any::<i64>(), -3i64..3, select(vec![i64::MIN, i64::MAX])].prop_map(Datum::TimestampTz).boxed(),
         DatumType::Uuid => prop_oneof![
             any::<[u8; 16]>(),
             select(vec![0x00u8, 0x7F, 0xFF]).prop_map(|b| [b; 16]),
@@ -365,9 +305,7 @@ fn datum_of(ty: DatumType) -> BoxedStrategy<Datum> {
 
 /// Two datums of type `ty`; equal a quarter of the time.
 fn pair_of(ty: DatumType) -> BoxedStrategy<(Datum, Datum)> {
-    (datum_of(ty), datum_of(ty), 0u8..4)
-        .prop_map(|(a, b, k)| if k == 0 { (a.clone(), a) } else { (a, b) })
-        .boxed()
+    (datum_of(ty), datum_of(ty), 0u8..4).prop_map(|(a, b, k)| if k == 0 { (a.clone(), a) } else { (a, b) }).boxed()
 }
 
 // ------------------------------------------------------------------------------------
@@ -377,40 +315,18 @@ fn pair_of(ty: DatumType) -> BoxedStrategy<(Datum, Datum)> {
 fn check_pair(ty: DatumType, a: &Datum, b: &Datum) -> Result<(), TestCaseError> {
     for co in ColumnOrder::ALL {
         let (ea, eb) = (enc(a, co), enc(b, co));
-        prop_assert_eq!(
-            ea.cmp(&eb),
-            pg_cmp(a, b, co),
-            "{:?} vs {:?} under {:?}: {:02x?} vs {:02x?}",
-            a,
-            b,
-            co,
-            ea,
-            eb
-        );
+        prop_assert_eq!(ea.cmp(&eb), pg_cmp(a, b, co), "{:?} vs {:?} under {:?}: {:02x?} vs {:02x?}", a, b, co, ea, eb);
         if ea != eb {
-            prop_assert!(
-                !ea.starts_with(&eb) && !eb.starts_with(&ea),
-                "prefix: {:02x?} / {:02x?}",
-                ea,
-                eb
-            );
+            prop_assert!(!ea.starts_with(&eb) && !eb.starts_with(&ea), "prefix: {:02x?} / {:02x?}", ea, eb);
         }
         for (d, e) in [(a, &ea), (b, &eb)] {
             // Decoding stops at the end of the datum and leaves what follows.
             let mut buf = e.clone();
             buf.extend_from_slice(&[0x00, 0xFF, 0x01]);
             let mut input = &buf[..];
-            let got = decode_datum(&mut input, ty, co)
-                .map_err(|err| TestCaseError::fail(format!("{d:?}: {err}")))?;
+            let got = decode_datum(&mut input, ty, co).map_err(|err| TestCaseError::fail(format!("{d:?}: {err}")))?;
             let want = expected_roundtrip(d);
-            prop_assert!(
-                same(&got, &want),
-                "roundtrip of {:?} under {:?}: got {:?}, want {:?}",
-                d,
-                co,
-                got,
-                want
-            );
+            prop_assert!(same(&got, &want), "roundtrip of {:?} under {:?}: got {:?}, want {:?}", d, co, got, want);
             prop_assert_eq!(input, &[0x00, 0xFF, 0x01][..]);
         }
     }
@@ -449,8 +365,7 @@ per_type_props! {
 
 /// Equivalent spellings of the same numeric value (`1.5` = `01.50` = `15e-1` = ...).
 fn numeric_spellings(normal: &str) -> Vec<String> {
-    if !normal.starts_with(|c: char| c.is_ascii_digit() || c == '-') || normal.ends_with("Infinity")
-    {
+    if !normal.starts_with(|c: char| c.is_ascii_digit() || c == '-') || normal.ends_with("Infinity") {
         return vec![normal.to_owned()];
     }
     let (sign, abs) = normal.strip_prefix('-').map_or(("", normal), |r| ("-", r));
@@ -462,11 +377,7 @@ fn numeric_spellings(normal: &str) -> Vec<String> {
         format!(" {sign}{digits}e-{} ", frac.len()),
         format!("{sign}0.{digits}E{}", int.len()),
         format!("{sign}{digits}0e-{}", frac.len() + 1),
-        if sign.is_empty() {
-            format!("+{abs}")
-        } else {
-            format!("-{abs}")
-        },
+        if sign.is_empty() { format!("+{abs}") } else { format!("-{abs}") },
     ]
 }
 
@@ -579,12 +490,7 @@ fn check_canonical(bytes: &[u8], ty: DatumType, co: ColumnOrder) -> Result<(), T
     match decode_datum(&mut input, ty, co) {
         Ok(d) => {
             let consumed = &bytes[..bytes.len() - input.len()];
-            prop_assert_eq!(
-                enc(&d, co),
-                consumed,
-                "{:?} decoded from non-canonical bytes",
-                d
-            );
+            prop_assert_eq!(enc(&d, co), consumed, "{:?} decoded from non-canonical bytes", d);
         }
         Err(_) => prop_assert_eq!(input, bytes, "input advanced on error"),
     }
@@ -597,16 +503,7 @@ fn reference_numeric_parser_sanity() {
     assert_eq!(ref_numeric_text(&ref_parse("1.5e-3")), "0.0015");
     assert_eq!(ref_numeric_text(&ref_parse("-0.0e5")), "0");
     assert_eq!(ref_numeric_text(&ref_parse("25e1")), "250");
-    assert_eq!(
-        ref_numeric_cmp(&ref_parse("-2"), &ref_parse("-10")),
-        Ordering::Greater
-    );
-    assert_eq!(
-        ref_numeric_cmp(&ref_parse("0.5"), &ref_parse("0.05")),
-        Ordering::Greater
-    );
-    assert_eq!(
-        ref_numeric_cmp(&ref_parse("NaN"), &ref_parse("Infinity")),
-        Ordering::Greater
-    );
+    assert_eq!(ref_numeric_cmp(&ref_parse("-2"), &ref_parse("-10")), Ordering::Greater);
+    assert_eq!(ref_numeric_cmp(&ref_parse("0.5"), &ref_parse("0.05")), Ordering::Greater);
+    assert_eq!(ref_numeric_cmp(&ref_parse("NaN"), &ref_parse("Infinity")), Ordering::Greater);
 }

@@ -11,7 +11,6 @@ pub struct TableId(pub u64);
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
 pub struct TabletId(pub u64);
 
-
 impl TabletId {
     /// Status tablets have ids from here up: node `n`'s is `STATUS_BASE + n`.
     /// Table and tablet ids of the catalog's sequence stay far below.

@@ -12,7 +12,9 @@ use serde::{Deserialize, Serialize};
 pub enum TxnStatus {
     /// Still running (or its status tablet has not decided yet).
     Pending,
-    Committed { commit_ht: HybridTime },
+    Committed {
+        commit_ht: HybridTime,
+    },
     /// Aborted, expired, or unknown to its status tablet.
     Aborted,
 }

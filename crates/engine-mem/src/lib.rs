@@ -32,10 +32,7 @@
 //! Must not depend on: any other storage engine, or any crate above `pinax-engine`.
 
 use parking_lot::{Mutex, RwLock};
-use pinax_engine::{
-    Cf, CompactionFilterFactory, EngineStats, IterOptions, KvEngine, KvIterator, Result, Snapshot, WriteBatch,
-    WriteOptions, WritePressure,
-};
+use pinax_engine::{Cf, CompactionFilterFactory, EngineStats, IterOptions, KvEngine, KvIterator, Result, Snapshot, WriteBatch, WriteOptions, WritePressure};
 use std::cmp::Reverse;
 use std::collections::BTreeMap;
 use std::ops::Bound::{self, Excluded, Included, Unbounded};
@@ -132,12 +129,7 @@ fn last_version(key: &[u8]) -> VersionKey {
 }
 
 /// The first key `>= from` (or `> from`) with a live value at `seq`, below `upper`.
-fn live_forward(
-    map: &Versions,
-    seq: u64,
-    from: Bound<&[u8]>,
-    upper: Option<&[u8]>,
-) -> Option<(Vec<u8>, Vec<u8>)> {
+fn live_forward(map: &Versions, seq: u64, from: Bound<&[u8]>, upper: Option<&[u8]>) -> Option<(Vec<u8>, Vec<u8>)> {
     let mut from: Bound<VersionKey> = match from {
         Included(k) => Included(first_version(k)),
         Excluded(k) => Excluded(last_version(k)),
@@ -452,10 +444,7 @@ impl KvEngine for MemEngine {
 
         for k in keys {
             // Versions newest first.
-            let versions: Vec<(u64, bool)> = map
-                .range(first_version(&k)..=last_version(&k))
-                .map(|((_, Reverse(s)), v)| (*s, v.is_some()))
-                .collect();
+            let versions: Vec<(u64, bool)> = map.range(first_version(&k)..=last_version(&k)).map(|((_, Reverse(s)), v)| (*s, v.is_some())).collect();
             let mut keep = vec![false; versions.len()];
             for (i, &(s, _)) in versions.iter().enumerate() {
                 // Version i is seen by read points in [s, newer version's seq).
@@ -487,18 +476,8 @@ impl KvEngine for MemEngine {
 
     fn stats(&self) -> EngineStats {
         let state = self.shared.state.read();
-        let bytes: usize = state
-            .cfs
-            .iter()
-            .flat_map(|m| m.iter())
-            .map(|((k, _), v)| k.len() + 8 + v.as_ref().map_or(0, Vec::len))
-            .sum();
-        EngineStats {
-            approximate_bytes: bytes as u64,
-            l0_files: 0,
-            memtable_bytes: bytes as u64,
-            pending_compaction_bytes: 0,
-        }
+        let bytes: usize = state.cfs.iter().flat_map(|m| m.iter()).map(|((k, _), v)| k.len() + 8 + v.as_ref().map_or(0, Vec::len)).sum();
+        EngineStats { approximate_bytes: bytes as u64, l0_files: 0, memtable_bytes: bytes as u64, pending_compaction_bytes: 0 }
     }
 }
 
@@ -597,8 +576,6 @@ mod tests {
         let e2 = e.clone();
         drop(e);
         assert_eq!(e2.get(Cf::Regular, b"k").unwrap(), Some(b"v".to_vec()));
-        std::thread::spawn(move || assert_eq!(s.get(Cf::Regular, b"k").unwrap(), Some(b"v".to_vec())))
-            .join()
-            .unwrap();
+        std::thread::spawn(move || assert_eq!(s.get(Cf::Regular, b"k").unwrap(), Some(b"v".to_vec()))).join().unwrap();
     }
 }

@@ -55,18 +55,12 @@
 //! Must not depend on: anything above `pinax-engine` (MVCC, tablets, servers); no code
 //! here knows what the keys mean beyond `probe_prefix`.
 
-use pinax_engine::{
-    Cf, CompactionFilterFactory, EngineStats, Error, IterOptions, KvEngine, KvIterator, Result, Snapshot,
-    WriteBatch, WritePressure,
-};
+use pinax_engine::{Cf, CompactionFilterFactory, EngineStats, Error, IterOptions, KvEngine, KvIterator, Result, Snapshot, WriteBatch, WritePressure};
 use rocksdb::compaction_filter::{CompactionFilter as RocksCompactionFilter, Decision};
-use rocksdb::compaction_filter_factory::{
-    CompactionFilterContext, CompactionFilterFactory as RocksCompactionFilterFactory,
-};
+use rocksdb::compaction_filter_factory::{CompactionFilterContext, CompactionFilterFactory as RocksCompactionFilterFactory};
 use rocksdb::{
-    BlockBasedOptions, Cache, ChecksumType, ColumnFamily, ColumnFamilyDescriptor, DBCompressionType,
-    DBRawIteratorWithThreadMode, ErrorKind, FlushOptions, Options, ReadOptions, SliceTransform,
-    SnapshotWithThreadMode, WriteBufferManager, DB,
+    BlockBasedOptions, Cache, ChecksumType, ColumnFamily, ColumnFamilyDescriptor, DBCompressionType, DBRawIteratorWithThreadMode, ErrorKind, FlushOptions,
+    Options, ReadOptions, SliceTransform, SnapshotWithThreadMode, WriteBufferManager, DB,
 };
 use std::ffi::CStr;
 use std::fmt;
@@ -347,8 +341,7 @@ impl RocksEngine {
     /// Opens (creating if missing) the database at `path` with all column families.
     pub fn open(path: impl AsRef<Path>, cfg: &RocksConfig) -> Result<RocksEngine> {
         let path = path.as_ref().to_path_buf();
-        std::fs::create_dir_all(&path)
-            .map_err(|e| Error::Io(format!("creating database directory {}: {e}", path.display())))?;
+        std::fs::create_dir_all(&path).map_err(|e| Error::Io(format!("creating database directory {}: {e}", path.display())))?;
         let descriptors = Cf::ALL.map(|cf| ColumnFamilyDescriptor::new(cf.name(), cf_options(cfg, cf)));
         let mut opts = db_options(cfg);
         if !cfg.disable_wal {
@@ -370,12 +363,7 @@ impl RocksEngine {
             db.set_options_cf(handle(&db, cf), &[("block_based_table_factory", "{prepopulate_block_cache=kFlushOnly;}")]).map_err(map_error)?;
         }
         tracing::debug!(path = %path.display(), "opened rocksdb engine");
-        Ok(RocksEngine {
-            db: Arc::new(db),
-            path,
-            disable_wal: cfg.disable_wal,
-            verify_checksums: cfg.verify_checksums,
-        })
+        Ok(RocksEngine { db: Arc::new(db), path, disable_wal: cfg.disable_wal, verify_checksums: cfg.verify_checksums })
     }
 
     /// The database directory.

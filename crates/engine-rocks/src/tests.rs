@@ -178,11 +178,7 @@ fn compaction_filter_drops_entries_in_regular_cf() {
     let created = Arc::new(AtomicUsize::new(0));
     let saw_bottommost = Arc::new(AtomicBool::new(false));
     let mut cfg = small_config();
-    cfg.compaction_filter = Some(Arc::new(DropPrefix {
-        prefix: b"gc/",
-        created: created.clone(),
-        saw_bottommost: saw_bottommost.clone(),
-    }));
+    cfg.compaction_filter = Some(Arc::new(DropPrefix { prefix: b"gc/", created: created.clone(), saw_bottommost: saw_bottommost.clone() }));
     let e = RocksEngine::open(dir.path(), &cfg).unwrap();
     let mut b = e.new_batch();
     for i in 0..100 {
@@ -318,11 +314,7 @@ fn damaged_sst_block_is_reported_as_corruption() {
         e.write(b, WriteOptions::default()).unwrap();
         e.flush().unwrap();
     }
-    let sst = std::fs::read_dir(dir.path())
-        .unwrap()
-        .map(|d| d.unwrap().path())
-        .find(|p| p.extension().is_some_and(|x| x == "sst"))
-        .expect("an sst file");
+    let sst = std::fs::read_dir(dir.path()).unwrap().map(|d| d.unwrap().path()).find(|p| p.extension().is_some_and(|x| x == "sst")).expect("an sst file");
     let mut bytes = std::fs::read(&sst).unwrap();
     // Damage the first data blocks (far from the footer and index at the end).
     for b in &mut bytes[100..600] {
@@ -493,7 +485,11 @@ fn memtable_inserts_in_key_order_start_from_the_previous_insert() {
     cfg.write_buffer_size = 16 << 20;
     let e = RocksEngine::open(dir.path(), &cfg).unwrap();
     for cf in [Cf::Regular, Cf::Intents] {
-        assert_eq!(recorded_cf_option(dir.path(), cf.name(), "memtable_insert_with_hint_prefix_extractor").as_deref(), Some("rocksdb.CappedPrefix.1"), "{cf:?}");
+        assert_eq!(
+            recorded_cf_option(dir.path(), cf.name(), "memtable_insert_with_hint_prefix_extractor").as_deref(),
+            Some("rocksdb.CappedPrefix.1"),
+            "{cf:?}"
+        );
     }
     // 20000 rows in the memtable, then 2000 more between them, once in key order
     // and once in a scrambled order: user-key comparisons per insert.

@@ -262,8 +262,23 @@ pub fn cf_isolation<E: KvEngine>(e: &E) {
 pub fn unsigned_byte_ordering<E: KvEngine>(e: &E) {
     // Written in a scrambled order.
     let written: [&[u8]; 17] = [
-        b"\xff", b"\x80", b"", b"\x7f", b"ab", b"\x00", b"\xff\xff", b"\x7f\xff", b"\x00\x00", b"a",
-        b"\x80\x00", b"\x01", b"abc", b"\xff\x00", b"b", b"\x00\xff", b"\xfe\xff\xff",
+        b"\xff",
+        b"\x80",
+        b"",
+        b"\x7f",
+        b"ab",
+        b"\x00",
+        b"\xff\xff",
+        b"\x7f\xff",
+        b"\x00\x00",
+        b"a",
+        b"\x80\x00",
+        b"\x01",
+        b"abc",
+        b"\xff\x00",
+        b"b",
+        b"\x00\xff",
+        b"\xfe\xff\xff",
     ];
     let mut sorted: Vec<Vec<u8>> = written.iter().map(|k| k.to_vec()).collect();
     sorted.sort(); // Vec<u8> orders lexicographically by unsigned byte
@@ -352,13 +367,7 @@ pub fn batch_semantics<E: KvEngine>(e: &E) {
     assert_eq!(get(e, Cf::Regular, b"r2"), None);
     assert_eq!(get(e, Cf::Regular, b"r3").as_deref(), Some(&b"after-range"[..]));
     let s = e.snapshot();
-    assert_scan(
-        &s,
-        Cf::Regular,
-        IterOptions::default(),
-        &[kv(b"k", b"2"), kv(b"pre", b"new"), kv(b"r3", b"after-range")],
-        "batch result",
-    );
+    assert_scan(&s, Cf::Regular, IterOptions::default(), &[kv(b"k", b"2"), kv(b"pre", b"new"), kv(b"r3", b"after-range")], "batch result");
 }
 
 /// A snapshot sees all of a batch or none of it; an unwritten batch is invisible.
@@ -606,28 +615,14 @@ pub fn iter_seeks<E: KvEngine>(e: &E) {
     fill_letters(e, Cf::Regular);
     let s = e.snapshot();
     let mut it = s.iter(Cf::Regular, IterOptions::default());
-    let cases_seek: [(&[u8], Option<&[u8]>); 7] = [
-        (b"", Some(b"a")),
-        (b"a", Some(b"a")),
-        (b"b", Some(b"c")),
-        (b"c\x00", Some(b"e")),
-        (b"bzzz", Some(b"c")),
-        (b"s", Some(b"s")),
-        (b"s\x00", None),
-    ];
+    let cases_seek: [(&[u8], Option<&[u8]>); 7] =
+        [(b"", Some(b"a")), (b"a", Some(b"a")), (b"b", Some(b"c")), (b"c\x00", Some(b"e")), (b"bzzz", Some(b"c")), (b"s", Some(b"s")), (b"s\x00", None)];
     for (target, want) in cases_seek {
         it.seek(target);
         assert_eq!(cur_key(&it).as_deref(), want, "seek({target:?})");
     }
-    let cases_prev: [(&[u8], Option<&[u8]>); 7] = [
-        (b"", None),
-        (b"a", Some(b"a")),
-        (b"a\x00", Some(b"a")),
-        (b"b", Some(b"a")),
-        (b"d", Some(b"c")),
-        (b"s", Some(b"s")),
-        (b"zz", Some(b"s")),
-    ];
+    let cases_prev: [(&[u8], Option<&[u8]>); 7] =
+        [(b"", None), (b"a", Some(b"a")), (b"a\x00", Some(b"a")), (b"b", Some(b"a")), (b"d", Some(b"c")), (b"s", Some(b"s")), (b"zz", Some(b"s"))];
     for (target, want) in cases_prev {
         it.seek_for_prev(target);
         assert_eq!(cur_key(&it).as_deref(), want, "seek_for_prev({target:?})");
@@ -652,9 +647,7 @@ pub fn iter_seeks<E: KvEngine>(e: &E) {
 pub fn iter_bounds<E: KvEngine>(e: &E) {
     let all = fill_letters(e, Cf::Regular); // a c e g i k m o q s
     let s = e.snapshot();
-    let sel = |lo: &[u8], hi: &[u8]| -> Vec<Kv> {
-        all.iter().filter(|(k, _)| k.as_slice() >= lo && k.as_slice() < hi).cloned().collect()
-    };
+    let sel = |lo: &[u8], hi: &[u8]| -> Vec<Kv> { all.iter().filter(|(k, _)| k.as_slice() >= lo && k.as_slice() < hi).cloned().collect() };
     // Bounds on existing keys: lower included, upper excluded.
     assert_scan(&s, Cf::Regular, opts(Some(b"e"), Some(b"m")), &sel(b"e", b"m"), "[e, m)");
     // Bounds between keys.
@@ -704,12 +697,12 @@ pub fn iter_empty_ranges<E: KvEngine>(e: &E) {
     fill_letters(e, Cf::Meta); // a c e ... s
     let s = e.snapshot();
     let empty_cases: [Bounds<'_>; 7] = [
-        (Some(b"g"), Some(b"g")),   // lower == upper on a key
-        (Some(b"h"), Some(b"h")),   // lower == upper off keys
+        (Some(b"g"), Some(b"g")),     // lower == upper on a key
+        (Some(b"h"), Some(b"h")),     // lower == upper off keys
         (Some(b"g\x00"), Some(b"h")), // gap between keys
-        (Some(b"t"), None),         // above all keys
-        (None, Some(b"a")),         // below all keys (upper excludes a)
-        (Some(b"k"), Some(b"c")),   // lower > upper
+        (Some(b"t"), None),           // above all keys
+        (None, Some(b"a")),           // below all keys (upper excludes a)
+        (Some(b"k"), Some(b"c")),     // lower > upper
         (Some(b"s\x00"), Some(b"\xff")),
     ];
     for (lo, hi) in empty_cases {
@@ -956,10 +949,7 @@ pub fn maintenance_keeps_data<E: KvEngine>(e: &E) {
     let s = e.snapshot();
     for cf in Cf::ALL {
         let got = scan(&s, cf, IterOptions::default());
-        let expect: Vec<Kv> = (0..500)
-            .filter(|i| cf != Cf::Regular || i % 3 != 0)
-            .map(|i| (key(i), format!("2-{i}").into_bytes()))
-            .collect();
+        let expect: Vec<Kv> = (0..500).filter(|i| cf != Cf::Regular || i % 3 != 0).map(|i| (key(i), format!("2-{i}").into_bytes())).collect();
         assert_eq!(got, expect, "{cf} after maintenance");
     }
 }
@@ -1002,10 +992,7 @@ impl Rng {
 type Model = [BTreeMap<Vec<u8>, Vec<u8>>; Cf::ALL.len()];
 
 fn model_range(m: &BTreeMap<Vec<u8>, Vec<u8>>, lo: &Option<Vec<u8>>, hi: &Option<Vec<u8>>) -> Vec<Kv> {
-    m.iter()
-        .filter(|(k, _)| lo.as_ref().is_none_or(|l| *k >= l) && hi.as_ref().is_none_or(|h| *k < h))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect()
+    m.iter().filter(|(k, _)| lo.as_ref().is_none_or(|l| *k >= l) && hi.as_ref().is_none_or(|h| *k < h)).map(|(k, v)| (k.clone(), v.clone())).collect()
 }
 
 /// Compares a snapshot with the model it should equal: point gets, full and bounded

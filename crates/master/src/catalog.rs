@@ -116,7 +116,11 @@ pub fn decode_table(b: &[u8]) -> Result<TableInfo, CatalogError> {
             id: t.id,
             name: t.name,
             sharding: t.sharding,
-            tablets: t.tablets.into_iter().map(|ti| TabletInfo { id: ti.id, partition: ti.partition, replicas: vec![ti.leader.clone()], leader: ti.leader }).collect(),
+            tablets: t
+                .tablets
+                .into_iter()
+                .map(|ti| TabletInfo { id: ti.id, partition: ti.partition, replicas: vec![ti.leader.clone()], leader: ti.leader })
+                .collect(),
         });
     }
     decode_record(BLOB_KIND, BLOB_VERSION, b, "catalog entry")
@@ -650,7 +654,12 @@ mod tests {
             id: TableId(1),
             name: "t".into(),
             sharding: Sharding::Hash { tablets: 1 },
-            tablets: vec![TabletInfo { id: TabletId(2), partition: Partition { start: vec![], end: None }, leader: "a".into(), replicas: vec!["a".into(), "b".into()] }],
+            tablets: vec![TabletInfo {
+                id: TabletId(2),
+                partition: Partition { start: vec![], end: None },
+                leader: "a".into(),
+                replicas: vec!["a".into(), "b".into()],
+            }],
         };
         let b = encode_table(&t);
         let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();

@@ -255,11 +255,20 @@ pub struct LeaderMove {
 /// said (`reports`; this node `me` leads `mine`); nothing moves while a live
 /// node's report is missing or older than [`NODE_LIVENESS`], nor within
 /// [`LEADER_MOVE_INTERVAL`] of the last move (at `last_move`).
-pub fn leader_move(tables: &[TableInfo], live: &[NodeEntry], me: u64, mine: &[TabletId], reports: &LeaderReports, now: Micros, last_move: Micros) -> Option<LeaderMove> {
+pub fn leader_move(
+    tables: &[TableInfo],
+    live: &[NodeEntry],
+    me: u64,
+    mine: &[TabletId],
+    reports: &LeaderReports,
+    now: Micros,
+    last_move: Micros,
+) -> Option<LeaderMove> {
     if elapsed(now, last_move) < LEADER_MOVE_INTERVAL {
         return None;
     }
-    let user: HashMap<TabletId, &TabletInfo> = tables.iter().filter(|t| t.name != MASTER_TABLE_NAME).flat_map(|t| t.tablets.iter().map(|ti| (ti.id, ti))).collect();
+    let user: HashMap<TabletId, &TabletInfo> =
+        tables.iter().filter(|t| t.name != MASTER_TABLE_NAME).flat_map(|t| t.tablets.iter().map(|ti| (ti.id, ti))).collect();
     let mut led: BTreeMap<u64, Vec<TabletId>> = BTreeMap::new();
     for (id, _) in live {
         let own = (*id == me).then(|| mine.to_vec());
@@ -504,7 +513,10 @@ mod tests {
 
     #[test]
     fn leaders_even_out_one_at_a_time_once_every_live_node_reported() {
-        let tables = vec![table("t", vec![tablet(2, &[1, 2, 3]), tablet(3, &[1, 2, 3]), tablet(4, &[1, 2, 3]), tablet(5, &[1, 2, 3])]), table(MASTER_TABLE_NAME, vec![tablet(9, &[1])])];
+        let tables = vec![
+            table("t", vec![tablet(2, &[1, 2, 3]), tablet(3, &[1, 2, 3]), tablet(4, &[1, 2, 3]), tablet(5, &[1, 2, 3])]),
+            table(MASTER_TABLE_NAME, vec![tablet(9, &[1])]),
+        ];
         let live = vec![entry(1), entry(2), entry(3)];
         let reports: LeaderReports = [(2, (vec![TabletId(3), TabletId(2), TabletId(4)], NOW - SEC)), (3, (vec![], NOW))].into_iter().collect();
         let long_ago = NOW - 10 * SEC;

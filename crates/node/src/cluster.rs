@@ -172,7 +172,15 @@ pub fn run(cmd: ClusterCmd) -> Result<()> {
             if a.disks == 0 {
                 bail!("a node needs at least one disk");
             }
-            let l = Layout { nodes: a.nodes, base_port: a.base_port, pg_port: a.pg_port, replication_factor: a.replication_factor, tablets_per_node: a.tablets_per_node, no_postgres: a.no_postgres, disks: a.disks };
+            let l = Layout {
+                nodes: a.nodes,
+                base_port: a.base_port,
+                pg_port: a.pg_port,
+                replication_factor: a.replication_factor,
+                tablets_per_node: a.tablets_per_node,
+                no_postgres: a.no_postgres,
+                disks: a.disks,
+            };
             save(&dir, &l)?;
             // Node 1 first (the master), without PostgreSQL until every node joined:
             // tables created before that would get fewer replicas.

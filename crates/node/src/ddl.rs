@@ -180,7 +180,9 @@ fn classify(e: postgres::Error) -> Failure {
 
 /// Run entry `e` on connection `c`.
 fn run_entry(c: &mut postgres::Client, e: &DdlEntry) -> std::result::Result<(), Failure> {
-    let set = |c: &mut postgres::Client, name: &str, value: &str, local: bool| c.execute("SELECT set_config($1, $2, $3)", &[&name, &value, &local]).map(|_| ()).map_err(classify);
+    let set = |c: &mut postgres::Client, name: &str, value: &str, local: bool| {
+        c.execute("SELECT set_config($1, $2, $3)", &[&name, &value, &local]).map(|_| ()).map_err(classify)
+    };
     // As the origin's role, if this node has it (else as the superuser).
     let role_exists = c.query_opt("SELECT 1 FROM pg_roles WHERE rolname = $1", &[&e.user]).map_err(classify)?.is_some();
     if role_exists {

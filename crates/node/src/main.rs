@@ -277,10 +277,8 @@ fn default_block_cache_mb() -> usize {
 
 /// [`default_block_cache_mb`] given the text of `/proc/meminfo`.
 fn block_cache_mb_for(meminfo: &str) -> usize {
-    let total_kb = meminfo
-        .lines()
-        .find_map(|l| l.strip_prefix("MemTotal:").and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<usize>().ok()))
-        .unwrap_or(0);
+    let total_kb =
+        meminfo.lines().find_map(|l| l.strip_prefix("MemTotal:").and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<usize>().ok())).unwrap_or(0);
     (total_kb / 1024 / 8).max(256)
 }
 
@@ -288,7 +286,8 @@ fn block_cache_mb_for(meminfo: &str) -> usize {
 /// The list is kept in `<dir>/data-dirs`; a start without a directory listed there
 /// is refused (its tablets would be missing: the node would recreate them empty).
 fn tablet_dirs(dir: &Path, given: &[PathBuf]) -> Result<Vec<PathBuf>> {
-    let mut dirs: Vec<PathBuf> = if given.is_empty() { vec![dir.join("data")] } else { given.iter().map(|d| std::path::absolute(d).unwrap_or_else(|_| d.clone())).collect() };
+    let mut dirs: Vec<PathBuf> =
+        if given.is_empty() { vec![dir.join("data")] } else { given.iter().map(|d| std::path::absolute(d).unwrap_or_else(|_| d.clone())).collect() };
     dirs.dedup();
     let record = dir.join("data-dirs");
     let before: Vec<PathBuf> = match std::fs::read_to_string(&record) {
@@ -299,7 +298,11 @@ fn tablet_dirs(dir: &Path, given: &[PathBuf]) -> Result<Vec<PathBuf>> {
     let used = |d: &PathBuf| std::fs::read_dir(d).map(|mut rd| rd.next().is_some()).unwrap_or(false);
     for d in &before {
         if used(d) && !dirs.contains(d) {
-            bail!("data directory {} holds tablets of this node but is not in --data-dirs ({}); add it back", d.display(), dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(","));
+            bail!(
+                "data directory {} holds tablets of this node but is not in --data-dirs ({}); add it back",
+                d.display(),
+                dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(",")
+            );
         }
     }
     for d in &dirs {
@@ -370,7 +373,10 @@ fn joined_node_id(dir: &Path, master: &str, addr: &str) -> Result<u64> {
 fn run(a: NodeArgs) -> Result<()> {
     let dir = default_data_dir(a.data_dir.clone());
     std::fs::create_dir_all(dir.join("data")).with_context(|| format!("creating {}", dir.display()))?;
-    tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info,openraft=warn".into())).with_ansi(false).init();
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info,openraft=warn".into()))
+        .with_ansi(false)
+        .init();
     // No transparent huge pages in the daemon. mimalloc asks for them on its arenas
     // (madvise), and the daemon's memory turns over fast (memtables, Raft entries, write
     // batches): each first touch of a huge page zeroes 2 MiB, ~10% of the machine in a

@@ -141,7 +141,12 @@ pub fn start(dir: &Path, port: u16, rpc_addr: &str) -> Result<()> {
         if me != superuser() {
             let q = me.replace('"', "\"\"");
             let lit = me.replace('\'', "''");
-            psql(dir, port, "postgres", &format!("DO $$BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{lit}') THEN CREATE ROLE \"{q}\" SUPERUSER LOGIN; END IF; END$$"))?;
+            psql(
+                dir,
+                port,
+                "postgres",
+                &format!("DO $$BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{lit}') THEN CREATE ROLE \"{q}\" SUPERUSER LOGIN; END IF; END$$"),
+            )?;
             let exists = psql(dir, port, "postgres", &format!("SELECT 1 FROM pg_database WHERE datname = '{lit}'"))?;
             if exists.trim() != "1" {
                 psql(dir, port, "postgres", &format!("CREATE DATABASE \"{q}\" OWNER \"{q}\""))?;

@@ -20,7 +20,10 @@ use std::time::{Duration, Instant};
 
 fn spawn(dir: &Path, port: u16, join: Option<u16>, extra: &[String]) -> Child {
     let mut cmd = Command::new(bin());
-    cmd.args(["run", "--data-dir"]).arg(dir).args(["--port", &port.to_string(), "--block-cache-mb", "16", "--memtable-mb", "32", "--node-timeout-secs", "3", "--fault-injection"]).args(extra);
+    cmd.args(["run", "--data-dir"])
+        .arg(dir)
+        .args(["--port", &port.to_string(), "--block-cache-mb", "16", "--memtable-mb", "32", "--node-timeout-secs", "3", "--fault-injection"])
+        .args(extra);
     if let Some(m) = join {
         cmd.args(["--join", &format!("127.0.0.1:{m}")]);
     }
@@ -275,7 +278,8 @@ fn a_dead_nodes_replicas_move_to_live_nodes() {
         }
         found
     };
-    let moved: Vec<(pinax_common::TabletId, String)> = table.tablets.iter().filter(|ti| ti.replicas.contains(&gone)).map(|ti| (ti.id, format!("tablet-{}", ti.id.0))).collect();
+    let moved: Vec<(pinax_common::TabletId, String)> =
+        table.tablets.iter().filter(|ti| ti.replicas.contains(&gone)).map(|ti| (ti.id, format!("tablet-{}", ti.id.0))).collect();
     assert!(moved.iter().all(|(_, t)| tablets(cluster.dirs[1].path()).contains(t)));
     cluster.restart(1);
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -358,7 +362,9 @@ fn a_node_whose_data_dir_was_wiped_gets_its_replicas_rebuilt() {
     cluster.restart(2);
     write_all(&c, 200..300, &mut acked);
     let rebuilt_on = cluster.addr(2);
-    wait_for_placement(&c, "the wiped node's replicas were not rebuilt", |ti| !ti.replicas.contains(&gone) && ti.replicas.contains(&rebuilt_on) && ti.replicas.len() == 3);
+    wait_for_placement(&c, "the wiped node's replicas were not rebuilt", |ti| {
+        !ti.replicas.contains(&gone) && ti.replicas.contains(&rebuilt_on) && ti.replicas.len() == 3
+    });
     assert_eq!(table.tablets.len(), 4);
     // The rebuilt replicas hold the data: with node 2 down, nodes 1 and the new
     // one are each tablet's majority.
@@ -453,10 +459,12 @@ fn a_partitioned_leader_serves_no_stale_reads_and_takes_no_writes() {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         // Any replica that answers, the old leader included, answers v2.
-        let answers: Vec<_> = (0..3).filter_map(|i| match c.call_at(&cluster.addr(i), read_req(tablet, &k)) {
-            Ok(Response::Value { value, .. }) => Some(value),
-            _ => None,
-        }).collect();
+        let answers: Vec<_> = (0..3)
+            .filter_map(|i| match c.call_at(&cluster.addr(i), read_req(tablet, &k)) {
+                Ok(Response::Value { value, .. }) => Some(value),
+                _ => None,
+            })
+            .collect();
         assert!(answers.iter().all(|v| v.as_deref() == Some(&b"v2"[..])), "{answers:?}");
         if answers.len() == 1 && c.write("rf3", vec![WriteOp::put(key(5000), b"x".to_vec())]).is_ok() {
             break;
@@ -535,7 +543,6 @@ fn write_then_end(mut txn: pinax_client::Txn, k: &[u8]) -> (bool, Duration) {
         }
     }
 }
-
 
 /// Wait (up to 30 s) until node `n`'s status tablet has three replicas.
 fn wait_for_status_replicas(c: &Client, n: u64) {
@@ -725,7 +732,9 @@ fn the_master_is_replicated_and_survives_its_first_node() {
     create_rf3(&c1, 4);
     let mut acked = Vec::new();
     write_all(&c1, 0..50, &mut acked);
-    let seq = |c: &Client, count: u32| match c.call(Request::Sequence { name: "s1".into(), op: pinax_proto::SequenceOp::Next { start: 1, increment: 1, min: 1, max: i64::MAX, cycle: false, count } }) {
+    let seq = |c: &Client, count: u32| match c
+        .call(Request::Sequence { name: "s1".into(), op: pinax_proto::SequenceOp::Next { start: 1, increment: 1, min: 1, max: i64::MAX, cycle: false, count } })
+    {
         Ok(Response::SequenceValues { first, count }) => Ok((first, count)),
         Ok(other) => panic!("unexpected answer: {other:?}"),
         Err(e) => Err(e),

@@ -10,14 +10,16 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn spawn_run(dir: &std::path::Path, port: u16) -> Daemon {
-    Daemon(Command::new(bin())
-        .args(["run", "--data-dir"])
-        .arg(dir)
-        .args(["--port", &port.to_string(), "--block-cache-mb", "16", "--memtable-mb", "32"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap())
+    Daemon(
+        Command::new(bin())
+            .args(["run", "--data-dir"])
+            .arg(dir)
+            .args(["--port", &port.to_string(), "--block-cache-mb", "16", "--memtable-mb", "32"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    )
 }
 
 #[test]
@@ -50,7 +52,8 @@ fn acknowledged_writes_survive_kill_9() {
     // The open transaction's client never heartbeats: once the node restarts, nobody
     // keeps the transaction alive (a leaked client would, which is the point of
     // heartbeats).
-    let silent = pinax_client::Client::connect_with(&addr, pinax_client::ClientOptions { heartbeat_interval: Duration::from_secs(3600), ..Default::default() }).unwrap();
+    let silent =
+        pinax_client::Client::connect_with(&addr, pinax_client::ClientOptions { heartbeat_interval: Duration::from_secs(3600), ..Default::default() }).unwrap();
     let mut open = silent.begin();
     open.write("durable", (3000..3010).map(|i| WriteOp::put(key(i), b"open".to_vec())).collect()).unwrap();
 
@@ -133,7 +136,10 @@ fn cli_start_status_stop() {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port().to_string();
     let d = dir.path().to_str().unwrap();
-    let out = Command::new(bin()).args(["start", "--no-postgres", "--data-dir", d, "--port", &port, "--block-cache-mb", "16", "--memtable-mb", "32"]).output().unwrap();
+    let out = Command::new(bin())
+        .args(["start", "--no-postgres", "--data-dir", d, "--port", &port, "--block-cache-mb", "16", "--memtable-mb", "32"])
+        .output()
+        .unwrap();
     assert!(out.status.success(), "start failed: {}", String::from_utf8_lossy(&out.stderr));
     let so = String::from_utf8_lossy(&out.stdout);
     assert!(so.contains(&format!("127.0.0.1:{port}")), "{so}");

@@ -147,12 +147,24 @@ pub fn canonical_float_key(bytes: &[u8]) -> Vec<u8> {
     match bytes.len() {
         4 => {
             let f = f32::from_le_bytes(bytes.try_into().unwrap_or_default());
-            let f = if f.is_nan() { f32::NAN } else if f == 0.0 { 0.0 } else { f };
+            let f = if f.is_nan() {
+                f32::NAN
+            } else if f == 0.0 {
+                0.0
+            } else {
+                f
+            };
             f.to_le_bytes().to_vec()
         }
         8 => {
             let f = f64::from_le_bytes(bytes.try_into().unwrap_or_default());
-            let f = if f.is_nan() { f64::NAN } else if f == 0.0 { 0.0 } else { f };
+            let f = if f.is_nan() {
+                f64::NAN
+            } else if f == 0.0 {
+                0.0
+            } else {
+                f
+            };
             f.to_le_bytes().to_vec()
         }
         _ => bytes.to_vec(),
@@ -164,10 +176,17 @@ pub fn canonical_float_key(bytes: &[u8]) -> Vec<u8> {
 pub enum AggValue {
     Count(u64),
     /// Sum of `n` values (NULLs skipped).
-    IntSum { sum: i128, n: u64 },
+    IntSum {
+        sum: i128,
+        n: u64,
+    },
     /// Sum (f64 bits; for `SumFloat4` an f32 widened) of `n` values, and whether
     /// any value was infinite (an infinite sum of finite values overflowed).
-    FloatSum { bits: u64, n: u64, inf_input: bool },
+    FloatSum {
+        bits: u64,
+        n: u64,
+        inf_input: bool,
+    },
     Int(Option<i64>),
     /// f64 bits.
     Float(Option<u64>),

@@ -167,7 +167,16 @@ mod tests {
     #[test]
     fn buffered_reads_take_frames_of_any_size_across_the_buffer() {
         let small = sample();
-        let big = RequestEnvelope { ht: HybridTime(7), request: Request::Write { tablet: TabletId(1), ops: (0..3000u32).map(|i| WriteOp::put(i.to_be_bytes().to_vec(), vec![i as u8; 40])).collect(), read_ht: None, txn: None, request: 0 } };
+        let big = RequestEnvelope {
+            ht: HybridTime(7),
+            request: Request::Write {
+                tablet: TabletId(1),
+                ops: (0..3000u32).map(|i| WriteOp::put(i.to_be_bytes().to_vec(), vec![i as u8; 40])).collect(),
+                read_ht: None,
+                txn: None,
+                request: 0,
+            },
+        };
         let mut stream = Vec::new();
         let mut one = Vec::new();
         for m in [&small, &big, &small, &big, &big, &small] {

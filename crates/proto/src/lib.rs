@@ -102,76 +102,159 @@ pub enum Request {
     /// Current hybrid time of the node.
     Now,
     Status,
-    CreateTable { name: String, sharding: Sharding, if_not_exists: bool },
-    DropTable { name: String, if_exists: bool },
-    GetTable { name: String },
+    CreateTable {
+        name: String,
+        sharding: Sharding,
+        if_not_exists: bool,
+    },
+    DropTable {
+        name: String,
+        if_exists: bool,
+    },
+    GetTable {
+        name: String,
+    },
     /// Write to one tablet. Without `txn`: the single-tablet fast path (committed at
     /// once; `read_ht`, if set, makes commits after it a conflict). With `txn`:
     /// provisional records of that transaction's statement `seq`, at its read time.
     /// `request`: the client's id of this write (random, the same when the client
     /// sends it again; 0: none): a replica that applied it answers without writing.
-    Write { tablet: TabletId, ops: Vec<WriteOp>, read_ht: Option<HybridTime>, txn: Option<(TxnId, u32)>, request: u128 },
-    Read { tablet: TabletId, key: Vec<u8>, at: ReadPoint },
-    Scan { tablet: TabletId, spec: ScanSpec, at: ReadPoint },
-    CreateTxn { txn: TxnId },
-    Heartbeat { txn: TxnId },
-    CommitTxn { txn: TxnId, participants: Vec<TabletId> },
-    AbortTxn { txn: TxnId, participants: Vec<TabletId> },
-    TxnStatus { txn: TxnId, read_ht: HybridTime },
+    Write {
+        tablet: TabletId,
+        ops: Vec<WriteOp>,
+        read_ht: Option<HybridTime>,
+        txn: Option<(TxnId, u32)>,
+        request: u128,
+    },
+    Read {
+        tablet: TabletId,
+        key: Vec<u8>,
+        at: ReadPoint,
+    },
+    Scan {
+        tablet: TabletId,
+        spec: ScanSpec,
+        at: ReadPoint,
+    },
+    CreateTxn {
+        txn: TxnId,
+    },
+    Heartbeat {
+        txn: TxnId,
+    },
+    CommitTxn {
+        txn: TxnId,
+        participants: Vec<TabletId>,
+    },
+    AbortTxn {
+        txn: TxnId,
+        participants: Vec<TabletId>,
+    },
+    TxnStatus {
+        txn: TxnId,
+        read_ht: HybridTime,
+    },
     /// Roll transaction `txn` back to its statement `from_seq` on one tablet (ROLLBACK
     /// TO SAVEPOINT): its intents of statements `from_seq` and later are dropped.
-    RollbackTxn { tablet: TabletId, txn: TxnId, from_seq: u32 },
+    RollbackTxn {
+        tablet: TabletId,
+        txn: TxnId,
+        from_seq: u32,
+    },
     /// Wait (at most `timeout_ms`) until transaction `txn` is committed or aborted.
     /// `waiter`: the transaction that waits, for deadlock detection (a wait that
     /// would close a cycle of waiters fails with `Deadlock`).
-    WaitTxn { txn: TxnId, waiter: Option<TxnId>, timeout_ms: u32 },
+    WaitTxn {
+        txn: TxnId,
+        waiter: Option<TxnId>,
+        timeout_ms: u32,
+    },
     /// To `txn`'s home node (its client's node, the first 8 bytes of its id):
     /// which transaction `txn` waits for now, if any (that node sees every
     /// `WaitTxn` of `txn`). Deadlock detection follows these edges from node to
     /// node.
-    WaitsFor { txn: TxnId },
+    WaitsFor {
+        txn: TxnId,
+    },
     /// A Raft message (`pinax_raft::network`) for node `target`'s replica of group
     /// (tablet) `group`: `kind` says which RPC, `body` is its bincode. A node whose
     /// id is not `target` refuses it (a node restarted with a new id at an old
     /// address must not answer for the old one).
-    Raft { group: u64, target: u64, kind: u8, body: Vec<u8> },
+    Raft {
+        group: u64,
+        target: u64,
+        kind: u8,
+        body: Vec<u8>,
+    },
     /// To the master: node `node_id` (0: a new node, which gets an id) serves at
     /// `addr`, and leads these tablets' groups. Nodes send it every second; it is
     /// how the master knows who is alive and where leaders are.
-    RegisterNode { node_id: u64, addr: String, leading: Vec<TabletId> },
+    RegisterNode {
+        node_id: u64,
+        addr: String,
+        leading: Vec<TabletId>,
+    },
     /// Create this node's replica of `tablet` in a group of `members` (node id, RPC
     /// address). The `bootstrap` replica makes the members the group's first
     /// configuration. Idempotent.
-    CreateReplica { tablet: TabletInfo, members: Vec<(u64, String)>, bootstrap: bool },
+    CreateReplica {
+        tablet: TabletInfo,
+        members: Vec<(u64, String)>,
+        bootstrap: bool,
+    },
     /// Delete this node's replica of `tablet` (its table was dropped). Idempotent.
-    DropReplica { tablet: TabletId },
+    DropReplica {
+        tablet: TabletId,
+    },
     /// To the master: where tablet `tablet` is.
-    LocateTablet { tablet: TabletId },
+    LocateTablet {
+        tablet: TabletId,
+    },
     /// To a tablet's leader: make node `add` (id, RPC address; its replica already
     /// created) a voter, in place of node `remove` if set. Returns when the new
     /// membership is committed.
-    ChangeReplicas { tablet: TabletId, add: (u64, String), remove: Option<u64> },
+    ChangeReplicas {
+        tablet: TabletId,
+        add: (u64, String),
+        remove: Option<u64>,
+    },
     /// To a tablet's leader: apply (`commit_ht` set) or remove the intents of a
     /// decided transaction (sent by its status tablet's node). Idempotent.
-    ResolveTxn { tablet: TabletId, txn: TxnId, commit_ht: Option<HybridTime> },
+    ResolveTxn {
+        tablet: TabletId,
+        txn: TxnId,
+        commit_ht: Option<HybridTime>,
+    },
     /// Tests only (a node started with `--fault-injection`): from now on, requests
     /// from this node to these RPC addresses fail as if they were unreachable (Raft
     /// messages included), emulating a network partition. Empty: heal.
-    InjectFaults { unreachable: Vec<String> },
+    InjectFaults {
+        unreachable: Vec<String>,
+    },
     /// To the master: make `name` another name of existing table `existing` (a SQL
     /// node's name for a table another node's PostgreSQL created, see
     /// [`DdlEntry`]). Names are weak: dropping one drops only it, dropping the
     /// table's own name drops the table and all its names. Idempotent.
-    AddTableName { name: String, existing: String },
+    AddTableName {
+        name: String,
+        existing: String,
+    },
     /// From a SQL node's PostgreSQL (to any node, forwarded to the master): append
     /// this DDL to the cluster's DDL log, then have every other live node with
     /// PostgreSQL apply the log through it. Answers `DdlPublished`.
-    PublishDdl { entry: DdlEntry },
+    PublishDdl {
+        entry: DdlEntry,
+    },
     /// The cluster's DDL log after sequence number `after` (at most `max` entries).
-    ReadDdl { after: u64, max: u32 },
+    ReadDdl {
+        after: u64,
+        max: u32,
+    },
     /// To a node: apply the DDL log through `upto` to this node's PostgreSQL (waits
     /// at most a few seconds; fails with `Unavailable` if it could not).
-    ApplyDdl { upto: u64 },
+    ApplyDdl {
+        upto: u64,
+    },
     /// To the master: an operation on cluster-wide sequence `name` (every SQL node's
     /// PostgreSQL takes its values there; see pg/ext `sequence.rs`).
     Sequence {
@@ -193,16 +276,24 @@ pub enum Request {
     /// leadership to voter `to` (node id), which must have caught up. Answers
     /// `Done` once `to` was told to `Campaign`; the move completes about a
     /// follower lease later (`pinax_raft::group` docs).
-    TransferLeader { tablet: TabletId, to: u64 },
+    TransferLeader {
+        tablet: TabletId,
+        to: u64,
+    },
     /// To a tablet's follower whose leader hands over to it: start an election
     /// once the other followers' leases ran out.
-    Campaign { tablet: TabletId },
+    Campaign {
+        tablet: TabletId,
+    },
     /// A transaction's first write, sent to its home node (the status node) when
     /// that node also leads the tablet written: `CreateTxn { txn }`, then, once the
     /// record exists, `write` (a `Write` or `WriteIntentIfLive` of `txn`). One round trip instead of two.
     /// Fails as `CreateTxn` would when the record could not be created (nothing was
     /// written); otherwise answers `TxnWritten` with the write's own outcome.
-    CreateTxnAndWrite { txn: TxnId, write: Box<Request> },
+    CreateTxnAndWrite {
+        txn: TxnId,
+        write: Box<Request>,
+    },
     /// A single-row write outside any transaction (committed at once, as `Write`
     /// without `txn`) that takes effect only if the row is live: `op` is a `Delete`
     /// or a `Patch`. The SQL layer's UPDATE/DELETE by primary key without reading
@@ -212,20 +303,37 @@ pub enum Request {
     /// patch; over a row already carrying two patches, folded with them into the
     /// whole row when it carries the table's layout and nothing else is in the
     /// way, else refused with `NeedsRow`: reads merge every layer). Answers `WrittenIfLive`.
-    WriteIfLive { tablet: TabletId, op: WriteOp, read_ht: Option<HybridTime>, full: bool, request: u128 },
+    WriteIfLive {
+        tablet: TabletId,
+        op: WriteOp,
+        read_ht: Option<HybridTime>,
+        full: bool,
+        request: u128,
+    },
     /// `WriteIfLive` inside transaction `txn`, as its statement `seq`: a blind patch
     /// or a delete written as an intent if the row is live for the transaction (its
     /// own earlier writes, else the newest committed version: READ COMMITTED). A
     /// patch over a row the transaction wrote itself, or carrying two patches it
     /// cannot fold (as `WriteIfLive`), answers `NeedsRow` (nothing written).
     /// Answers `WrittenIfLive`.
-    WriteIntentIfLive { tablet: TabletId, op: WriteOp, txn: TxnId, seq: u32, request: u128 },
+    WriteIntentIfLive {
+        tablet: TabletId,
+        op: WriteOp,
+        txn: TxnId,
+        seq: u32,
+        request: u128,
+    },
     /// Delete every row of a tablet as transaction `txn`'s statement `seq`, which
     /// reads at `read_ht` (`DELETE FROM t` with no condition, done in the tablets:
     /// one intent per tablet, a whole-tablet tombstone once applied). Conflicts as
     /// a write of every row would; the transaction must not have written to the
     /// tablet before. Answers `DeletedAll` with the number of rows live at `read_ht`.
-    DeleteAll { tablet: TabletId, txn: TxnId, seq: u32, read_ht: HybridTime },
+    DeleteAll {
+        tablet: TabletId,
+        txn: TxnId,
+        seq: u32,
+        read_ht: HybridTime,
+    },
 }
 
 /// What `Request::Sequence` does. A sequence's state is PostgreSQL's: the last
@@ -312,45 +420,81 @@ pub struct DdlEntry {
 pub enum Response {
     /// Answer to `Ping`: the node's id (a client's transactions keep their status
     /// records on the node it is connected to; their ids carry that node's id).
-    Pong { node_id: u64 },
+    Pong {
+        node_id: u64,
+    },
     Now(HybridTime),
     Status(NodeStatus),
     Table(TableInfo),
     Dropped,
-    Written { ht: HybridTime },
-    Value { value: Option<Vec<u8>>, read_ht: HybridTime },
-    Rows { result: ScanResult, read_ht: HybridTime },
-    TxnCreated { start_ht: HybridTime },
-    Committed { commit_ht: HybridTime },
+    Written {
+        ht: HybridTime,
+    },
+    Value {
+        value: Option<Vec<u8>>,
+        read_ht: HybridTime,
+    },
+    Rows {
+        result: ScanResult,
+        read_ht: HybridTime,
+    },
+    TxnCreated {
+        start_ht: HybridTime,
+    },
+    Committed {
+        commit_ht: HybridTime,
+    },
     Done,
     TxnStatus(TxnStatus),
     /// Answer to `WaitTxn`: whether the transaction has ended, and if so whether it
     /// committed.
-    Waited { ended: bool, committed: bool },
+    Waited {
+        ended: bool,
+        committed: bool,
+    },
     /// Answer to `WaitsFor`.
-    WaitingFor { holder: Option<TxnId> },
+    WaitingFor {
+        holder: Option<TxnId>,
+    },
     /// Answer to `Raft`: the receiving replica's reply, as bincode.
     Raft(Vec<u8>),
     /// Answer to `RegisterNode`: the node's id, every node the master knows
     /// (id, RPC address), and the RPC addresses of the master group's replicas.
-    Registered { node_id: u64, nodes: Vec<(u64, String)>, masters: Vec<String> },
+    Registered {
+        node_id: u64,
+        nodes: Vec<(u64, String)>,
+        masters: Vec<String>,
+    },
     /// Answer to `LocateTablet`.
     Tablet(TabletInfo),
     /// Answer to `PublishDdl`: the entry's sequence number, and the nodes (id, RPC
     /// address) that have not applied it yet (they will when they can).
-    DdlPublished { seq: u64, lagging: Vec<(u64, String)> },
+    DdlPublished {
+        seq: u64,
+        lagging: Vec<(u64, String)>,
+    },
     /// Answer to `ReadDdl`.
     Ddl(Vec<DdlEntry>),
     /// Answer to `Sequence { op: Next }`: `count` values from `first` on, by the
     /// sequence's increment (0: none left).
-    SequenceValues { first: i64, count: u32 },
+    SequenceValues {
+        first: i64,
+        count: u32,
+    },
     /// Answer to `CreateTxnAndWrite`: the status record was created; what the
     /// write answered.
-    TxnWritten { write: Result<Box<Response>, RpcError> },
+    TxnWritten {
+        write: Result<Box<Response>, RpcError>,
+    },
     /// Answer to `WriteIfLive`: what it did, and its commit time if it wrote.
-    WrittenIfLive { ht: HybridTime, outcome: LiveWrite },
+    WrittenIfLive {
+        ht: HybridTime,
+        outcome: LiveWrite,
+    },
     /// Answer to `DeleteAll`: how many rows it deletes.
-    DeletedAll { count: u64 },
+    DeletedAll {
+        count: u64,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]

@@ -136,7 +136,13 @@ mod tests {
         frame::encode_frame(&ops, &mut buf).unwrap();
         let back: Vec<WriteOp> = frame::decode_frame(&buf).unwrap();
         assert_eq!(back, ops);
-        let r = ScanResult { rows: vec![(b"k1".to_vec(), b"v1".to_vec()), (vec![], vec![0xFF; 3])], resume: Some(b"k2".to_vec()), count: 2, aggregates: vec![], groups: vec![] };
+        let r = ScanResult {
+            rows: vec![(b"k1".to_vec(), b"v1".to_vec()), (vec![], vec![0xFF; 3])],
+            resume: Some(b"k2".to_vec()),
+            count: 2,
+            aggregates: vec![],
+            groups: vec![],
+        };
         let mut buf = Vec::new();
         frame::encode_frame(&r, &mut buf).unwrap();
         let back: ScanResult = frame::decode_frame(&buf).unwrap();

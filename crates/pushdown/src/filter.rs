@@ -357,7 +357,8 @@ mod tests {
         assert!(not.may_match(&row(Some(3), None, None)));
         // f = 1 AND t = 'x' with t unreadable (a row written before column 3 was
         // added: natts 2): kept unless f already decides it.
-        let mut and = matcher(vec![cmp(1, CmpOp::Eq, FilterValue::Float(1.0f64.to_bits())), cmp(2, CmpOp::Eq, FilterValue::Bytes(b"x".to_vec())), FilterOp::And(2)]);
+        let mut and =
+            matcher(vec![cmp(1, CmpOp::Eq, FilterValue::Float(1.0f64.to_bits())), cmp(2, CmpOp::Eq, FilterValue::Bytes(b"x".to_vec())), FilterOp::And(2)]);
         let mut short = row(Some(1), Some(1.0), None);
         short[18] = 2;
         short[20] = 0;

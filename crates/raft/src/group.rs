@@ -217,14 +217,31 @@ impl RaftGroup {
     /// group's blocking calls to peers run on (the node's). A new group has no
     /// members until [`RaftGroup::initialize`] (or a leader adding this replica).
     #[allow(clippy::too_many_arguments)]
-    pub fn start<E: KvEngine>(io: &tokio::runtime::Handle, group: u64, node_id: NodeId, engine: Arc<E>, clock: Arc<HybridClock>, transport: Arc<dyn Transport>, timing: RaftTiming) -> Result<Self, GroupError> {
+    pub fn start<E: KvEngine>(
+        io: &tokio::runtime::Handle,
+        group: u64,
+        node_id: NodeId,
+        engine: Arc<E>,
+        clock: Arc<HybridClock>,
+        transport: Arc<dyn Transport>,
+        timing: RaftTiming,
+    ) -> Result<Self, GroupError> {
         Self::start_with(io, group, node_id, engine, clock, transport, timing, true)
     }
 
     /// [`RaftGroup::start`], with the log's appends fsynced or not
     /// ([`LogStore::set_sync`]).
     #[allow(clippy::too_many_arguments)]
-    pub fn start_with<E: KvEngine>(io: &tokio::runtime::Handle, group: u64, node_id: NodeId, engine: Arc<E>, clock: Arc<HybridClock>, transport: Arc<dyn Transport>, timing: RaftTiming, sync: bool) -> Result<Self, GroupError> {
+    pub fn start_with<E: KvEngine>(
+        io: &tokio::runtime::Handle,
+        group: u64,
+        node_id: NodeId,
+        engine: Arc<E>,
+        clock: Arc<HybridClock>,
+        transport: Arc<dyn Transport>,
+        timing: RaftTiming,
+        sync: bool,
+    ) -> Result<Self, GroupError> {
         let log = LogStore::open(engine.clone()).map_err(|e| GroupError::Storage(e.to_string()))?;
         log.set_sync(sync);
         let tail_reads = log.tail_reads();

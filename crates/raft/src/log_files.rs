@@ -169,7 +169,8 @@ impl LogFiles {
             }
         }
         seqs.sort_unstable();
-        let mut log = LogFiles { dir: dir.to_path_buf(), segments: BTreeMap::new(), end: 0, first: 0, locs: VecDeque::new(), segment_bytes, sync: true, append_syncs: 0 };
+        let mut log =
+            LogFiles { dir: dir.to_path_buf(), segments: BTreeMap::new(), end: 0, first: 0, locs: VecDeque::new(), segment_bytes, sync: true, append_syncs: 0 };
         for (i, &seq) in seqs.iter().enumerate() {
             let newest = i + 1 == seqs.len();
             log.replay(seq, newest)?;
@@ -430,7 +431,15 @@ mod tests {
         log.append(&batch(25..=30, 2)).unwrap();
         // An append at or before the last entry replaces the suffix by itself.
         log.append(&batch(29..=31, 3)).unwrap();
-        let term = |i| if i < 25 { 1 } else if i < 29 { 2 } else { 3 };
+        let term = |i| {
+            if i < 25 {
+                1
+            } else if i < 29 {
+                2
+            } else {
+                3
+            }
+        };
         expect(&log, 1..=31, term);
         drop(log);
         let mut log = LogFiles::open_with(dir.path(), 200).unwrap();

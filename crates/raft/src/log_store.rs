@@ -436,7 +436,9 @@ mod tests {
         let mut store = LogStore::open(engine.clone()).unwrap();
         assert!(tmp.path().join("db").join(LOG_DIR).is_dir());
         store.append_entries(&(1..=5).map(|i| entry(i, 1, 10)).collect::<Vec<_>>()).unwrap();
-        let all = |s: &mut LogStore<RocksEngine>| block_on(s.try_get_log_entries(0..)).unwrap().iter().map(|e| (e.log_id.index, e.log_id.leader_id.term)).collect::<Vec<_>>();
+        let all = |s: &mut LogStore<RocksEngine>| {
+            block_on(s.try_get_log_entries(0..)).unwrap().iter().map(|e| (e.log_id.index, e.log_id.leader_id.term)).collect::<Vec<_>>()
+        };
         assert_eq!(all(&mut store), (1..=5).map(|i| (i, 1)).collect::<Vec<_>>());
         store.append_entries(&(6..=8).map(|i| entry(i, 2, 10)).collect::<Vec<_>>()).unwrap();
         block_on(store.truncate(entry(8, 2, 0).log_id)).unwrap();

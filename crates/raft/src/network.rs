@@ -108,17 +108,24 @@ impl Peer {
         let reply = match tokio::time::timeout(ttl, call).await {
             Err(_) => return Err(RPCError::Network(NetworkError::new(&std::io::Error::new(std::io::ErrorKind::TimedOut, "raft rpc timed out")))),
             Ok(Err(join)) => return Err(RPCError::Network(NetworkError::new(&std::io::Error::other(join.to_string())))),
-            Ok(Ok(Err(TransportError::Unreachable(m)))) => return Err(RPCError::Unreachable(Unreachable::new(&std::io::Error::new(std::io::ErrorKind::ConnectionRefused, m)))),
+            Ok(Ok(Err(TransportError::Unreachable(m)))) => {
+                return Err(RPCError::Unreachable(Unreachable::new(&std::io::Error::new(std::io::ErrorKind::ConnectionRefused, m))))
+            }
             Ok(Ok(Err(TransportError::Other(m)))) => return Err(RPCError::Network(NetworkError::new(&std::io::Error::other(m)))),
             Ok(Ok(Ok(bytes))) => bytes,
         };
-        let res: Result<Resp, RaftError<NodeId, E>> = decode(&reply).map_err(|m| RPCError::Network(NetworkError::new(&std::io::Error::new(std::io::ErrorKind::InvalidData, m))))?;
+        let res: Result<Resp, RaftError<NodeId, E>> =
+            decode(&reply).map_err(|m| RPCError::Network(NetworkError::new(&std::io::Error::new(std::io::ErrorKind::InvalidData, m))))?;
         res.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
     }
 }
 
 impl RaftNetwork<TypeConfig> for Peer {
-    async fn append_entries(&mut self, rpc: AppendEntriesRequest<TypeConfig>, option: RPCOption) -> Result<AppendEntriesResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
+    async fn append_entries(
+        &mut self,
+        rpc: AppendEntriesRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<AppendEntriesResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
         if rpc.entries.is_empty() {
             return self.call(MsgKind::AppendEntries, &rpc, option.hard_ttl()).await;
         }

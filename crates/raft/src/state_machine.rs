@@ -161,7 +161,8 @@ impl<E: KvEngine> RaftStateMachine<TypeConfig> for StateMachine<E> {
     }
 
     async fn install_snapshot(&mut self, meta: &SnapshotMeta<u64, openraft::BasicNode>, snapshot: Box<Cursor<Vec<u8>>>) -> Result<(), StorageError> {
-        let data = OwnedBatch::from_bytes(snapshot.into_inner()).map_err(|e| StorageIOError::read_snapshot(Some(meta.signature()), openraft::AnyError::error(e.to_string())))?;
+        let data = OwnedBatch::from_bytes(snapshot.into_inner())
+            .map_err(|e| StorageIOError::read_snapshot(Some(meta.signature()), openraft::AnyError::error(e.to_string())))?;
         let mut b = self.engine.new_batch();
         {
             let snap = self.engine.snapshot();

@@ -15,8 +15,8 @@
 //! memory about the engine: which transactions hold intents).
 
 use crate::error::{Error, Result};
-use pinax_common::{HybridTime, RecentRequests, TabletId};
 use parking_lot::Mutex;
+use pinax_common::{HybridTime, RecentRequests, TabletId};
 use pinax_engine::{KvEngine, OwnedBatch, WriteOptions};
 use std::sync::Arc;
 

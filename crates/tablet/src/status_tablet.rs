@@ -328,4 +328,3 @@ impl<E: KvEngine> StatusTablet<E> {
         self.len() == 0
     }
 }
-

@@ -35,7 +35,9 @@ impl World {
         let tablets = engines
             .iter()
             .enumerate()
-            .map(|(i, e)| Tablet::open(TabletId(i as u64 + 1), e.clone(), clock.clone(), parts[i].clone(), TabletOptions::default(), HistoryCutoff::default()).unwrap())
+            .map(|(i, e)| {
+                Tablet::open(TabletId(i as u64 + 1), e.clone(), clock.clone(), parts[i].clone(), TabletOptions::default(), HistoryCutoff::default()).unwrap()
+            })
             .collect();
         let status = StatusTablet::open(TabletId(0), status_engine.clone(), clock.clone(), TIMEOUT_US, true).unwrap();
         World { clock, manual, status, status_engine, engines, tablets }
@@ -593,7 +595,8 @@ fn scans_merge_versions_and_intents_in_order() {
     let r = w.now();
     w.txn_write(txn, 1, r, vec![WriteOp::put("bb", "new"), WriteOp::delete("c"), WriteOp::put("d", "d1")]).unwrap();
     let t = &w.tablets[0];
-    let keys_of = |rows: &[(Vec<u8>, Vec<u8>)]| rows.iter().map(|(k, v)| format!("{}={}", String::from_utf8_lossy(k), String::from_utf8_lossy(v))).collect::<Vec<_>>();
+    let keys_of =
+        |rows: &[(Vec<u8>, Vec<u8>)]| rows.iter().map(|(k, v)| format!("{}={}", String::from_utf8_lossy(k), String::from_utf8_lossy(v))).collect::<Vec<_>>();
     let own = ReadContext::in_txn(r, txn, 2);
     let all = t.scan(own, &ScanSpec::default(), &w.resolver()).unwrap();
     assert_eq!(keys_of(&all.rows), ["a=a0", "b=b0", "bb=new", "d=d1", "e=e0"]);
@@ -1404,7 +1407,8 @@ fn a_filtered_scan_returns_and_counts_what_a_scan_returns_that_matches() {
     let commit = w.status.commit(committed, vec![t.id()]).unwrap();
     let pending = tid(71);
     w.status.create(pending).unwrap();
-    t.write_intents(0, pending, 1, w.now(), &[WriteOp::put(key(27).as_str(), int4_row(-1)), WriteOp::put(key(10).as_str(), int4_row(21))], &w.resolver()).unwrap();
+    t.write_intents(0, pending, 1, w.now(), &[WriteOp::put(key(27).as_str(), int4_row(-1)), WriteOp::put(key(10).as_str(), int4_row(21))], &w.resolver())
+        .unwrap();
     let own = ReadContext::in_txn(w.now(), pending, 2);
     // 20 <= v AND v < 30
     let filter = RowFilter {
@@ -1521,7 +1525,11 @@ fn aggregates_are_computed_over_the_matching_visible_rows() {
     let e = t.scan(ReadContext::at(w.now()), &ScanSpec { aggregates: aggs.clone(), ..Default::default() }, &w.resolver()).unwrap_err();
     assert_eq!(e.code(), ErrorCode::InvalidRequest);
     let f = RowFilter { attrs: layout, ops: vec![] };
-    let bad = ScanSpec { filter: Some(f), aggregates: vec![AggSpec { func: AggFunc::SumFloat4, att: 0 }, AggSpec { func: AggFunc::MaxInt, att: 1 }], ..Default::default() };
+    let bad = ScanSpec {
+        filter: Some(f),
+        aggregates: vec![AggSpec { func: AggFunc::SumFloat4, att: 0 }, AggSpec { func: AggFunc::MaxInt, att: 1 }],
+        ..Default::default()
+    };
     assert_eq!(t.scan(ReadContext::at(w.now()), &bad, &w.resolver()).unwrap_err().code(), ErrorCode::InvalidRequest);
 }
 
@@ -1580,7 +1588,8 @@ fn aggregates_are_computed_per_group() {
     null_row[22] = 24;
     let mut old_row = vec![0u8; 24];
     old_row[22] = 24;
-    t.write_fast(0, &[WriteOp::put("k90", null_row.clone()), WriteOp::put("k91", null_row), WriteOp::put("k99", old_row.clone())], None, &w.resolver()).unwrap();
+    t.write_fast(0, &[WriteOp::put("k90", null_row.clone()), WriteOp::put("k91", null_row), WriteOp::put("k99", old_row.clone())], None, &w.resolver())
+        .unwrap();
     let aggs = vec![AggSpec { func: AggFunc::CountRows, att: 0 }, AggSpec { func: AggFunc::SumInt, att: 0 }];
     let spec = ScanSpec {
         count_only: true,
@@ -1916,8 +1925,8 @@ fn history_gc_keeps_the_whole_row_under_patches_at_the_cutoff() {
 
 #[test]
 fn writes_if_live_apply_only_to_live_rows_and_bound_blind_patches() {
-    use pinax_tablet::tablet::BLIND_CHAIN;
     use pinax_proto::LiveWrite::{Absent, Applied, NeedsRow};
+    use pinax_tablet::tablet::BLIND_CHAIN;
     let w = World::new();
     let t = w.tablet_for(b"a");
     let live = |op: &WriteOp, read_ht, full| t.write_if_live(0, op, read_ht, full, &w.resolver()).map(|(_, o)| o);
@@ -2150,7 +2159,8 @@ fn batches_out_of_key_order_keep_the_later_write_of_a_key() {
     assert_eq!((w.get_at("a", w.now()), w.get_at("b", w.now()).as_deref(), w.get_at("c", w.now()).as_deref()), (None, Some("b1"), Some("c2")));
     let t1 = tid(1);
     w.status.create(t1).unwrap();
-    let ops = vec![WriteOp::put("f", "f1"), WriteOp::put("d", "d1"), WriteOp::put("f", "f2"), WriteOp::put("e", "e1"), WriteOp::delete("d"), WriteOp::put("c", "c3")];
+    let ops =
+        vec![WriteOp::put("f", "f1"), WriteOp::put("d", "d1"), WriteOp::put("f", "f2"), WriteOp::put("e", "e1"), WriteOp::delete("d"), WriteOp::put("c", "c3")];
     w.txn_write(t1, 1, w.now(), ops).unwrap();
     let ctx = ReadContext::in_txn(w.now(), t1, 2);
     let seen = |k: &str| w.get_ctx(k, ctx);
@@ -2158,7 +2168,10 @@ fn batches_out_of_key_order_keep_the_later_write_of_a_key() {
     let commit = w.status.commit(t1, vec![t.id()]).unwrap();
     assert_eq!(t.apply_intents(t1, commit).unwrap(), 4);
     let now = w.now();
-    assert_eq!((w.get_at("c", now).as_deref(), w.get_at("d", now), w.get_at("e", now).as_deref(), w.get_at("f", now).as_deref()), (Some("c3"), None, Some("e1"), Some("f2")));
+    assert_eq!(
+        (w.get_at("c", now).as_deref(), w.get_at("d", now), w.get_at("e", now).as_deref(), w.get_at("f", now).as_deref()),
+        (Some("c3"), None, Some("e1"), Some("f2"))
+    );
 }
 
 #[test]
@@ -2177,7 +2190,10 @@ fn a_transaction_alone_meets_its_own_writes_in_later_batches() {
     t.write_intents(0, t1, 3, r, &[WriteOp::delete("c")], &w.resolver()).unwrap();
     t.write_intents(0, t1, 4, r, &[WriteOp::insert("c", "2"), WriteOp::insert("f", "1")], &w.resolver()).unwrap();
     let ctx = ReadContext::in_txn(w.now(), t1, 5);
-    assert_eq!(["a", "b", "c", "d", "e", "f"].map(|k| w.get_ctx(k, ctx)), [Some("1"), Some("1"), Some("2"), Some("1"), None, Some("1")].map(|v| v.map(String::from)));
+    assert_eq!(
+        ["a", "b", "c", "d", "e", "f"].map(|k| w.get_ctx(k, ctx)),
+        [Some("1"), Some("1"), Some("2"), Some("1"), None, Some("1")].map(|v| v.map(String::from))
+    );
     // Another transaction joins: both look again (its write of a row t1 holds conflicts).
     let t2 = tid(2);
     w.status.create(t2).unwrap();
@@ -2244,7 +2260,9 @@ fn a_bulk_write_alone_in_its_tablet_leaves_its_reverse_index_out() {
     }
     assert_eq!(keys_tagged(b'R'), 4500 + 1);
     drop(t);
-    let t = Tablet::open_replicated(TabletId(9), engine.clone(), log.clone(), w.clock.clone(), Partition { start: vec![], end: None }, HistoryCutoff::default()).unwrap();
+    let t =
+        Tablet::open_replicated(TabletId(9), engine.clone(), log.clone(), w.clock.clone(), Partition { start: vec![], end: None }, HistoryCutoff::default())
+            .unwrap();
     assert_eq!(t.txns_with_intents().unwrap(), vec![b]);
     w.status.abort(b, vec![TabletId(9)]).unwrap();
     assert_eq!(t.remove_intents(b).unwrap(), 5000);
@@ -2362,7 +2380,9 @@ fn a_pending_deletion_of_every_row_survives_a_restart() {
     assert_eq!(w.delete_all(d, 1, w.now()).unwrap(), vec![1, 1]);
     w.status.heartbeat(d).unwrap();
     let w = w.restart();
-    assert!(matches!(w.tablets[0].write_fast(0, &[WriteOp::put("b", "3")], None, &w.resolver()), Err(Error::WriteConflict { other_txn: Some(t), .. }) if t == d));
+    assert!(
+        matches!(w.tablets[0].write_fast(0, &[WriteOp::put("b", "3")], None, &w.resolver()), Err(Error::WriteConflict { other_txn: Some(t), .. }) if t == d)
+    );
     let commit = w.status.commit(d, all_ids(&w)).unwrap();
     assert_eq!(w.scan_all(commit), Vec::<String>::new());
     for t in &w.tablets {
@@ -2434,4 +2454,3 @@ fn writes_after_a_transactions_own_deletion_of_every_row() {
     assert_eq!((w.get_at("a", w.now()).as_deref(), w.get_at("c", w.now()).as_deref()), (Some("new"), Some("33")));
     assert_eq!(w.get_at("a", commit.decremented()).as_deref(), Some("1"));
 }
-

@@ -74,7 +74,8 @@ impl PeerConn {
     fn call(&mut self, env: &RequestEnvelope) -> Result<ResponseEnvelope, FrameError> {
         frame::write_frame(&mut self.writer, env, &mut self.wbuf)?;
         self.writer.flush().map_err(FrameError::Io)?;
-        frame::read_frame::<ResponseEnvelope, _>(&mut self.reader, &mut self.rbuf)?.ok_or_else(|| FrameError::Io(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "connection closed")))
+        frame::read_frame::<ResponseEnvelope, _>(&mut self.reader, &mut self.rbuf)?
+            .ok_or_else(|| FrameError::Io(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "connection closed")))
     }
 }
 

@@ -9,13 +9,13 @@
 
 use crate::factory::EngineFactory;
 use crate::node::Node;
+use parking_lot::Mutex;
 use pinax_common::ErrorCode;
 use pinax_proto::frame::{self, FrameError};
+use pinax_proto::stream::Stream;
 use pinax_proto::{RequestEnvelope, ResponseEnvelope, RpcError};
-use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::io::{BufReader, BufWriter, Write};
-use pinax_proto::stream::Stream;
 use std::net::{SocketAddr, TcpListener};
 use std::os::unix::net::UnixListener;
 use std::panic::AssertUnwindSafe;
@@ -139,7 +139,11 @@ fn serve_connection<F: EngineFactory>(node: Arc<Node<F>>, stream: &Stream) {
                     FrameError::Checksum => ErrorCode::Corruption,
                     _ => ErrorCode::InvalidRequest,
                 };
-                let resp = ResponseEnvelope { ht: node.clock().now(), uncertain: node.reads_uncertain(), result: Err(RpcError::new(code, format!("bad request frame: {e}"))) };
+                let resp = ResponseEnvelope {
+                    ht: node.clock().now(),
+                    uncertain: node.reads_uncertain(),
+                    result: Err(RpcError::new(code, format!("bad request frame: {e}"))),
+                };
                 let _ = frame::write_frame(&mut writer, &resp, &mut wbuf);
                 let _ = writer.flush();
                 return;

@@ -229,7 +229,10 @@ fn concurrent_transfers_keep_the_total() {
                     let va = bal(txn.get("bank", &hash_key(a))?);
                     let vb = bal(txn.get("bank", &hash_key(b))?);
                     let amt = (rng % 10).min(va);
-                    txn.write("bank", vec![WriteOp::put(hash_key(a), (va - amt).to_be_bytes().to_vec()), WriteOp::put(hash_key(b), (vb + amt).to_be_bytes().to_vec())])?;
+                    txn.write(
+                        "bank",
+                        vec![WriteOp::put(hash_key(a), (va - amt).to_be_bytes().to_vec()), WriteOp::put(hash_key(b), (vb + amt).to_be_bytes().to_vec())],
+                    )?;
                     Ok::<_, pinax_client::ClientError>(())
                 })();
                 match res {
@@ -379,7 +382,10 @@ fn published_ddl_is_logged_and_applied_by_the_other_nodes_and_names_share_a_tabl
     assert_eq!(gone.code(), ErrorCode::TableNotFound);
     // Sequences are the master's, whichever node is asked.
     use pinax_proto::SequenceOp;
-    let next = |c: &Client, name: &str| match c.call(Request::Sequence { name: name.into(), op: SequenceOp::Next { start: 1, increment: 1, min: 1, max: 1000, cycle: false, count: 100 } }).unwrap() {
+    let next = |c: &Client, name: &str| match c
+        .call(Request::Sequence { name: name.into(), op: SequenceOp::Next { start: 1, increment: 1, min: 1, max: 1000, cycle: false, count: 100 } })
+        .unwrap()
+    {
         Response::SequenceValues { first, count } => (first, count),
         other => panic!("{other:?}"),
     };
@@ -389,7 +395,8 @@ fn published_ddl_is_logged_and_applied_by_the_other_nodes_and_names_share_a_tabl
     c1.call(Request::Sequence { name: "q7_3".into(), op: SequenceOp::Set { value: 995, is_called: true } }).unwrap();
     assert_eq!(next(&c2, "n2_q5_9"), (996, 5));
     assert_eq!(next(&c2, "n2_q5_9"), (0, 0));
-    let bad = c2.call(Request::Sequence { name: "x".into(), op: SequenceOp::Next { start: 1, increment: 0, min: 1, max: 10, cycle: false, count: 1 } }).unwrap_err();
+    let bad =
+        c2.call(Request::Sequence { name: "x".into(), op: SequenceOp::Next { start: 1, increment: 0, min: 1, max: 10, cycle: false, count: 1 } }).unwrap_err();
     assert_eq!(bad.code(), ErrorCode::InvalidRequest);
     drop(second);
     drop(master);
@@ -501,7 +508,8 @@ fn a_transactions_first_write_creates_its_record_in_the_same_round_trip() {
     let t3 = c.begin();
     let other = c.begin();
     let tablet = c.table("t").unwrap().tablets[0].id;
-    let write = Request::Write { tablet, ops: vec![WriteOp::put(hash_key(7), b"x".to_vec())], read_ht: Some(t3.read_ht()), txn: Some((other.id(), 0)), request: 3 };
+    let write =
+        Request::Write { tablet, ops: vec![WriteOp::put(hash_key(7), b"x".to_vec())], read_ht: Some(t3.read_ht()), txn: Some((other.id(), 0)), request: 3 };
     let e = c.call_at(&n.addr, Request::CreateTxnAndWrite { txn: t3.id(), write: Box::new(write) }).unwrap_err();
     assert_eq!(e.code(), ErrorCode::InvalidRequest);
     let e = c.call_at(&n.addr, Request::CreateTxnAndWrite { txn: t3.id(), write: Box::new(Request::Ping) }).unwrap_err();

@@ -280,7 +280,8 @@ mod tests {
     fn check_indexes(c: &Coordinator) {
         let pending: HashSet<TxnId> = c.records.iter().filter(|(_, r)| r.state == TxnState::Pending).map(|(id, _)| *id).collect();
         let unresolved: HashSet<TxnId> = c.records.iter().filter(|(_, r)| r.state != TxnState::Pending && r.resolved_at.is_none()).map(|(id, _)| *id).collect();
-        let resolved: BTreeSet<(HybridTime, TxnId)> = c.records.iter().filter(|(_, r)| r.state != TxnState::Pending).filter_map(|(id, r)| r.resolved_at.map(|t| (t, *id))).collect();
+        let resolved: BTreeSet<(HybridTime, TxnId)> =
+            c.records.iter().filter(|(_, r)| r.state != TxnState::Pending).filter_map(|(id, r)| r.resolved_at.map(|t| (t, *id))).collect();
         assert_eq!((&c.pending, &c.unresolved, &c.resolved), (&pending, &unresolved, &resolved));
     }
 
@@ -313,7 +314,12 @@ mod tests {
                     let _ = c.abort(id, vec![TabletId(2)]);
                 }
                 5 => {
-                    let want: Vec<TxnId> = c.records.iter().filter(|(_, r)| r.state == TxnState::Pending && r.last_heartbeat.add_micros(1_000) < ht(now)).map(|(id, _)| *id).collect();
+                    let want: Vec<TxnId> = c
+                        .records
+                        .iter()
+                        .filter(|(_, r)| r.state == TxnState::Pending && r.last_heartbeat.add_micros(1_000) < ht(now))
+                        .map(|(id, _)| *id)
+                        .collect();
                     let mut got: Vec<TxnId> = c.expire(ht(now)).into_iter().map(|(id, _)| id).collect();
                     got.sort();
                     let mut want = want;
@@ -324,7 +330,8 @@ mod tests {
                     let _ = c.mark_resolved(id, ht(now));
                 }
                 _ => {
-                    let want: Vec<TxnId> = c.records.iter().filter(|(_, r)| matches!(r.resolved_at, Some(t) if t.add_micros(500) < ht(now))).map(|(id, _)| *id).collect();
+                    let want: Vec<TxnId> =
+                        c.records.iter().filter(|(_, r)| matches!(r.resolved_at, Some(t) if t.add_micros(500) < ht(now))).map(|(id, _)| *id).collect();
                     let mut got = c.gc(ht(now), 500);
                     got.sort();
                     let mut want = want;
@@ -339,7 +346,14 @@ mod tests {
             w.sort();
             assert_eq!(u, w);
         }
-        assert!(c.records.len() > 10 && !c.resolved.is_empty() && !c.pending.is_empty() && !c.unresolved.is_empty(), "every index was used: {} {} {} {}", c.records.len(), c.pending.len(), c.unresolved.len(), c.resolved.len());
+        assert!(
+            c.records.len() > 10 && !c.resolved.is_empty() && !c.pending.is_empty() && !c.unresolved.is_empty(),
+            "every index was used: {} {} {} {}",
+            c.records.len(),
+            c.pending.len(),
+            c.unresolved.len(),
+            c.resolved.len()
+        );
         // Loaded records (a restart) are filed too, a reload replacing one as well.
         let mut d = Coordinator::new(1_000);
         for (id, r) in &c.records {

@@ -24,14 +24,7 @@ pub struct TxnRecord {
 
 impl TxnRecord {
     pub fn new(now: HybridTime) -> Self {
-        TxnRecord {
-            state: TxnState::Pending,
-            commit_ht: HybridTime::INVALID,
-            start_ht: now,
-            last_heartbeat: now,
-            participants: Vec::new(),
-            resolved_at: None,
-        }
+        TxnRecord { state: TxnState::Pending, commit_ht: HybridTime::INVALID, start_ht: now, last_heartbeat: now, participants: Vec::new(), resolved_at: None }
     }
 
     pub fn status(&self) -> pinax_mvcc::TxnStatus {

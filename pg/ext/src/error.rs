@@ -5,8 +5,8 @@
 //! `ErrorCode::sqlstate()` (common crate, one table for the whole project); messages
 //! follow PostgreSQL's style guide: lower case, no trailing period, details apart.
 
-use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::pg_sys;
+use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
 use pinax_client::ClientError;
 use pinax_common::ErrorCode;

@@ -102,11 +102,7 @@ unsafe fn eligible(qd: *mut pg_sys::QueryDesc) -> Option<AtOnce> {
             pg_sys::OnConflictAction::ONCONFLICT_UPDATE if pg_sys::XactIsoLevel < pg_sys::XACT_REPEATABLE_READ as i32 => true,
             _ => return None,
         };
-        if (*mt).rootRelation != 0
-            || sub.is_null()
-            || (*sub).type_ != pg_sys::NodeTag::T_Result
-            || !(*sub).lefttree.is_null()
-        {
+        if (*mt).rootRelation != 0 || sub.is_null() || (*sub).type_ != pg_sys::NodeTag::T_Result || !(*sub).lefttree.is_null() {
             return None;
         }
         // One result relation.
@@ -119,7 +115,8 @@ unsafe fn eligible(qd: *mut pg_sys::QueryDesc) -> Option<AtOnce> {
         let td = (*ri).ri_TrigDesc;
         // Triggers that run after the row is written (a foreign key's check among
         // them); BEFORE triggers run before it, those of UPDATE and DELETE never.
-        let after = !td.is_null() && ((*td).trig_insert_after_row || (*td).trig_insert_after_statement || (*td).trig_insert_instead_row || (*td).trig_insert_new_table);
+        let after =
+            !td.is_null() && ((*td).trig_insert_after_row || (*td).trig_insert_after_statement || (*td).trig_insert_instead_row || (*td).trig_insert_new_table);
         if after || !(*ri).ri_WithCheckOptions.is_null() || !meta::is_pinax_table(rel) {
             return None;
         }

@@ -64,7 +64,10 @@ pub enum KeyKind {
     TimestampTz,
     Uuid,
     /// Any other type: its bytes (equality only).
-    Raw { typlen: i16, byval: bool },
+    Raw {
+        typlen: i16,
+        byval: bool,
+    },
 }
 
 /// One key column: how to encode it and in which order.
@@ -153,10 +156,7 @@ impl KeyColumn {
         };
         let desc = indoption & 0x0001 != 0; // INDOPTION_DESC
         let nulls_first = indoption & 0x0002 != 0; // INDOPTION_NULLS_FIRST
-        let order = ColumnOrder::new(
-            if desc { SortOrder::Desc } else { SortOrder::Asc },
-            if nulls_first { NullsOrder::First } else { NullsOrder::Last },
-        );
+        let order = ColumnOrder::new(if desc { SortOrder::Desc } else { SortOrder::Asc }, if nulls_first { NullsOrder::First } else { NullsOrder::Last });
         KeyColumn { kind, typid: base, order, typmod, ordered, equal_is_identical }
     }
 
@@ -329,7 +329,6 @@ unsafe fn to_pg(col: &KeyColumn, d: &Datum) -> Option<pg_sys::Datum> {
         })
     }
 }
-
 
 /// Decode the key columns `cols` from the start of `key` (after the hash prefix when
 /// `hashed`) into PostgreSQL datums (palloc'd in the current memory context), or

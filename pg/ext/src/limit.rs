@@ -87,9 +87,7 @@ unsafe fn scanned_relation(child: *mut pg_sys::PlanState) -> Option<(pg_sys::Rel
 /// `child` must be a valid `PlanState`.
 unsafe fn scans_pinax_relation(child: *mut pg_sys::PlanState) -> bool {
     // SAFETY: the caller upholds this function's contract (# Safety).
-    unsafe {
-        scanned_relation(child).is_some_and(|(rel, index)| if index { index::is_pinax_index(rel) } else { meta::is_pinax_table(rel) })
-    }
+    unsafe { scanned_relation(child).is_some_and(|(rel, index)| if index { index::is_pinax_index(rel) } else { meta::is_pinax_table(rel) }) }
 }
 
 /// Point the Limit nodes over scans of Pinax relations in `planstate`'s tree at
@@ -138,9 +136,7 @@ unsafe extern "C-unwind" fn walker(ps: *mut pg_sys::PlanState, ctx: *mut std::ff
 unsafe extern "C-unwind" fn exec_limit(ps: *mut pg_sys::PlanState) -> *mut pg_sys::TupleTableSlot {
     // SAFETY: PostgreSQL calls this as documented (# Safety).
     unsafe {
-        let Some(&real) = EXEC_LIMIT.get() else {
-            unreachable!("a Limit node is adopted only once ExecLimit is known")
-        };
+        let Some(&real) = EXEC_LIMIT.get() else { unreachable!("a Limit node is adopted only once ExecLimit is known") };
         // SAFETY: the pointer was ExecLimit's, an `ExecProcNodeMtd`.
         let real: unsafe extern "C-unwind" fn(*mut pg_sys::PlanState) -> *mut pg_sys::TupleTableSlot = std::mem::transmute(real);
         // The child was found to scan a Pinax relation when the node was adopted.

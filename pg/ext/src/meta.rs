@@ -5,9 +5,9 @@
 //! (`hooks/relcache.rs`), so DDL (new index, dropped primary key, TRUNCATE's
 //! new file node) is seen at once.
 
+use crate::ddl::{index_storage_name, table_storage_name};
 use crate::keys::{build_key, KeyColumn};
 use crate::pg_list::list_oids;
-use crate::ddl::{index_storage_name, table_storage_name};
 use crate::state;
 use pgrx::pg_sys;
 use pinax_client::ClientError;
@@ -233,9 +233,7 @@ pub fn owner_of(storage: &str) -> Option<u32> {
 /// `slot` must hold a row of the table `pk` belongs to.
 pub unsafe fn pk_key(pk: &IndexMeta, slot: *mut pg_sys::TupleTableSlot) -> Vec<u8> {
     // SAFETY: the caller upholds this function's contract (# Safety).
-    unsafe {
-        build_key(&pk.cols, &column_values(&pk.heap_attnums, slot), pk.hashed)
-    }
+    unsafe { build_key(&pk.cols, &column_values(&pk.heap_attnums, slot), pk.hashed) }
 }
 
 /// The values of table columns `attnums` (1-based) of the deformed row in `slot`.

@@ -51,7 +51,5 @@ unsafe extern "C-unwind" {
 /// and that handler may need dropping.
 pub unsafe fn rethrow(edata: *mut pg_sys::ErrorData) -> ! {
     // SAFETY: the caller upholds this function's contract (# Safety).
-    unsafe {
-        raw_rethrow_error(edata)
-    }
+    unsafe { raw_rethrow_error(edata) }
 }

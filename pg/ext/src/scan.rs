@@ -57,7 +57,21 @@ pub struct Pager {
 
 impl Pager {
     pub fn new(storage: String, start: Vec<u8>, end: Option<Vec<u8>>, reverse: bool, curcid: u32) -> Pager {
-        Pager { storage, start, end, reverse, curcid, at: None, rows: VecDeque::new(), done: false, page: FIRST_PAGE_ROWS, filter: None, point: false, latest: false, limit_relid: None }
+        Pager {
+            storage,
+            start,
+            end,
+            reverse,
+            curcid,
+            at: None,
+            rows: VecDeque::new(),
+            done: false,
+            page: FIRST_PAGE_ROWS,
+            filter: None,
+            point: false,
+            latest: false,
+            limit_relid: None,
+        }
     }
 
     /// This walk scans relation `relid` (a table's or an index's OID): a LIMIT
@@ -108,7 +122,15 @@ impl Pager {
 
     /// The rest of the walk's range, at most `limit` rows (0: all).
     fn spec(&self, limit: usize) -> ScanSpec {
-        ScanSpec { start: self.start.clone(), end: self.end.clone(), reverse: self.reverse, limit, filter: self.filter.clone(), point: self.point, ..ScanSpec::default() }
+        ScanSpec {
+            start: self.start.clone(),
+            end: self.end.clone(),
+            reverse: self.reverse,
+            limit,
+            filter: self.filter.clone(),
+            point: self.point,
+            ..ScanSpec::default()
+        }
     }
 
     /// The read point this walk uses: the statement's until the walk's first read
@@ -128,7 +150,11 @@ impl Pager {
     /// window (`ReadRestart`) runs again at that value's time if nothing was read
     /// at the current read time yet (the statement's, or the transaction's); else
     /// the error stands (40001; a READ COMMITTED statement runs again whole).
-    fn reading<T>(&mut self, op: impl Fn(&Client, &str, ScanSpec, ReadPoint) -> Result<(T, pinax_common::HybridTime), ClientError>, limit: usize) -> Result<(T, pinax_common::HybridTime, ReadPoint), FlushError> {
+    fn reading<T>(
+        &mut self,
+        op: impl Fn(&Client, &str, ScanSpec, ReadPoint) -> Result<(T, pinax_common::HybridTime), ClientError>,
+        limit: usize,
+    ) -> Result<(T, pinax_common::HybridTime, ReadPoint), FlushError> {
         loop {
             let (client, at) = self.client_at()?;
             match op(&client, &self.storage, self.spec(limit), at) {
@@ -202,7 +228,8 @@ impl Pager {
     /// walk has in all.
     pub fn sample(&mut self, mut every: u32, keep: u64) -> Result<u64, FlushError> {
         loop {
-            let ((rows, n), read_ht, at) = self.reading(|client, storage, spec, at| client.sample_at(storage, spec, at, every).map(|(rows, n, ht)| ((rows, n), ht)), 0)?;
+            let ((rows, n), read_ht, at) =
+                self.reading(|client, storage, spec, at| client.sample_at(storage, spec, at, every).map(|(rows, n, ht)| ((rows, n), ht)), 0)?;
             self.at = Some(ReadPoint { read_ht, ..at });
             if every > 1 && (rows.len() as u64) < keep / 2 && (rows.len() as u64) < n {
                 every = (n / keep.max(1)).max(1) as u32;

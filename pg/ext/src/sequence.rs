@@ -107,7 +107,10 @@ unsafe fn funcs() -> Option<Funcs> {
         }
         // The extension creates them in pg_catalog, whatever the search_path.
         let lookup = |name: &CStr, args: &[pg_sys::Oid]| -> pg_sys::Oid {
-            let names = pg_sys::lappend(pg_sys::lappend(std::ptr::null_mut(), pg_sys::makeString(pg_sys::pstrdup(c"pg_catalog".as_ptr())).cast()), pg_sys::makeString(pg_sys::pstrdup(name.as_ptr())).cast());
+            let names = pg_sys::lappend(
+                pg_sys::lappend(std::ptr::null_mut(), pg_sys::makeString(pg_sys::pstrdup(c"pg_catalog".as_ptr())).cast()),
+                pg_sys::makeString(pg_sys::pstrdup(name.as_ptr())).cast(),
+            );
             pg_sys::LookupFuncName(names, args.len() as i32, args.as_ptr(), true)
         };
         let regclass = pg_sys::REGCLASSOID;
@@ -147,9 +150,7 @@ pub unsafe fn swap_calls(parse: *mut pg_sys::Query) {
 /// `n` must be what the caller passes as it (valid).
 unsafe fn is_next_value(n: *mut std::ffi::c_void) -> bool {
     // SAFETY: the caller upholds this function's contract (# Safety).
-    unsafe {
-        !n.is_null() && (*(n as *mut pg_sys::Node)).type_ == pg_sys::NodeTag::T_NextValueExpr
-    }
+    unsafe { !n.is_null() && (*(n as *mut pg_sys::Node)).type_ == pg_sys::NodeTag::T_NextValueExpr }
 }
 
 /// `pinax_nextval(seq)` cast to the identity column's type, for a NextValueExpr.
@@ -237,7 +238,13 @@ unsafe extern "C-unwind" fn swap_walker(node: *mut pg_sys::Node, ctx: *mut std::
 /// Called only by PostgreSQL, as `object_access_hook`, with the arguments that
 /// hook gets.
 #[pg_guard]
-unsafe extern "C-unwind" fn object_access(access: pg_sys::ObjectAccessType::Type, class: pg_sys::Oid, oid: pg_sys::Oid, sub: std::ffi::c_int, arg: *mut std::ffi::c_void) {
+unsafe extern "C-unwind" fn object_access(
+    access: pg_sys::ObjectAccessType::Type,
+    class: pg_sys::Oid,
+    oid: pg_sys::Oid,
+    sub: std::ffi::c_int,
+    arg: *mut std::ffi::c_void,
+) {
     // SAFETY: PostgreSQL calls this as documented (# Safety).
     unsafe {
         if let Some(prev) = PREV_OBJECT_ACCESS.get().copied().flatten() {
@@ -367,7 +374,13 @@ pub unsafe fn before_utility(node: *mut pg_sys::Node) {
         if !(*stmt).is_from || (*stmt).relation.is_null() {
             return;
         }
-        let relid = pg_sys::RangeVarGetRelidExtended((*stmt).relation, pg_sys::NoLock as pg_sys::LOCKMODE, pg_sys::RVROption::RVR_MISSING_OK, None, std::ptr::null_mut());
+        let relid = pg_sys::RangeVarGetRelidExtended(
+            (*stmt).relation,
+            pg_sys::NoLock as pg_sys::LOCKMODE,
+            pg_sys::RVROption::RVR_MISSING_OK,
+            None,
+            std::ptr::null_mut(),
+        );
         if relid.to_u32() == 0 {
             return;
         }
@@ -396,7 +409,11 @@ pub unsafe fn before_utility(node: *mut pg_sys::Node) {
                     continue;
                 }
                 let attnum = (i + 1) as pg_sys::AttrNumber;
-                let seq = if (*att).attidentity != 0 { Some(pg_sys::getIdentitySequence(relid, attnum, true)) } else { default_sequence(pg_sys::build_column_default(rel, attnum as i32)) };
+                let seq = if (*att).attidentity != 0 {
+                    Some(pg_sys::getIdentitySequence(relid, attnum, true))
+                } else {
+                    default_sequence(pg_sys::build_column_default(rel, attnum as i32))
+                };
                 if let Some(seq) = seq.filter(|s| s.to_u32() != 0 && cluster_sequence(*s)) {
                     cols.push((i, seq, (*att).atttypid));
                 }
@@ -482,7 +499,13 @@ pub unsafe fn after_utility(node: *mut pg_sys::Node) {
                 let Some(value) = restart else {
                     return;
                 };
-                let relid = pg_sys::RangeVarGetRelidExtended((*stmt).sequence, pg_sys::NoLock as pg_sys::LOCKMODE, pg_sys::RVROption::RVR_MISSING_OK, None, std::ptr::null_mut());
+                let relid = pg_sys::RangeVarGetRelidExtended(
+                    (*stmt).sequence,
+                    pg_sys::NoLock as pg_sys::LOCKMODE,
+                    pg_sys::RVROption::RVR_MISSING_OK,
+                    None,
+                    std::ptr::null_mut(),
+                );
                 if relid.to_u32() != 0 {
                     restart_sequence(relid, value);
                 }
@@ -495,7 +518,8 @@ pub unsafe fn after_utility(node: *mut pg_sys::Node) {
                 }
                 for i in 0..(*rels).length as usize {
                     let rv = (*(*rels).elements.add(i)).ptr_value as *mut pg_sys::RangeVar;
-                    let relid = pg_sys::RangeVarGetRelidExtended(rv, pg_sys::NoLock as pg_sys::LOCKMODE, pg_sys::RVROption::RVR_MISSING_OK, None, std::ptr::null_mut());
+                    let relid =
+                        pg_sys::RangeVarGetRelidExtended(rv, pg_sys::NoLock as pg_sys::LOCKMODE, pg_sys::RVROption::RVR_MISSING_OK, None, std::ptr::null_mut());
                     if relid.to_u32() == 0 {
                         continue;
                     }
@@ -580,9 +604,7 @@ unsafe fn options(relid: pg_sys::Oid) -> Option<Options> {
 /// `fcinfo` must be a valid function call.
 unsafe fn arg(fcinfo: pg_sys::FunctionCallInfo, i: usize) -> pg_sys::Datum {
     // SAFETY: the caller upholds this function's contract (# Safety).
-    unsafe {
-        (*fcinfo).args.as_slice((*fcinfo).nargs as usize)[i].value
-    }
+    unsafe { (*fcinfo).args.as_slice((*fcinfo).nargs as usize)[i].value }
 }
 
 /// The name of relation `relid` (its OID if it has none).
@@ -608,9 +630,7 @@ unsafe fn rel_name(relid: pg_sys::Oid) -> String {
 /// Calls into PostgreSQL: only in a backend, where its errors can be raised.
 unsafe fn cluster_sequence(relid: pg_sys::Oid) -> bool {
     // SAFETY: the caller upholds this function's contract (# Safety).
-    unsafe {
-        pg_sys::get_rel_relkind(relid) as u8 == pg_sys::RELKIND_SEQUENCE && pg_sys::get_rel_persistence(relid) as u8 != pg_sys::RELPERSISTENCE_TEMP
-    }
+    unsafe { pg_sys::get_rel_relkind(relid) as u8 == pg_sys::RELKIND_SEQUENCE && pg_sys::get_rel_persistence(relid) as u8 != pg_sys::RELPERSISTENCE_TEMP }
 }
 
 /// Lock the sequence as PostgreSQL's functions do (against a concurrent DROP or
@@ -687,7 +707,11 @@ unsafe fn next_value(relid: pg_sys::Oid) -> i64 {
                 };
                 if got == 0 {
                     let (what, bound) = if o.increment > 0 { ("maximum", o.max) } else { ("minimum", o.min) };
-                    error::raise_with(PgSqlErrorCode::ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED, format!("nextval: reached {what} value of sequence \"{}\" ({bound})", rel_name(relid)), None);
+                    error::raise_with(
+                        PgSqlErrorCode::ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED,
+                        format!("nextval: reached {what} value of sequence \"{}\" ({bound})", rel_name(relid)),
+                        None,
+                    );
                 }
                 CACHES.with(|c| c.borrow_mut().insert(id, Cached { next: first.wrapping_add(o.increment), left: got - 1, increment: o.increment }));
                 first
@@ -734,7 +758,8 @@ pub unsafe extern "C-unwind" fn pinax_currval(fcinfo: pg_sys::FunctionCallInfo) 
 pub unsafe extern "C-unwind" fn pinax_lastval(_fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
     // SAFETY: PostgreSQL calls this as documented (# Safety).
     unsafe {
-        let not_yet = || -> ! { error::raise_with(PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE, "lastval is not yet defined in this session", None) };
+        let not_yet =
+            || -> ! { error::raise_with(PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE, "lastval is not yet defined in this session", None) };
         let Some(id) = LAST_USED.with(Cell::get) else { not_yet() };
         let relid = pg_sys::Oid::from(id);
         if pg_sys::get_rel_relkind(relid) as u8 != pg_sys::RELKIND_SEQUENCE {

@@ -176,7 +176,8 @@ impl Backend {
             return Ok(c.clone());
         }
         let addr = guc::address();
-        let opts = pinax_client::ClientOptions { local_socket: guc::socket().map(|p| (addr.clone(), p)), interrupted: Some(cancel_pending), ..Default::default() };
+        let opts =
+            pinax_client::ClientOptions { local_socket: guc::socket().map(|p| (addr.clone(), p)), interrupted: Some(cancel_pending), ..Default::default() };
         let c = Client::connect_with(&addr, opts)?;
         self.client = Some(c.clone());
         Ok(c)
@@ -387,7 +388,13 @@ impl Backend {
         for c in chunks {
             txn.set_seq(c.seq);
             let inserts = only_inserts(&c.ops);
-            let res = txn.write_waiting(&c.table, c.ops, &mut |client, blocker| if wait { wait_for(client, blocker, Some(me), &mut started).map(|aborted| aborted || inserts) } else { Ok(false) });
+            let res = txn.write_waiting(&c.table, c.ops, &mut |client, blocker| {
+                if wait {
+                    wait_for(client, blocker, Some(me), &mut started).map(|aborted| aborted || inserts)
+                } else {
+                    Ok(false)
+                }
+            });
             if let Err(e) = res {
                 return Err(FlushError { table: c.table, error: e });
             }
@@ -713,7 +720,12 @@ pub fn serializable_locking() -> bool {
 /// that committed may have written what this statement, reading before that, did
 /// not see (a foreign-key child of the row it deletes), and nothing re-checks the
 /// statement's reads yet (PostgreSQL's EvalPlanQual): the conflict (40001) stands.
-pub fn wait_for(client: &Client, blocker: pinax_common::TxnId, me: Option<pinax_common::TxnId>, started: &mut Option<std::time::Instant>) -> Result<bool, ClientError> {
+pub fn wait_for(
+    client: &Client,
+    blocker: pinax_common::TxnId,
+    me: Option<pinax_common::TxnId>,
+    started: &mut Option<std::time::Instant>,
+) -> Result<bool, ClientError> {
     let start = *started.get_or_insert_with(std::time::Instant::now);
     loop {
         pg_sys::check_for_interrupts!();

@@ -129,10 +129,7 @@ impl TidMap {
 fn tid_of(n: u64) -> pg_sys::ItemPointerData {
     let block = n / PER_BLOCK;
     let off = (n % PER_BLOCK + 1) as u16;
-    pg_sys::ItemPointerData {
-        ip_blkid: pg_sys::BlockIdData { bi_hi: (block >> 16) as u16, bi_lo: (block & 0xFFFF) as u16 },
-        ip_posid: off,
-    }
+    pg_sys::ItemPointerData { ip_blkid: pg_sys::BlockIdData { bi_hi: (block >> 16) as u16, bi_lo: (block & 0xFFFF) as u16 }, ip_posid: off }
 }
 
 #[cfg(test)]

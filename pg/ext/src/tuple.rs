@@ -97,9 +97,7 @@ pub unsafe fn attr_layout(desc: pg_sys::TupleDesc, i: usize) -> (i16, u8) {
 /// `desc` is a valid tuple descriptor.
 pub unsafe fn row_layout(desc: pg_sys::TupleDesc) -> Vec<(i16, u8)> {
     // SAFETY: the caller upholds this function's contract (# Safety).
-    unsafe {
-        (0..(*desc).natts as usize).map(|i| attr_layout(desc, i)).collect()
-    }
+    unsafe { (0..(*desc).natts as usize).map(|i| attr_layout(desc, i)).collect() }
 }
 
 /// Put the row `bytes` into `slot` as the version named `tid` of relation `relid`.
@@ -109,7 +107,13 @@ pub unsafe fn row_layout(desc: pg_sys::TupleDesc) -> Vec<(i16, u8)> {
 /// # Safety
 /// `slot` must be a valid slot of the relation; `bytes` must come from
 /// [`form_tuple_bytes`] for a descriptor compatible with the slot's.
-pub unsafe fn store_tuple(slot: *mut pg_sys::TupleTableSlot, bytes: &[u8], tid: pg_sys::ItemPointerData, relid: pg_sys::Oid, own_xid: Option<pg_sys::TransactionId>) {
+pub unsafe fn store_tuple(
+    slot: *mut pg_sys::TupleTableSlot,
+    bytes: &[u8],
+    tid: pg_sys::ItemPointerData,
+    relid: pg_sys::Oid,
+    own_xid: Option<pg_sys::TransactionId>,
+) {
     // SAFETY: the caller upholds this function's contract (# Safety).
     unsafe {
         let hdr = std::mem::size_of::<pg_sys::HeapTupleData>();

@@ -19,8 +19,8 @@
 //! ON CONFLICT DO UPDATE, a MERGE, or a cursor a function left open), the update
 //! holds the whole row.
 
-use pgrx::pg_sys;
 use crate::pg_list::{list_ints, list_ptrs};
+use pgrx::pg_sys;
 use std::cell::RefCell;
 use std::rc::Rc;
 

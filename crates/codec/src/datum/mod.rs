@@ -198,29 +198,12 @@ pub struct ColumnOrder {
 }
 
 impl ColumnOrder {
-    pub const ASC_NULLS_LAST: ColumnOrder = ColumnOrder {
-        order: SortOrder::Asc,
-        nulls: NullsOrder::Last,
-    };
-    pub const ASC_NULLS_FIRST: ColumnOrder = ColumnOrder {
-        order: SortOrder::Asc,
-        nulls: NullsOrder::First,
-    };
-    pub const DESC_NULLS_LAST: ColumnOrder = ColumnOrder {
-        order: SortOrder::Desc,
-        nulls: NullsOrder::Last,
-    };
-    pub const DESC_NULLS_FIRST: ColumnOrder = ColumnOrder {
-        order: SortOrder::Desc,
-        nulls: NullsOrder::First,
-    };
+    pub const ASC_NULLS_LAST: ColumnOrder = ColumnOrder { order: SortOrder::Asc, nulls: NullsOrder::Last };
+    pub const ASC_NULLS_FIRST: ColumnOrder = ColumnOrder { order: SortOrder::Asc, nulls: NullsOrder::First };
+    pub const DESC_NULLS_LAST: ColumnOrder = ColumnOrder { order: SortOrder::Desc, nulls: NullsOrder::Last };
+    pub const DESC_NULLS_FIRST: ColumnOrder = ColumnOrder { order: SortOrder::Desc, nulls: NullsOrder::First };
     /// All four combinations, for exhaustive tests.
-    pub const ALL: [ColumnOrder; 4] = [
-        Self::ASC_NULLS_LAST,
-        Self::ASC_NULLS_FIRST,
-        Self::DESC_NULLS_LAST,
-        Self::DESC_NULLS_FIRST,
-    ];
+    pub const ALL: [ColumnOrder; 4] = [Self::ASC_NULLS_LAST, Self::ASC_NULLS_FIRST, Self::DESC_NULLS_LAST, Self::DESC_NULLS_FIRST];
 
     pub const fn new(order: SortOrder, nulls: NullsOrder) -> Self {
         ColumnOrder { order, nulls }
@@ -332,37 +315,15 @@ pub fn try_encode_datum(out: &mut Vec<u8>, d: &Datum, co: ColumnOrder) -> Result
 
 /// Decode one datum of type `ty` from the front of `input` and advance `input` past it.
 /// On error `input` is left unchanged.
-pub fn decode_datum(
-    input: &mut &[u8],
-    ty: DatumType,
-    co: ColumnOrder,
-) -> Result<Datum, CodecError> {
-    let mut r = Reader {
-        input,
-        mask: co.mask(),
-    };
+pub fn decode_datum(input: &mut &[u8], ty: DatumType, co: ColumnOrder) -> Result<Datum, CodecError> {
+    let mut r = Reader { input, mask: co.mask() };
     let tag = r.raw_byte()?;
     let d = match tag {
         TAG_VALUE => decode_body(&mut r, ty)?,
         t if t == co.null_tag() => Datum::Null,
-        TAG_NULL_FIRST => {
-            return Err(CodecError::InvalidTag {
-                tag,
-                context: "NULLS FIRST null tag in a NULLS LAST column",
-            })
-        }
-        TAG_NULL_LAST => {
-            return Err(CodecError::InvalidTag {
-                tag,
-                context: "NULLS LAST null tag in a NULLS FIRST column",
-            })
-        }
-        _ => {
-            return Err(CodecError::InvalidTag {
-                tag,
-                context: "datum tag",
-            })
-        }
+        TAG_NULL_FIRST => return Err(CodecError::InvalidTag { tag, context: "NULLS FIRST null tag in a NULLS LAST column" }),
+        TAG_NULL_LAST => return Err(CodecError::InvalidTag { tag, context: "NULLS LAST null tag in a NULLS FIRST column" }),
+        _ => return Err(CodecError::InvalidTag { tag, context: "datum tag" }),
     };
     *input = r.input;
     Ok(d)
@@ -392,10 +353,7 @@ pub fn try_encode_key(out: &mut Vec<u8>, cols: &[(&Datum, ColumnOrder)]) -> Resu
 }
 
 /// Decode a key made of columns `cols`; `input` must be consumed exactly.
-pub fn decode_key(
-    input: &[u8],
-    cols: &[(DatumType, ColumnOrder)],
-) -> Result<Vec<Datum>, CodecError> {
+pub fn decode_key(input: &[u8], cols: &[(DatumType, ColumnOrder)]) -> Result<Vec<Datum>, CodecError> {
     let mut rest = input;
     let mut out = Vec::with_capacity(cols.len());
     for (ty, co) in cols {
@@ -417,12 +375,8 @@ fn encode_body(out: &mut Vec<u8>, d: &Datum) -> Result<(), CodecError> {
         Datum::Null => {} // written by the caller: a NULL is its tag alone
         Datum::Bool(v) => out.push(u8::from(*v)),
         Datum::Int2(v) => out.extend_from_slice(&((*v as u16) ^ 0x8000).to_be_bytes()),
-        Datum::Int4(v) | Datum::Date(v) => {
-            out.extend_from_slice(&((*v as u32) ^ 0x8000_0000).to_be_bytes())
-        }
-        Datum::Int8(v) | Datum::Timestamp(v) | Datum::TimestampTz(v) => {
-            out.extend_from_slice(&((*v as u64) ^ (1 << 63)).to_be_bytes())
-        }
+        Datum::Int4(v) | Datum::Date(v) => out.extend_from_slice(&((*v as u32) ^ 0x8000_0000).to_be_bytes()),
+        Datum::Int8(v) | Datum::Timestamp(v) | Datum::TimestampTz(v) => out.extend_from_slice(&((*v as u64) ^ (1 << 63)).to_be_bytes()),
         Datum::Float4(v) => out.extend_from_slice(&f32_key(canonical_f32_bits(*v)).to_be_bytes()),
         Datum::Float8(v) => out.extend_from_slice(&f64_key(canonical_f64_bits(*v)).to_be_bytes()),
         Datum::Numeric(s) => encode_numeric(out, &parse_numeric(s)?),
@@ -448,11 +402,7 @@ fn decode_body(r: &mut Reader<'_>, ty: DatumType) -> Result<Datum, CodecError> {
         DatumType::TimestampTz => Datum::TimestampTz(decode_i64(r)?),
         DatumType::Float4 => {
             let key = u32::from_be_bytes(r.array()?);
-            let bits = if key & (1 << 31) != 0 {
-                key ^ (1 << 31)
-            } else {
-                !key
-            };
+            let bits = if key & (1 << 31) != 0 { key ^ (1 << 31) } else { !key };
             if bits != canonical_f32_bits(f32::from_bits(bits)) {
                 return Err(CodecError::NonCanonical("float4 -0 or non-canonical NaN"));
             }
@@ -460,11 +410,7 @@ fn decode_body(r: &mut Reader<'_>, ty: DatumType) -> Result<Datum, CodecError> {
         }
         DatumType::Float8 => {
             let key = u64::from_be_bytes(r.array()?);
-            let bits = if key & (1 << 63) != 0 {
-                key ^ (1 << 63)
-            } else {
-                !key
-            };
+            let bits = if key & (1 << 63) != 0 { key ^ (1 << 63) } else { !key };
             if bits != canonical_f64_bits(f64::from_bits(bits)) {
                 return Err(CodecError::NonCanonical("float8 -0 or non-canonical NaN"));
             }
@@ -508,10 +454,7 @@ impl<'a> Reader<'a> {
     }
 
     fn array<const N: usize>(&mut self) -> Result<[u8; N], CodecError> {
-        let (head, rest) = self
-            .input
-            .split_at_checked(N)
-            .ok_or(CodecError::Truncated)?;
+        let (head, rest) = self.input.split_at_checked(N).ok_or(CodecError::Truncated)?;
         let mut a = [0u8; N];
         for (dst, src) in a.iter_mut().zip(head) {
             *dst = src ^ self.mask;
@@ -574,11 +517,7 @@ fn decode_escaped(r: &mut Reader<'_>) -> Result<Vec<u8>, CodecError> {
     let mut out = Vec::new();
     let stored_esc = ESC ^ r.mask;
     loop {
-        let pos = r
-            .input
-            .iter()
-            .position(|&b| b == stored_esc)
-            .ok_or(CodecError::Truncated)?;
+        let pos = r.input.iter().position(|&b| b == stored_esc).ok_or(CodecError::Truncated)?;
         let (run, rest) = r.input.split_at(pos);
         out.extend(run.iter().map(|b| b ^ r.mask));
         r.input = rest;
@@ -625,29 +564,8 @@ mod tests {
         for (input, want) in cases {
             assert_eq!(normalize_numeric(input).as_deref(), Ok(want), "{input:?}");
         }
-        for bad in [
-            "",
-            " ",
-            "-",
-            "+",
-            ".",
-            "e5",
-            "1e",
-            "1e+",
-            "1.2.3",
-            "abc",
-            "1x",
-            "--1",
-            "-NaN",
-            "1 2",
-            "0x10",
-            "1e1000000001",
-            "\u{661}",
-        ] {
-            assert!(
-                matches!(normalize_numeric(bad), Err(CodecError::InvalidNumeric(_))),
-                "{bad:?}"
-            );
+        for bad in ["", " ", "-", "+", ".", "e5", "1e", "1e+", "1.2.3", "abc", "1x", "--1", "-NaN", "1 2", "0x10", "1e1000000001", "\u{661}"] {
+            assert!(matches!(normalize_numeric(bad), Err(CodecError::InvalidNumeric(_))), "{bad:?}");
         }
     }
 
@@ -658,16 +576,10 @@ mod tests {
         assert_eq!(normalize_numeric("1e131071").map(|s| s.len()), Ok(131_072));
         assert!(normalize_numeric("1e131072").is_err());
         let min_frac = format!("0.{}1", "0".repeat(16_382));
-        assert_eq!(
-            normalize_numeric("1e-16383").as_deref(),
-            Ok(min_frac.as_str())
-        );
+        assert_eq!(normalize_numeric("1e-16383").as_deref(), Ok(min_frac.as_str()));
         assert!(normalize_numeric("1e-16384").is_err());
         assert!(normalize_numeric(&format!("0.{}1", "0".repeat(16_383))).is_err());
         // Trailing zeros are not significant.
-        assert_eq!(
-            normalize_numeric(&format!("1.{}", "0".repeat(20_000))).as_deref(),
-            Ok("1")
-        );
+        assert_eq!(normalize_numeric(&format!("1.{}", "0".repeat(20_000))).as_deref(), Ok("1"));
     }
 }

@@ -10,7 +10,6 @@ const EXP_LARGE_NEG: u8 = 0x01;
 const EXP_LARGE_POS: u8 = 0xFF;
 const EXP_SMALL_BIAS: i64 = 0x80;
 
-
 /// A parsed, normalized numeric.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Numeric {
@@ -51,11 +50,7 @@ pub(super) fn parse_numeric(text: &str) -> Result<Numeric, CodecError> {
         _ => (false, s),
     };
     if body.eq_ignore_ascii_case("infinity") || body.eq_ignore_ascii_case("inf") {
-        return Ok(if neg {
-            Numeric::NegInf
-        } else {
-            Numeric::PosInf
-        });
+        return Ok(if neg { Numeric::NegInf } else { Numeric::PosInf });
     }
     let b = body.as_bytes();
     let mut i = 0;
@@ -73,9 +68,7 @@ pub(super) fn parse_numeric(text: &str) -> Result<Numeric, CodecError> {
         }
     }
     if digits.is_empty() {
-        return Err(invalid(format!(
-            "invalid input syntax for type numeric: {text:?}"
-        )));
+        return Err(invalid(format!("invalid input syntax for type numeric: {text:?}")));
     }
     let mut exponent: i64 = 0;
     if matches!(b.get(i), Some(b'e' | b'E')) {
@@ -100,18 +93,14 @@ pub(super) fn parse_numeric(text: &str) -> Result<Numeric, CodecError> {
             i += 1;
         }
         if i == exp_start {
-            return Err(invalid(format!(
-                "invalid input syntax for type numeric: {text:?}"
-            )));
+            return Err(invalid(format!("invalid input syntax for type numeric: {text:?}")));
         }
         if exp_neg {
             exponent = -exponent;
         }
     }
     if i != b.len() {
-        return Err(invalid(format!(
-            "invalid input syntax for type numeric: {text:?}"
-        )));
+        return Err(invalid(format!("invalid input syntax for type numeric: {text:?}")));
     }
     // value = 0.digits × 10^(int_len + exponent)
     let leading = digits.iter().take_while(|&&d| d == 0).count();
@@ -177,11 +166,7 @@ pub(super) fn encode_numeric(out: &mut Vec<u8>, n: &Numeric) {
     let start = out.len();
     // Regroup in base 100: 0.d1d2.. × 10^exp10 == 0.(0)d1d2..(0) × 100^exp100.
     let lead_zero = exp10.rem_euclid(2) == 1;
-    let exp100 = if lead_zero {
-        (exp10 + 1) / 2
-    } else {
-        exp10 / 2
-    };
+    let exp100 = if lead_zero { (exp10 + 1) / 2 } else { exp10 / 2 };
     encode_numeric_exponent(out, exp100);
     let mut padded = Vec::with_capacity(digits.len() + 2);
     if lead_zero {
@@ -223,12 +208,7 @@ pub(super) fn decode_numeric(r: &mut Reader<'_>) -> Result<String, CodecError> {
         NUMERIC_NAN => return Ok(format_numeric(&Numeric::NaN)),
         NUMERIC_NEG => true,
         NUMERIC_POS => false,
-        tag => {
-            return Err(CodecError::InvalidTag {
-                tag,
-                context: "numeric sign byte",
-            })
-        }
+        tag => return Err(CodecError::InvalidTag { tag, context: "numeric sign byte" }),
     };
     // For negatives every byte after the sign is inverted once more.
     let flip = if neg { 0xFF } else { 0x00 };
@@ -241,19 +221,14 @@ pub(super) fn decode_numeric(r: &mut Reader<'_>) -> Result<String, CodecError> {
             let e = i64::from((u32::from_be_bytes(raw) ^ 0x8000_0000) as i32);
             let expected = if e < 0 { EXP_LARGE_NEG } else { EXP_LARGE_POS };
             if class != expected || (-EXP_SMALL_MAX..=EXP_SMALL_MAX).contains(&e) {
-                return Err(CodecError::NonCanonical(
-                    "numeric exponent in the wrong size class",
-                ));
+                return Err(CodecError::NonCanonical("numeric exponent in the wrong size class"));
             }
             e
         }
         b => {
             let e = i64::from(b) - EXP_SMALL_BIAS;
             if !(-EXP_SMALL_MAX..=EXP_SMALL_MAX).contains(&e) {
-                return Err(CodecError::InvalidTag {
-                    tag: b,
-                    context: "numeric exponent byte",
-                });
+                return Err(CodecError::InvalidTag { tag: b, context: "numeric exponent byte" });
             }
             e
         }
@@ -266,17 +241,13 @@ pub(super) fn decode_numeric(r: &mut Reader<'_>) -> Result<String, CodecError> {
         }
         let p = b / 2;
         if digits.is_empty() && p == 0 {
-            return Err(CodecError::NonCanonical(
-                "numeric leading digit pair is zero",
-            ));
+            return Err(CodecError::NonCanonical("numeric leading digit pair is zero"));
         }
         digits.push(p / 10);
         digits.push(p % 10);
         if b % 2 == 0 {
             if p == 0 {
-                return Err(CodecError::NonCanonical(
-                    "numeric trailing digit pair is zero",
-                ));
+                return Err(CodecError::NonCanonical("numeric trailing digit pair is zero"));
             }
             break;
         }
@@ -292,9 +263,5 @@ pub(super) fn decode_numeric(r: &mut Reader<'_>) -> Result<String, CodecError> {
         digits.pop();
     }
     check_numeric_range(digits.len(), exp10)?;
-    Ok(format_numeric(&Numeric::Finite {
-        neg,
-        digits,
-        exp: exp10,
-    }))
+    Ok(format_numeric(&Numeric::Finite { neg, digits, exp: exp10 }))
 }

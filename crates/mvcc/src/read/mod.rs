@@ -124,7 +124,17 @@ pub struct MvccReader<'a, S: Snapshot, R: TxnStatusResolver + ?Sized> {
 
 impl<'a, S: Snapshot, R: TxnStatusResolver + ?Sized> MvccReader<'a, S, R> {
     pub fn new(snap: &'a S, resolver: &'a R, ctx: ReadContext) -> Self {
-        MvccReader { snap, resolver, ctx, statuses: RefCell::new(Vec::new()), intents: true, holders: None, restart: std::cell::Cell::new(HybridTime::INVALID), stack_iter: RefCell::new(None), deletions: None }
+        MvccReader {
+            snap,
+            resolver,
+            ctx,
+            statuses: RefCell::new(Vec::new()),
+            intents: true,
+            holders: None,
+            restart: std::cell::Cell::new(HybridTime::INVALID),
+            stack_iter: RefCell::new(None),
+            deletions: None,
+        }
     }
 
     /// The tablet's deletions of every row (see [`TabletDeletions`]), taken with
@@ -285,10 +295,7 @@ impl<'a, S: Snapshot, R: TxnStatusResolver + ?Sized> MvccReader<'a, S, R> {
     fn decide_intents(&self, recs: &[IntentRecord]) -> Result<Found> {
         // 1. own intents from earlier statements.
         if let Some(me) = self.ctx.txn {
-            let own = recs
-                .iter()
-                .filter(|r| r.txn == me && r.seq < self.ctx.seq && r.kind != IntentKind::Lock)
-                .max_by_key(|r| r.seq);
+            let own = recs.iter().filter(|r| r.txn == me && r.seq < self.ctx.seq && r.kind != IntentKind::Lock).max_by_key(|r| r.seq);
             if let Some(r) = own {
                 return Ok(intent_found(r));
             }

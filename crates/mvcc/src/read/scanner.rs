@@ -252,7 +252,14 @@ fn resume_after<I: KvIterator>(esc: &[u8], reverse: bool, reg: &mut I, int: Opti
 /// value copied only if `want_value`: a count needs none), with the newest version
 /// in the read's uncertainty window, if any (a read restarted at that time sees
 /// every version of the key the window held), and the time of the one returned.
-fn read_version_group<I: KvIterator>(it: &mut I, esc: &[u8], ctx: &ReadContext, reverse: bool, point: bool, want_value: bool) -> Result<(Found, Option<HybridTime>, HybridTime)> {
+fn read_version_group<I: KvIterator>(
+    it: &mut I,
+    esc: &[u8],
+    ctx: &ReadContext,
+    reverse: bool,
+    point: bool,
+    want_value: bool,
+) -> Result<(Found, Option<HybridTime>, HybridTime)> {
     let read_ht = ctx.read_ht;
     let mut found = Found::Nothing;
     let mut found_ht = HybridTime::INVALID;
@@ -309,4 +316,3 @@ fn read_version_group<I: KvIterator>(it: &mut I, esc: &[u8], ctx: &ReadContext, 
     }
     Ok((found, uncertain, found_ht))
 }
-

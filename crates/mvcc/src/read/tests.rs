@@ -198,9 +198,13 @@ fn a_hot_rows_intents_sought_through_their_holders_skip_its_tombstones() {
                     let range = ScanRange { start: &hot, end: Some(b"hou"), reverse: false, point: true };
                     let (mut walked, mut sought) = (None, None);
                     let walk = skipped(&mut || walked = Some(scan_rows(&MvccReader::new(&snap, &resolver, ctx_), range).unwrap()));
-                    let seek = skipped(&mut || sought = Some(scan_rows(&MvccReader::new(&snap, &resolver, ctx_).with_intent_holders(vec![holder]), range).unwrap()));
+                    let seek =
+                        skipped(&mut || sought = Some(scan_rows(&MvccReader::new(&snap, &resolver, ctx_).with_intent_holders(vec![holder]), range).unwrap()));
                     assert_eq!(walked, sought);
-                    assert_eq!(walked.as_ref().unwrap(), &scan_rows(&MvccReader::new(&snap, &resolver, ctx_).with_intent_holders(vec![elsewhere, holder]), range).unwrap());
+                    assert_eq!(
+                        walked.as_ref().unwrap(),
+                        &scan_rows(&MvccReader::new(&snap, &resolver, ctx_).with_intent_holders(vec![elsewhere, holder]), range).unwrap()
+                    );
                     let want: &[u8] = if ctx_.txn.is_some() { b"new" } else { b"v0" };
                     assert_eq!(sought.unwrap(), vec![(hot.clone(), want.to_vec())]);
                     assert!(walk >= 3000 && seek < 10, "a point read stepped over {walk} tombstones walking, {seek} seeking");
@@ -229,7 +233,11 @@ fn probing_cursors_answer_as_stepping_ones() {
     rocks.write(b, WriteOptions::default()).unwrap();
     let expected_now = |i: u32| {
         let ((v, live), n) = expected(i);
-        if i.is_multiple_of(9) { ((Some(HybridTime(30)), true), n) } else { ((v, live), n) }
+        if i.is_multiple_of(9) {
+            ((Some(HybridTime(30)), true), n)
+        } else {
+            ((v, live), n)
+        }
     };
     check_probing(&rocks, expected_now);
     check_probing(&engine(), expected);

@@ -42,9 +42,8 @@ fn report(name: &str, rows: u64, elapsed: Duration, lat: &mut [Duration]) {
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().collect();
-    let get = |name: &str, def: &str| -> String {
-        args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned().unwrap_or_else(|| def.to_string())
-    };
+    let get =
+        |name: &str, def: &str| -> String { args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned().unwrap_or_else(|| def.to_string()) };
     let addr = get("--addr", "127.0.0.1:7100");
     let single: u64 = get("--single-rows", "20000").parse()?;
     let batches: u64 = get("--batches", "100").parse()?;

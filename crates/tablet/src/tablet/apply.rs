@@ -118,10 +118,21 @@ impl<E: KvEngine> Tablet<E> {
     /// each sought anyway (an iterator per key and holder would cost more than a
     /// cursor stepping through many keys in order).
     #[allow(clippy::type_complexity, clippy::too_many_arguments)]
-    pub(super) fn rewrite_txn_intents(&self, state: &WriteState, txn: TxnId, ht: HybridTime, clear_reverse: bool, indexed: bool, one: Option<(&mut OwnedBatch, &[Vec<u8>])>, mut f: impl FnMut(&mut OwnedBatch, &[u8], &[u8], Vec<IntentRecord>, bool, &mut dyn FnMut(&[u8]) -> Result<Option<HybridTime>>) -> Result<usize>) -> Result<Option<usize>> {
+    pub(super) fn rewrite_txn_intents(
+        &self,
+        state: &WriteState,
+        txn: TxnId,
+        ht: HybridTime,
+        clear_reverse: bool,
+        indexed: bool,
+        one: Option<(&mut OwnedBatch, &[Vec<u8>])>,
+        mut f: impl FnMut(&mut OwnedBatch, &[u8], &[u8], Vec<IntentRecord>, bool, &mut dyn FnMut(&[u8]) -> Result<Option<HybridTime>>) -> Result<usize>,
+    ) -> Result<Option<usize>> {
         if !indexed && self.unindexed(txn)? {
             // Its reverse index is incomplete: walk the intents.
-            let n = self.finish_walking_with(txn, ht, false, |batch, user_key, mine, others, latest| f(batch, user_key, &keys::reverse_key(txn, user_key), mine, others, latest))?;
+            let n = self.finish_walking_with(txn, ht, false, |batch, user_key, mine, others, latest| {
+                f(batch, user_key, &keys::reverse_key(txn, user_key), mine, others, latest)
+            })?;
             if clear_reverse {
                 let mut batch = OwnedBatch::new();
                 clear_reverse_index(&mut batch, txn);
@@ -152,7 +163,9 @@ impl<E: KvEngine> Tablet<E> {
         };
         // The newest committed version of a key (a cursor made on first use).
         let mut reg = None;
-        let mut latest = |k: &[u8]| -> Result<Option<HybridTime>> { Ok(reg.get_or_insert_with(|| KeyCursor::new(snap.iter(Cf::Regular, IterOptions::default()))).latest_version(k)?.0) };
+        let mut latest = |k: &[u8]| -> Result<Option<HybridTime>> {
+            Ok(reg.get_or_insert_with(|| KeyCursor::new(snap.iter(Cf::Regular, IterOptions::default()))).latest_version(k)?.0)
+        };
         let mut batch = OwnedBatch::new();
         let mut n = 0;
         let mut in_batch = 0;
@@ -226,7 +239,12 @@ impl<E: KvEngine> Tablet<E> {
     /// in [`Tablet::rewrite_txn_intents`]: a reader between two finds the rest still
     /// intents of the same transaction, and a resolution cut short resumes through
     /// the reverse index (keys already resolved have no intent left: nothing to do).
-    pub(super) fn finish_walking(&self, txn: TxnId, ht: HybridTime, f: impl FnMut(&mut OwnedBatch, &[u8], Vec<IntentRecord>, bool, &mut dyn FnMut(&[u8]) -> Result<Option<HybridTime>>) -> Result<usize>) -> Result<usize> {
+    pub(super) fn finish_walking(
+        &self,
+        txn: TxnId,
+        ht: HybridTime,
+        f: impl FnMut(&mut OwnedBatch, &[u8], Vec<IntentRecord>, bool, &mut dyn FnMut(&[u8]) -> Result<Option<HybridTime>>) -> Result<usize>,
+    ) -> Result<usize> {
         self.finish_walking_with(txn, ht, true, f)
     }
 
@@ -237,13 +255,21 @@ impl<E: KvEngine> Tablet<E> {
 
     /// [`Tablet::finish_walking`]; `resolve`: the transaction's intents and reverse
     /// index go (else `f` decides what to delete, as a rollback does).
-    pub(super) fn finish_walking_with(&self, txn: TxnId, ht: HybridTime, resolve: bool, mut f: impl FnMut(&mut OwnedBatch, &[u8], Vec<IntentRecord>, bool, &mut dyn FnMut(&[u8]) -> Result<Option<HybridTime>>) -> Result<usize>) -> Result<usize> {
+    pub(super) fn finish_walking_with(
+        &self,
+        txn: TxnId,
+        ht: HybridTime,
+        resolve: bool,
+        mut f: impl FnMut(&mut OwnedBatch, &[u8], Vec<IntentRecord>, bool, &mut dyn FnMut(&[u8]) -> Result<Option<HybridTime>>) -> Result<usize>,
+    ) -> Result<usize> {
         let snap = self.engine.snapshot();
         let (lower, upper) = (keys::intents_start(), keys::intents_end());
         let mut it = snap.iter(Cf::Intents, IterOptions::bounded(lower, upper));
         it.seek_to_first();
         let mut reg = None;
-        let mut latest = |k: &[u8]| -> Result<Option<HybridTime>> { Ok(reg.get_or_insert_with(|| KeyCursor::new(snap.iter(Cf::Regular, IterOptions::default()))).latest_version(k)?.0) };
+        let mut latest = |k: &[u8]| -> Result<Option<HybridTime>> {
+            Ok(reg.get_or_insert_with(|| KeyCursor::new(snap.iter(Cf::Regular, IterOptions::default()))).latest_version(k)?.0)
+        };
         let mut batch = OwnedBatch::new();
         let mut chunk = WalkedIntents::default();
         let mut n = 0;
@@ -372,7 +398,13 @@ impl<E: KvEngine> Tablet<E> {
     /// instead of replicated (`None`: they would not fit one entry), and the
     /// lock's state is left to the caller ([`Tablet::forget_finished`] once they
     /// are applied).
-    pub(super) fn finish_txn_in(&self, guard: &mut WriteState, txn: TxnId, commit_ht: Option<HybridTime>, one: Option<(&mut OwnedBatch, &[Vec<u8>])>) -> Result<Option<usize>> {
+    pub(super) fn finish_txn_in(
+        &self,
+        guard: &mut WriteState,
+        txn: TxnId,
+        commit_ht: Option<HybridTime>,
+        one: Option<(&mut OwnedBatch, &[Vec<u8>])>,
+    ) -> Result<Option<usize>> {
         let leave = one.is_some();
         let untouched = guard.clean.contains(&txn) && !guard.stepped_over.contains(&txn);
         // Its deletion of every row, applied: the times of all of them.
@@ -381,7 +413,13 @@ impl<E: KvEngine> Tablet<E> {
         // Alone: no other transaction holds intents here.
         let alone = guard.intent_txns.len() == 1 && guard.intent_txns.contains(&txn);
         let ht = commit_ht.unwrap_or_else(|| self.clock.now());
-        let mut per_key = |batch: &mut OwnedBatch, user_key: &[u8], mine: Vec<IntentRecord>, others: bool, latest: &mut dyn FnMut(&[u8]) -> Result<Option<HybridTime>>, drop_intents: bool| -> Result<usize> {
+        let mut per_key = |batch: &mut OwnedBatch,
+                           user_key: &[u8],
+                           mine: Vec<IntentRecord>,
+                           others: bool,
+                           latest: &mut dyn FnMut(&[u8]) -> Result<Option<HybridTime>>,
+                           drop_intents: bool|
+         -> Result<usize> {
             let recs: Vec<&IntentRecord> = mine.iter().collect();
             if let Some(ht) = commit_ht {
                 self.note_predicate_writes(&recs, ht, batch);
@@ -408,7 +446,9 @@ impl<E: KvEngine> Tablet<E> {
         let res = if !leave && (alone || self.unindexed(txn)?) {
             self.finish_walking(txn, ht, |batch, user_key, mine, others, latest| per_key(batch, user_key, mine, others, latest, false)).map(Some)
         } else {
-            self.rewrite_txn_intents(guard, txn, ht, true, true, one, |batch, user_key, _, mine, others, latest| per_key(batch, user_key, mine, others, latest, true))
+            self.rewrite_txn_intents(guard, txn, ht, true, true, one, |batch, user_key, _, mine, others, latest| {
+                per_key(batch, user_key, mine, others, latest, true)
+            })
         };
         let Some(n) = reload_on_error(guard, res)? else {
             return Ok(None);
@@ -492,7 +532,17 @@ impl<E: KvEngine> Tablet<E> {
 /// since or holds intents on it: its row is then the row's whole state, and reads
 /// need not merge.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn finish_key_intents(batch: &mut OwnedBatch, key: &[u8], txn: TxnId, commit_ht: Option<HybridTime>, recs: &[&IntentRecord], reverse: bool, fold: impl FnOnce(HybridTime) -> Result<bool>, want_cols: bool, drop_intents: bool) -> Result<Option<Version>> {
+pub(super) fn finish_key_intents(
+    batch: &mut OwnedBatch,
+    key: &[u8],
+    txn: TxnId,
+    commit_ht: Option<HybridTime>,
+    recs: &[&IntentRecord],
+    reverse: bool,
+    fold: impl FnOnce(HybridTime) -> Result<bool>,
+    want_cols: bool,
+    drop_intents: bool,
+) -> Result<Option<Version>> {
     let written = match commit_ht {
         Some(ht) => {
             let vk = keys::version_key(key, ht);

@@ -150,7 +150,15 @@ impl<E: KvEngine> Tablet<E> {
     /// when the writer sent the table's layout and nothing else is in the way
     /// (no other transaction's write, resolved here or pending; not the
     /// transaction's own row). None: the patch is refused (`NeedsRow`).
-    pub(super) fn check_live<R: TxnStatusResolver + ?Sized>(&self, guard: &WriteState, op: &WriteOp, patch: Option<&PatchOp<'_>>, blind: bool, intents: RowIntents, w: &mut Writer<'_, R>) -> Result<(KeyState, Option<Vec<u8>>)> {
+    pub(super) fn check_live<R: TxnStatusResolver + ?Sized>(
+        &self,
+        guard: &WriteState,
+        op: &WriteOp,
+        patch: Option<&PatchOp<'_>>,
+        blind: bool,
+        intents: RowIntents,
+        w: &mut Writer<'_, R>,
+    ) -> Result<(KeyState, Option<Vec<u8>>)> {
         let snap = self.engine.snapshot();
         let regular = KeyCursor::probing(snap.iter(Cf::Regular, IterOptions { prefix_same_as_start: true, ..IterOptions::default() }));
         let intents = intent_probe(&snap, intents, &op.key, &op.key, true);
@@ -159,7 +167,13 @@ impl<E: KvEngine> Tablet<E> {
         let write = KeyWrite { kind: op.kind, strength: op.strength(), deps: patch.map(|p| &p.deps[..]), blind };
         let state = self.check_key(&mut probes, &op.key, write, w)?;
         let Some(p) = patch.filter(|p| blind && !p.layout.is_empty()) else { return Ok((state, None)) };
-        if !state.live || state.own.is_some() || state.chain < BLIND_CHAIN || state.latest == HybridTime::INVALID || !w.batch.is_empty() || !w.stepped_over.is_empty() {
+        if !state.live
+            || state.own.is_some()
+            || state.chain < BLIND_CHAIN
+            || state.latest == HybridTime::INVALID
+            || !w.batch.is_empty()
+            || !w.stepped_over.is_empty()
+        {
             return Ok((state, None));
         }
         let Some((patches, base)) = probes.regular.committed_layers(&op.key)? else { return Ok((state, None)) };
@@ -182,7 +196,14 @@ impl<E: KvEngine> Tablet<E> {
     /// already wrote: its write intent excludes others already, and a lock
     /// intent of the same statement would replace it), the op, or for a patch
     /// perhaps the whole row.
-    pub(super) fn check_ops<R: TxnStatusResolver + ?Sized>(&self, ops: &[WriteOp], patches: &[Option<PatchOp<'_>>], intents: RowIntents, deletions: &TabletDeletions, writer: &mut Writer<'_, R>) -> Result<Vec<Action>> {
+    pub(super) fn check_ops<R: TxnStatusResolver + ?Sized>(
+        &self,
+        ops: &[WriteOp],
+        patches: &[Option<PatchOp<'_>>],
+        intents: RowIntents,
+        deletions: &TabletDeletions,
+        writer: &mut Writer<'_, R>,
+    ) -> Result<Vec<Action>> {
         let snap = self.engine.snapshot();
         // One cursor per column family for the whole batch (a large batch has
         // thousands of keys, usually in ascending order: the cursors step from key
@@ -243,7 +264,17 @@ impl<E: KvEngine> Tablet<E> {
             });
             let after = match op.kind {
                 WriteOpKind::Lock | WriteOpKind::LockShared => (state, checked, written_here),
-                kind => (KeyState { live: kind != WriteOpKind::Delete, own: Some(state.own.map_or(strength, |o| o.max(strength))), whole: false, latest: state.latest, chain: 0 }, checked, true),
+                kind => (
+                    KeyState {
+                        live: kind != WriteOpKind::Delete,
+                        own: Some(state.own.map_or(strength, |o| o.max(strength))),
+                        whole: false,
+                        latest: state.latest,
+                        chain: 0,
+                    },
+                    checked,
+                    true,
+                ),
             };
             if !ascending {
                 seen.insert(&op.key, after);
@@ -259,7 +290,12 @@ impl<E: KvEngine> Tablet<E> {
     /// is gone for it; its writes are applied at the deletion's time, and so stay).
     /// Another transaction's pending one is a conflict with any write here (it
     /// deletes every row the write could touch, and counted the rows it deletes).
-    pub(super) fn deletion_in_the_way<R: TxnStatusResolver + ?Sized>(&self, me: Option<TxnId>, d: &TabletDeletions, resolver: &R) -> Result<(Option<HybridTime>, bool)> {
+    pub(super) fn deletion_in_the_way<R: TxnStatusResolver + ?Sized>(
+        &self,
+        me: Option<TxnId>,
+        d: &TabletDeletions,
+        resolver: &R,
+    ) -> Result<(Option<HybridTime>, bool)> {
         let mut newest = d.committed.last().copied();
         if let Some((txn, _)) = d.pending {
             if Some(txn) == me {
@@ -291,7 +327,13 @@ impl<E: KvEngine> Tablet<E> {
     /// as a whole-row intent: reads merge a bounded number of patches. (A
     /// transaction's other patches become whole rows when they are applied, if
     /// nothing else wrote the row meanwhile: see [`finish_key_intents`].)
-    pub(super) fn check_key<S: Snapshot, R: TxnStatusResolver + ?Sized>(&self, probes: &mut Probes<'_, S>, key: &[u8], write: KeyWrite<'_>, w: &mut Writer<'_, R>) -> Result<KeyState> {
+    pub(super) fn check_key<S: Snapshot, R: TxnStatusResolver + ?Sized>(
+        &self,
+        probes: &mut Probes<'_, S>,
+        key: &[u8],
+        write: KeyWrite<'_>,
+        w: &mut Writer<'_, R>,
+    ) -> Result<KeyState> {
         let KeyWrite { kind, strength, deps, blind } = write;
         let (me, read_ht, resolver) = (w.me, w.read_ht, w.resolver);
         let batch = &mut *w.batch;
@@ -330,7 +372,9 @@ impl<E: KvEngine> Tablet<E> {
                             continue;
                         }
                         match deps {
-                            Some(d) if r.kind == IntentKind::Patch && !patch::intersects(&patch::decode_patch(patch::decode_patch_intent(&r.data)?.1)?.0, d) => {
+                            Some(d)
+                                if r.kind == IntentKind::Patch && !patch::intersects(&patch::decode_patch(patch::decode_patch_intent(&r.data)?.1)?.0, d) =>
+                            {
                                 concurrent = true;
                                 stepped_over.push(other);
                             }

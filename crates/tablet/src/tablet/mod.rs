@@ -19,18 +19,18 @@ use write_state::*;
 
 use crate::error::{Error, Result};
 use crate::mvcc_manager::MvccManager;
-use crate::replication::{DirectWrite, Replicator};
 use crate::ops::{WriteOp, WriteOpKind};
-use pinax_proto::{LiveWrite, LockStrength};
+use crate::replication::{DirectWrite, Replicator};
 use parking_lot::{Condvar, Mutex, MutexGuard};
 use pinax_codec::heap_tuple;
 use pinax_codec::keys::{self, IntentKind};
+use pinax_codec::patch;
 use pinax_common::{HybridClock, HybridTime, TabletId, TxnId};
 use pinax_engine::{Cf, IterOptions, KvEngine, KvIterator, OwnedBatch, Snapshot, WriteBatch, WriteOptions, WritePressure};
 use pinax_mvcc::gc::HistoryCutoff;
-use pinax_codec::patch;
 use pinax_mvcc::read::{holders_intents, intents_cursor, intents_cursor_between, txn_effect, IntentRecord, KeyCursor, TxnEffect, Version};
 use pinax_mvcc::{MvccReader, ReadContext, TabletDeletions, TxnStatus, TxnStatusResolver};
+use pinax_proto::{LiveWrite, LockStrength};
 use pinax_pushdown::{ScanResult, ScanSpec};
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -138,7 +138,14 @@ impl<E: KvEngine> Tablet<E> {
 
     /// Open a tablet over `engine` whose decided writes go to `log`, which applies
     /// them to `engine` (a Raft group's state machine).
-    pub fn open_replicated(id: TabletId, engine: Arc<E>, log: Arc<dyn Replicator>, clock: Arc<HybridClock>, partition: Partition, cutoff: HistoryCutoff) -> Result<Self> {
+    pub fn open_replicated(
+        id: TabletId,
+        engine: Arc<E>,
+        log: Arc<dyn Replicator>,
+        clock: Arc<HybridClock>,
+        partition: Partition,
+        cutoff: HistoryCutoff,
+    ) -> Result<Self> {
         let expected = pinax_codec::FORMAT_VERSION;
         match engine.get(Cf::Meta, META_FORMAT_VERSION)? {
             Some(v) => {
@@ -153,7 +160,19 @@ impl<E: KvEngine> Tablet<E> {
                 engine.write(b, WriteOptions { sync: true, ..Default::default() })?;
             }
         }
-        let t = Tablet { id, engine, log, clock, partition, mvcc: MvccManager::default(), write_lock: Mutex::new(WriteState::default()), settled: Condvar::new(), cutoff, predicate_write_ht: AtomicU64::new(0), pressure: Mutex::new((None, WritePressure::None)) };
+        let t = Tablet {
+            id,
+            engine,
+            log,
+            clock,
+            partition,
+            mvcc: MvccManager::default(),
+            write_lock: Mutex::new(WriteState::default()),
+            settled: Condvar::new(),
+            cutoff,
+            predicate_write_ht: AtomicU64::new(0),
+            pressure: Mutex::new((None, WritePressure::None)),
+        };
         t.load_predicate_write_ht()?;
         let txns = t.txns_with_intents()?;
         let deletions = t.load_deletions(&t.engine.snapshot())?;
@@ -343,7 +362,14 @@ impl<E: KvEngine> Tablet<E> {
     /// (a patch of columns this one depends on, for a patch) is a conflict, as is a
     /// commit after `read_ht`. Nothing is written unless `Applied` (the request
     /// id is then remembered, so a resend answers `Applied` without writing again).
-    pub fn write_if_live<R: TxnStatusResolver + ?Sized>(&self, request: u128, op: &WriteOp, read_ht: Option<HybridTime>, full: bool, resolver: &R) -> Result<(HybridTime, LiveWrite)> {
+    pub fn write_if_live<R: TxnStatusResolver + ?Sized>(
+        &self,
+        request: u128,
+        op: &WriteOp,
+        read_ht: Option<HybridTime>,
+        full: bool,
+        resolver: &R,
+    ) -> Result<(HybridTime, LiveWrite)> {
         let (rows, mut guard) = self.lock_live_write(op)?;
         if let Some(ht) = self.log.applied_request(request) {
             return Ok((ht, LiveWrite::Applied));
@@ -425,7 +451,9 @@ impl<E: KvEngine> Tablet<E> {
             match patch {
                 // Folded: the whole row as of the newest version (applied whole
                 // if nothing else wrote the row before the commit).
-                Some(_) if folded.is_some() => keys::encode_intent_value(&mut v, IntentKind::Patch, 0, &patch::encode_patch_intent(state.latest, folded.as_deref().unwrap_or_default())),
+                Some(_) if folded.is_some() => {
+                    keys::encode_intent_value(&mut v, IntentKind::Patch, 0, &patch::encode_patch_intent(state.latest, folded.as_deref().unwrap_or_default()))
+                }
                 Some(p) => keys::encode_intent_value(&mut v, IntentKind::Patch, 0, &patch::encode_patch_intent(HybridTime::INVALID, p.stored)),
                 None => keys::encode_intent_value(&mut v, IntentKind::Delete, 0, &[]),
             }
@@ -485,14 +513,24 @@ impl<E: KvEngine> Tablet<E> {
                 std::thread::sleep(d.saturating_mul(units).min(MAX_SLOW));
                 Ok(())
             }
-            WritePressure::Full(why) => Err(Error::Unavailable { tablet_id: self.id, message: format!("storage is behind ({why}); writes are refused until it catches up") }),
+            WritePressure::Full(why) => {
+                Err(Error::Unavailable { tablet_id: self.id, message: format!("storage is behind ({why}); writes are refused until it catches up") })
+            }
         }
     }
 
     /// Write provisional records for transaction `txn`, statement `seq`. Conflicts
     /// with other transactions' intents, or with commits after `read_ht`, fail.
     /// `request` as for [`Tablet::write_fast`].
-    pub fn write_intents<R: TxnStatusResolver + ?Sized>(&self, request: u128, txn: TxnId, seq: u32, read_ht: HybridTime, ops: &[WriteOp], resolver: &R) -> Result<()> {
+    pub fn write_intents<R: TxnStatusResolver + ?Sized>(
+        &self,
+        request: u128,
+        txn: TxnId,
+        seq: u32,
+        read_ht: HybridTime,
+        ops: &[WriteOp],
+        resolver: &R,
+    ) -> Result<()> {
         self.check_keys(ops)?;
         self.admit_write(ops)?;
         let rows = row_hashes(ops);
@@ -696,5 +734,4 @@ impl<E: KvEngine> Tablet<E> {
         guard.deletions.pending = Some((txn, seq));
         Ok(count)
     }
-
 }

@@ -3,15 +3,15 @@
 //! registration (`RegisterNode`) and the heartbeats that carry it, and which
 //! nodes are live.
 
+use super::{catalog_err, err, Node};
 use crate::factory::EngineFactory;
 use pinax_common::{ErrorCode, TabletId};
 use pinax_master::placement;
 use pinax_master::{single_tablet_table, Catalog, CatalogError, MASTER_TABLE_NAME};
 use pinax_proto::{Request, Response, RpcError};
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
-use super::{catalog_err, err, Node};
 
 /// How long a catalog request follows the master's leader changes (an election
 /// takes 0.5-1 s) before failing as retryable.

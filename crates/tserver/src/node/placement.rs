@@ -4,13 +4,13 @@
 //! [`Clock`]), ask the pure `pinax_master::placement` what to do, and do it
 //! (create and drop replicas, change voters, record moves, hand over leaders).
 
+use super::{catalog_err, Node};
 use crate::factory::EngineFactory;
 use pinax_common::{Clock, ErrorCode, SystemClock, TabletId};
-use pinax_master::placement::{Balance, Lookup, Micros, NodeEntry, ReplicaMove};
 use pinax_master::placement;
+use pinax_master::placement::{Balance, Lookup, Micros, NodeEntry, ReplicaMove};
 use pinax_proto::{Request, Response, RpcError, TableInfo};
 use std::time::Instant;
-use super::{catalog_err, Node};
 
 /// A clock that never goes back (as [`Instant`]), in microseconds from the
 /// system's time when it was made: what placement reads time through.

@@ -3,6 +3,7 @@
 //! the periodic sweep of intents, and resolving on other nodes' leaders
 //! (`ResolveTxn`).
 
+use super::{tablet_err, Node, Resolution};
 use crate::factory::EngineFactory;
 use pinax_common::{ErrorCode, HybridTime, TabletId, TxnId};
 use pinax_mvcc::TxnStatus;
@@ -10,7 +11,6 @@ use pinax_proto::{Request, Response, RpcError};
 use pinax_tablet::StatusTablet;
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
-use super::{Node, Resolution, tablet_err};
 
 /// How long the sweep leaves a committed transaction to the applier.
 const APPLIER_GRACE: Duration = Duration::from_secs(10);

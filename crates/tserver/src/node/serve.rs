@@ -2,13 +2,13 @@
 //! handler of its role (`handlers/`, `status_routing.rs`, `waits.rs`, ...), and
 //! which requests are the master's or a status record's.
 
+use super::waits::MAX_WAIT;
+use super::{err, Node};
 use crate::factory::EngineFactory;
 use pinax_common::{ErrorCode, TxnId};
 use pinax_master::ReplicaRecord;
 use pinax_proto::{Request, Response, RpcError};
 use std::time::Duration;
-use super::waits::MAX_WAIT;
-use super::{err, Node};
 
 /// The transaction a request on a status record concerns.
 fn status_txn(req: &Request) -> Option<TxnId> {
@@ -103,7 +103,9 @@ impl<F: EngineFactory> Node<F> {
             Some(txn) => self.on_status_tablet(txn, *req, false),
             // At the master's leader, or NotLeader (never forwarded again).
             None if matches!(*req, Request::Status) && self.is_master() => self.handle(*req),
-            None if is_master_request(&req) && self.is_master() => self.handle_master(*req).map_err(|e| if e.code == ErrorCode::NotLeader { self.not_master() } else { e }),
+            None if is_master_request(&req) && self.is_master() => {
+                self.handle_master(*req).map_err(|e| if e.code == ErrorCode::NotLeader { self.not_master() } else { e })
+            }
             None if is_master_request(&req) || matches!(*req, Request::Status) => Err(self.not_master()),
             None => Err(err(ErrorCode::InvalidRequest, "only requests on status records or the catalog are forwarded")),
         }

@@ -4,6 +4,8 @@
 //! requests on status records at this node's replica; finding where tablets are
 //! and calling their leaders. An unreachable record is an error, never "aborted".
 
+use super::waits::MAX_WAIT;
+use super::{err, tablet_err, Node, Resolution};
 use crate::factory::EngineFactory;
 use pinax_common::{ErrorCode, HybridTime, TabletId, TxnId};
 use pinax_mvcc::TxnStatus;
@@ -11,8 +13,6 @@ use pinax_proto::{Request, Response, RpcError, TabletInfo};
 use pinax_tablet::StatusTablet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use super::waits::MAX_WAIT;
-use super::{err, Node, Resolution, tablet_err};
 
 /// Decided remote outcomes kept at most (the cache is cleared when full).
 const REMOTE_OUTCOMES_MAX: usize = 100_000;
@@ -156,7 +156,13 @@ impl<F: EngineFactory> Node<F> {
     /// Send `req()` to tablet `ti`'s leader: start at the catalog's leader, follow
     /// NotLeader answers, else try the next replica, never calling `skip` (a dead
     /// node); a few hops at most. An error for which `give_up` holds ends it.
-    pub(super) fn call_leader(&self, ti: &TabletInfo, skip: Option<&str>, req: impl Fn() -> Request, give_up: impl Fn(&RpcError) -> bool) -> Result<Response, RpcError> {
+    pub(super) fn call_leader(
+        &self,
+        ti: &TabletInfo,
+        skip: Option<&str>,
+        req: impl Fn() -> Request,
+        give_up: impl Fn(&RpcError) -> bool,
+    ) -> Result<Response, RpcError> {
         let next = |attempt: usize, addr: String| ti.replicas.get((attempt + 1) % ti.replicas.len().max(1)).cloned().unwrap_or(addr);
         let mut addr = ti.leader.clone();
         let mut last = None;

@@ -4,13 +4,13 @@
 //! closes a cycle fails with `Deadlock`, 40P01). See docs/architecture.md,
 //! "Deadlock detection".
 
+use super::{err, tablet_err, Node};
 use crate::factory::EngineFactory;
 use pinax_common::{ErrorCode, TxnId};
 use pinax_mvcc::TxnStatus;
 use pinax_proto::{Request, Response, RpcError};
 use pinax_tablet::StatusTablet;
 use std::time::{Duration, Instant};
-use super::{err, Node, tablet_err};
 
 /// Longest single `WaitTxn` (clients wait again to wait longer).
 pub(super) const MAX_WAIT: Duration = Duration::from_secs(5);

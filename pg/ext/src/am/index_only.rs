@@ -51,7 +51,11 @@ unsafe extern "C-unwind" fn walker(ps: *mut pg_sys::PlanState, ctx: *mut std::ff
         if (*ps).type_ == pg_sys::NodeTag::T_AggState {
             let agg = (*ps).plan as *mut pg_sys::Agg;
             let child = (*ps).lefttree;
-            if (*agg).aggstrategy == pg_sys::AggStrategy::AGG_PLAIN && !child.is_null() && (*child).type_ == pg_sys::NodeTag::T_IndexOnlyScanState && is_pinax_node(child as *mut pg_sys::IndexOnlyScanState) {
+            if (*agg).aggstrategy == pg_sys::AggStrategy::AGG_PLAIN
+                && !child.is_null()
+                && (*child).type_ == pg_sys::NodeTag::T_IndexOnlyScanState
+                && is_pinax_node(child as *mut pg_sys::IndexOnlyScanState)
+            {
                 let mask = match var_columns(&[(*agg).plan.targetlist.cast(), (*agg).plan.qual.cast()], pg_sys::OUTER_VAR) {
                     Some(cols) if cols & (1 << 63) == 0 => cols as usize,
                     _ => !OUTPUT_USE_KNOWN, // unknown, or beyond what the mask holds: all

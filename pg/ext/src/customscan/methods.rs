@@ -19,7 +19,14 @@ type Explain = unsafe extern "C-unwind" fn(*mut pg_sys::CustomScanState, *mut pg
 
 /// The execution methods of a custom scan node that runs in one backend (no
 /// mark/restore, no parallel workers).
-pub(super) const fn exec_methods(name: &'static CStr, begin: Begin, exec: Exec, end: Node, rescan: Node, explain: Explain) -> Methods<pg_sys::CustomExecMethods> {
+pub(super) const fn exec_methods(
+    name: &'static CStr,
+    begin: Begin,
+    exec: Exec,
+    end: Node,
+    rescan: Node,
+    explain: Explain,
+) -> Methods<pg_sys::CustomExecMethods> {
     Methods(pg_sys::CustomExecMethods {
         CustomName: name.as_ptr(),
         BeginCustomScan: Some(begin),

@@ -43,7 +43,12 @@ pub unsafe fn install() {
 /// Called only by PostgreSQL, as `set_rel_pathlist_hook`, with the arguments
 /// that hook gets.
 #[pg_guard]
-unsafe extern "C-unwind" fn set_rel_pathlist(root: *mut pg_sys::PlannerInfo, rel: *mut pg_sys::RelOptInfo, rti: pg_sys::Index, rte: *mut pg_sys::RangeTblEntry) {
+unsafe extern "C-unwind" fn set_rel_pathlist(
+    root: *mut pg_sys::PlannerInfo,
+    rel: *mut pg_sys::RelOptInfo,
+    rti: pg_sys::Index,
+    rte: *mut pg_sys::RangeTblEntry,
+) {
     // SAFETY: PostgreSQL calls this as documented (# Safety).
     unsafe {
         if let Some(prev) = PREV_REL_PATHLIST.get().copied().flatten() {

@@ -3,8 +3,8 @@
 
 pub mod executor;
 pub mod planner;
-pub mod relcache;
 pub mod relation_info;
+pub mod relcache;
 pub mod restart;
 pub mod utility;
 pub mod xact;

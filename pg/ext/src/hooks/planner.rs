@@ -26,7 +26,12 @@ pub unsafe fn install() {
 /// Called only by PostgreSQL, as `planner_hook`, with the arguments that hook
 /// gets.
 #[pg_guard]
-unsafe extern "C-unwind" fn planner(parse: *mut pg_sys::Query, query_string: *const std::ffi::c_char, cursor_options: i32, bound_params: pg_sys::ParamListInfo) -> *mut pg_sys::PlannedStmt {
+unsafe extern "C-unwind" fn planner(
+    parse: *mut pg_sys::Query,
+    query_string: *const std::ffi::c_char,
+    cursor_options: i32,
+    bound_params: pg_sys::ParamListInfo,
+) -> *mut pg_sys::PlannedStmt {
     // SAFETY: PostgreSQL calls this as documented (# Safety).
     unsafe {
         crate::sequence::swap_calls(parse);

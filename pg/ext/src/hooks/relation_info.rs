@@ -10,8 +10,8 @@
 //! - switches the table's indexes to the Pinax routine for this transaction.
 
 use crate::am::index;
-use crate::meta;
 use crate::error::OrRaise;
+use crate::meta;
 use pgrx::pg_guard;
 use pgrx::pg_sys;
 use std::sync::OnceLock;

@@ -310,9 +310,7 @@ unsafe fn restartable(qd: *mut pg_sys::QueryDesc, count: u64, execute_once: bool
 /// `ps` must be a valid `PlannedStmt`.
 unsafe fn plain_select(ps: *mut pg_sys::PlannedStmt) -> bool {
     // SAFETY: the caller upholds this function's contract (# Safety).
-    unsafe {
-        (*ps).commandType == pg_sys::CmdType::CMD_SELECT && (*ps).rowMarks.is_null() && !(*ps).hasModifyingCTE
-    }
+    unsafe { (*ps).commandType == pg_sys::CmdType::CMD_SELECT && (*ps).rowMarks.is_null() && !(*ps).hasModifyingCTE }
 }
 
 /// Whether the statement is one primary-key lookup and nothing else: an index scan
@@ -344,7 +342,10 @@ unsafe fn primary_key_lookup(ps: *mut pg_sys::PlannedStmt) -> bool {
             }
             _ => return false,
         };
-        if quals.is_null() || pg_sys::contain_mutable_functions((*plan).targetlist as *mut pg_sys::Node) || pg_sys::contain_mutable_functions((*plan).qual as *mut pg_sys::Node) {
+        if quals.is_null()
+            || pg_sys::contain_mutable_functions((*plan).targetlist as *mut pg_sys::Node)
+            || pg_sys::contain_mutable_functions((*plan).qual as *mut pg_sys::Node)
+        {
             return false;
         }
         let index = pg_sys::RelationIdGetRelation(indexid);
@@ -436,9 +437,7 @@ unsafe fn any_relation(ps: *mut pg_sys::PlannedStmt, lockmode: u32, test: impl F
 /// `ps` must be a valid `PlannedStmt`.
 unsafe fn pinax_relation(ps: *mut pg_sys::PlannedStmt, with_triggers: bool) -> bool {
     // SAFETY: the caller upholds this function's contract (# Safety).
-    unsafe {
-        any_relation(ps, pg_sys::RowShareLock, |rel| meta::is_pinax_table(rel) && (!with_triggers || (*(*rel).rd_rel).relhastriggers))
-    }
+    unsafe { any_relation(ps, pg_sys::RowShareLock, |rel| meta::is_pinax_table(rel) && (!with_triggers || (*(*rel).rd_rel).relhastriggers)) }
 }
 
 /// How an attempt failed: an error raised while it ran, or its writes refused.
@@ -491,9 +490,7 @@ unsafe fn sync_is_next() -> bool {
 /// `ps` must be a valid `PlannedStmt`.
 unsafe fn whole_transaction(ps: *mut pg_sys::PlannedStmt) -> bool {
     // SAFETY: the caller upholds this function's contract (# Safety).
-    unsafe {
-        whole_transaction_at(ps, 2)
-    }
+    unsafe { whole_transaction_at(ps, 2) }
 }
 
 /// Whether the top-level statement of `ps`, starting now (no subtransaction of
@@ -505,9 +502,7 @@ unsafe fn whole_transaction(ps: *mut pg_sys::PlannedStmt) -> bool {
 /// `ps` must be the running statement's plan; call from its executor.
 pub unsafe fn top_level_whole_transaction(ps: *mut pg_sys::PlannedStmt) -> bool {
     // SAFETY: the caller upholds this function's contract (# Safety).
-    unsafe {
-        depth() == 0 && !pg_sys::IsTransactionBlock() && whole_transaction_at(ps, 1)
-    }
+    unsafe { depth() == 0 && !pg_sys::IsTransactionBlock() && whole_transaction_at(ps, 1) }
 }
 
 /// Whether `ps`, run at transaction nesting level `nest_level`, is its whole
@@ -653,10 +648,13 @@ unsafe fn run_restarting(qd: *mut pg_sys::QueryDesc, direction: pg_sys::ScanDire
                     // Rows already sent: the client would see them twice.
                     let sent_rows = held && (*holder).sent;
                     abort_attempt(outer, owner, cxt);
-                    let conflict = !sent_rows && match &failure {
-                        Failure::Error(edata) => (**edata).sqlerrcode == crate::error::sqlstate_code("40001") as i32 && crate::error::was_restartable(*edata),
-                        Failure::Flush(e) => crate::error::restartable(e.error.code()),
-                    };
+                    let conflict = !sent_rows
+                        && match &failure {
+                            Failure::Error(edata) => {
+                                (**edata).sqlerrcode == crate::error::sqlstate_code("40001") as i32 && crate::error::was_restartable(*edata)
+                            }
+                            Failure::Flush(e) => crate::error::restartable(e.error.code()),
+                        };
                     if conflict && restarts < max {
                         restarts += 1;
                         if let Failure::Error(edata) = failure {
@@ -821,7 +819,8 @@ unsafe extern "C-unwind" fn held_receive(slot: *mut pg_sys::TupleTableSlot, dest
         if (*h).len == (*h).cap {
             let cap = ((*h).cap * 2).max(64);
             let size = cap * std::mem::size_of::<pg_sys::MinimalTuple>();
-            (*h).rows = if (*h).rows.is_null() { raw_palloc(size) } else { raw_repalloc((*h).rows as *mut std::ffi::c_void, size) } as *mut pg_sys::MinimalTuple;
+            (*h).rows =
+                if (*h).rows.is_null() { raw_palloc(size) } else { raw_repalloc((*h).rows as *mut std::ffi::c_void, size) } as *mut pg_sys::MinimalTuple;
             (*h).cap = cap;
         }
         let row = copy(slot);

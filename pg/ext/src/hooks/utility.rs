@@ -39,9 +39,7 @@ pub unsafe fn install() {
 /// `node` must be a valid node (or null where checked).
 unsafe fn is_tag(node: *mut pg_sys::Node, tag: pg_sys::NodeTag) -> bool {
     // SAFETY: the caller upholds this function's contract (# Safety).
-    unsafe {
-        !node.is_null() && (*node).type_ == tag
-    }
+    unsafe { !node.is_null() && (*node).type_ == tag }
 }
 
 /// The C string `p` (empty if null) as a `String`.
@@ -102,14 +100,26 @@ unsafe fn parse_create_options(opts: &[(String, String)], first_key_type: Option
                 "sharding" => match v.to_ascii_lowercase().as_str() {
                     "hash" => c.range = false,
                     "range" => c.range = true,
-                    _ => error::raise_with(pgrx::PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, format!("invalid value for pinax.sharding: \"{v}\""), Some("Valid values are \"hash\" and \"range\".".into())),
+                    _ => error::raise_with(
+                        pgrx::PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+                        format!("invalid value for pinax.sharding: \"{v}\""),
+                        Some("Valid values are \"hash\" and \"range\".".into()),
+                    ),
                 },
                 "tablets" => match v.parse::<u32>() {
                     Ok(n) if (1..=4096).contains(&n) => c.tablets = Some(n),
-                    _ => error::raise_with(pgrx::PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, format!("invalid value for pinax.tablets: \"{v}\""), Some("Expected an integer between 1 and 4096.".into())),
+                    _ => error::raise_with(
+                        pgrx::PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+                        format!("invalid value for pinax.tablets: \"{v}\""),
+                        Some("Expected an integer between 1 and 4096.".into()),
+                    ),
                 },
                 "split_at" => split_text = Some(v.clone()),
-                _ => error::raise_with(pgrx::PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, format!("unrecognized parameter \"pinax.{k}\""), Some("Pinax table parameters are pinax.sharding, pinax.tablets and pinax.split_at.".into())),
+                _ => error::raise_with(
+                    pgrx::PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+                    format!("unrecognized parameter \"pinax.{k}\""),
+                    Some("Pinax table parameters are pinax.sharding, pinax.tablets and pinax.split_at.".into()),
+                ),
             }
         }
         if let Some(s) = split_text {
@@ -204,7 +214,8 @@ unsafe extern "C-unwind" fn process_utility(
         let mut pstmt = pstmt;
         let mut read_only_tree = read_only_tree;
         let node = (*pstmt).utilityStmt;
-        let interesting = is_tag(node, pg_sys::NodeTag::T_CreateStmt) || is_tag(node, pg_sys::NodeTag::T_CreateTableAsStmt) || is_tag(node, pg_sys::NodeTag::T_IndexStmt);
+        let interesting =
+            is_tag(node, pg_sys::NodeTag::T_CreateStmt) || is_tag(node, pg_sys::NodeTag::T_CreateTableAsStmt) || is_tag(node, pg_sys::NodeTag::T_IndexStmt);
         if interesting && meta::pinax_am_oid() != 0 {
             if read_only_tree {
                 pstmt = pg_sys::copyObjectImpl(pstmt.cast()) as *mut pg_sys::PlannedStmt;
@@ -238,7 +249,13 @@ unsafe extern "C-unwind" fn process_utility(
                 if !opts.is_empty() {
                     error::not_supported("pinax.* options are not supported on indexes yet");
                 }
-                let relid = pg_sys::RangeVarGetRelidExtended((*stmt).relation, pg_sys::NoLock as pg_sys::LOCKMODE, pg_sys::RVROption::RVR_MISSING_OK, None, std::ptr::null_mut());
+                let relid = pg_sys::RangeVarGetRelidExtended(
+                    (*stmt).relation,
+                    pg_sys::NoLock as pg_sys::LOCKMODE,
+                    pg_sys::RVROption::RVR_MISSING_OK,
+                    None,
+                    std::ptr::null_mut(),
+                );
                 if relid.to_u32() != 0 {
                     let rel = pg_sys::RelationIdGetRelation(relid);
                     if !rel.is_null() {
@@ -247,7 +264,9 @@ unsafe extern "C-unwind" fn process_utility(
                         if pinax {
                             let am = cstr((*stmt).accessMethod);
                             if !am.is_empty() && am != "btree" {
-                                error::not_supported(format!("access method \"{am}\" is not supported for indexes of Pinax tables; use btree (stored by Pinax)"));
+                                error::not_supported(format!(
+                                    "access method \"{am}\" is not supported for indexes of Pinax tables; use btree (stored by Pinax)"
+                                ));
                             }
                             if (*stmt).concurrent {
                                 error::not_supported("CREATE INDEX CONCURRENTLY is not supported on Pinax tables");

@@ -149,7 +149,12 @@ unsafe extern "C-unwind" fn xact_callback(event: pg_sys::XactEvent::Type, _arg: 
 /// Called only by PostgreSQL, as the callback registered with
 /// `RegisterSubXactCallback`.
 #[pg_guard]
-unsafe extern "C-unwind" fn subxact_callback(event: pg_sys::SubXactEvent::Type, my_subid: pg_sys::SubTransactionId, _parent: pg_sys::SubTransactionId, _arg: *mut std::ffi::c_void) {
+unsafe extern "C-unwind" fn subxact_callback(
+    event: pg_sys::SubXactEvent::Type,
+    my_subid: pg_sys::SubTransactionId,
+    _parent: pg_sys::SubTransactionId,
+    _arg: *mut std::ffi::c_void,
+) {
     // SAFETY: PostgreSQL calls this as documented (# Safety).
     unsafe {
         use pg_sys::SubXactEvent::*;

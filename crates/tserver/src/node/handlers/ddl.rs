@@ -2,7 +2,7 @@
 //! live nodes apply it) and `ApplyDdl` (this node's PostgreSQL applies the log).
 
 use crate::factory::EngineFactory;
-use crate::node::{catalog_err, DdlApplier, err, Node};
+use crate::node::{catalog_err, err, DdlApplier, Node};
 use pinax_common::ErrorCode;
 use pinax_proto::{DdlEntry, Request, Response, RpcError};
 use std::sync::Arc;

@@ -4,7 +4,7 @@
 //! fault injection (`InjectFaults`, tests).
 
 use crate::factory::EngineFactory;
-use crate::node::{catalog_err, err, Node, tablet_engine_name, tablet_err};
+use crate::node::{catalog_err, err, tablet_engine_name, tablet_err, Node};
 use crate::replica::{RaftCatalogLog, RaftReplicator};
 use pinax_common::{ErrorCode, TabletId};
 use pinax_master::{Catalog, ReplicaRecord};
@@ -34,7 +34,17 @@ impl<F: EngineFactory> Node<F> {
         let engine = Arc::new(self.factory.open(&tablet_engine_name(id), gc).map_err(|e| err(ErrorCode::Io, e.to_string()))?);
         self.engines.lock().insert(id, Arc::downgrade(&engine));
         let raft_err = |e: pinax_raft::GroupError| err(ErrorCode::Io, format!("tablet {}: {e}", id.0));
-        let group = RaftGroup::start_with(self.rt.handle(), id.0, self.cfg.node_id, engine.clone(), self.clock.clone(), self.transport.clone(), self.cfg.raft_timing, self.cfg.sync).map_err(raft_err)?;
+        let group = RaftGroup::start_with(
+            self.rt.handle(),
+            id.0,
+            self.cfg.node_id,
+            engine.clone(),
+            self.clock.clone(),
+            self.transport.clone(),
+            self.cfg.raft_timing,
+            self.cfg.sync,
+        )
+        .map_err(raft_err)?;
         if r.bootstrap {
             group.initialize(&r.members.iter().cloned().collect()).map_err(raft_err)?;
         }
@@ -188,6 +198,9 @@ impl<F: EngineFactory> Node<F> {
         }
         let kind = pinax_raft::network::MsgKind::from_u8(kind).ok_or_else(|| err(ErrorCode::InvalidRequest, format!("unknown raft message kind {kind}")))?;
         let g = self.replica_group(TabletId(group))?;
-        g.group.block_on(pinax_raft::network::serve(g.group.raft(), kind, &body)).map(Response::Raft).map_err(|m| err(ErrorCode::InvalidRequest, format!("bad raft message: {m}")))
+        g.group
+            .block_on(pinax_raft::network::serve(g.group.raft(), kind, &body))
+            .map(Response::Raft)
+            .map_err(|m| err(ErrorCode::InvalidRequest, format!("bad raft message: {m}")))
     }
 }

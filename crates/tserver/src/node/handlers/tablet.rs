@@ -4,7 +4,7 @@
 //! status they use.
 
 use crate::factory::EngineFactory;
-use crate::node::{err, Node, tablet_err};
+use crate::node::{err, tablet_err, Node};
 use pinax_common::{ErrorCode, HybridTime, TabletId, TxnId};
 use pinax_mvcc::{ReadContext, TxnStatus};
 use pinax_proto::{ReadPoint, Request, Response, RpcError, ScanSpec, WriteOp};
@@ -55,7 +55,14 @@ impl<F: EngineFactory> Node<F> {
     }
 
     /// `Write`: the fast path without `txn`, else the transaction's intents.
-    pub(in crate::node) fn write(&self, tablet: TabletId, ops: Vec<WriteOp>, read_ht: Option<HybridTime>, txn: Option<(TxnId, u32)>, request: u128) -> Result<Response, RpcError> {
+    pub(in crate::node) fn write(
+        &self,
+        tablet: TabletId,
+        ops: Vec<WriteOp>,
+        read_ht: Option<HybridTime>,
+        txn: Option<(TxnId, u32)>,
+        request: u128,
+    ) -> Result<Response, RpcError> {
         let t = self.get_tablet(tablet)?;
         let r = self.resolver();
         match txn {
@@ -68,7 +75,14 @@ impl<F: EngineFactory> Node<F> {
     }
 
     /// `WriteIfLive`.
-    pub(in crate::node) fn write_if_live(&self, tablet: TabletId, op: WriteOp, read_ht: Option<HybridTime>, full: bool, request: u128) -> Result<Response, RpcError> {
+    pub(in crate::node) fn write_if_live(
+        &self,
+        tablet: TabletId,
+        op: WriteOp,
+        read_ht: Option<HybridTime>,
+        full: bool,
+        request: u128,
+    ) -> Result<Response, RpcError> {
         let t = self.get_tablet(tablet)?;
         let (ht, outcome) = t.write_if_live(request, &op, read_ht, full, &self.resolver()).map_err(tablet_err)?;
         Ok(Response::WrittenIfLive { ht, outcome })

@@ -7,12 +7,12 @@
 
 use super::{exec_qual, hold_rel, routine, BT_AMBUILD};
 use crate::error::{self, OrRaise};
+use crate::guc;
 use crate::meta::{self, enforced_unique, index_meta, pk_key, secondary_key};
 use crate::scan::Pager;
 use crate::state;
 use crate::tuple::store_tuple;
 use crate::violation::{self, OrRaiseFlush};
-use crate::guc;
 use pgrx::pg_guard;
 use pgrx::pg_sys;
 use pinax_proto::{Request, Sharding, WriteOp};
@@ -49,7 +49,9 @@ pub unsafe fn build(heap: pg_sys::Relation, idx: pg_sys::Relation, ii: *mut pg_s
                 meta::pinax_am_oid(); // for dropping this name if the transaction aborts (hooks/xact.rs)
                 if !crate::ddl::adopt_or_record(idx, &im.storage) {
                     let client = state::with(|b| b.client()).or_raise();
-                    client.call(Request::CreateTable { name: im.storage.clone(), sharding: Sharding::Hash { tablets: guc::tablets() }, if_not_exists: true }).or_raise();
+                    client
+                        .call(Request::CreateTable { name: im.storage.clone(), sharding: Sharding::Hash { tablets: guc::tablets() }, if_not_exists: true })
+                        .or_raise();
                 }
             }
             if im.is_pk {
@@ -85,7 +87,9 @@ pub unsafe fn build(heap: pg_sys::Relation, idx: pg_sys::Relation, ii: *mut pg_s
         } else {
             crate::ddl::adopt_or_record(idx, &im.storage);
             let client = state::with(|b| b.client()).or_raise();
-            client.call(Request::CreateTable { name: im.storage.clone(), sharding: Sharding::Hash { tablets: guc::tablets() }, if_not_exists: true }).or_raise();
+            client
+                .call(Request::CreateTable { name: im.storage.clone(), sharding: Sharding::Hash { tablets: guc::tablets() }, if_not_exists: true })
+                .or_raise();
             meta::pinax_am_oid(); // for dropping this storage if the transaction aborts (hooks/xact.rs)
             if im.unique {
                 meta::register_owner(&im.storage, im.oid);
@@ -174,6 +178,9 @@ pub(super) unsafe extern "C-unwind" fn ambulkdelete(
 /// Called only by PostgreSQL, through the index AM routine, with the arguments
 /// `IndexAmRoutine` documents.
 #[pg_guard]
-pub(super) unsafe extern "C-unwind" fn amvacuumcleanup(_info: *mut pg_sys::IndexVacuumInfo, stats: *mut pg_sys::IndexBulkDeleteResult) -> *mut pg_sys::IndexBulkDeleteResult {
+pub(super) unsafe extern "C-unwind" fn amvacuumcleanup(
+    _info: *mut pg_sys::IndexVacuumInfo,
+    stats: *mut pg_sys::IndexBulkDeleteResult,
+) -> *mut pg_sys::IndexBulkDeleteResult {
     stats
 }

@@ -277,7 +277,5 @@ pub unsafe fn exec_qual(state: *mut pg_sys::ExprState, econtext: *mut pg_sys::Ex
 /// `idx` must be a valid index relation.
 pub unsafe fn is_pinax_index(idx: pg_sys::Relation) -> bool {
     // SAFETY: the caller upholds this function's contract (# Safety).
-    unsafe {
-        (*idx).rd_indam == routine()
-    }
+    unsafe { (*idx).rd_indam == routine() }
 }

@@ -152,9 +152,7 @@ unsafe fn range_pager(scan: pg_sys::IndexScanDesc, st: &IndexScanState, (start, 
 /// `o` must be a valid `Opaque`.
 unsafe fn counts_only(o: *const Opaque, st: &IndexScanState) -> bool {
     // SAFETY: the caller upholds this function's contract (# Safety).
-    unsafe {
-        (*o).no_tids && (*o).needed == 0 && !st.reverse
-    }
+    unsafe { (*o).no_tids && (*o).needed == 0 && !st.reverse }
 }
 
 /// For an index-only scan reading no column (count(*)), begun and not yet
@@ -223,7 +221,8 @@ pub(super) unsafe extern "C-unwind" fn amgettuple(scan: pg_sys::IndexScanDesc, d
                 // (rows fetched through a secondary index are locked as they come).
                 let storage = if im.is_pk { &m.storage } else { &im.storage };
                 for (start, end) in &rs {
-                    let res = if point { state::with(|b| b.lock_read_row(storage, start)) } else { state::with(|b| b.lock_ranges(storage, start, end.as_deref())) };
+                    let res =
+                        if point { state::with(|b| b.lock_read_row(storage, start)) } else { state::with(|b| b.lock_ranges(storage, start, end.as_deref())) };
                     res.or_raise();
                 }
             }
@@ -306,11 +305,9 @@ pub(super) unsafe extern "C-unwind" fn amgettuple(scan: pg_sys::IndexScanDesc, d
                 }
             };
             let tid = if st.latest {
-                state::with(|b| {
-                    match b.excl_row_tid(st.relid, &row_key) {
-                        Some(own) => own,
-                        None => b.tids.add(st.relid, &row_key, &row, Origin::Latest),
-                    }
+                state::with(|b| match b.excl_row_tid(st.relid, &row_key) {
+                    Some(own) => own,
+                    None => b.tids.add(st.relid, &row_key, &row, Origin::Latest),
                 })
             } else {
                 state::with(|b| b.tids.add(st.relid, &row_key, &row, Origin::Read))

@@ -8,10 +8,10 @@
 use super::meta_of;
 use super::scan::{next_into_slot, PinaxScanDesc};
 use crate::am::index;
+use crate::ddl::table_storage_name;
 use crate::error::{self, OrRaise};
 use crate::guc;
 use crate::meta;
-use crate::ddl::table_storage_name;
 use crate::state::{self, CreateOptions};
 use crate::violation::OrRaiseFlush;
 use pgrx::pg_guard;
@@ -146,7 +146,11 @@ pub(super) unsafe extern "C-unwind" fn relation_vacuum(_rel: pg_sys::Relation, _
 /// Called only by PostgreSQL, through the table AM routine, with the arguments
 /// `TableAmRoutine` documents.
 #[pg_guard]
-pub(super) unsafe extern "C-unwind" fn scan_analyze_next_block(scan: pg_sys::TableScanDesc, _blockno: pg_sys::BlockNumber, _bstrategy: pg_sys::BufferAccessStrategy) -> bool {
+pub(super) unsafe extern "C-unwind" fn scan_analyze_next_block(
+    scan: pg_sys::TableScanDesc,
+    _blockno: pg_sys::BlockNumber,
+    _bstrategy: pg_sys::BufferAccessStrategy,
+) -> bool {
     // SAFETY: PostgreSQL calls this as documented (# Safety).
     unsafe {
         // The table reports one block (relation_size), which yields the rows the
@@ -203,7 +207,13 @@ unsafe fn analyze_sample_every(rel: pg_sys::Relation) -> (u32, u64) {
 /// Called only by PostgreSQL, through the table AM routine, with the arguments
 /// `TableAmRoutine` documents.
 #[pg_guard]
-pub(super) unsafe extern "C-unwind" fn scan_analyze_next_tuple(scan: pg_sys::TableScanDesc, _oldest_xmin: pg_sys::TransactionId, liverows: *mut f64, _deadrows: *mut f64, slot: *mut pg_sys::TupleTableSlot) -> bool {
+pub(super) unsafe extern "C-unwind" fn scan_analyze_next_tuple(
+    scan: pg_sys::TableScanDesc,
+    _oldest_xmin: pg_sys::TransactionId,
+    liverows: *mut f64,
+    _deadrows: *mut f64,
+    slot: *mut pg_sys::TupleTableSlot,
+) -> bool {
     // SAFETY: PostgreSQL calls this as documented (# Safety).
     unsafe {
         let d = scan as *mut PinaxScanDesc;

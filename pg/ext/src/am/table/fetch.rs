@@ -115,11 +115,14 @@ pub(super) unsafe extern "C-unwind" fn index_fetch_tuple(
 /// Called only by PostgreSQL, through the table AM routine, with the arguments
 /// `TableAmRoutine` documents.
 #[pg_guard]
-pub(super) unsafe extern "C-unwind" fn tuple_fetch_row_version(rel: pg_sys::Relation, tid: pg_sys::ItemPointer, snapshot: pg_sys::Snapshot, slot: *mut pg_sys::TupleTableSlot) -> bool {
+pub(super) unsafe extern "C-unwind" fn tuple_fetch_row_version(
+    rel: pg_sys::Relation,
+    tid: pg_sys::ItemPointer,
+    snapshot: pg_sys::Snapshot,
+    slot: *mut pg_sys::TupleTableSlot,
+) -> bool {
     // SAFETY: PostgreSQL calls this as documented (# Safety).
-    unsafe {
-        fetch_version(rel, tid, snapshot, slot)
-    }
+    unsafe { fetch_version(rel, tid, snapshot, slot) }
 }
 
 /// Table AM callback `tuple_tid_valid` (`TableAmRoutine`, access/tableam.h).
@@ -163,7 +166,8 @@ pub(super) unsafe extern "C-unwind" fn tuple_satisfies_snapshot(rel: pg_sys::Rel
             return true;
         }
         let tid = (*slot).tts_tid;
-        let latest = state::with(|b| b.tids.get((*rel).rd_id.to_u32(), &tid).filter(|r| r.origin == Origin::Latest).map(|r| (r.key.to_vec(), r.tuple.to_vec())));
+        let latest =
+            state::with(|b| b.tids.get((*rel).rd_id.to_u32(), &tid).filter(|r| r.origin == Origin::Latest).map(|r| (r.key.to_vec(), r.tuple.to_vec())));
         let Some((key, tuple)) = latest else { return true };
         let m = meta_of(rel);
         let mut pager = Pager::new(m.storage.clone(), Vec::new(), None, false, snapshot_cid(snapshot));

@@ -26,10 +26,19 @@ mod fetch;
 mod modify;
 pub mod scan;
 
-use self::ddl::{index_build_range_scan, index_validate_scan, relation_copy_data, relation_copy_for_cluster, relation_nontransactional_truncate, relation_set_new_filenode, relation_vacuum, scan_analyze_next_block, scan_analyze_next_tuple};
-use self::fetch::{index_delete_tuples, index_fetch_begin, index_fetch_end, index_fetch_reset, index_fetch_tuple, tuple_fetch_row_version, tuple_get_latest_tid, tuple_satisfies_snapshot, tuple_tid_valid};
+use self::ddl::{
+    index_build_range_scan, index_validate_scan, relation_copy_data, relation_copy_for_cluster, relation_nontransactional_truncate, relation_set_new_filenode,
+    relation_vacuum, scan_analyze_next_block, scan_analyze_next_tuple,
+};
+use self::fetch::{
+    index_delete_tuples, index_fetch_begin, index_fetch_end, index_fetch_reset, index_fetch_tuple, tuple_fetch_row_version, tuple_get_latest_tid,
+    tuple_satisfies_snapshot, tuple_tid_valid,
+};
 use self::modify::{multi_insert, tuple_complete_speculative, tuple_delete, tuple_insert, tuple_insert_speculative, tuple_lock, tuple_update};
-use self::scan::{parallelscan_estimate, parallelscan_initialize, parallelscan_reinitialize, scan_begin, scan_end, scan_getnextslot, scan_rescan, scan_sample_next_block, scan_sample_next_tuple};
+use self::scan::{
+    parallelscan_estimate, parallelscan_initialize, parallelscan_reinitialize, scan_begin, scan_end, scan_getnextslot, scan_rescan, scan_sample_next_block,
+    scan_sample_next_tuple,
+};
 use crate::am::index;
 use crate::error::OrRaise;
 use crate::meta::{self, TableMeta};
@@ -95,7 +104,13 @@ unsafe extern "C-unwind" fn relation_needs_toast_table(_rel: pg_sys::Relation) -
 /// Called only by PostgreSQL, through the table AM routine, with the arguments
 /// `TableAmRoutine` documents.
 #[pg_guard]
-unsafe extern "C-unwind" fn relation_estimate_size(rel: pg_sys::Relation, attr_widths: *mut i32, pages: *mut pg_sys::BlockNumber, tuples: *mut f64, allvisfrac: *mut f64) {
+unsafe extern "C-unwind" fn relation_estimate_size(
+    rel: pg_sys::Relation,
+    attr_widths: *mut i32,
+    pages: *mut pg_sys::BlockNumber,
+    tuples: *mut f64,
+    allvisfrac: *mut f64,
+) {
     // SAFETY: PostgreSQL calls this as documented (# Safety).
     unsafe {
         let reltuples = (*(*rel).rd_rel).reltuples as f64;

@@ -65,7 +65,13 @@ unsafe fn insert_row(rel: pg_sys::Relation, slot: *mut pg_sys::TupleTableSlot, c
 /// Called only by PostgreSQL, through the table AM routine, with the arguments
 /// `TableAmRoutine` documents.
 #[pg_guard]
-pub(super) unsafe extern "C-unwind" fn tuple_insert(rel: pg_sys::Relation, slot: *mut pg_sys::TupleTableSlot, cid: pg_sys::CommandId, _options: i32, _bistate: *mut pg_sys::BulkInsertStateData) {
+pub(super) unsafe extern "C-unwind" fn tuple_insert(
+    rel: pg_sys::Relation,
+    slot: *mut pg_sys::TupleTableSlot,
+    cid: pg_sys::CommandId,
+    _options: i32,
+    _bistate: *mut pg_sys::BulkInsertStateData,
+) {
     // SAFETY: PostgreSQL calls this as documented (# Safety).
     unsafe {
         insert_row(rel, slot, cid);
@@ -98,7 +104,10 @@ pub(super) unsafe extern "C-unwind" fn tuple_insert_speculative(
         let key = insert_row(rel, slot, cid);
         let storage = meta_of(rel).storage.clone();
         let res = state::with(|b| {
-            b.begin_speculative(cid, state::Speculative { conflict: None, index_conflict: None, written: vec![(storage.clone(), key.clone())], committed: false });
+            b.begin_speculative(
+                cid,
+                state::Speculative { conflict: None, index_conflict: None, written: vec![(storage.clone(), key.clone())], committed: false },
+            );
             b.flush()
         });
         if let Err(e) = res {
@@ -169,7 +178,12 @@ unsafe fn insert_at_once(rel: pg_sys::Relation, slot: *mut pg_sys::TupleTableSlo
 /// Called only by PostgreSQL, through the table AM routine, with the arguments
 /// `TableAmRoutine` documents.
 #[pg_guard]
-pub(super) unsafe extern "C-unwind" fn tuple_complete_speculative(rel: pg_sys::Relation, _slot: *mut pg_sys::TupleTableSlot, _spec_token: u32, succeeded: bool) {
+pub(super) unsafe extern "C-unwind" fn tuple_complete_speculative(
+    rel: pg_sys::Relation,
+    _slot: *mut pg_sys::TupleTableSlot,
+    _spec_token: u32,
+    succeeded: bool,
+) {
     // SAFETY: PostgreSQL calls this as documented (# Safety).
     unsafe {
         let spec = state::with(|b| b.spec.take());
@@ -215,7 +229,14 @@ pub(super) unsafe extern "C-unwind" fn tuple_complete_speculative(rel: pg_sys::R
 /// Called only by PostgreSQL, through the table AM routine, with the arguments
 /// `TableAmRoutine` documents.
 #[pg_guard]
-pub(super) unsafe extern "C-unwind" fn multi_insert(rel: pg_sys::Relation, slots: *mut *mut pg_sys::TupleTableSlot, nslots: i32, cid: pg_sys::CommandId, _options: i32, _bistate: *mut pg_sys::BulkInsertStateData) {
+pub(super) unsafe extern "C-unwind" fn multi_insert(
+    rel: pg_sys::Relation,
+    slots: *mut *mut pg_sys::TupleTableSlot,
+    nslots: i32,
+    cid: pg_sys::CommandId,
+    _options: i32,
+    _bistate: *mut pg_sys::BulkInsertStateData,
+) {
     // SAFETY: PostgreSQL calls this as documented (# Safety).
     unsafe {
         for i in 0..nslots as usize {
@@ -246,13 +267,22 @@ unsafe fn temp_slot(rel: pg_sys::Relation, bytes: &[u8]) -> *mut pg_sys::TupleTa
 /// `rel` must be a valid open relation, `tid` a valid item pointer, and `tmfd`
 /// a valid `TM_FailureData`. Calls into PostgreSQL: only in a backend, where
 /// its errors can be raised.
-unsafe fn target(rel: pg_sys::Relation, tid: pg_sys::ItemPointer, cid: u32, tmfd: *mut pg_sys::TM_FailureData) -> Result<(Vec<u8>, Vec<u8>), pg_sys::TM_Result::Type> {
+unsafe fn target(
+    rel: pg_sys::Relation,
+    tid: pg_sys::ItemPointer,
+    cid: u32,
+    tmfd: *mut pg_sys::TM_FailureData,
+) -> Result<(Vec<u8>, Vec<u8>), pg_sys::TM_Result::Type> {
     // SAFETY: the caller upholds this function's contract (# Safety).
     unsafe {
         let relid = (*rel).rd_id.to_u32();
         let found = state::with(|b| b.tids.get(relid, &*tid).map(|r| (r.key.to_vec(), r.tuple.to_vec(), r.superseded_by)));
         match found {
-            None => error::raise_with(pgrx::PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, "pinax: row version to modify is unknown (TID not handed out in this transaction)", None),
+            None => error::raise_with(
+                pgrx::PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
+                "pinax: row version to modify is unknown (TID not handed out in this transaction)",
+                None,
+            ),
             Some((_, _, Some(by))) => {
                 if !tmfd.is_null() {
                     (*tmfd).ctid = *tid;
@@ -330,7 +360,8 @@ pub(super) unsafe extern "C-unwind" fn tuple_delete(
 unsafe fn patch_value(rel: pg_sys::Relation, m: &TableMeta, bytes: &[u8]) -> Option<Vec<u8>> {
     // SAFETY: the caller upholds this function's contract (# Safety).
     unsafe {
-        if !guc::column_conflicts() || pg_sys::XactIsoLevel >= pg_sys::XACT_SERIALIZABLE as i32 || !(*rel).trigdesc.is_null() || (*(*rel).rd_rel).relrowsecurity {
+        if !guc::column_conflicts() || pg_sys::XactIsoLevel >= pg_sys::XACT_SERIALIZABLE as i32 || !(*rel).trigdesc.is_null() || (*(*rel).rd_rel).relrowsecurity
+        {
             return None;
         }
         let constr = (*(*rel).rd_att).constr;

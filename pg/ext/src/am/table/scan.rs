@@ -119,7 +119,14 @@ pub(super) unsafe extern "C-unwind" fn scan_end(scan: pg_sys::TableScanDesc) {
 /// Called only by PostgreSQL, through the table AM routine, with the arguments
 /// `TableAmRoutine` documents.
 #[pg_guard]
-pub(super) unsafe extern "C-unwind" fn scan_rescan(scan: pg_sys::TableScanDesc, _key: *mut pg_sys::ScanKeyData, _set_params: bool, _allow_strat: bool, _allow_sync: bool, _allow_pagemode: bool) {
+pub(super) unsafe extern "C-unwind" fn scan_rescan(
+    scan: pg_sys::TableScanDesc,
+    _key: *mut pg_sys::ScanKeyData,
+    _set_params: bool,
+    _allow_strat: bool,
+    _allow_sync: bool,
+    _allow_pagemode: bool,
+) {
     // SAFETY: PostgreSQL calls this as documented (# Safety).
     unsafe {
         let d = scan as *mut PinaxScanDesc;
@@ -242,7 +249,11 @@ pub(super) unsafe fn next_into_slot(pager: &mut Pager, relid: u32, slot: *mut pg
 /// Called only by PostgreSQL, through the table AM routine, with the arguments
 /// `TableAmRoutine` documents.
 #[pg_guard]
-pub(super) unsafe extern "C-unwind" fn scan_getnextslot(scan: pg_sys::TableScanDesc, direction: pg_sys::ScanDirection::Type, slot: *mut pg_sys::TupleTableSlot) -> bool {
+pub(super) unsafe extern "C-unwind" fn scan_getnextslot(
+    scan: pg_sys::TableScanDesc,
+    direction: pg_sys::ScanDirection::Type,
+    slot: *mut pg_sys::TupleTableSlot,
+) -> bool {
     // SAFETY: PostgreSQL calls this as documented (# Safety).
     unsafe {
         if direction == pg_sys::ScanDirection::BackwardScanDirection {
@@ -305,6 +316,10 @@ pub(super) unsafe extern "C-unwind" fn scan_sample_next_block(_scan: pg_sys::Tab
 /// Called only by PostgreSQL, through the table AM routine, with the arguments
 /// `TableAmRoutine` documents.
 #[pg_guard]
-pub(super) unsafe extern "C-unwind" fn scan_sample_next_tuple(_scan: pg_sys::TableScanDesc, _scanstate: *mut pg_sys::SampleScanState, _slot: *mut pg_sys::TupleTableSlot) -> bool {
+pub(super) unsafe extern "C-unwind" fn scan_sample_next_tuple(
+    _scan: pg_sys::TableScanDesc,
+    _scanstate: *mut pg_sys::SampleScanState,
+    _slot: *mut pg_sys::TupleTableSlot,
+) -> bool {
     error::not_supported("TABLESAMPLE is not supported on Pinax tables")
 }

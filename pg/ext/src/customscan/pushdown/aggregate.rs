@@ -167,7 +167,9 @@ pub unsafe fn aggregate_in_storage(agg: *mut pg_sys::AggState, child: *mut pg_sy
             let ty = (*col).vartype;
             use pg_sys::*;
             let float = matches!(ty, FLOAT4OID | FLOAT8OID);
-            if !float && !matches!(ty, INT2OID | INT4OID | INT8OID | BOOLOID | DATEOID | TIMESTAMPOID | TIMESTAMPTZOID | UUIDOID | TEXTOID | VARCHAROID | BYTEAOID) {
+            if !float
+                && !matches!(ty, INT2OID | INT4OID | INT8OID | BOOLOID | DATEOID | TIMESTAMPOID | TIMESTAMPTZOID | UUIDOID | TEXTOID | VARCHAROID | BYTEAOID)
+            {
                 return;
             }
             let coll = *(*plan).grpCollations;
@@ -177,7 +179,9 @@ pub unsafe fn aggregate_in_storage(agg: *mut pg_sys::AggState, child: *mut pg_sy
             let att = (*col).varattno as u16 - 1;
             let desc = pg_sys::ExecGetResultType(child as *mut pg_sys::PlanState);
             let slot = pg_sys::ExecInitExtraTupleSlot((*agg).ss.ps.state, desc, &pg_sys::TTSOpsVirtual);
-            let colname = CStr::from_ptr((*(*(*(*child).ss.ss_currentRelation).rd_att).attrs.as_ptr().add(att as usize)).attname.data.as_ptr()).to_string_lossy().into_owned();
+            let colname = CStr::from_ptr((*(*(*(*child).ss.ss_currentRelation).rd_att).attrs.as_ptr().add(att as usize)).attname.data.as_ptr())
+                .to_string_lossy()
+                .into_owned();
             names.push(format!("grouped by {colname}"));
             inner.group = Some(Grouping { by: GroupBy { att, float }, out_att: k, col_type: ty, slot });
             // (A layout for the grouping column: the filter's attributes reach it.)
@@ -242,7 +246,9 @@ unsafe fn group_datum(key: &[u8], ty: pg_sys::Oid) -> pg_sys::Datum {
                 std::ptr::copy_nonoverlapping(key.as_ptr(), p, key.len().min(16));
                 pg_sys::Datum::from(p)
             }
-            pg_sys::TEXTOID | pg_sys::VARCHAROID | pg_sys::BYTEAOID => pg_sys::Datum::from(pg_sys::cstring_to_text_with_len(key.as_ptr() as *const std::ffi::c_char, key.len() as i32)),
+            pg_sys::TEXTOID | pg_sys::VARCHAROID | pg_sys::BYTEAOID => {
+                pg_sys::Datum::from(pg_sys::cstring_to_text_with_len(key.as_ptr() as *const std::ffi::c_char, key.len() as i32))
+            }
             _ => pg_sys::Datum::from(i64::from_le_bytes(n(8))),
         }
     }
@@ -291,7 +297,12 @@ unsafe extern "C-unwind" fn exec_group(ps: *mut pg_sys::PlanState) -> *mut pg_sy
             for_each_shipped_row(child, |slot| {
                 let mut isnull = false;
                 let d = pg_sys::slot_getattr(slot, out_att as i32, &mut isnull);
-                let (key, value) = if isnull { (None, Vec::new()) } else { let (k, v) = group_key_of(d, col_type, by.float); (Some(k), v) };
+                let (key, value) = if isnull {
+                    (None, Vec::new())
+                } else {
+                    let (k, v) = group_key_of(d, col_type, by.float);
+                    (Some(k), v)
+                };
                 shown.entry(key.clone()).or_insert(value);
                 let acc = groups.entry(key).or_insert_with(|| inner.aggs.iter().map(|p| p.spec.func.empty()).collect());
                 for (p, a) in inner.aggs.iter().zip(acc.iter_mut()) {
@@ -435,7 +446,13 @@ unsafe fn finalize(p: &PushedAgg, a: &AggValue) -> (pg_sys::Datum, bool) {
     // SAFETY: the caller upholds this function's contract (# Safety).
     unsafe {
         let null = (pg_sys::Datum::from(0usize), true);
-        let float = |f: f64| if p.col_type == pg_sys::FLOAT4OID && p.result != AggResult::AvgFloat { pg_sys::Datum::from((f as f32).to_bits() as usize) } else { pg_sys::Datum::from(f.to_bits() as usize) };
+        let float = |f: f64| {
+            if p.col_type == pg_sys::FLOAT4OID && p.result != AggResult::AvgFloat {
+                pg_sys::Datum::from((f as f32).to_bits() as usize)
+            } else {
+                pg_sys::Datum::from(f.to_bits() as usize)
+            }
+        };
         match (*a, p.result) {
             (AggValue::Count(n), _) => (pg_sys::Datum::from(n as i64), false),
             (AggValue::IntSum { n: 0, .. }, _) | (AggValue::FloatSum { n: 0, .. }, _) => null,

@@ -74,10 +74,25 @@ pub(super) enum Kind {
 
 /// A condition ready to be instantiated when the scan starts.
 pub(super) enum Tmpl {
-    Cmp { att: u16, op: CmpOp, kind: Kind, value: Value },
+    Cmp {
+        att: u16,
+        op: CmpOp,
+        kind: Kind,
+        value: Value,
+    },
     /// `att OP ANY (array)` (`any`) or `att OP ALL (array)`.
-    InList { att: u16, op: CmpOp, kind: Kind, array: *mut pg_sys::ExprState, elem_type: pg_sys::Oid, any: bool },
-    IsNull { att: u16, negate: bool },
+    InList {
+        att: u16,
+        op: CmpOp,
+        kind: Kind,
+        array: *mut pg_sys::ExprState,
+        elem_type: pg_sys::Oid,
+        any: bool,
+    },
+    IsNull {
+        att: u16,
+        negate: bool,
+    },
     And(Vec<Tmpl>),
     Or(Vec<Tmpl>),
     Not(Box<Tmpl>),
@@ -349,9 +364,7 @@ pub(super) unsafe fn emit(tmpl: &Tmpl, econtext: *mut pg_sys::ExprContext, out: 
 /// `state` must be a valid `ExprState`, and `econtext` a valid `ExprContext`.
 unsafe fn evaluate(state: *mut pg_sys::ExprState, econtext: *mut pg_sys::ExprContext, kind: Kind, ty: pg_sys::Oid) -> Option<FilterValue> {
     // SAFETY: the caller upholds this function's contract (# Safety).
-    unsafe {
-        eval_in_tuple_memory(state, econtext, |d, isnull| (!isnull).then(|| filter_value(d, kind, ty))).flatten()
-    }
+    unsafe { eval_in_tuple_memory(state, econtext, |d, isnull| (!isnull).then(|| filter_value(d, kind, ty))).flatten() }
 }
 
 /// The elements of the array `state` evaluates to (elements of type `ty`); None

@@ -57,7 +57,8 @@ const NAME: &CStr = c"PinaxScan";
 static PATH_METHODS: Methods<pg_sys::CustomPathMethods> =
     Methods(pg_sys::CustomPathMethods { CustomName: NAME.as_ptr(), PlanCustomPath: Some(plan_path), ReparameterizeCustomPathByChild: None });
 
-pub(super) static SCAN_METHODS: Methods<pg_sys::CustomScanMethods> = Methods(pg_sys::CustomScanMethods { CustomName: NAME.as_ptr(), CreateCustomScanState: Some(create_state) });
+pub(super) static SCAN_METHODS: Methods<pg_sys::CustomScanMethods> =
+    Methods(pg_sys::CustomScanMethods { CustomName: NAME.as_ptr(), CreateCustomScanState: Some(create_state) });
 
 static EXEC_METHODS: Methods<pg_sys::CustomExecMethods> = exec_methods(NAME, begin, exec, end, rescan, explain);
 
@@ -182,7 +183,9 @@ pub(super) unsafe fn add_path(root: *mut pg_sys::PlannerInfo, rel: *mut pg_sys::
             return;
         }
         // The sequential scan this path competes with (none: not a plain table scan).
-        let Some(seq) = list_ptrs::<pg_sys::Path>((*rel).pathlist).into_iter().find(|p| (**p).pathtype == pg_sys::NodeTag::T_SeqScan && (**p).param_info.is_null()) else {
+        let Some(seq) =
+            list_ptrs::<pg_sys::Path>((*rel).pathlist).into_iter().find(|p| (**p).pathtype == pg_sys::NodeTag::T_SeqScan && (**p).param_info.is_null())
+        else {
             return;
         };
         let r = pg_sys::table_open((*rte).relid, pg_sys::NoLock as pg_sys::LOCKMODE);

@@ -11,9 +11,7 @@ use pgrx::pg_sys;
 /// `n` must be a valid node (or null where checked).
 pub(super) unsafe fn tag(n: *mut pg_sys::Node) -> pg_sys::NodeTag {
     // SAFETY: the caller upholds this function's contract (# Safety).
-    unsafe {
-        (*n).type_
-    }
+    unsafe { (*n).type_ }
 }
 
 /// Evaluate `state` in `econtext`'s per-tuple memory (`ExecEvalExprSwitchContext`)
@@ -23,7 +21,11 @@ pub(super) unsafe fn tag(n: *mut pg_sys::Node) -> pg_sys::NodeTag {
 /// # Safety
 /// `state` must be a valid `ExprState`, and `econtext` a valid `ExprContext`.
 /// Calls into PostgreSQL: only in a backend, where its errors can be raised.
-pub(super) unsafe fn eval_in_tuple_memory<T>(state: *mut pg_sys::ExprState, econtext: *mut pg_sys::ExprContext, then: impl FnOnce(pg_sys::Datum, bool) -> T) -> Option<T> {
+pub(super) unsafe fn eval_in_tuple_memory<T>(
+    state: *mut pg_sys::ExprState,
+    econtext: *mut pg_sys::ExprContext,
+    then: impl FnOnce(pg_sys::Datum, bool) -> T,
+) -> Option<T> {
     // SAFETY: the caller upholds this function's contract (# Safety).
     unsafe {
         let eval = (*state).evalfunc?;
@@ -123,9 +125,7 @@ pub(super) unsafe fn for_each_shipped_row(child: *mut pg_sys::PlanState, mut f: 
 /// `state` must be a valid `ExprState`, and `econtext` a valid `ExprContext`.
 pub(super) unsafe fn eval_bool(state: *mut pg_sys::ExprState, econtext: *mut pg_sys::ExprContext) -> bool {
     // SAFETY: the caller upholds this function's contract (# Safety).
-    unsafe {
-        eval_in_tuple_memory(state, econtext, |d, isnull| !isnull && d.value() != 0).unwrap_or(true)
-    }
+    unsafe { eval_in_tuple_memory(state, econtext, |d, isnull| !isnull && d.value() != 0).unwrap_or(true) }
 }
 
 /// `ExecProject` (an inline function of executor.h).

@@ -95,7 +95,8 @@ use std::ffi::CStr;
 
 const NAME: &CStr = c"PinaxWriteByKey";
 
-pub(super) static SCAN_METHODS: Methods<pg_sys::CustomScanMethods> = Methods(pg_sys::CustomScanMethods { CustomName: NAME.as_ptr(), CreateCustomScanState: Some(create_state) });
+pub(super) static SCAN_METHODS: Methods<pg_sys::CustomScanMethods> =
+    Methods(pg_sys::CustomScanMethods { CustomName: NAME.as_ptr(), CreateCustomScanState: Some(create_state) });
 
 static EXEC_METHODS: Methods<pg_sys::CustomExecMethods> = exec_methods(NAME, begin, exec, end, rescan, explain);
 
@@ -195,7 +196,8 @@ unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *m
             (true, false)
         } else {
             // Inside a READ COMMITTED transaction: an intent of the transaction.
-            let in_txn = guc::single_row_writes_in_transactions() && pg_sys::XactIsoLevel < pg_sys::XACT_REPEATABLE_READ as i32 && crate::hooks::restart::top_level();
+            let in_txn =
+                guc::single_row_writes_in_transactions() && pg_sys::XactIsoLevel < pg_sys::XACT_REPEATABLE_READ as i32 && crate::hooks::restart::top_level();
             (in_txn, in_txn)
         };
         if (*s).by_key {

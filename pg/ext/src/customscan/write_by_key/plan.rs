@@ -148,9 +148,7 @@ unsafe fn index_count(rel: pg_sys::Relation) -> usize {
 /// `rel` must be a valid open relation.
 pub(super) unsafe fn every_index_kept(rel: pg_sys::Relation, m: &meta::TableMeta) -> bool {
     // SAFETY: the caller upholds this function's contract (# Safety).
-    unsafe {
-        index_count(rel) == m.secondary.len() + usize::from(m.pk.is_some())
-    }
+    unsafe { index_count(rel) == m.secondary.len() + usize::from(m.pk.is_some()) }
 }
 
 /// The custom scan for `mt` (a DELETE with no condition) on `rel`, if nothing
@@ -282,9 +280,7 @@ unsafe fn build(mt: *mut pg_sys::ModifyTable, ix: *mut pg_sys::IndexScan, rel: p
 /// only in a backend, where its errors can be raised.
 unsafe fn computable(e: *mut pg_sys::Node) -> bool {
     // SAFETY: the caller upholds this function's contract (# Safety).
-    unsafe {
-        !pg_sys::contain_var_clause(e) && !pg_sys::contain_subplans(e) && !user_volatile_walker(e, std::ptr::null_mut())
-    }
+    unsafe { !pg_sys::contain_var_clause(e) && !pg_sys::contain_subplans(e) && !user_volatile_walker(e, std::ptr::null_mut()) }
 }
 
 /// Whether `func` is volatile and not built in (`check_functions_in_node`
@@ -295,9 +291,7 @@ unsafe fn computable(e: *mut pg_sys::Node) -> bool {
 /// of the node it checks.
 unsafe extern "C-unwind" fn user_volatile(func: pg_sys::Oid, _ctx: *mut std::ffi::c_void) -> bool {
     // SAFETY: PostgreSQL calls this as documented (# Safety).
-    unsafe {
-        func.to_u32() >= pg_sys::FirstNormalObjectId && pg_sys::func_volatile(func) == pg_sys::PROVOLATILE_VOLATILE as std::ffi::c_char
-    }
+    unsafe { func.to_u32() >= pg_sys::FirstNormalObjectId && pg_sys::func_volatile(func) == pg_sys::PROVOLATILE_VOLATILE as std::ffi::c_char }
 }
 
 /// Whether `node`'s tree calls a volatile function that is not built in
