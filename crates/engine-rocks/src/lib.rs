@@ -1,13 +1,18 @@
 //! pinax-engine-rocks: [`RocksEngine`], the production [`KvEngine`] on RocksDB
 //! (via `rust-rocksdb` 0.25).
 //!
-//! Each tablet is one RocksDB database with four column families: `default`
-//! ([`Cf::Regular`]), `intents`, `meta` and `raft` ([`Cf::Log`]: the tablet's Raft vote
-//! and purge point; the log's entries are segment files of their own, `pinax_raft::log_files`,
-//! in the database's directory). All tablets of a node share one
-//! [`SharedResources`] (an LRU block cache and a `WriteBufferManager` that caps the
-//! memtable memory of the whole node); create it once per node and put a clone of it
-//! in every tablet's [`RocksConfig`].
+//! A node keeps one [`RocksStore`] (one RocksDB database) per data directory, shared
+//! by every tablet on it; a tablet's engine is a [`RocksEngine`], a view of the store
+//! whose keys lie under a prefix of its own ([`KeySpace`]: `be64(id)`, ids from a
+//! registry of names the store keeps), so creating a tablet writes a few keys and
+//! dropping one deletes its ranges (`view.rs`, `store.rs`). Four column families:
+//! `default` ([`Cf::Regular`]), `intents`, `meta` and `raft` ([`Cf::Log`]: the
+//! tablet's Raft vote and purge point; the log's entries are segment files of their
+//! own, `pinax_raft::log_files`, in the directory the engine reports as its `dir`).
+//! All stores of a node share one [`SharedResources`] (an LRU block cache and a
+//! `WriteBufferManager` that caps the memtable memory of the whole node); create it
+//! once per node and put a clone of it in every store's [`RocksConfig`].
+//! [`RocksEngine::open`] opens a database of its own used whole (tests, tools).
 //!
 //! Invariants kept here (the trait-level ones are checked by the conformance suite):
 //! - keys use RocksDB's default bytewise comparator: unsigned byte order;
@@ -26,13 +31,8 @@
 //! - a [`RocksBatch`] holds a reference to its database; writing it to another engine
 //!   is an error, and the database directory stays locked while any batch of it lives.
 //!
-//! Compaction filter: [`RocksConfig::compaction_filter`] is installed on the Regular CF
-//! through RocksDB's compaction filter factory. RocksDB's C API exposes no "bottommost
-//! output" flag to the factory, so `bottommost` is mapped from `is_full_compaction`
-//! (all files of the CF are inputs, hence the output is the bottom). This is
-//! conservative: a bottommost compaction that is not full reports `false`. Filters run
-//! during compactions only (never on flush), ignore snapshots (RocksDB does not
-//! preserve filtered data for open snapshots), and a panicking filter keeps the entry.
+//! Compaction filter: each engine may bring one for its keys of the Regular CF; the
+//! store dispatches every entry of a compaction to its engine's (`filter.rs`).
 //!
 //! Block cache: blocks of the files a flush writes of [`Cf::Regular`] and [`Cf::Intents`]
 //! go into the block cache as they are written (`prepopulate_block_cache=kFlushOnly`,
@@ -55,16 +55,16 @@
 //! Must not depend on: anything above `pinax-engine` (MVCC, tablets, servers); no code
 //! here knows what the keys mean beyond `probe_prefix`.
 
-use pinax_engine::{Cf, CompactionFilterFactory, EngineStats, Error, IterOptions, KvEngine, KvIterator, Result, Snapshot, WriteBatch, WritePressure};
-use rocksdb::compaction_filter::{CompactionFilter as RocksCompactionFilter, Decision};
-use rocksdb::compaction_filter_factory::{CompactionFilterContext, CompactionFilterFactory as RocksCompactionFilterFactory};
-use rocksdb::{
-    BlockBasedOptions, Cache, ChecksumType, ColumnFamily, ColumnFamilyDescriptor, DBCompressionType, DBRawIteratorWithThreadMode, ErrorKind, FlushOptions,
-    Options, ReadOptions, SliceTransform, SnapshotWithThreadMode, WriteBufferManager, DB,
-};
-use std::ffi::CStr;
+mod filter;
+mod store;
+mod view;
+
+pub use store::RocksStore;
+pub use view::{KeySpace, RocksBatch, RocksEngine, RocksIterator, RocksSnapshot};
+
+use pinax_engine::{Cf, CompactionFilterFactory, Error, WritePressure};
+use rocksdb::{BlockBasedOptions, Cache, ChecksumType, ColumnFamily, DBCompressionType, ErrorKind, Options, SliceTransform, WriteBufferManager, DB};
 use std::fmt;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 const MIB: usize = 1024 * 1024;
@@ -151,8 +151,12 @@ pub struct RocksConfig {
     pub write_buffer_size: usize,
     /// Verify block checksums on every read (default true).
     pub verify_checksums: bool,
-    /// MVCC garbage collection: filter for compactions of the Regular CF.
+    /// MVCC garbage collection: filter for compactions of the Regular CF (of an
+    /// engine opened with [`RocksEngine::open`]; a store's engines bring their own).
     pub compaction_filter: Option<Arc<dyn CompactionFilterFactory>>,
+    /// Files RocksDB keeps open at most (its table cache; default 4096): what bounds
+    /// the descriptors of a store, whatever the number of tablets in it.
+    pub max_open_files: i32,
 }
 
 impl RocksConfig {
@@ -166,6 +170,7 @@ impl RocksConfig {
             write_buffer_size: 64 * MIB,
             verify_checksums: true,
             compaction_filter: None,
+            max_open_files: 4096,
         }
     }
 }
@@ -188,6 +193,7 @@ impl fmt::Debug for RocksConfig {
             .field("write_buffer_size", &self.write_buffer_size)
             .field("verify_checksums", &self.verify_checksums)
             .field("compaction_filter", &self.compaction_filter.is_some())
+            .field("max_open_files", &self.max_open_files)
             .finish()
     }
 }
@@ -223,11 +229,12 @@ fn table_options(cfg: &RocksConfig, cf: Cf) -> BlockBasedOptions {
 /// until a level brackets the key: a batch in key order (Tablet::write_intents and
 /// write_fast sort theirs; the applied rows of a resolution come in key order)
 /// then costs a few comparisons per record rather than a whole search. One hint
-/// per first byte: the reverse index's records (tagged) keep their own.
+/// per engine prefix (8 bytes) and first byte of its keys: the reverse index's
+/// records (tagged) keep their own.
 /// A 1M-row insert..select: daemon CPU -3-4% beyond sorting the batches (4 runs).
-const MEMTABLE_HINTS: &str = "memtable_insert_with_hint_prefix_extractor=rocksdb.CappedPrefix.1";
+const MEMTABLE_HINTS: &str = "memtable_insert_with_hint_prefix_extractor=rocksdb.CappedPrefix.9";
 
-fn cf_options(cfg: &RocksConfig, cf: Cf) -> Options {
+pub(crate) fn cf_options(cfg: &RocksConfig, cf: Cf) -> Options {
     // (Not in RocksDB's C API: set through an options string.)
     let mut o = Options::default().get_options_from_string(MEMTABLE_HINTS).expect("a valid RocksDB option");
     o.set_block_based_table_factory(&table_options(cfg, cf));
@@ -265,11 +272,6 @@ fn cf_options(cfg: &RocksConfig, cf: Cf) -> Options {
         // every SST file.
         o.set_prefix_extractor(x);
     }
-    if cf == Cf::Regular {
-        if let Some(factory) = &cfg.compaction_filter {
-            o.set_compaction_filter_factory(FilterFactoryAdapter(factory.clone()));
-        }
-    }
     o
 }
 
@@ -286,13 +288,14 @@ fn has_probe_prefix<const CF: usize>(key: &[u8]) -> bool {
     pinax_engine::probe_prefix(cf_at(CF), key).is_some()
 }
 
-fn db_options(cfg: &RocksConfig) -> Options {
+pub(crate) fn db_options(cfg: &RocksConfig) -> Options {
     let mut o = Options::default();
     o.create_if_missing(true);
     o.create_missing_column_families(true);
     o.set_max_background_jobs(cfg.max_background_jobs);
     o.set_write_buffer_manager(&cfg.shared.write_buffer_manager);
     o.set_atomic_flush(true);
+    o.set_max_open_files(cfg.max_open_files);
     o
 }
 
@@ -311,83 +314,12 @@ pub fn map_error(e: rocksdb::Error) -> Error {
     }
 }
 
-// ---------------------------------------------------------------------------
-// engine
-
-/// One tablet's RocksDB database.
-pub struct RocksEngine {
-    db: Arc<DB>,
-    path: PathBuf,
-    disable_wal: bool,
-    verify_checksums: bool,
-}
-
-impl fmt::Debug for RocksEngine {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RocksEngine").field("path", &self.path).finish_non_exhaustive()
-    }
-}
-
-/// The handle of `cf`. All three CFs are opened (and checked) in [`RocksEngine::open`],
-/// so the lookup cannot fail for a database opened there.
-fn handle(db: &DB, cf: Cf) -> &ColumnFamily {
+/// The handle of `cf`. All column families are opened (and checked) in
+/// [`RocksStore::open`], so the lookup cannot fail for a database opened there.
+pub(crate) fn handle(db: &DB, cf: Cf) -> &ColumnFamily {
     match db.cf_handle(cf.name()) {
         Some(h) => h,
         None => unreachable!("column family {cf} is opened with the database"),
-    }
-}
-
-impl RocksEngine {
-    /// Opens (creating if missing) the database at `path` with all column families.
-    pub fn open(path: impl AsRef<Path>, cfg: &RocksConfig) -> Result<RocksEngine> {
-        let path = path.as_ref().to_path_buf();
-        std::fs::create_dir_all(&path).map_err(|e| Error::Io(format!("creating database directory {}: {e}", path.display())))?;
-        let descriptors = Cf::ALL.map(|cf| ColumnFamilyDescriptor::new(cf.name(), cf_options(cfg, cf)));
-        let mut opts = db_options(cfg);
-        if !cfg.disable_wal {
-            // Writes that skipped the WAL (`WriteOptions::skip_log`) are rebuilt
-            // by their writer after a crash, and a close is no different: flushing
-            // them made closing an engine take about a second (a dropped tablet's
-            // too). (Not a setter of the Rust binding; the C++ options copy keeps
-            // the shared write buffer manager.)
-            opts = opts.get_options_from_string("avoid_flush_during_shutdown=true").map_err(map_error)?;
-        }
-        let db = DB::open_cf_descriptors(&opts, &path, descriptors).map_err(map_error)?;
-        for cf in Cf::ALL {
-            if db.cf_handle(cf.name()).is_none() {
-                return Err(Error::Other(format!("column family {cf} missing after open of {}", path.display())));
-            }
-        }
-        // Flushed blocks of rows and intents are read soon (see the module docs).
-        for cf in [Cf::Regular, Cf::Intents] {
-            db.set_options_cf(handle(&db, cf), &[("block_based_table_factory", "{prepopulate_block_cache=kFlushOnly;}")]).map_err(map_error)?;
-        }
-        tracing::debug!(path = %path.display(), "opened rocksdb engine");
-        Ok(RocksEngine { db: Arc::new(db), path, disable_wal: cfg.disable_wal, verify_checksums: cfg.verify_checksums })
-    }
-
-    /// The database directory.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    fn cf(&self, cf: Cf) -> &ColumnFamily {
-        handle(&self.db, cf)
-    }
-
-    fn read_options(&self) -> ReadOptions {
-        let mut ro = ReadOptions::default();
-        ro.set_verify_checksums(self.verify_checksums);
-        ro
-    }
-
-    /// An integer RocksDB property summed over all column families (absent = 0).
-    pub fn property_sum(&self, name: &str) -> u64 {
-        Cf::ALL.iter().map(|&cf| self.property(cf, name)).sum()
-    }
-
-    fn property(&self, cf: Cf, name: &str) -> u64 {
-        self.db.property_int_value_cf(self.cf(cf), name).ok().flatten().unwrap_or(0)
     }
 }
 
@@ -422,288 +354,13 @@ pub fn pressure_from(l0_files: u64, pending_compaction_bytes: u64, stopped: bool
 /// adds to the thread's `perf_context`, reached through a thread-local
 /// initialisation check: 2.5-3% of a `count(*)`'s profile (its time moved within
 /// its spread). Nothing here reads them.
-fn perf_counters_off() {
+pub(crate) fn perf_counters_off() {
     thread_local!(static OFF: std::cell::Cell<bool> = const { std::cell::Cell::new(false) });
     OFF.with(|off| {
         if !off.replace(true) {
             rocksdb::perf::set_perf_stats(rocksdb::perf::PerfStatsLevel::Disable);
         }
     });
-}
-
-impl KvEngine for RocksEngine {
-    type Snapshot<'a> = RocksSnapshot<'a>;
-    type Batch = RocksBatch;
-
-    fn snapshot(&self) -> RocksSnapshot<'_> {
-        perf_counters_off();
-        RocksSnapshot { engine: self, snap: self.db.snapshot() }
-    }
-
-    fn new_batch(&self) -> RocksBatch {
-        RocksBatch { db: self.db.clone(), wb: rocksdb::WriteBatch::default() }
-    }
-
-    fn write(&self, batch: RocksBatch, opts: pinax_engine::WriteOptions) -> Result<()> {
-        if !Arc::ptr_eq(&batch.db, &self.db) {
-            return Err(Error::Other(format!("write batch of another database written to {}", self.path.display())));
-        }
-        perf_counters_off();
-        let mut wo = rocksdb::WriteOptions::default();
-        let no_wal = self.disable_wal || opts.skip_log;
-        if no_wal {
-            wo.disable_wal(true);
-        } else {
-            wo.set_sync(opts.sync);
-        }
-        self.db.write_opt(batch.wb, &wo).map_err(map_error)?;
-        if no_wal && opts.sync {
-            self.flush()?;
-        }
-        Ok(())
-    }
-
-    fn get(&self, cf: Cf, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        perf_counters_off();
-        self.db.get_cf_opt(self.cf(cf), key, &self.read_options()).map_err(map_error)
-    }
-
-    fn flush(&self) -> Result<()> {
-        let cfs = Cf::ALL.map(|cf| self.cf(cf));
-        self.db.flush_cfs_opt(&cfs, &FlushOptions::default()).map_err(map_error)
-    }
-
-    /// RocksDB compacts `[start, end]` (end inclusive): one key more than asked, which
-    /// changes nothing visible.
-    fn compact_range(&self, cf: Cf, start: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
-        self.db.compact_range_cf(self.cf(cf), start, end);
-        Ok(())
-    }
-
-    /// RocksDB leaves alone what it does not recognise as its own files
-    /// (subdirectories included).
-    fn dir(&self) -> Option<&Path> {
-        Some(&self.path)
-    }
-
-    /// The worst column family decides (RocksDB's triggers are per column family).
-    fn write_pressure(&self) -> WritePressure {
-        let (mut l0, mut pending, mut stopped) = (0, 0, false);
-        for cf in Cf::ALL {
-            l0 = l0.max(self.property(cf, "rocksdb.num-files-at-level0"));
-            pending = pending.max(self.property(cf, "rocksdb.estimate-pending-compaction-bytes"));
-            stopped |= self.property(cf, "rocksdb.is-write-stopped") != 0;
-        }
-        pressure_from(l0, pending, stopped)
-    }
-
-    fn stats(&self) -> EngineStats {
-        EngineStats {
-            approximate_bytes: self.property_sum("rocksdb.estimate-live-data-size"),
-            l0_files: self.property_sum("rocksdb.num-files-at-level0"),
-            memtable_bytes: self.property_sum("rocksdb.cur-size-all-mem-tables"),
-            pending_compaction_bytes: self.property_sum("rocksdb.estimate-pending-compaction-bytes"),
-        }
-    }
-}
-
-// ---------------------------------------------------------------------------
-// snapshot and iterator
-
-/// A RocksDB snapshot; released when dropped. Borrows the engine.
-pub struct RocksSnapshot<'a> {
-    engine: &'a RocksEngine,
-    snap: SnapshotWithThreadMode<'a, DB>,
-}
-
-impl RocksSnapshot<'_> {
-    /// RocksDB's sequence number of this snapshot.
-    pub fn sequence_number(&self) -> u64 {
-        self.snap.sequence_number()
-    }
-}
-
-impl Snapshot for RocksSnapshot<'_> {
-    type Iter<'b>
-        = RocksIterator<'b>
-    where
-        Self: 'b;
-
-    fn get(&self, cf: Cf, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.snap.get_cf_opt(self.engine.cf(cf), key, self.engine.read_options()).map_err(map_error)
-    }
-
-    fn iter(&self, cf: Cf, opts: IterOptions) -> RocksIterator<'_> {
-        let mut ro = self.engine.read_options();
-        let lower = opts.lower;
-        // lower > upper means empty: normalize to [lower, lower).
-        let upper = match (&lower, opts.upper) {
-            (Some(l), Some(u)) if u < *l => Some(l.clone()),
-            (_, u) => u,
-        };
-        if let Some(l) = &lower {
-            ro.set_iterate_lower_bound(l.clone());
-        }
-        if let Some(u) = &upper {
-            ro.set_iterate_upper_bound(u.clone());
-        }
-        // Probes use the prefix extractors of Cf::Regular and Cf::Intents; every
-        // other iterator is a plain ordered one (total order: no prefix bloom
-        // filter may skip a file).
-        if opts.prefix_same_as_start && matches!(cf, Cf::Regular | Cf::Intents) {
-            ro.set_prefix_same_as_start(true);
-        } else {
-            ro.set_total_order_seek(true);
-        }
-        RocksIterator { raw: self.snap.raw_iterator_cf_opt(self.engine.cf(cf), ro), lower, upper }
-    }
-}
-
-/// A raw RocksDB iterator reading at its snapshot, with bounds pushed down to RocksDB.
-pub struct RocksIterator<'a> {
-    raw: DBRawIteratorWithThreadMode<'a, DB>,
-    lower: Option<Vec<u8>>,
-    upper: Option<Vec<u8>>,
-}
-
-impl KvIterator for RocksIterator<'_> {
-    fn seek(&mut self, key: &[u8]) {
-        match &self.lower {
-            Some(l) if key < l.as_slice() => self.raw.seek(l),
-            _ => self.raw.seek(key),
-        }
-    }
-
-    fn seek_for_prev(&mut self, key: &[u8]) {
-        match &self.upper {
-            // The upper bound is exclusive: the last key below it.
-            Some(u) if key >= u.as_slice() => self.raw.seek_to_last(),
-            _ => self.raw.seek_for_prev(key),
-        }
-    }
-
-    fn seek_to_first(&mut self) {
-        self.raw.seek_to_first();
-    }
-
-    fn seek_to_last(&mut self) {
-        self.raw.seek_to_last();
-    }
-
-    fn next(&mut self) {
-        self.raw.next();
-    }
-
-    fn prev(&mut self) {
-        self.raw.prev();
-    }
-
-    fn valid(&self) -> Result<bool> {
-        if self.raw.valid() {
-            return Ok(true);
-        }
-        self.raw.status().map_err(map_error)?;
-        Ok(false)
-    }
-
-    fn key(&self) -> &[u8] {
-        debug_assert!(self.raw.valid(), "key() on an invalid iterator");
-        self.raw.key().unwrap_or(&[])
-    }
-
-    fn value(&self) -> &[u8] {
-        debug_assert!(self.raw.valid(), "value() on an invalid iterator");
-        self.raw.value().unwrap_or(&[])
-    }
-}
-
-// ---------------------------------------------------------------------------
-// write batch
-
-/// A RocksDB write batch bound to the database it was created for.
-pub struct RocksBatch {
-    db: Arc<DB>,
-    wb: rocksdb::WriteBatch,
-}
-
-impl WriteBatch for RocksBatch {
-    fn put(&mut self, cf: Cf, key: &[u8], value: &[u8]) {
-        self.wb.put_cf(handle(&self.db, cf), key, value);
-    }
-
-    fn delete(&mut self, cf: Cf, key: &[u8]) {
-        self.wb.delete_cf(handle(&self.db, cf), key);
-    }
-
-    fn delete_range(&mut self, cf: Cf, start: &[u8], end: &[u8]) {
-        // An empty range is a no-op (RocksDB rejects start > end).
-        if start < end {
-            self.wb.delete_range_cf(handle(&self.db, cf), start, end);
-        }
-    }
-
-    fn count(&self) -> usize {
-        self.wb.len()
-    }
-
-    fn data_size(&self) -> usize {
-        self.wb.size_in_bytes()
-    }
-
-    fn clear(&mut self) {
-        self.wb.clear();
-    }
-}
-
-// ---------------------------------------------------------------------------
-// compaction filter adapter
-
-struct FilterFactoryAdapter(Arc<dyn CompactionFilterFactory>);
-
-impl RocksCompactionFilterFactory for FilterFactoryAdapter {
-    type Filter = FilterAdapter;
-
-    fn create(&mut self, context: CompactionFilterContext) -> FilterAdapter {
-        let factory = &self.0;
-        let bottommost = context.is_full_compaction;
-        let filter = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| factory.create(bottommost)));
-        match filter {
-            Ok(f) => FilterAdapter(Some(f)),
-            Err(_) => {
-                tracing::error!("compaction filter factory panicked; this compaction keeps everything");
-                FilterAdapter(None)
-            }
-        }
-    }
-
-    fn name(&self) -> &CStr {
-        c"pinax.CompactionFilterFactory"
-    }
-}
-
-/// `None`: the factory panicked; keep everything.
-struct FilterAdapter(Option<Box<dyn pinax_engine::CompactionFilter>>);
-
-impl RocksCompactionFilter for FilterAdapter {
-    fn filter(&mut self, _level: u32, key: &[u8], value: &[u8]) -> Decision {
-        let Some(filter) = self.0.as_mut() else {
-            return Decision::Keep;
-        };
-        // Unwinding into RocksDB's C++ frames would abort; keeping the entry is safe.
-        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| filter.keep(key, value))) {
-            Ok(true) => Decision::Keep,
-            Ok(false) => Decision::Remove,
-            Err(_) => {
-                tracing::error!("compaction filter panicked; keeping the entry and the rest of this compaction");
-                self.0 = None;
-                Decision::Keep
-            }
-        }
-    }
-
-    fn name(&self) -> &CStr {
-        c"pinax.CompactionFilter"
-    }
 }
 
 #[cfg(test)]
@@ -728,6 +385,62 @@ mod conformance {
         cfg.write_buffer_size = 256 << 10;
         let engine = crate::RocksEngine::open(dir.path(), &cfg).expect("open");
         TempRocks { engine, _dir: dir }
+    }
+
+    pinax_engine::conformance_tests!(open);
+}
+
+/// The same suite on an engine of a node's store: its keys under a prefix, between
+/// two neighbours holding keys in every column family (at both ends of the key
+/// space) that it must neither see nor touch.
+#[cfg(test)]
+mod conformance_of_a_store {
+    use pinax_engine::{Cf, KvEngine, WriteBatch, WriteOptions};
+
+    pub struct InStore {
+        // Field order: the engines close before the store's directory is removed.
+        engine: crate::RocksEngine,
+        neighbours: Vec<crate::RocksEngine>,
+        _dir: tempfile::TempDir,
+    }
+
+    impl Drop for InStore {
+        fn drop(&mut self) {
+            // The neighbours' keys are as they were written.
+            for n in &self.neighbours {
+                for cf in Cf::ALL {
+                    for k in [&b""[..], b"\x00", b"m", b"\xff\xff\xff"] {
+                        assert_eq!(n.get(cf, k).ok().flatten().as_deref(), Some(k), "a neighbour's key {k:?} in {cf:?} was changed");
+                    }
+                }
+            }
+        }
+    }
+
+    impl pinax_engine::conformance::Fixture for InStore {
+        type Engine = crate::RocksEngine;
+        fn engine(&self) -> &crate::RocksEngine {
+            &self.engine
+        }
+    }
+
+    fn open() -> InStore {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut cfg = crate::RocksConfig::with_shared(crate::SharedResources::new(8 << 20, 8 << 20));
+        cfg.write_buffer_size = 256 << 10;
+        let store = crate::RocksStore::open(dir.path(), &cfg).expect("open");
+        let neighbours: Vec<_> = [6, 8].map(|id| store.engine(crate::KeySpace::of_id(id), None, None).expect("engine")).into();
+        for n in &neighbours {
+            let mut b = n.new_batch();
+            for cf in Cf::ALL {
+                for k in [&b""[..], b"\x00", b"m", b"\xff\xff\xff"] {
+                    b.put(cf, k, k);
+                }
+            }
+            n.write(b, WriteOptions::default()).expect("write");
+        }
+        let engine = store.engine(crate::KeySpace::of_id(7), None, None).expect("engine");
+        InStore { engine, neighbours, _dir: dir }
     }
 
     pinax_engine::conformance_tests!(open);

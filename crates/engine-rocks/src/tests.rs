@@ -2,8 +2,9 @@
 //! error mapping. The generic behaviour is covered by the conformance suite.
 
 use super::*;
-use pinax_engine::{CompactionFilter, WriteOptions};
+use pinax_engine::{CompactionFilter, CompactionFilterFactory, Error, IterOptions, KvEngine, KvIterator, Snapshot, WriteBatch, WriteOptions};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
 
 fn small_config() -> RocksConfig {
     let mut cfg = RocksConfig::with_shared(SharedResources::new(8 << 20, 8 << 20));
@@ -483,11 +484,13 @@ fn memtable_inserts_in_key_order_start_from_the_previous_insert() {
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = RocksConfig::with_shared(SharedResources::new(8 << 20, 64 << 20));
     cfg.write_buffer_size = 16 << 20;
-    let e = RocksEngine::open(dir.path(), &cfg).unwrap();
+    // An engine of a node's store: its keys under an 8-byte prefix.
+    let store = RocksStore::open(dir.path(), &cfg).unwrap();
+    let e = store.engine(KeySpace::of_id(3), None, None).unwrap();
     for cf in [Cf::Regular, Cf::Intents] {
         assert_eq!(
             recorded_cf_option(dir.path(), cf.name(), "memtable_insert_with_hint_prefix_extractor").as_deref(),
-            Some("rocksdb.CappedPrefix.1"),
+            Some("rocksdb.CappedPrefix.9"),
             "{cf:?}"
         );
     }
@@ -527,4 +530,131 @@ fn recorded_cf_option(dir: &std::path::Path, cf: &str, name: &str) -> Option<Str
     let text = newest_options(dir)?;
     let body = text.split(&format!("[CFOptions \"{cf}\"]")).nth(1)?.split("\n[").next()?.to_string();
     body.lines().find_map(|l| l.trim().strip_prefix(&format!("{name}=")).map(str::to_string))
+}
+
+// ---------------------------------------------------------------------------
+// engines of one store
+
+fn store_with(ids: &[u64]) -> (tempfile::TempDir, RocksStore, Vec<RocksEngine>) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = RocksStore::open(dir.path(), &small_config()).unwrap();
+    let engines = ids.iter().map(|&id| store.engine(KeySpace::of_id(id), None, None).unwrap()).collect();
+    (dir, store, engines)
+}
+
+fn all_keys(e: &RocksEngine, cf: Cf, opts: IterOptions) -> Vec<Vec<u8>> {
+    let s = e.snapshot();
+    let mut it = s.iter(cf, opts);
+    it.seek_to_first();
+    let mut out = Vec::new();
+    while it.valid().unwrap() {
+        out.push(it.key().to_vec());
+        it.next();
+    }
+    out
+}
+
+/// A space bounded within its prefix (what a split child will be): it reads,
+/// iterates, deletes and compacts only its interval, whatever the caller asks.
+#[test]
+fn a_bounded_space_sees_and_deletes_only_its_interval() {
+    let (_dir, store, engines) = store_with(&[4]);
+    let whole = &engines[0];
+    let mut b = whole.new_batch();
+    for k in [&b"a"[..], b"b", b"c", b"d", b"e"] {
+        b.put(Cf::Regular, k, k);
+    }
+    whole.write(b, WriteOptions::default()).unwrap();
+    let mid = store.engine(KeySpace::of_id(4).bounded(Cf::Regular, b"b".to_vec(), Some(b"d".to_vec())), None, None).unwrap();
+    assert_eq!(all_keys(&mid, Cf::Regular, IterOptions::default()), vec![b"b".to_vec(), b"c".to_vec()]);
+    assert_eq!(all_keys(&mid, Cf::Regular, IterOptions::bounded(b"a".to_vec(), b"z".to_vec())), vec![b"b".to_vec(), b"c".to_vec()]);
+    assert_eq!(all_keys(&mid, Cf::Regular, IterOptions::bounded(b"c".to_vec(), b"z".to_vec())), vec![b"c".to_vec()]);
+    assert_eq!(mid.get(Cf::Regular, b"a").unwrap(), None);
+    assert_eq!(mid.get(Cf::Regular, b"d").unwrap(), None);
+    assert_eq!(mid.snapshot().get(Cf::Regular, b"e").unwrap(), None);
+    assert_eq!(mid.get(Cf::Regular, b"c").unwrap().as_deref(), Some(&b"c"[..]));
+    {
+        let s = mid.snapshot();
+        let mut it = s.iter(Cf::Regular, IterOptions::default());
+        it.seek_for_prev(b"z");
+        assert_eq!(it.key(), b"c", "the last key of the interval");
+        it.seek(b"a");
+        assert_eq!(it.key(), b"b", "the first key of the interval");
+        it.seek_to_last();
+        assert_eq!(it.key(), b"c");
+    }
+    let mut b = mid.new_batch();
+    b.delete_range(Cf::Regular, b"", b"zzz");
+    mid.write(b, WriteOptions::default()).unwrap();
+    assert_eq!(all_keys(whole, Cf::Regular, IterOptions::default()), vec![b"a".to_vec(), b"d".to_vec(), b"e".to_vec()], "only the interval is deleted");
+}
+
+/// Each engine's compaction filter sees its own keys, as it wrote them, and
+/// nothing of another engine's; an engine without a filter keeps everything.
+#[test]
+fn compaction_filters_of_engines_of_one_store_see_their_own_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = RocksStore::open(dir.path(), &small_config()).unwrap();
+    let made = || DropPrefix { prefix: b"gc/", created: Arc::new(AtomicUsize::new(0)), saw_bottommost: Arc::new(AtomicBool::new(false)) };
+    let f1 = Arc::new(made());
+    let e1 = store.engine(KeySpace::of_id(1), Some(f1.clone()), None).unwrap();
+    let e2 = store.engine(KeySpace::of_id(2), None, None).unwrap();
+    let e3 = store.engine(KeySpace::of_id(3), Some(Arc::new(made())), None).unwrap();
+    for e in [&e1, &e2, &e3] {
+        let mut b = e.new_batch();
+        for i in 0..50 {
+            b.put(Cf::Regular, &[b"gc/".as_slice(), &key(i)].concat(), b"garbage");
+            b.put(Cf::Regular, &[b"live/".as_slice(), &key(i)].concat(), b"live");
+        }
+        e.write(b, WriteOptions::default()).unwrap();
+    }
+    store.flush().unwrap();
+    store.inner.db.compact_range_cf(crate::handle(&store.inner.db, Cf::Regular), None::<&[u8]>, None::<&[u8]>);
+    assert!(f1.created.load(Ordering::SeqCst) > 0);
+    assert_eq!(all_keys(&e1, Cf::Regular, IterOptions::default()).len(), 50, "engine 1's garbage filtered");
+    assert_eq!(all_keys(&e2, Cf::Regular, IterOptions::default()).len(), 100, "engine 2 has no filter");
+    assert_eq!(all_keys(&e3, Cf::Regular, IterOptions::default()).len(), 50, "engine 3's garbage filtered");
+    // A closed engine's filter no longer applies.
+    drop(e3);
+    let e3 = store.engine(KeySpace::of_id(3), None, None).unwrap();
+    let mut b = e3.new_batch();
+    b.put(Cf::Regular, b"gc/again", b"garbage");
+    e3.write(b, WriteOptions::default()).unwrap();
+    store.flush().unwrap();
+    store.inner.db.compact_range_cf(crate::handle(&store.inner.db, Cf::Regular), None::<&[u8]>, None::<&[u8]>);
+    assert_eq!(e3.get(Cf::Regular, b"gc/again").unwrap().as_deref(), Some(&b"garbage"[..]));
+}
+
+/// A destroyed engine's keys are gone at once and its files' space comes back
+/// (in the background); its name is free; other engines keep theirs.
+#[test]
+fn destroying_an_engine_deletes_its_keys_and_reclaims_its_space() {
+    let (_dir, store, engines) = store_with(&[]);
+    assert!(engines.is_empty());
+    let (id1, id2) = (store.register("tablet-1").unwrap(), store.register("tablet-2").unwrap());
+    assert_eq!(store.register("tablet-1").unwrap(), id1, "a name keeps its id");
+    let e1 = store.engine(KeySpace::of_id(id1), None, None).unwrap();
+    let e2 = store.engine(KeySpace::of_id(id2), None, None).unwrap();
+    let value = vec![9u8; 1000];
+    for e in [&e1, &e2] {
+        for i in 0..2000 {
+            put(e, Cf::Regular, &key(i), &value, false);
+        }
+    }
+    store.flush().unwrap();
+    assert!(e1.stats().approximate_bytes > 100_000, "{:?}", e1.stats());
+    drop(e1);
+    store.destroy(&KeySpace::of_id(id1), Some("tablet-1")).unwrap();
+    assert_eq!(store.id_of("tablet-1").unwrap(), None);
+    assert_eq!(store.names().unwrap(), vec![("tablet-2".to_string(), id2)]);
+    let e1 = store.engine(KeySpace::of_id(id1), None, None).unwrap();
+    assert!(all_keys(&e1, Cf::Regular, IterOptions::default()).is_empty());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while e1.stats().approximate_bytes > 0 {
+        assert!(std::time::Instant::now() < deadline, "space not reclaimed: {:?}", e1.stats());
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(all_keys(&e2, Cf::Regular, IterOptions::default()).len(), 2000);
+    let id3 = store.register("tablet-1").unwrap();
+    assert!(id3 > id2, "an id is never given out twice");
 }

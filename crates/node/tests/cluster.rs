@@ -785,7 +785,7 @@ fn the_master_is_replicated_and_survives_its_first_node() {
     // orphan, after the node timeout). Restarted again without --join, it must
     // find the masters, not bootstrap a second, empty catalog of its own (it
     // did: the first node bootstrapped whenever it had no master replica).
-    let engine = cluster.dirs[0].path().join("data").join(format!("tablet-{}", pinax_common::TabletId::MASTER.0));
+    let engine = cluster.dirs[0].path().join("data/tablets").join(format!("tablet-{}", pinax_common::TabletId::MASTER.0));
     let deadline = Instant::now() + Duration::from_secs(60);
     while engine.exists() {
         assert!(Instant::now() < deadline, "the first node kept its moved master replica");

@@ -205,7 +205,10 @@ fn tablets_spread_over_data_dirs_and_a_missing_one_is_refused() {
             .spawn()
             .unwrap()
     };
-    let tablets_in = |d: &std::path::Path| std::fs::read_dir(d).unwrap().flatten().filter(|e| e.file_name().to_string_lossy().starts_with("tablet-")).count();
+    // Each disk's store keeps a directory per tablet it holds (`tablets/tablet-N`).
+    let tablets_in = |d: &std::path::Path| {
+        std::fs::read_dir(d.join("tablets")).map(|rd| rd.flatten().filter(|e| e.file_name().to_string_lossy().starts_with("tablet-")).count()).unwrap_or(0)
+    };
     let mut child = Daemon(run(&dirs_arg));
     let c = wait_client(&addr);
     c.create_table("spread", Sharding::Hash { tablets: 8 }).unwrap();

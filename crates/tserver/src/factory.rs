@@ -1,9 +1,9 @@
-//! Opening one engine per tablet.
+//! Opening one engine per tablet: a view of its disk's shared store.
 
 use parking_lot::Mutex;
 use pinax_engine::{CompactionFilterFactory, KvEngine};
 use pinax_engine_mem::MemEngine;
-use pinax_engine_rocks::{RocksConfig, RocksEngine, SharedResources};
+use pinax_engine_rocks::{KeySpace, RocksConfig, RocksEngine, RocksStore, SharedResources};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -18,8 +18,13 @@ pub trait EngineFactory: Send + Sync + 'static {
     fn list(&self) -> pinax_engine::Result<Vec<String>>;
 }
 
-/// RocksDB engines under one or more directories (one per disk), sharing a block
-/// cache and memtable budget.
+/// Tablet engines in one RocksDB store per directory (one per disk), all stores
+/// sharing a block cache and memtable budget: an engine is a view of its store
+/// ([`pinax_engine_rocks::RocksEngine`], keys under a prefix of its own), so opening
+/// a new one writes a name into the store's registry, and destroying one deletes
+/// its key ranges. The store of a directory is `<dir>/rocksdb`, opened when the
+/// directory first holds an engine; each engine also has a directory of its own,
+/// `<dir>/tablets/<name>`, for files its owner keeps (the Raft log's segments).
 ///
 /// An engine lives in exactly one of the directories: an existing one is opened
 /// where it is; a new one goes to the directory holding the fewest engines (the
@@ -28,9 +33,22 @@ pub struct RocksFactory {
     roots: Vec<PathBuf>,
     shared: SharedResources,
     disable_wal: bool,
-    /// Held while choosing a directory for a new engine.
-    placing: Mutex<()>,
+    /// Stores opened so far, by root; which root and id each name has.
+    state: Mutex<FactoryState>,
 }
+
+#[derive(Default)]
+struct FactoryState {
+    stores: HashMap<usize, RocksStore>,
+    names: HashMap<String, usize>,
+    counts: Vec<usize>,
+    opened: bool,
+}
+
+/// The store's directory under a data directory.
+const STORE_DIR: &str = "rocksdb";
+/// Engines' own directories under a data directory.
+const TABLETS_DIR: &str = "tablets";
 
 impl RocksFactory {
     pub fn new(root: PathBuf, shared: SharedResources) -> Self {
@@ -40,68 +58,118 @@ impl RocksFactory {
     /// Engines spread over `roots` (at least one).
     pub fn with_roots(roots: Vec<PathBuf>, shared: SharedResources) -> Self {
         assert!(!roots.is_empty(), "invariant: a RocksFactory has a directory");
-        RocksFactory { roots, shared, disable_wal: false, placing: Mutex::new(()) }
+        let counts = vec![0; roots.len()];
+        RocksFactory { roots, shared, disable_wal: false, state: Mutex::new(FactoryState { counts, ..Default::default() }) }
     }
 
-    /// Names of the engines in `root`.
-    fn engines_in(root: &Path) -> pinax_engine::Result<Vec<String>> {
-        let rd = match std::fs::read_dir(root) {
-            Ok(rd) => rd,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(pinax_engine::Error::Io(format!("listing {}: {e}", root.display()))),
-        };
-        Ok(rd.flatten().filter(|e| e.path().is_dir()).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+    fn config(&self) -> RocksConfig {
+        RocksConfig { disable_wal: self.disable_wal, ..RocksConfig::with_shared(self.shared.clone()) }
     }
 
-    /// Where engine `name` is, or goes: its directory if it exists, else the
-    /// directory with the fewest engines.
-    fn path_of(&self, name: &str) -> pinax_engine::Result<PathBuf> {
-        if let Some(p) = self.roots.iter().map(|r| r.join(name)).find(|p| p.is_dir()) {
-            return Ok(p);
+    /// Opens the stores that exist (once), learning every engine's name; refuses a
+    /// directory of the earlier layout (a RocksDB database per tablet).
+    fn load(&self, st: &mut FactoryState) -> pinax_engine::Result<()> {
+        if st.opened {
+            return Ok(());
         }
-        let mut least: Option<(usize, &PathBuf)> = None;
-        for root in &self.roots {
-            let n = Self::engines_in(root)?.len();
-            if least.is_none_or(|(m, _)| n < m) {
-                least = Some((n, root));
+        for (i, root) in self.roots.iter().enumerate() {
+            if let Some(old) = earlier_layout(root)? {
+                return Err(pinax_engine::Error::Other(format!(
+                    "{} holds a tablet database of an earlier Pinax ({}): this version keeps all tablets of a directory in one \
+                     RocksDB store ({}/{STORE_DIR}) and cannot read it; remove the data directory and start again",
+                    root.display(),
+                    old.display(),
+                    root.display()
+                )));
+            }
+            if root.join(STORE_DIR).is_dir() {
+                let store = RocksStore::open(root.join(STORE_DIR), &self.config())?;
+                for (name, _) in store.names()? {
+                    st.names.insert(name, i);
+                    st.counts[i] += 1;
+                }
+                st.stores.insert(i, store);
             }
         }
-        let (_, root) = least.unwrap_or_else(|| unreachable!("a RocksFactory has a directory"));
-        Ok(root.join(name))
+        st.opened = true;
+        Ok(())
+    }
+
+    fn store(&self, st: &mut FactoryState, i: usize) -> pinax_engine::Result<RocksStore> {
+        if let Some(s) = st.stores.get(&i) {
+            return Ok(s.clone());
+        }
+        let s = RocksStore::open(self.roots[i].join(STORE_DIR), &self.config())?;
+        st.stores.insert(i, s.clone());
+        Ok(s)
     }
 
     /// Engines per directory (directory, names), in the order given.
     pub fn placement(&self) -> pinax_engine::Result<Vec<(PathBuf, Vec<String>)>> {
-        self.roots.iter().map(|r| Ok((r.clone(), Self::engines_in(r)?))).collect()
+        let mut st = self.state.lock();
+        self.load(&mut st)?;
+        Ok(self
+            .roots
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let mut names: Vec<String> = st.names.iter().filter(|(_, &at)| at == i).map(|(n, _)| n.clone()).collect();
+                names.sort();
+                (r.clone(), names)
+            })
+            .collect())
     }
+}
+
+/// A database directory of the layout before shared stores (`<root>/tablet-N/CURRENT`).
+fn earlier_layout(root: &Path) -> pinax_engine::Result<Option<PathBuf>> {
+    let rd = match std::fs::read_dir(root) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(pinax_engine::Error::Io(format!("listing {}: {e}", root.display()))),
+    };
+    Ok(rd.flatten().map(|e| e.path()).find(|p| p.file_name().is_some_and(|n| n != STORE_DIR) && p.join("CURRENT").is_file()))
 }
 
 impl EngineFactory for RocksFactory {
     type Engine = RocksEngine;
     fn open(&self, name: &str, gc: Option<Arc<dyn CompactionFilterFactory>>) -> pinax_engine::Result<RocksEngine> {
-        let cfg = RocksConfig { compaction_filter: gc, disable_wal: self.disable_wal, ..RocksConfig::with_shared(self.shared.clone()) };
-        let _placing = self.placing.lock();
-        RocksEngine::open(self.path_of(name)?, &cfg)
+        let mut st = self.state.lock();
+        self.load(&mut st)?;
+        let (i, new) = match st.names.get(name) {
+            Some(&i) => (i, false),
+            // The directory with the fewest engines (the first on a tie).
+            None => ((0..self.roots.len()).min_by_key(|&i| (st.counts[i], i)).unwrap_or(0), true),
+        };
+        let store = self.store(&mut st, i)?;
+        let id = store.register(name)?;
+        if new {
+            st.names.insert(name.to_string(), i);
+            st.counts[i] += 1;
+        }
+        let dir = self.roots[i].join(TABLETS_DIR).join(name);
+        store.engine(KeySpace::of_id(id), gc, Some(dir))
     }
     fn destroy(&self, name: &str) -> pinax_engine::Result<()> {
-        for root in &self.roots {
-            let p = root.join(name);
-            if p.exists() {
-                std::fs::remove_dir_all(&p).map_err(|e| pinax_engine::Error::Io(format!("removing {}: {e}", p.display())))?;
-            }
+        let mut st = self.state.lock();
+        self.load(&mut st)?;
+        let Some(i) = st.names.get(name).copied() else { return Ok(()) };
+        let store = self.store(&mut st, i)?;
+        if let Some(id) = store.id_of(name)? {
+            store.destroy(&KeySpace::of_id(id), Some(name))?;
+        }
+        st.names.remove(name);
+        st.counts[i] -= 1;
+        let dir = self.roots[i].join(TABLETS_DIR).join(name);
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir).map_err(|e| pinax_engine::Error::Io(format!("removing {}: {e}", dir.display())))?;
         }
         Ok(())
     }
     fn list(&self) -> pinax_engine::Result<Vec<String>> {
-        let mut out = Vec::new();
-        for root in &self.roots {
-            for name in Self::engines_in(root)? {
-                if !out.contains(&name) {
-                    out.push(name);
-                }
-            }
-        }
-        Ok(out)
+        let mut st = self.state.lock();
+        self.load(&mut st)?;
+        Ok(st.names.keys().cloned().collect())
     }
 }
 
@@ -151,6 +219,7 @@ mod tests {
         let counts: Vec<usize> = f.placement().unwrap().iter().map(|(_, n)| n.len()).collect();
         assert_eq!(counts, vec![3, 2, 2], "new engines go to the emptiest directory, the first on a tie");
         drop(engines);
+        drop(f);
         // Reopened by another factory over the same directories (a restart):
         // each engine is opened where it is, not created again elsewhere.
         let f = RocksFactory::with_roots(roots.clone(), shared.clone());
@@ -160,6 +229,7 @@ mod tests {
         }
         assert_eq!(f.placement().unwrap(), before);
         assert_eq!(names(&f.list().unwrap()).len(), 7);
+        drop(f);
         // A disk added later takes the next new engines.
         let mut more = roots.clone();
         more.push(tmp.path().join("disk3"));
@@ -171,5 +241,73 @@ mod tests {
         f.destroy("tablet-0").unwrap();
         assert!(!names(&f.list().unwrap()).contains(&"tablet-0"));
         assert_eq!(f.placement().unwrap()[0].1.len(), 2);
+    }
+
+    fn put(e: &RocksEngine, k: &[u8], v: &[u8]) {
+        use pinax_engine::WriteBatch;
+        let mut b = e.new_batch();
+        for cf in pinax_engine::Cf::ALL {
+            b.put(cf, k, v);
+        }
+        e.write(b, pinax_engine::WriteOptions { sync: true, ..Default::default() }).unwrap();
+    }
+
+    fn keys(e: &RocksEngine, cf: pinax_engine::Cf) -> Vec<Vec<u8>> {
+        use pinax_engine::{KvIterator, Snapshot};
+        let snap = e.snapshot();
+        let mut it = snap.iter(cf, Default::default());
+        it.seek_to_first();
+        let mut out = Vec::new();
+        while it.valid().unwrap() {
+            out.push(it.key().to_vec());
+            it.next();
+        }
+        out
+    }
+
+    /// Engines of one store see only their own keys, keep them across a restart,
+    /// and a destroyed engine's name opens empty (a new id: its old keys, deleted,
+    /// cannot show through).
+    #[test]
+    fn engines_of_one_store_are_apart_and_destroy_leaves_nothing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let shared = SharedResources::new(8 << 20, 8 << 20);
+        let f = RocksFactory::new(tmp.path().join("data"), shared.clone());
+        let (a, b) = (f.open("tablet-1", None).unwrap(), f.open("tablet-2", None).unwrap());
+        put(&a, b"k", b"a");
+        put(&a, b"z", b"a");
+        put(&b, b"k", b"b");
+        for cf in pinax_engine::Cf::ALL {
+            assert_eq!(keys(&a, cf), vec![b"k".to_vec(), b"z".to_vec()]);
+            assert_eq!(keys(&b, cf), vec![b"k".to_vec()]);
+            assert_eq!(b.get(cf, b"z").unwrap(), None);
+            assert_eq!(b.get(cf, b"k").unwrap().as_deref(), Some(&b"b"[..]));
+        }
+        assert!(tmp.path().join("data/tablets/tablet-1").is_dir(), "an engine's own directory");
+        drop((a, b));
+        drop(f);
+        let f = RocksFactory::new(tmp.path().join("data"), shared.clone());
+        let a = f.open("tablet-1", None).unwrap();
+        assert_eq!(a.get(pinax_engine::Cf::Meta, b"z").unwrap().as_deref(), Some(&b"a"[..]), "kept across a restart");
+        drop(a);
+        f.destroy("tablet-1").unwrap();
+        assert!(!tmp.path().join("data/tablets/tablet-1").exists());
+        let a = f.open("tablet-1", None).unwrap();
+        for cf in pinax_engine::Cf::ALL {
+            assert!(keys(&a, cf).is_empty(), "a destroyed engine's name opens empty");
+        }
+        let b = f.open("tablet-2", None).unwrap();
+        assert_eq!(keys(&b, pinax_engine::Cf::Regular), vec![b"k".to_vec()], "another engine's keys stay");
+    }
+
+    #[test]
+    fn a_directory_of_the_earlier_layout_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let old = tmp.path().join("data/tablet-3");
+        std::fs::create_dir_all(&old).unwrap();
+        std::fs::write(old.join("CURRENT"), b"MANIFEST-000001\n").unwrap();
+        let f = RocksFactory::new(tmp.path().join("data"), SharedResources::new(8 << 20, 8 << 20));
+        let err = f.open("tablet-1", None).unwrap_err().to_string();
+        assert!(err.contains("earlier Pinax") && err.contains("tablet-3"), "{err}");
     }
 }

@@ -1,0 +1,267 @@
+//! [`RocksStore`]: one RocksDB database holding the data of many engines (tablets):
+//! each engine is a [`RocksEngine`] view of it, its keys led by its own prefix (see
+//! [`KeySpace`]). One store per data directory: its files, memtables, WAL, fsync
+//! stream and background jobs serve every tablet on the disk, so a tablet costs a
+//! few keys of metadata, not a database.
+//!
+//! Names: the store keeps a registry of named engines (the node's tablets) in
+//! [`Cf::Meta`] under the reserved prefix `00 * 8` (no engine's prefix: engine ids
+//! start at 1), `"n/" ++ name → be64(id)` and `"next" → be64(next id)`, written
+//! synced. An engine's prefix is `be64(id)` in every column family; an id is never
+//! given out twice, so the data of a destroyed engine that a background compaction
+//! has not reclaimed yet can never show through a new one.
+
+use crate::filter::{FilterDispatch, FilterRegistry};
+use crate::view::{KeySpace, RocksEngine};
+use crate::{cf_options, db_options, handle, map_error, RocksConfig};
+use pinax_engine::{Cf, CompactionFilterFactory, Error, Result};
+use rocksdb::{ColumnFamilyDescriptor, FlushOptions, DB};
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::{mpsc, Arc, Mutex};
+
+/// Prefix of the store's own records in [`Cf::Meta`].
+const RESERVED: [u8; 8] = [0; 8];
+const NAME_TAG: &[u8] = b"n/";
+const NEXT_TAG: &[u8] = b"next";
+
+/// The database and what every view of it shares.
+pub(crate) struct StoreInner {
+    pub(crate) db: DB,
+    pub(crate) path: PathBuf,
+    pub(crate) disable_wal: bool,
+    pub(crate) verify_checksums: bool,
+    pub(crate) filters: FilterRegistry,
+    /// Serializes the registry's read-modify-writes (ids, names).
+    names: Mutex<()>,
+    /// Ranges of destroyed engines whose files a background thread reclaims.
+    reclaim: Mutex<Option<mpsc::Sender<Reclaim>>>,
+}
+
+impl Drop for StoreInner {
+    fn drop(&mut self) {
+        // Ends the reclaiming thread (it holds only a Weak of the store).
+        self.reclaim.lock().unwrap_or_else(|p| p.into_inner()).take();
+    }
+}
+
+/// One RocksDB database shared by many engines (cheap to clone).
+#[derive(Clone)]
+pub struct RocksStore {
+    pub(crate) inner: Arc<StoreInner>,
+}
+
+impl fmt::Debug for RocksStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RocksStore").field("path", &self.inner.path).finish_non_exhaustive()
+    }
+}
+
+impl RocksStore {
+    /// Opens (creating if missing) the database at `path` with all column families.
+    /// `cfg.compaction_filter` is ignored here: each engine brings its own
+    /// ([`RocksStore::engine`]).
+    pub fn open(path: impl AsRef<Path>, cfg: &RocksConfig) -> Result<RocksStore> {
+        let path = path.as_ref().to_path_buf();
+        std::fs::create_dir_all(&path).map_err(|e| Error::Io(format!("creating database directory {}: {e}", path.display())))?;
+        let filters = FilterRegistry::default();
+        let descriptors = Cf::ALL.map(|cf| {
+            let mut o = cf_options(cfg, cf);
+            if cf == Cf::Regular {
+                o.set_compaction_filter_factory(FilterDispatch(filters.clone()));
+            }
+            ColumnFamilyDescriptor::new(cf.name(), o)
+        });
+        let mut opts = db_options(cfg);
+        if !cfg.disable_wal {
+            // Writes that skipped the WAL (`WriteOptions::skip_log`) are rebuilt
+            // by their writer after a crash, and a close is no different: flushing
+            // them made closing an engine take about a second (a dropped tablet's
+            // too). (Not a setter of the Rust binding; the C++ options copy keeps
+            // the shared write buffer manager.)
+            opts = opts.get_options_from_string("avoid_flush_during_shutdown=true").map_err(map_error)?;
+        }
+        let db = DB::open_cf_descriptors(&opts, &path, descriptors).map_err(map_error)?;
+        for cf in Cf::ALL {
+            if db.cf_handle(cf.name()).is_none() {
+                return Err(Error::Other(format!("column family {cf} missing after open of {}", path.display())));
+            }
+        }
+        // Flushed blocks of rows and intents are read soon (see the crate docs).
+        for cf in [Cf::Regular, Cf::Intents] {
+            db.set_options_cf(handle(&db, cf), &[("block_based_table_factory", "{prepopulate_block_cache=kFlushOnly;}")]).map_err(map_error)?;
+        }
+        tracing::debug!(path = %path.display(), "opened rocksdb store");
+        let inner = Arc::new(StoreInner {
+            db,
+            path,
+            disable_wal: cfg.disable_wal,
+            verify_checksums: cfg.verify_checksums,
+            filters,
+            names: Mutex::new(()),
+            reclaim: Mutex::new(None),
+        });
+        let (tx, rx) = mpsc::channel();
+        *inner.reclaim.lock().unwrap_or_else(|p| p.into_inner()) = Some(tx);
+        let weak = Arc::downgrade(&inner);
+        std::thread::Builder::new()
+            .name("rocks-reclaim".into())
+            .spawn(move || reclaim_loop(weak, rx))
+            .map_err(|e| Error::Other(format!("starting the reclaiming thread: {e}")))?;
+        Ok(RocksStore { inner })
+    }
+
+    /// The database directory.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// A view of `space` (a [`RocksEngine`]); `gc` filters its [`Cf::Regular`]
+    /// entries in compactions (while the view lives). `dir`: what the view reports
+    /// as [`pinax_engine::KvEngine::dir`] (created if missing).
+    pub fn engine(&self, space: KeySpace, gc: Option<Arc<dyn CompactionFilterFactory>>, dir: Option<PathBuf>) -> Result<RocksEngine> {
+        if let Some(d) = &dir {
+            std::fs::create_dir_all(d).map_err(|e| Error::Io(format!("creating {}: {e}", d.display())))?;
+        }
+        Ok(RocksEngine::new(self.clone(), space, gc, dir))
+    }
+
+    /// The id registered for `name`, if any.
+    pub fn id_of(&self, name: &str) -> Result<Option<u64>> {
+        let v = self.inner.db.get_cf(handle(&self.inner.db, Cf::Meta), name_key(name)).map_err(map_error)?;
+        v.map(|b| decode_id(&b)).transpose()
+    }
+
+    /// The id of `name`, registering it (with a new id) if it is not yet.
+    pub fn register(&self, name: &str) -> Result<u64> {
+        let _g = self.inner.names.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(id) = self.id_of(name)? {
+            return Ok(id);
+        }
+        let meta = handle(&self.inner.db, Cf::Meta);
+        let next_key = reserved_key(NEXT_TAG);
+        let id = match self.inner.db.get_cf(meta, &next_key).map_err(map_error)? {
+            Some(b) => decode_id(&b)?,
+            None => 1,
+        };
+        let mut wb = rocksdb::WriteBatch::default();
+        wb.put_cf(meta, name_key(name), id.to_be_bytes());
+        wb.put_cf(meta, &next_key, (id + 1).to_be_bytes());
+        self.write_synced(wb)?;
+        Ok(id)
+    }
+
+    /// Every registered name with its id.
+    pub fn names(&self) -> Result<Vec<(String, u64)>> {
+        let prefix = name_key("");
+        let mut out = Vec::new();
+        let it = self.inner.db.iterator_cf(handle(&self.inner.db, Cf::Meta), rocksdb::IteratorMode::From(&prefix, rocksdb::Direction::Forward));
+        for kv in it {
+            let (k, v) = kv.map_err(map_error)?;
+            let Some(name) = k.strip_prefix(prefix.as_slice()) else { break };
+            let name = String::from_utf8(name.to_vec()).map_err(|_| Error::Corruption(format!("engine name {name:?} in {}", self.inner.path.display())))?;
+            out.push((name, decode_id(&v)?));
+        }
+        Ok(out)
+    }
+
+    /// Deletes every key of `space` and, in the same synced write, the name
+    /// `name` (if given). The files the deleted keys occupy are reclaimed in the
+    /// background (files wholly inside the ranges are dropped, the rest compacted).
+    pub fn destroy(&self, space: &KeySpace, name: Option<&str>) -> Result<()> {
+        let _g = self.inner.names.lock().unwrap_or_else(|p| p.into_inner());
+        let mut wb = rocksdb::WriteBatch::default();
+        let mut reclaim = Vec::new();
+        for cf in Cf::ALL {
+            let (lower, upper) = space.db_range(cf);
+            let end = upper.unwrap_or_else(|| past_every_key(&lower));
+            wb.delete_range_cf(handle(&self.inner.db, cf), &lower, &end);
+            let last = space.last_db_key_bound(cf);
+            reclaim.push((cf, lower, end, last));
+        }
+        if let Some(name) = name {
+            wb.delete_cf(handle(&self.inner.db, Cf::Meta), name_key(name));
+        }
+        self.write_synced(wb)?;
+        if let Some(tx) = self.inner.reclaim.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+            let _ = tx.send(reclaim);
+        }
+        Ok(())
+    }
+
+    /// Persists every memtable of every column family (all engines' applies).
+    pub fn flush(&self) -> Result<()> {
+        let cfs = Cf::ALL.map(|cf| handle(&self.inner.db, cf));
+        self.inner.db.flush_cfs_opt(&cfs, &FlushOptions::default()).map_err(map_error)
+    }
+
+    /// An integer RocksDB property of one column family (absent = 0).
+    pub fn property(&self, cf: Cf, name: &str) -> u64 {
+        self.inner.db.property_int_value_cf(handle(&self.inner.db, cf), name).ok().flatten().unwrap_or(0)
+    }
+
+    /// An integer RocksDB property summed over all column families.
+    pub fn property_sum(&self, name: &str) -> u64 {
+        Cf::ALL.iter().map(|&cf| self.property(cf, name)).sum()
+    }
+
+    fn write_synced(&self, wb: rocksdb::WriteBatch) -> Result<()> {
+        let mut wo = rocksdb::WriteOptions::default();
+        if self.inner.disable_wal {
+            self.inner.db.write_opt(wb, &wo).map_err(map_error)?;
+            return self.flush();
+        }
+        wo.set_sync(true);
+        self.inner.db.write_opt(wb, &wo).map_err(map_error)
+    }
+}
+
+fn reserved_key(tag: &[u8]) -> Vec<u8> {
+    let mut k = RESERVED.to_vec();
+    k.extend_from_slice(tag);
+    k
+}
+
+fn name_key(name: &str) -> Vec<u8> {
+    let mut k = reserved_key(NAME_TAG);
+    k.extend_from_slice(name.as_bytes());
+    k
+}
+
+fn decode_id(b: &[u8]) -> Result<u64> {
+    let a: [u8; 8] = b.try_into().map_err(|_| Error::Corruption(format!("engine id of {} bytes", b.len())))?;
+    Ok(u64::from_be_bytes(a))
+}
+
+/// Ranges of a destroyed engine to reclaim: column family, first key, end
+/// (exclusive), and where the space's prefix is its own, a key at or past its last
+/// one that no other engine can hold ([`KeySpace::last_db_key_bound`]).
+type Reclaim = Vec<(Cf, Vec<u8>, Vec<u8>, Option<Vec<u8>>)>;
+
+/// A key past every key starting with `lower` that anyone writes (only the
+/// whole-store space, which has no upper bound, needs one).
+fn past_every_key(lower: &[u8]) -> Vec<u8> {
+    let mut e = lower.to_vec();
+    e.extend_from_slice(&[0xff; 64]);
+    e
+}
+
+/// Reclaims the files of destroyed engines' ranges: drops the SST files wholly
+/// inside them, then compacts what is left of them (the deleted keys' tombstone
+/// and the files that straddle a bound). Ends when the store is dropped.
+fn reclaim_loop(store: std::sync::Weak<StoreInner>, rx: mpsc::Receiver<Reclaim>) {
+    while let Ok(ranges) = rx.recv() {
+        let Some(inner) = store.upgrade() else { return };
+        for (cf, lower, end, last) in ranges {
+            let h = handle(&inner.db, cf);
+            // RocksDB's C API drops files up to and including `last`: a bound no
+            // other engine's key can equal.
+            if let Some(last) = last {
+                if let Err(e) = inner.db.delete_file_in_range_cf(h, &lower, &last) {
+                    tracing::warn!(error = %e, path = %inner.path.display(), "dropping files of a destroyed engine");
+                }
+            }
+            inner.db.compact_range_cf(h, Some(&lower), Some(&end));
+        }
+    }
+}

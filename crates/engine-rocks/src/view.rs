@@ -1,0 +1,509 @@
+//! [`RocksEngine`]: one engine (a tablet's [`KvEngine`]) as a view of a
+//! [`RocksStore`]: the keys of its [`KeySpace`], with the space's prefix removed.
+//!
+//! Every key the engine's user writes is stored as `prefix ++ key` (the prefix of
+//! its column family); reads and iterators see only keys of the space, bounded in
+//! the store to `[prefix ++ lower, prefix ++ upper)` and handed out without the
+//! prefix, so the engine's user cannot tell it from a database of its own. The
+//! bounds of a space are the store's business (an iterator of the user never
+//! reaches a key outside them; a write outside them is a bug, caught by a debug
+//! assertion). A space of its own prefix and no bounds costs a copy of the key into
+//! a scratch buffer per write and per seek, nothing per step of an iterator.
+
+use crate::filter::Registration;
+use crate::store::RocksStore;
+use crate::{handle, map_error, perf_counters_off, pressure_from};
+use pinax_engine::{Cf, CompactionFilterFactory, EngineStats, Error, IterOptions, KvEngine, KvIterator, Result, Snapshot, WriteBatch, WritePressure};
+use rocksdb::{ColumnFamily, DBRawIteratorWithThreadMode, ReadOptions, SnapshotWithThreadMode, DB};
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Where an engine's keys are in its store, per column family: a prefix every key
+/// is stored under, and bounds (`lower` inclusive, `upper` exclusive, `None` =
+/// every key with the prefix) of the keys, without the prefix.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeySpace {
+    prefix: [Vec<u8>; 4],
+    lower: [Vec<u8>; 4],
+    upper: [Option<Vec<u8>>; 4],
+}
+
+impl KeySpace {
+    /// Every key of the store, unprefixed: a store used as one engine.
+    pub fn whole() -> Self {
+        KeySpace { prefix: Default::default(), lower: Default::default(), upper: Default::default() }
+    }
+
+    /// Every key under `be64(id)` in every column family (ids from 1: the
+    /// store's own records are under `00 * 8`).
+    pub fn of_id(id: u64) -> Self {
+        assert!(id != 0, "invariant: engine id 0 is the store's own");
+        let p = id.to_be_bytes().to_vec();
+        KeySpace { prefix: [p.clone(), p.clone(), p.clone(), p], lower: Default::default(), upper: Default::default() }
+    }
+
+    /// The keys of `cf` in `[lower, upper)` only (within the current bounds).
+    pub fn bounded(mut self, cf: Cf, lower: Vec<u8>, upper: Option<Vec<u8>>) -> Self {
+        let i = cf.index();
+        if lower > self.lower[i] {
+            self.lower[i] = lower;
+        }
+        self.upper[i] = min_upper(self.upper[i].take(), upper);
+        self
+    }
+
+    /// The prefix of `cf`'s keys in the store.
+    pub fn prefix(&self, cf: Cf) -> &[u8] {
+        &self.prefix[cf.index()]
+    }
+
+    /// `[first, end)` of the space's keys of `cf` in the store (`None`: no end).
+    pub fn db_range(&self, cf: Cf) -> (Vec<u8>, Option<Vec<u8>>) {
+        let i = cf.index();
+        let lower = concat(&self.prefix[i], &self.lower[i]);
+        let upper = match &self.upper[i] {
+            Some(u) => Some(concat(&self.prefix[i], u)),
+            None => successor(&self.prefix[i]),
+        };
+        (lower, upper)
+    }
+
+    /// A key at or past the last key of the space in `cf` that no other space of
+    /// another prefix can hold (for RocksDB's end-inclusive file deletion): only
+    /// for a space that owns its whole prefix (no upper bound).
+    pub fn last_db_key_bound(&self, cf: Cf) -> Option<Vec<u8>> {
+        let i = cf.index();
+        if self.upper[i].is_some() || self.prefix[i].is_empty() {
+            return None;
+        }
+        Some(concat(&self.prefix[i], &[0xff; 64]))
+    }
+
+    fn contains(&self, i: usize, key: &[u8]) -> bool {
+        key >= self.lower[i].as_slice() && self.upper[i].as_deref().is_none_or(|u| key < u)
+    }
+}
+
+fn concat(a: &[u8], b: &[u8]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(a.len() + b.len());
+    v.extend_from_slice(a);
+    v.extend_from_slice(b);
+    v
+}
+
+/// The first key after every key starting with `prefix` (`None`: there is none,
+/// for the empty prefix and one of only `ff` bytes).
+fn successor(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut p = prefix.to_vec();
+    while let Some(last) = p.pop() {
+        if last != 0xff {
+            p.push(last + 1);
+            return Some(p);
+        }
+    }
+    None
+}
+
+fn min_upper(a: Option<Vec<u8>>, b: Option<Vec<u8>>) -> Option<Vec<u8>> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, None) => a,
+        (None, b) => b,
+    }
+}
+
+/// One engine: a view of a [`RocksStore`] (see the module docs).
+pub struct RocksEngine {
+    store: RocksStore,
+    space: Arc<KeySpace>,
+    dir: Option<PathBuf>,
+    /// Keeps the engine's compaction filter installed while the engine lives.
+    _filter: Option<Registration>,
+}
+
+impl fmt::Debug for RocksEngine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RocksEngine").field("store", &self.store.path()).field("space", &self.space).finish_non_exhaustive()
+    }
+}
+
+impl RocksEngine {
+    pub(crate) fn new(store: RocksStore, space: KeySpace, gc: Option<Arc<dyn CompactionFilterFactory>>, dir: Option<PathBuf>) -> Self {
+        let space = Arc::new(space);
+        let filter = gc.map(|f| store.inner.filters.register(&space, f));
+        RocksEngine { store, space, dir, _filter: filter }
+    }
+
+    /// A database of its own at `path`, used whole (tests and tools; a node opens a
+    /// [`RocksStore`] per disk and an engine per tablet in it). `cfg`'s compaction
+    /// filter applies to all of it.
+    pub fn open(path: impl AsRef<Path>, cfg: &crate::RocksConfig) -> Result<RocksEngine> {
+        let store = RocksStore::open(path.as_ref(), cfg)?;
+        let dir = Some(store.path().to_path_buf());
+        store.engine(KeySpace::whole(), cfg.compaction_filter.clone(), dir)
+    }
+
+    /// The store this engine is a view of.
+    pub fn store(&self) -> &RocksStore {
+        &self.store
+    }
+
+    /// Where this engine's keys are in the store.
+    pub fn space(&self) -> &KeySpace {
+        &self.space
+    }
+
+    /// The store's database directory.
+    pub fn path(&self) -> &Path {
+        self.store.path()
+    }
+
+    fn db(&self) -> &DB {
+        &self.store.inner.db
+    }
+
+    fn cf(&self, cf: Cf) -> &ColumnFamily {
+        handle(self.db(), cf)
+    }
+
+    fn read_options(&self) -> ReadOptions {
+        let mut ro = ReadOptions::default();
+        ro.set_verify_checksums(self.store.inner.verify_checksums);
+        ro
+    }
+
+    /// An integer RocksDB property summed over all column families (of the whole
+    /// store: RocksDB keeps no per-range figures).
+    pub fn property_sum(&self, name: &str) -> u64 {
+        self.store.property_sum(name)
+    }
+
+    /// Approximate bytes of this engine's keys in the store's files (flushed data
+    /// only), summed over the column families.
+    fn approximate_bytes(&self) -> u64 {
+        if self.space.prefix.iter().all(|p| p.is_empty()) {
+            return self.store.property_sum("rocksdb.estimate-live-data-size");
+        }
+        Cf::ALL
+            .iter()
+            .map(|&cf| {
+                let (lower, upper) = self.space.db_range(cf);
+                let end = upper.unwrap_or_else(|| concat(&lower, &[0xff; 64]));
+                self.db().get_approximate_sizes_cf(self.cf(cf), &[rocksdb::Range::new(&lower, &end)]).first().copied().unwrap_or(0)
+            })
+            .sum()
+    }
+}
+
+impl KvEngine for RocksEngine {
+    type Snapshot<'a> = RocksSnapshot<'a>;
+    type Batch = RocksBatch;
+
+    fn snapshot(&self) -> RocksSnapshot<'_> {
+        perf_counters_off();
+        RocksSnapshot { engine: self, snap: self.db().snapshot() }
+    }
+
+    fn new_batch(&self) -> RocksBatch {
+        RocksBatch { store: self.store.clone(), space: self.space.clone(), wb: rocksdb::WriteBatch::default(), key: Vec::new() }
+    }
+
+    fn write(&self, batch: RocksBatch, opts: pinax_engine::WriteOptions) -> Result<()> {
+        if !Arc::ptr_eq(&batch.space, &self.space) || !Arc::ptr_eq(&batch.store.inner, &self.store.inner) {
+            return Err(Error::Other(format!("write batch of another engine written to {self:?}")));
+        }
+        perf_counters_off();
+        let mut wo = rocksdb::WriteOptions::default();
+        let no_wal = self.store.inner.disable_wal || opts.skip_log;
+        if no_wal {
+            wo.disable_wal(true);
+        } else {
+            wo.set_sync(opts.sync);
+        }
+        self.db().write_opt(batch.wb, &wo).map_err(map_error)?;
+        if no_wal && opts.sync {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn get(&self, cf: Cf, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        perf_counters_off();
+        let i = cf.index();
+        if !self.space.contains(i, key) {
+            return Ok(None);
+        }
+        self.db().get_cf_opt(self.cf(cf), concat(&self.space.prefix[i], key), &self.read_options()).map_err(map_error)
+    }
+
+    /// Flushes the whole store (RocksDB flushes column families, not ranges).
+    fn flush(&self) -> Result<()> {
+        self.store.flush()
+    }
+
+    /// RocksDB compacts `[start, end]` (end inclusive): one key more than asked, which
+    /// changes nothing visible.
+    fn compact_range(&self, cf: Cf, start: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
+        let i = cf.index();
+        let (lower, upper) = self.space.db_range(cf);
+        let start = match start {
+            Some(s) => lower.clone().max(concat(&self.space.prefix[i], s)),
+            None => lower,
+        };
+        let end = match (end.map(|e| concat(&self.space.prefix[i], e)), upper) {
+            (Some(e), Some(u)) => Some(e.min(u)),
+            (e, u) => e.or(u),
+        };
+        self.db().compact_range_cf(self.cf(cf), Some(start), end);
+        Ok(())
+    }
+
+    /// The directory given when the engine was opened: the store's for a database
+    /// of its own, a directory of the tablet's own for an engine of a node's store
+    /// (its owner keeps files there: the Raft log does).
+    fn dir(&self) -> Option<&Path> {
+        self.dir.as_deref()
+    }
+
+    /// The store's (every engine of a store shares its flushes and compactions);
+    /// the worst column family decides (RocksDB's triggers are per column family).
+    fn write_pressure(&self) -> WritePressure {
+        let (mut l0, mut pending, mut stopped) = (0, 0, false);
+        for cf in Cf::ALL {
+            l0 = l0.max(self.store.property(cf, "rocksdb.num-files-at-level0"));
+            pending = pending.max(self.store.property(cf, "rocksdb.estimate-pending-compaction-bytes"));
+            stopped |= self.store.property(cf, "rocksdb.is-write-stopped") != 0;
+        }
+        pressure_from(l0, pending, stopped)
+    }
+
+    /// `approximate_bytes` is this engine's; the other figures are the store's.
+    fn stats(&self) -> EngineStats {
+        EngineStats {
+            approximate_bytes: self.approximate_bytes(),
+            l0_files: self.store.property_sum("rocksdb.num-files-at-level0"),
+            memtable_bytes: self.store.property_sum("rocksdb.cur-size-all-mem-tables"),
+            pending_compaction_bytes: self.store.property_sum("rocksdb.estimate-pending-compaction-bytes"),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// snapshot and iterator
+
+/// A RocksDB snapshot; released when dropped. Borrows the engine.
+pub struct RocksSnapshot<'a> {
+    engine: &'a RocksEngine,
+    snap: SnapshotWithThreadMode<'a, DB>,
+}
+
+impl RocksSnapshot<'_> {
+    /// RocksDB's sequence number of this snapshot.
+    pub fn sequence_number(&self) -> u64 {
+        self.snap.sequence_number()
+    }
+}
+
+impl Snapshot for RocksSnapshot<'_> {
+    type Iter<'b>
+        = RocksIterator<'b>
+    where
+        Self: 'b;
+
+    fn get(&self, cf: Cf, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let space = &self.engine.space;
+        let i = cf.index();
+        if !space.contains(i, key) {
+            return Ok(None);
+        }
+        let ro = self.engine.read_options();
+        if space.prefix[i].is_empty() {
+            return self.snap.get_cf_opt(self.engine.cf(cf), key, ro).map_err(map_error);
+        }
+        self.snap.get_cf_opt(self.engine.cf(cf), concat(&space.prefix[i], key), ro).map_err(map_error)
+    }
+
+    fn iter(&self, cf: Cf, opts: IterOptions) -> RocksIterator<'_> {
+        let space = &self.engine.space;
+        let i = cf.index();
+        let prefix = &space.prefix[i];
+        let mut ro = self.engine.read_options();
+        // The asked bounds within the space's, then in the store.
+        let lower = match opts.lower {
+            Some(l) if l > space.lower[i] => l,
+            _ => space.lower[i].clone(),
+        };
+        let upper = min_upper(opts.upper, space.upper[i].clone());
+        // lower > upper means empty: normalize to [lower, lower).
+        let upper = match upper {
+            Some(u) if u < lower => Some(lower.clone()),
+            u => u,
+        };
+        let db_lower = concat(prefix, &lower);
+        let db_upper = match &upper {
+            Some(u) => Some(concat(prefix, u)),
+            None => successor(prefix),
+        };
+        if !db_lower.is_empty() {
+            ro.set_iterate_lower_bound(db_lower.clone());
+        }
+        if let Some(u) = &db_upper {
+            ro.set_iterate_upper_bound(u.clone());
+        }
+        // Probes use the prefix extractors of Cf::Regular and Cf::Intents; every
+        // other iterator is a plain ordered one (total order: no prefix bloom
+        // filter may skip a file).
+        if opts.prefix_same_as_start && matches!(cf, Cf::Regular | Cf::Intents) {
+            ro.set_prefix_same_as_start(true);
+        } else {
+            ro.set_total_order_seek(true);
+        }
+        RocksIterator {
+            raw: self.snap.raw_iterator_cf_opt(self.engine.cf(cf), ro),
+            prefix_len: prefix.len(),
+            prefix: prefix.clone(),
+            lower: db_lower,
+            upper: db_upper,
+            target: Vec::new(),
+        }
+    }
+}
+
+/// A raw RocksDB iterator reading at its snapshot, with bounds pushed down to
+/// RocksDB, handing out keys without the space's prefix.
+pub struct RocksIterator<'a> {
+    raw: DBRawIteratorWithThreadMode<'a, DB>,
+    prefix_len: usize,
+    prefix: Vec<u8>,
+    /// Bounds in the store (prefixed).
+    lower: Vec<u8>,
+    upper: Option<Vec<u8>>,
+    /// Scratch for a seek target in the store.
+    target: Vec<u8>,
+}
+
+impl RocksIterator<'_> {
+    /// `prefix ++ key` in the scratch buffer.
+    fn target(&mut self, key: &[u8]) {
+        self.target.clear();
+        self.target.extend_from_slice(&self.prefix);
+        self.target.extend_from_slice(key);
+    }
+}
+
+impl KvIterator for RocksIterator<'_> {
+    fn seek(&mut self, key: &[u8]) {
+        self.target(key);
+        if self.target < self.lower {
+            self.raw.seek(&self.lower);
+        } else {
+            self.raw.seek(&self.target);
+        }
+    }
+
+    fn seek_for_prev(&mut self, key: &[u8]) {
+        self.target(key);
+        match &self.upper {
+            // The upper bound is exclusive: the last key below it.
+            Some(u) if self.target >= *u => self.raw.seek_to_last(),
+            _ => self.raw.seek_for_prev(&self.target),
+        }
+    }
+
+    fn seek_to_first(&mut self) {
+        self.raw.seek_to_first();
+    }
+
+    fn seek_to_last(&mut self) {
+        self.raw.seek_to_last();
+    }
+
+    fn next(&mut self) {
+        self.raw.next();
+    }
+
+    fn prev(&mut self) {
+        self.raw.prev();
+    }
+
+    fn valid(&self) -> Result<bool> {
+        if self.raw.valid() {
+            return Ok(true);
+        }
+        self.raw.status().map_err(map_error)?;
+        Ok(false)
+    }
+
+    fn key(&self) -> &[u8] {
+        debug_assert!(self.raw.valid(), "key() on an invalid iterator");
+        self.raw.key().map_or(&[], |k| &k[self.prefix_len..])
+    }
+
+    fn value(&self) -> &[u8] {
+        debug_assert!(self.raw.valid(), "value() on an invalid iterator");
+        self.raw.value().unwrap_or(&[])
+    }
+}
+
+// ---------------------------------------------------------------------------
+// write batch
+
+/// A RocksDB write batch bound to the engine it was created for.
+pub struct RocksBatch {
+    store: RocksStore,
+    space: Arc<KeySpace>,
+    wb: rocksdb::WriteBatch,
+    /// Scratch for a key in the store.
+    key: Vec<u8>,
+}
+
+impl RocksBatch {
+    /// `prefix ++ key` of `cf` in the scratch buffer.
+    fn stored(&mut self, i: usize, key: &[u8]) {
+        debug_assert!(self.space.contains(i, key), "a write outside the engine's key space: {key:?} in {:?}", self.space);
+        self.key.clear();
+        self.key.extend_from_slice(&self.space.prefix[i]);
+        self.key.extend_from_slice(key);
+    }
+}
+
+impl WriteBatch for RocksBatch {
+    fn put(&mut self, cf: Cf, key: &[u8], value: &[u8]) {
+        self.stored(cf.index(), key);
+        self.wb.put_cf(handle(&self.store.inner.db, cf), &self.key, value);
+    }
+
+    fn delete(&mut self, cf: Cf, key: &[u8]) {
+        self.stored(cf.index(), key);
+        self.wb.delete_cf(handle(&self.store.inner.db, cf), &self.key);
+    }
+
+    /// Clamped to the engine's bounds.
+    fn delete_range(&mut self, cf: Cf, start: &[u8], end: &[u8]) {
+        let i = cf.index();
+        let space = &self.space;
+        let start = start.max(space.lower[i].as_slice());
+        let end = match &space.upper[i] {
+            Some(u) => end.min(u.as_slice()),
+            None => end,
+        };
+        // An empty range is a no-op (RocksDB rejects start > end).
+        if start < end {
+            let (s, e) = (concat(&space.prefix[i], start), concat(&space.prefix[i], end));
+            self.wb.delete_range_cf(handle(&self.store.inner.db, cf), s, e);
+        }
+    }
+
+    fn count(&self) -> usize {
+        self.wb.len()
+    }
+
+    fn data_size(&self) -> usize {
+        self.wb.size_in_bytes()
+    }
+
+    fn clear(&mut self) {
+        self.wb.clear();
+    }
+}
