@@ -199,7 +199,7 @@ pub fn run(cmd: ClusterCmd) -> Result<()> {
             let dir = default_data_dir(a.data_dir);
             let l = load(&dir)?;
             for i in (1..=l.nodes).rev() {
-                stop(DirArgs { data_dir: Some(node_dir(&dir, i)) })?;
+                stop(DirArgs { data_dir: Some(node_dir(&dir, i)), timeout_secs: crate::STOP_TIMEOUT_SECS })?;
             }
             Ok(())
         }

@@ -4,7 +4,8 @@
 //!   first time), wait until it serves, then create/start its PostgreSQL server with
 //!   the pinax extension (see `postgres.rs`), print how to connect.
 //! - `pinax run`    — run the node in the foreground (what `start` launches).
-//! - `pinax stop`   — stop PostgreSQL, then the node of a data directory, cleanly.
+//! - `pinax stop`   — stop PostgreSQL, then the node of a data directory, cleanly
+//!   (SIGTERM; SIGKILL if it has not stopped after `--timeout-secs`, default 30).
 //! - `pinax status` — show the node, its tables and tablets.
 //! - `pinax cluster start|stop|kill|restart` — a local multi-node cluster
 //!   (`cluster.rs`).
@@ -120,6 +121,10 @@ struct NodeArgs {
 struct DirArgs {
     #[arg(long)]
     data_dir: Option<PathBuf>,
+    /// Seconds to wait for a clean stop after SIGTERM before killing the node
+    /// (SIGKILL; acknowledged writes survive it).
+    #[arg(long, default_value_t = STOP_TIMEOUT_SECS)]
+    timeout_secs: u64,
 }
 
 #[derive(Args)]
@@ -386,6 +391,7 @@ fn run(a: NodeArgs) -> Result<()> {
     if let Err(e) = nix::sys::prctl::set_thp_disable(true) {
         tracing::warn!(error = %e, "could not turn transparent huge pages off");
     }
+    raise_descriptor_limit();
     let addr = format!("127.0.0.1:{}", a.port);
     let node_id = match &a.join {
         None => first_node_id(&dir)?,
@@ -462,6 +468,42 @@ fn run(a: NodeArgs) -> Result<()> {
     Ok(())
 }
 
+/// Descriptors a node wants at least: RocksDB's table cache (4096 per data
+/// directory), each tablet's Raft log segment, connections, PostgreSQL's backends'
+/// sockets.
+const DESCRIPTORS_WANTED: u64 = 65_536;
+
+/// Raises this process's descriptor limit (`RLIMIT_NOFILE`) to its hard limit, as
+/// TiKV and CockroachDB do at start (many distributions give 1024 soft), and warns
+/// when even the hard limit is below [`DESCRIPTORS_WANTED`]: the node then keeps
+/// serving, but a surge of tablets or connections can run it out of descriptors
+/// (statements fail with "Too many open files" until the surge ends).
+fn raise_descriptor_limit() {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let (soft, hard) = match getrlimit(Resource::RLIMIT_NOFILE) {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::warn!(error = %e, "could not read the descriptor limit");
+            return;
+        }
+    };
+    let mut now = soft;
+    if hard > soft {
+        match setrlimit(Resource::RLIMIT_NOFILE, hard, hard) {
+            Ok(()) => now = hard,
+            Err(e) => tracing::warn!(error = %e, soft, hard, "could not raise the descriptor limit"),
+        }
+    }
+    if now < DESCRIPTORS_WANTED {
+        tracing::warn!(limit = now, wanted = DESCRIPTORS_WANTED, "the descriptor limit is low (raise the hard limit: ulimit -Hn, LimitNOFILE=)");
+    } else {
+        tracing::info!(limit = now, "descriptor limit");
+    }
+}
+
+/// How long `pinax stop` waits for a node to stop after SIGTERM before it kills it.
+const STOP_TIMEOUT_SECS: u64 = 30;
+
 fn stop(a: DirArgs) -> Result<()> {
     let dir = default_data_dir(a.data_dir);
     if postgres::stop(&dir).context("stopping PostgreSQL")? {
@@ -477,10 +519,24 @@ fn stop(a: DirArgs) -> Result<()> {
         return Ok(());
     }
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGTERM).context("signalling the node")?;
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let deadline = Instant::now() + Duration::from_secs(a.timeout_secs);
     while alive(pid) {
         if Instant::now() > deadline {
-            bail!("node (pid {pid}) did not stop within 30 s");
+            // Every acknowledged write is durable (kill -9 loses none): a node that
+            // cannot finish its clean shutdown is stopped anyway, and its next start
+            // recovers as after a crash.
+            eprintln!("node (pid {pid}) did not stop within {} s after SIGTERM: killing it (SIGKILL)", a.timeout_secs);
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+            let killed = Instant::now() + Duration::from_secs(10);
+            while alive(pid) {
+                if Instant::now() > killed {
+                    bail!("node (pid {pid}) survived SIGKILL for 10 s");
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let _ = std::fs::remove_file(pid_file(&dir));
+            println!("pinax node killed (pid {pid})");
+            return Ok(());
         }
         std::thread::sleep(Duration::from_millis(50));
     }

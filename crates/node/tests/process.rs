@@ -251,3 +251,53 @@ fn the_daemon_runs_without_transparent_huge_pages() {
         None => eprintln!("no THP_enabled line in /proc/PID/status: not checked"),
     }
 }
+
+/// `pinax stop` always stops the node: one that does not finish its clean stop
+/// (here: frozen by SIGSTOP, so SIGTERM is never handled) is killed after the
+/// timeout, and starts again with every acknowledged write.
+#[test]
+fn stop_kills_a_node_that_does_not_stop() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut child = spawn_run(dir.path(), port);
+    let c = wait_client(&addr);
+    c.create_table("t", Sharding::Hash { tablets: 2 }).unwrap();
+    c.write("t", vec![WriteOp::put(key(1), b"one".to_vec())]).unwrap();
+    drop(c);
+    let pid = nix::unistd::Pid::from_raw(child.0.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    let out = Command::new(bin()).args(["stop", "--timeout-secs", "1", "--data-dir"]).arg(dir.path()).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("killing it"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("killed"));
+    child.0.wait().unwrap();
+    let _child = spawn_run(dir.path(), port);
+    let c = wait_client(&addr);
+    assert_eq!(c.get("t", &key(1)).unwrap(), Some(b"one".to_vec()));
+}
+
+/// The node raises its soft descriptor limit to the hard one at start.
+#[test]
+fn the_node_raises_its_descriptor_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    // prlimit (util-linux) execs the daemon with a soft limit of 1024, hard 4096.
+    let child = Daemon(
+        Command::new("prlimit")
+            .arg("--nofile=1024:4096")
+            .arg(bin())
+            .args(["run", "--data-dir"])
+            .arg(dir.path())
+            .args(["--port", &port.to_string(), "--block-cache-mb", "16", "--memtable-mb", "32"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let _ = wait_client(&format!("127.0.0.1:{port}"));
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", child.0.id())).unwrap();
+    let line = limits.lines().find(|l| l.starts_with("Max open files")).unwrap();
+    let fields: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(&fields[3..5], &["4096", "4096"], "{line}");
+}
