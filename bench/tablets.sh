@@ -10,7 +10,8 @@
 # table. Printed: milliseconds per CREATE (table + index) and per DROP on each
 # system (wall, psql included), the Pinax daemon's open descriptors, and its data
 # directory's bytes (allocated, `du`) before, after the creates (with the bytes per
-# tablet), after the inserts and after the drops. A hash-sharded Pinax table and
+# tablet), after the inserts and after the drops; the daemon's CPU while idle with
+# every tablet created (ms of CPU per second over 10 s). A hash-sharded Pinax table and
 # its index have 8 tablets each (one node: `--tablets-per-node 8`).
 #
 # Usage: bench/tablets.sh [TABLES]   (default 100)
@@ -45,6 +46,8 @@ each() { # each STEP SQL-with-@: every table on both systems, in turns
 t_before=$(tablets); fd_before=$(fds); b_before=$(alloc); ab_before=$(bytes)
 each create "create table t@ (id int primary key, v text); create index t@_v on t@ (v)"
 t_after=$(tablets); fd_created=$(fds); b_created=$(alloc); ab_created=$(bytes)
+# The daemon idle with every tablet: its CPU over 10 s (Raft timers, ticks).
+sleep 2; c0=$(daemon_cpu); sleep 10; idle_ms=$(( ($(daemon_cpu) - c0) * 1000 / tck / 10 ))
 each insert "insert into t@ values (1, 'x')"
 fd_inserted=$(fds); b_inserted=$(alloc)
 each drop "drop table t@"
@@ -62,4 +65,5 @@ done
 printf "%-28s %10s %10s %10s %10s\n" "pinax daemon" before created inserted dropped
 printf "%-28s %10s %10s %10s %10s\n" "open descriptors" "$fd_before" "$fd_created" "$fd_inserted" "$fd_dropped"
 printf "%-28s %10s %10s %10s %10s\n" "data dir bytes allocated" "$b_before" "$b_created" "$b_inserted" "$b_dropped"
+echo "daemon CPU while idle with $((t_after)) tablets: $idle_ms ms per second"
 echo "per created tablet: $(( (fd_created - fd_before) * 1000 / (n > 0 ? n : 1) )) millidescriptors, $(( (b_created - b_before) / (n > 0 ? n : 1) )) bytes allocated, $(( (ab_created - ab_before) / (n > 0 ? n : 1) )) bytes apparent"

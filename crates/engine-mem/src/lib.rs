@@ -58,6 +58,8 @@ struct Shared {
     /// What `write_pressure` answers (an in-memory store has no background work;
     /// tests of backpressure set it).
     pressure: Mutex<WritePressure>,
+    /// Set: every write fails with this I/O error (tests of storage errors).
+    failing: Mutex<Option<String>>,
 }
 
 /// The in-memory engine. Cheap to clone; clones share the same data.
@@ -97,6 +99,7 @@ impl MemEngine {
                 snapshots: Mutex::new(BTreeMap::new()),
                 compaction_filter,
                 pressure: Mutex::new(WritePressure::None),
+                failing: Mutex::new(None),
             }),
         }
     }
@@ -104,6 +107,12 @@ impl MemEngine {
     /// Make `write_pressure` answer `p` (tests of backpressure).
     pub fn set_write_pressure(&self, p: WritePressure) {
         *self.shared.pressure.lock() = p;
+    }
+
+    /// Make every write fail with an I/O error saying `why` until called with
+    /// `None` (tests of what a storage error does to the layers above).
+    pub fn fail_writes(&self, why: Option<&str>) {
+        *self.shared.failing.lock() = why.map(str::to_string);
     }
 
     /// Number of stored versions (live values, old versions, deletion markers) in `cf`;
@@ -376,6 +385,9 @@ impl KvEngine for MemEngine {
     }
 
     fn write(&self, batch: MemBatch, _opts: WriteOptions) -> Result<()> {
+        if let Some(why) = self.shared.failing.lock().as_ref() {
+            return Err(pinax_engine::Error::Io(why.clone()));
+        }
         if batch.ops.is_empty() {
             return Ok(());
         }

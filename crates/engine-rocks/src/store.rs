@@ -34,8 +34,9 @@ pub(crate) struct StoreInner {
     pub(crate) filters: FilterRegistry,
     /// Serializes the registry's read-modify-writes (ids, names).
     names: Mutex<()>,
-    /// Ranges of destroyed engines whose files a background thread reclaims.
-    reclaim: Mutex<Option<mpsc::Sender<Reclaim>>>,
+    /// Work for the store's background thread: ranges of destroyed engines to
+    /// reclaim, compactions engines asked for.
+    reclaim: Mutex<Option<mpsc::Sender<Work>>>,
 }
 
 impl Drop for StoreInner {
@@ -183,10 +184,25 @@ impl RocksStore {
             wb.delete_cf(handle(&self.inner.db, Cf::Meta), name_key(name));
         }
         self.write_synced(wb)?;
-        if let Some(tx) = self.inner.reclaim.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
-            let _ = tx.send(reclaim);
-        }
+        self.background(Work::Reclaim(reclaim));
         Ok(())
+    }
+
+    /// Compact `[lower, end]` of `cf` in the background, together with the other
+    /// ranges asked for within [`COMPACTION_WINDOW`]: one engine's range shares its
+    /// files (and, with atomic flushes, the memtable flush a manual compaction
+    /// starts with) with every other engine's, so compacting each range as it is
+    /// asked for rewrote the same files again and again (the seed workload's two
+    /// inserts: 16 manual compactions of the intents, 905 MB written for 100 MB of
+    /// rows).
+    pub fn compact_soon(&self, cf: Cf, lower: Vec<u8>, end: Vec<u8>) {
+        self.background(Work::Compact(cf, lower, end));
+    }
+
+    fn background(&self, work: Work) {
+        if let Some(tx) = self.inner.reclaim.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+            let _ = tx.send(work);
+        }
     }
 
     /// Persists every memtable of every column family (all engines' applies).
@@ -238,6 +254,17 @@ fn decode_id(b: &[u8]) -> Result<u64> {
 /// one that no other engine can hold ([`KeySpace::last_db_key_bound`]).
 type Reclaim = Vec<(Cf, Vec<u8>, Vec<u8>, Option<Vec<u8>>)>;
 
+/// Work of the store's background thread.
+enum Work {
+    Reclaim(Reclaim),
+    /// Column family, first key, last key (inclusive).
+    Compact(Cf, Vec<u8>, Vec<u8>),
+}
+
+/// How long compaction requests are gathered before the union of their ranges is
+/// compacted once.
+const COMPACTION_WINDOW: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// A key past every key starting with `lower` that anyone writes (only the
 /// whole-store space, which has no upper bound, needs one).
 fn past_every_key(lower: &[u8]) -> Vec<u8> {
@@ -249,19 +276,54 @@ fn past_every_key(lower: &[u8]) -> Vec<u8> {
 /// Reclaims the files of destroyed engines' ranges: drops the SST files wholly
 /// inside them, then compacts what is left of them (the deleted keys' tombstone
 /// and the files that straddle a bound). Ends when the store is dropped.
-fn reclaim_loop(store: std::sync::Weak<StoreInner>, rx: mpsc::Receiver<Reclaim>) {
-    while let Ok(ranges) = rx.recv() {
-        let Some(inner) = store.upgrade() else { return };
-        for (cf, lower, end, last) in ranges {
-            let h = handle(&inner.db, cf);
-            // RocksDB's C API drops files up to and including `last`: a bound no
-            // other engine's key can equal.
-            if let Some(last) = last {
-                if let Err(e) = inner.db.delete_file_in_range_cf(h, &lower, &last) {
-                    tracing::warn!(error = %e, path = %inner.path.display(), "dropping files of a destroyed engine");
+fn reclaim_loop(store: std::sync::Weak<StoreInner>, rx: mpsc::Receiver<Work>) {
+    while let Ok(first) = rx.recv() {
+        // Gather what comes within the window: every range to compact is then
+        // compacted once, as part of one range per column family.
+        let mut compact: std::collections::BTreeMap<usize, (Cf, Vec<u8>, Vec<u8>)> = std::collections::BTreeMap::new();
+        let mut drop_files: Vec<(Cf, Vec<u8>, Vec<u8>)> = Vec::new();
+        let mut gather = |w: Work| {
+            let mut add = |cf: Cf, lower: Vec<u8>, end: Vec<u8>| {
+                let e = compact.entry(cf.index()).or_insert_with(|| (cf, lower.clone(), end.clone()));
+                if lower < e.1 {
+                    e.1 = lower;
                 }
+                if end > e.2 {
+                    e.2 = end;
+                }
+            };
+            match w {
+                Work::Reclaim(ranges) => {
+                    for (cf, lower, end, last) in ranges {
+                        if let Some(last) = last {
+                            drop_files.push((cf, lower.clone(), last));
+                        }
+                        add(cf, lower, end);
+                    }
+                }
+                Work::Compact(cf, lower, end) => add(cf, lower, end),
             }
-            inner.db.compact_range_cf(h, Some(&lower), Some(&end));
+        };
+        gather(first);
+        let until = std::time::Instant::now() + COMPACTION_WINDOW;
+        while let Some(left) = until.checked_duration_since(std::time::Instant::now()) {
+            match rx.recv_timeout(left) {
+                Ok(w) => gather(w),
+                Err(mpsc::RecvTimeoutError::Timeout) => break,
+                Err(mpsc::RecvTimeoutError::Disconnected) => return,
+            }
+        }
+        let Some(inner) = store.upgrade() else { return };
+        // Files wholly inside a destroyed engine's ranges go first (no rewrite);
+        // RocksDB's C API drops files up to and including `last`: a bound no other
+        // engine's key can equal.
+        for (cf, lower, last) in drop_files {
+            if let Err(e) = inner.db.delete_file_in_range_cf(handle(&inner.db, cf), &lower, &last) {
+                tracing::warn!(error = %e, path = %inner.path.display(), "dropping files of a destroyed engine");
+            }
+        }
+        for (_, (cf, lower, end)) in compact {
+            inner.db.compact_range_cf(handle(&inner.db, cf), Some(&lower), Some(&end));
         }
     }
 }

@@ -243,7 +243,9 @@ impl KvEngine for RocksEngine {
     }
 
     /// RocksDB compacts `[start, end]` (end inclusive): one key more than asked, which
-    /// changes nothing visible.
+    /// changes nothing visible. An engine of a shared store (a prefix of its own)
+    /// has it done in the background, gathered with other engines' requests
+    /// ([`RocksStore::compact_soon`]); a database of its own compacts at once.
     fn compact_range(&self, cf: Cf, start: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
         let i = cf.index();
         let (lower, upper) = self.space.db_range(cf);
@@ -255,7 +257,12 @@ impl KvEngine for RocksEngine {
             (Some(e), Some(u)) => Some(e.min(u)),
             (e, u) => e.or(u),
         };
-        self.db().compact_range_cf(self.cf(cf), Some(start), end);
+        if self.space.prefix[i].is_empty() {
+            self.db().compact_range_cf(self.cf(cf), Some(start), end);
+        } else {
+            let end = end.unwrap_or_else(|| concat(&self.space.prefix[i], &[0xff; 64]));
+            self.store.compact_soon(cf, start, end);
+        }
         Ok(())
     }
 

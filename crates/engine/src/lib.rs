@@ -194,7 +194,8 @@ pub enum WritePressure {
     Full(String),
 }
 
-/// One ordered, multi-column-family key-value store (one per tablet).
+/// One ordered, multi-column-family key-value store (one per tablet; in RocksDB a
+/// view of the store its disk's tablets share).
 pub trait KvEngine: Send + Sync + 'static {
     type Snapshot<'a>: Snapshot
     where

@@ -391,7 +391,7 @@ fn run(a: NodeArgs) -> Result<()> {
     if let Err(e) = nix::sys::prctl::set_thp_disable(true) {
         tracing::warn!(error = %e, "could not turn transparent huge pages off");
     }
-    raise_descriptor_limit();
+    let descriptors = raise_descriptor_limit();
     let addr = format!("127.0.0.1:{}", a.port);
     let node_id = match &a.join {
         None => first_node_id(&dir)?,
@@ -414,6 +414,10 @@ fn run(a: NodeArgs) -> Result<()> {
     let listener = std::net::TcpListener::bind(&addr).with_context(|| format!("listening on {addr}"))?;
     let shared = SharedResources::new(a.block_cache_mb.unwrap_or_else(default_block_cache_mb) << 20, a.memtable_mb << 20);
     let factory = RocksFactory::with_roots(tablet_dirs(&dir, &a.data_dirs)?, shared);
+    // RocksDB's files take at most a quarter of the descriptors (the rest: Raft
+    // logs, connections, snapshots), split among the stores.
+    let per_store = (descriptors / 4 / factory.roots() as u64).clamp(64, 4096) as i32;
+    let factory = factory.with_max_open_files(per_store);
     let physical = pinax_common::SkewedClock::new(pinax_common::SystemClock, a.clock_offset_ms.saturating_mul(1000));
     let clock = HybridClock::new(Arc::new(physical)).with_max_skew(a.max_clock_skew_ms.saturating_mul(1000));
     let node = Node::open(cfg, factory, Arc::new(clock)).map_err(|e| anyhow::anyhow!("opening the node: {e}"))?;
@@ -477,14 +481,15 @@ const DESCRIPTORS_WANTED: u64 = 65_536;
 /// TiKV and CockroachDB do at start (many distributions give 1024 soft), and warns
 /// when even the hard limit is below [`DESCRIPTORS_WANTED`]: the node then keeps
 /// serving, but a surge of tablets or connections can run it out of descriptors
-/// (statements fail with "Too many open files" until the surge ends).
-fn raise_descriptor_limit() {
+/// (statements fail with "Too many open files" until the surge ends). Returns the
+/// limit in force.
+fn raise_descriptor_limit() -> u64 {
     use nix::sys::resource::{getrlimit, setrlimit, Resource};
     let (soft, hard) = match getrlimit(Resource::RLIMIT_NOFILE) {
         Ok(l) => l,
         Err(e) => {
             tracing::warn!(error = %e, "could not read the descriptor limit");
-            return;
+            return 1024;
         }
     };
     let mut now = soft;
@@ -499,6 +504,7 @@ fn raise_descriptor_limit() {
     } else {
         tracing::info!(limit = now, "descriptor limit");
     }
+    now
 }
 
 /// How long `pinax stop` waits for a node to stop after SIGTERM before it kills it.

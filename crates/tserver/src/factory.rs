@@ -33,6 +33,8 @@ pub struct RocksFactory {
     roots: Vec<PathBuf>,
     shared: SharedResources,
     disable_wal: bool,
+    /// RocksDB's table cache of each store (files kept open).
+    max_open_files: i32,
     /// Stores opened so far, by root; which root and id each name has.
     state: Mutex<FactoryState>,
 }
@@ -59,11 +61,23 @@ impl RocksFactory {
     pub fn with_roots(roots: Vec<PathBuf>, shared: SharedResources) -> Self {
         assert!(!roots.is_empty(), "invariant: a RocksFactory has a directory");
         let counts = vec![0; roots.len()];
-        RocksFactory { roots, shared, disable_wal: false, state: Mutex::new(FactoryState { counts, ..Default::default() }) }
+        let max_open_files = RocksConfig::with_shared(shared.clone()).max_open_files;
+        RocksFactory { roots, shared, disable_wal: false, max_open_files, state: Mutex::new(FactoryState { counts, ..Default::default() }) }
+    }
+
+    /// Each store keeps at most `n` files open (part of the node's descriptor budget).
+    pub fn with_max_open_files(mut self, n: i32) -> Self {
+        self.max_open_files = n;
+        self
+    }
+
+    /// How many data directories (stores) engines spread over.
+    pub fn roots(&self) -> usize {
+        self.roots.len()
     }
 
     fn config(&self) -> RocksConfig {
-        RocksConfig { disable_wal: self.disable_wal, ..RocksConfig::with_shared(self.shared.clone()) }
+        RocksConfig { disable_wal: self.disable_wal, max_open_files: self.max_open_files, ..RocksConfig::with_shared(self.shared.clone()) }
     }
 
     /// Opens the stores that exist (once), learning every engine's name; refuses a
@@ -177,6 +191,16 @@ impl EngineFactory for RocksFactory {
 #[derive(Default, Clone)]
 pub struct MemFactory {
     engines: Arc<Mutex<HashMap<String, MemEngine>>>,
+}
+
+impl MemFactory {
+    /// Make every write of every engine opened so far fail with an I/O error
+    /// saying `why`, until called with `None` (tests of storage errors).
+    pub fn fail_writes(&self, why: Option<&str>) {
+        for e in self.engines.lock().values() {
+            e.fail_writes(why);
+        }
+    }
 }
 
 impl EngineFactory for MemFactory {

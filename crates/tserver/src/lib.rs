@@ -7,7 +7,8 @@
 //! Key types:
 //! - [`Node`]: owns everything a node serves; [`Node::handle`] executes one
 //!   [`pinax_proto::Request`].
-//! - [`EngineFactory`]: how a node opens one engine per tablet (RocksDB in production,
+//! - [`EngineFactory`]: how a node opens one engine per tablet (a view of its disk's
+//!   shared RocksDB store in production,
 //!   memory in tests): [`RocksFactory`], [`MemFactory`].
 //! - [`server::RpcServer`]: thread-per-connection framed RPC over TCP.
 //!
