@@ -616,6 +616,17 @@ impl RaftGroup {
         self.raft.metrics().borrow().membership_config.membership().voter_ids().collect()
     }
 
+    /// Why the group's Raft core stopped on its own (openraft stops it for good at
+    /// a storage error), if it did; `None` while it runs or after a
+    /// [`RaftGroup::shutdown`]. The group then answers every call with
+    /// [`GroupError::Fatal`] until its owner opens the replica again.
+    pub fn stopped_by(&self) -> Option<String> {
+        match &self.raft.metrics().borrow().running_state {
+            Ok(()) | Err(openraft::error::Fatal::Stopped) => None,
+            Err(f) => Some(f.to_string()),
+        }
+    }
+
     /// Stop the group's tasks (the node is closing the tablet).
     pub fn shutdown(&self) {
         if let Err(e) = self.rt.block_on(self.raft.shutdown()) {

@@ -544,3 +544,42 @@ fn a_write_if_live_is_one_request_that_reports_whether_the_row_was_there() {
     c.write("t", vec![WriteOp::put(hash_key(1), b"again".to_vec())]).unwrap();
     assert_eq!(c.get("t", &hash_key(1)).unwrap(), Some(b"again".to_vec()));
 }
+
+/// A storage error stops a Raft group for good in openraft (the master's
+/// included): the node opens the replica again once storage works, and every
+/// acknowledged write is there (issue #41: no single resource error kills a node).
+#[test]
+fn replicas_stopped_by_a_storage_error_are_opened_again() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let factory = MemFactory::default();
+    let cfg = NodeConfig { sync: false, rpc_addr: addr.clone(), ..NodeConfig::default() };
+    let node = Node::open(cfg, factory.clone(), Arc::new(HybridClock::system())).unwrap();
+    let _server = RpcServer::serve(node.clone(), listener).unwrap();
+    let n = node.clone();
+    std::thread::spawn(move || n.run_applier());
+    let c = Client::connect(&addr).unwrap();
+    c.create_table("t", Sharding::Hash { tablets: 2 }).unwrap();
+    c.write("t", vec![WriteOp::put(hash_key(1), b"one".to_vec())]).unwrap();
+
+    factory.fail_writes(Some("injected: Too many open files"));
+    assert!(c.write("t", vec![WriteOp::put(hash_key(2), b"two".to_vec())]).is_err(), "a write fails while storage does");
+    assert!(c.create_table("u", Sharding::Hash { tablets: 2 }).is_err(), "so does the master");
+    factory.fail_writes(None);
+
+    // Ticks reopen the stopped replicas (the first try comes a second after the stop).
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        node.tick();
+        let created = |r: Result<_, pinax_client::ClientError>| r.is_ok() || r.is_err_and(|e| e.code() == ErrorCode::TableAlreadyExists);
+        let ok = c.write("t", vec![WriteOp::put(hash_key(3), b"three".to_vec())]).is_ok() && created(c.create_table("u", Sharding::Hash { tablets: 2 }));
+        if ok {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the replicas were not opened again");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(c.get("t", &hash_key(1)).unwrap(), Some(b"one".to_vec()));
+    assert_eq!(c.get("t", &hash_key(3)).unwrap(), Some(b"three".to_vec()));
+    c.write("u", vec![WriteOp::put(hash_key(4), b"four".to_vec())]).unwrap();
+}

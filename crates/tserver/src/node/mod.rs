@@ -25,6 +25,7 @@ mod handlers;
 mod master_role;
 mod placement;
 mod resolution;
+mod revival;
 mod serve;
 mod status_routing;
 mod waits;
@@ -196,6 +197,8 @@ pub struct Node<F: EngineFactory> {
     /// Each open replica's engine, to know when a dropped one is closed (its data
     /// may be deleted only then: RocksDB keeps writing files until it closes).
     engines: Mutex<HashMap<TabletId, std::sync::Weak<F::Engine>>>,
+    /// Replicas whose Raft group stopped, and when each is opened again (`revival.rs`).
+    revivals: Mutex<revival::Revivals>,
     /// Applies the cluster's DDL log to this node's PostgreSQL (none: no
     /// PostgreSQL here, nothing to apply).
     ddl: std::sync::OnceLock<Arc<dyn DdlApplier>>,
@@ -268,6 +271,7 @@ impl<F: EngineFactory> Node<F> {
             ddl: std::sync::OnceLock::new(),
             destroying: Mutex::new(std::collections::HashSet::new()),
             engines: Mutex::new(HashMap::new()),
+            revivals: Mutex::new(revival::Revivals::default()),
         };
         node.directory.write().insert(node.cfg.node_id, node.cfg.rpc_addr.clone());
         node.nodes.lock().insert(node.cfg.node_id, (node.cfg.rpc_addr.clone(), node.now()));
@@ -359,6 +363,7 @@ impl<F: EngineFactory> Node<F> {
 
     /// Periodic background work; call every few hundred milliseconds.
     pub fn tick(&self) {
+        self.revive_stopped_replicas();
         self.heartbeat_master();
         self.finish_destroying();
         let due = {

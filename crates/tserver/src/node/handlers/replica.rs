@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 impl<F: EngineFactory> Node<F> {
     /// Whether this node has a replica of tablet `id` open.
-    fn has_replica(&self, id: TabletId) -> bool {
+    pub(in crate::node) fn has_replica(&self, id: TabletId) -> bool {
         self.tablets.read().contains_key(&id) || self.status_tablets.read().contains_key(&id) || (id == TabletId::MASTER && self.master.read().is_some())
     }
 
@@ -97,8 +97,9 @@ impl<F: EngineFactory> Node<F> {
         Ok(Response::Done)
     }
 
-    /// `DropReplica`: close the replica and delete its data.
-    pub(in crate::node) fn drop_replica(&self, id: TabletId) -> Result<Response, RpcError> {
+    /// Close this node's replica of `id` (its tablet, status tablet or catalog, and
+    /// its Raft group), keeping its data and record.
+    pub(in crate::node) fn close_replica(&self, id: TabletId) {
         let removed = self.tablets.write().remove(&id);
         drop(removed);
         let removed = self.status_tablets.write().remove(&id);
@@ -108,6 +109,11 @@ impl<F: EngineFactory> Node<F> {
             drop(removed);
         }
         self.close_group(id);
+    }
+
+    /// `DropReplica`: close the replica and delete its data.
+    pub(in crate::node) fn drop_replica(&self, id: TabletId) -> Result<Response, RpcError> {
+        self.close_replica(id);
         self.local.delete_replica(id).map_err(catalog_err)?;
         // Requests in flight and the group's last tasks may hold the engine for
         // a moment; its files are deleted once it is closed.
@@ -120,7 +126,7 @@ impl<F: EngineFactory> Node<F> {
         Ok(Response::Done)
     }
 
-    fn engine_closed(&self, id: TabletId) -> bool {
+    pub(in crate::node) fn engine_closed(&self, id: TabletId) -> bool {
         self.engines.lock().get(&id).is_none_or(|w| w.strong_count() == 0)
     }
 
