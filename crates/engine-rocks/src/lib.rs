@@ -2,9 +2,9 @@
 //! (via `rust-rocksdb` 0.25).
 //!
 //! Each tablet is one RocksDB database with four column families: `default`
-//! ([`Cf::Regular`]), `intents`, `meta` and `raft` ([`Cf::Log`]: the tablet's Raft vote
-//! and purge point; the log's entries are segment files of their own, `pinax_raft::log_files`,
-//! in the database's directory). All tablets of a node share one
+//! ([`Cf::Regular`]), `intents`, `meta` and `raft` ([`Cf::Log`]: unused by a node, whose
+//! Raft logs are in the data directory's shared log, `pinax_raft::shared_log`; the
+//! in-memory test double keeps a group's log there). All tablets of a node share one
 //! [`SharedResources`] (an LRU block cache and a `WriteBufferManager` that caps the
 //! memtable memory of the whole node); create it once per node and put a clone of it
 //! in every tablet's [`RocksConfig`].
