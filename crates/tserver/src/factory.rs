@@ -245,7 +245,7 @@ mod tests {
         // A data directory from before (a log directory inside an engine's) is refused.
         std::fs::create_dir_all(roots[1].join("tablet-1").join("raft-log")).unwrap();
         let f = RocksFactory::with_roots(roots, shared);
-        let e = f.raft_logs().err().expect("refused");
+        let e = f.raft_logs().expect_err("refused");
         assert!(e.to_string().contains("earlier version of Pinax"), "{e}");
         assert!(MemFactory::default().raft_log("tablet-1").unwrap().is_none());
     }
