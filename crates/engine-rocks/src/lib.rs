@@ -6,9 +6,9 @@
 //! whose keys lie under a prefix of its own ([`KeySpace`]: `be64(id)`, ids from a
 //! registry of names the store keeps), so creating a tablet writes a few keys and
 //! dropping one deletes its ranges (`view.rs`, `store.rs`). Four column families:
-//! `default` ([`Cf::Regular`]), `intents`, `meta` and `raft` ([`Cf::Log`]: the
-//! tablet's Raft vote and purge point; the log's entries are segment files of their
-//! own, `pinax_raft::log_files`, in the directory the engine reports as its `dir`).
+//! `default` ([`Cf::Regular`]), `intents`, `meta` and `raft` ([`Cf::Log`]: unused by a
+//! node, whose Raft logs are in the data directory's shared log,
+//! `pinax_raft::shared_log`; the in-memory test double keeps a group's log there).
 //! All stores of a node share one [`SharedResources`] (an LRU block cache and a
 //! `WriteBufferManager` that caps the memtable memory of the whole node); create it
 //! once per node and put a clone of it in every store's [`RocksConfig`].

@@ -30,7 +30,7 @@
 //! else: a later write checked without the earlier one's effects could conflict
 //! with it.
 
-use crate::log_store::LogStore;
+use crate::log_store::{LogPlace, LogStore};
 use crate::network::{Network, Transport};
 use crate::runtime::GroupRuntime;
 use crate::state_machine::StateMachine;
@@ -216,6 +216,7 @@ impl RaftGroup {
     /// log past the applied id), on a runtime of its own. `io` is a runtime the
     /// group's blocking calls to peers run on (the node's). A new group has no
     /// members until [`RaftGroup::initialize`] (or a leader adding this replica).
+    /// The log is kept in the engine too ([`LogPlace::Engine`]: tests).
     #[allow(clippy::too_many_arguments)]
     pub fn start<E: KvEngine>(
         io: &tokio::runtime::Handle,
@@ -226,24 +227,23 @@ impl RaftGroup {
         transport: Arc<dyn Transport>,
         timing: RaftTiming,
     ) -> Result<Self, GroupError> {
-        Self::start_with(io, group, node_id, engine, clock, transport, timing, true)
+        Self::start_with(io, group, node_id, engine, &LogPlace::Engine, clock, transport, timing)
     }
 
-    /// [`RaftGroup::start`], with the log's appends fsynced or not
-    /// ([`LogStore::set_sync`]).
+    /// [`RaftGroup::start`], with the log where `log` says (a node: its data
+    /// directory's shared log).
     #[allow(clippy::too_many_arguments)]
     pub fn start_with<E: KvEngine>(
         io: &tokio::runtime::Handle,
         group: u64,
         node_id: NodeId,
         engine: Arc<E>,
+        log: &LogPlace,
         clock: Arc<HybridClock>,
         transport: Arc<dyn Transport>,
         timing: RaftTiming,
-        sync: bool,
     ) -> Result<Self, GroupError> {
-        let log = LogStore::open(engine.clone()).map_err(|e| GroupError::Storage(e.to_string()))?;
-        log.set_sync(sync);
+        let log = LogStore::open(engine.clone(), log, group).map_err(|e| GroupError::Storage(e.to_string()))?;
         let tail_reads = log.tail_reads();
         let sm = StateMachine::new(engine, clock);
         let recent = sm.recent_requests();
@@ -607,6 +607,19 @@ impl RaftGroup {
                 if let Err(e) = raft.trigger().elect().await {
                     tracing::warn!(group, error = %e, "starting an election to take over");
                 }
+            }
+        });
+    }
+
+    /// Ask the group to build a snapshot now (which lets it purge its log behind
+    /// the applied id): the shared log names groups whose old entries keep its
+    /// files from being freed ([`crate::SharedLog::purge_expired_files`]).
+    pub fn request_snapshot(&self) {
+        let raft = self.raft.clone();
+        let group = self.group;
+        self.rt.handle().spawn(async move {
+            if let Err(e) = raft.trigger().snapshot().await {
+                tracing::debug!(group, error = %e, "asking for a snapshot");
             }
         });
     }

@@ -1,16 +1,21 @@
 //! pinax-raft: the openraft glue. Every tablet is one Raft group whose log lives
-//! next to the tablet's own engine (entries in files of their own, [`log_files`];
-//! vote and purge point in [`Cf::Log`](pinax_engine::Cf::Log)) and whose state
-//! machine is the rest of that engine.
+//! in its data directory's shared Raft log ([`SharedLog`]: one raft-engine for
+//! every group there, keyed by group id) and whose state machine is the tablet's
+//! engine.
 //!
 //! Key types:
 //! - [`TypeConfig`]: the openraft type configuration. A log entry's payload is a
 //!   [`Command`]: one write batch a tablet leader decided, as [`OwnedBatch`] bytes,
 //!   with the hybrid time it was decided at, or several of them merged into one
 //!   entry ([`Command::merge`], group commit).
-//! - [`LogStore`]: the Raft log: entries in segment files ([`log_files::LogFiles`],
-//!   appended and fsynced, never through memtables or compactions), vote and
-//!   purge point in `Cf::Log` (synced).
+//! - [`SharedLog`]: a data directory's Raft log engine, shared by its groups:
+//!   their appends share writes and fsyncs (group commit across tablets), one
+//!   stream of files for all; groups are removed from it with their tablets.
+//! - [`LogStore`]: one group's Raft log in the shared log ([`LogPlace::Shared`]):
+//!   entries appended and fsynced, never through memtables or compactions; vote,
+//!   purge point and committed id as keys of the group. An engine without a
+//!   directory (the in-memory test double) keeps it in `Cf::Log` instead
+//!   ([`LogPlace::Engine`]).
 //! - [`StateMachine`]: applies committed commands to the engine, atomically with
 //!   the applied log id (`Cf::Meta`); snapshots are the engine's contents.
 //! - [`network`]: RPCs between replicas over a [`network::Transport`] the node
@@ -23,14 +28,17 @@
 //!   fsyncs and applies its entry itself) and by a ticker for timers.
 //!
 //! Invariants:
-//! - an entry is acknowledged to openraft (`LogFlushed`) only after an fsync;
+//! - an entry is acknowledged to openraft (`LogFlushed`) only after an fsync
+//!   (unless the node runs `--no-sync`), never after a failed write; a failed
+//!   fsync of the shared log aborts the process (see [`shared_log`]);
+//! - a group's log is purged only behind an applied id its engine has flushed;
 //! - the state machine applies each committed entry exactly once: the batch and the
 //!   new applied log id go to the engine in one atomic write, and a restart resumes
 //!   after the applied id;
 //! - every replica applies the same batches in log order (leaders decide, never
 //!   followers).
 //!
-//! Depends on the engine traits and openraft only (not on tablets).
+//! Depends on the engine traits, openraft and raft-engine only (not on tablets).
 //!
 //! [`OwnedBatch`]: pinax_engine::OwnedBatch
 
@@ -39,10 +47,10 @@
 #![allow(clippy::result_large_err)]
 
 pub mod group;
-pub mod log_files;
 pub mod log_store;
 pub mod network;
 pub mod runtime;
+pub mod shared_log;
 pub mod state_machine;
 
 pub use bytes::Bytes;
@@ -51,7 +59,8 @@ use std::io::Cursor;
 use std::sync::Arc;
 
 pub use group::{GroupError, RaftGroup};
-pub use log_store::LogStore;
+pub use log_store::{LogPlace, LogStore};
+pub use shared_log::SharedLog;
 pub use state_machine::StateMachine;
 
 /// A node's id (the same id the node has in the cluster catalog).

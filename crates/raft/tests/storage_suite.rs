@@ -1,11 +1,12 @@
-//! openraft's storage conformance suite on Pinax's log store and state machine,
-//! over both engines (the in-memory double and RocksDB).
+//! openraft's storage conformance suite on Pinax's log store and state machine:
+//! the in-memory double (log in `Cf::Log`), and RocksDB with the log in a shared
+//! Raft log (as a node runs them).
 
 use openraft::testing::{StoreBuilder, Suite};
 use pinax_common::HybridClock;
 use pinax_engine_mem::MemEngine;
 use pinax_engine_rocks::{RocksConfig, RocksEngine};
-use pinax_raft::{LogStore, StateMachine, StorageError, TypeConfig};
+use pinax_raft::{LogPlace, LogStore, SharedLog, StateMachine, StorageError, TypeConfig};
 use std::sync::Arc;
 
 struct Mem;
@@ -13,7 +14,7 @@ struct Mem;
 impl StoreBuilder<TypeConfig, LogStore<MemEngine>, StateMachine<MemEngine>, ()> for Mem {
     async fn build(&self) -> Result<((), LogStore<MemEngine>, StateMachine<MemEngine>), StorageError> {
         let engine = Arc::new(MemEngine::new());
-        Ok(((), LogStore::open(engine.clone())?, StateMachine::new(engine, Arc::new(HybridClock::system()))))
+        Ok(((), LogStore::open(engine.clone(), &LogPlace::Engine, 1)?, StateMachine::new(engine, Arc::new(HybridClock::system()))))
     }
 }
 
@@ -23,7 +24,9 @@ impl StoreBuilder<TypeConfig, LogStore<RocksEngine>, StateMachine<RocksEngine>, 
     async fn build(&self) -> Result<(tempfile::TempDir, LogStore<RocksEngine>, StateMachine<RocksEngine>), StorageError> {
         let dir = tempfile::tempdir().expect("temp dir");
         let engine = Arc::new(RocksEngine::open(dir.path().join("db"), &RocksConfig::default()).expect("open rocksdb"));
-        Ok((dir, LogStore::open(engine.clone())?, StateMachine::new(engine, Arc::new(HybridClock::system()))))
+        let log = SharedLog::open(&dir.path().join("raft-log")).expect("open the shared log");
+        let place = LogPlace::Shared { log, sync: true };
+        Ok((dir, LogStore::open(engine.clone(), &place, 1)?, StateMachine::new(engine, Arc::new(HybridClock::system()))))
     }
 }
 

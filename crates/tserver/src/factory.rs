@@ -4,6 +4,7 @@ use parking_lot::Mutex;
 use pinax_engine::{CompactionFilterFactory, KvEngine};
 use pinax_engine_mem::MemEngine;
 use pinax_engine_rocks::{KeySpace, RocksConfig, RocksEngine, RocksStore, SharedResources};
+use pinax_raft::shared_log::{self, SharedLog};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -16,6 +17,13 @@ pub trait EngineFactory: Send + Sync + 'static {
     fn destroy(&self, name: &str) -> pinax_engine::Result<()>;
     /// Names of every engine that exists.
     fn list(&self) -> pinax_engine::Result<Vec<String>>;
+    /// Open the shared Raft log of every directory (once; later calls return the
+    /// same logs). None for engines that keep their group's log themselves (in
+    /// `Cf::Log`: the in-memory engines of tests).
+    fn raft_logs(&self) -> pinax_engine::Result<Vec<Arc<SharedLog>>>;
+    /// The shared Raft log of the directory engine `name` (opened) is in; None:
+    /// the engine keeps its group's log itself.
+    fn raft_log(&self, name: &str) -> pinax_engine::Result<Option<Arc<SharedLog>>>;
 }
 
 /// Tablet engines in one RocksDB store per directory (one per disk), all stores
@@ -37,6 +45,8 @@ pub struct RocksFactory {
     max_open_files: i32,
     /// Stores opened so far, by root; which root and id each name has.
     state: Mutex<FactoryState>,
+    /// Each directory's shared Raft log (`<dir>/raft-log`), in the order of `roots`, once opened.
+    logs: Mutex<Option<Vec<Arc<SharedLog>>>>,
 }
 
 #[derive(Default)]
@@ -62,7 +72,7 @@ impl RocksFactory {
         assert!(!roots.is_empty(), "invariant: a RocksFactory has a directory");
         let counts = vec![0; roots.len()];
         let max_open_files = RocksConfig::with_shared(shared.clone()).max_open_files;
-        RocksFactory { roots, shared, disable_wal: false, max_open_files, state: Mutex::new(FactoryState { counts, ..Default::default() }) }
+        RocksFactory { roots, shared, disable_wal: false, max_open_files, state: Mutex::new(FactoryState { counts, ..Default::default() }), logs: Mutex::new(None) }
     }
 
     /// Each store keeps at most `n` files open (part of the node's descriptor budget).
@@ -185,6 +195,25 @@ impl EngineFactory for RocksFactory {
         self.load(&mut st)?;
         Ok(st.names.keys().cloned().collect())
     }
+    fn raft_logs(&self) -> pinax_engine::Result<Vec<Arc<SharedLog>>> {
+        let mut logs = self.logs.lock();
+        if let Some(l) = &*logs {
+            return Ok(l.clone());
+        }
+        let mut opened = Vec::with_capacity(self.roots.len());
+        for root in &self.roots {
+            let dir = root.join(shared_log::DIR);
+            opened.push(SharedLog::open(&dir).map_err(|e| pinax_engine::Error::Io(e.to_string()))?);
+        }
+        *logs = Some(opened.clone());
+        Ok(opened)
+    }
+    fn raft_log(&self, name: &str) -> pinax_engine::Result<Option<Arc<SharedLog>>> {
+        let logs = self.raft_logs()?;
+        let mut st = self.state.lock();
+        self.load(&mut st)?;
+        Ok(st.names.get(name).and_then(|&i| logs.get(i).cloned()))
+    }
 }
 
 /// In-memory engines that survive "reopen" within one process: for tests.
@@ -220,6 +249,12 @@ impl EngineFactory for MemFactory {
     }
     fn list(&self) -> pinax_engine::Result<Vec<String>> {
         Ok(self.engines.lock().keys().cloned().collect())
+    }
+    fn raft_logs(&self) -> pinax_engine::Result<Vec<Arc<SharedLog>>> {
+        Ok(Vec::new())
+    }
+    fn raft_log(&self, _name: &str) -> pinax_engine::Result<Option<Arc<SharedLog>>> {
+        Ok(None)
     }
 }
 
@@ -333,5 +368,22 @@ mod tests {
         let f = RocksFactory::new(tmp.path().join("data"), SharedResources::new(8 << 20, 8 << 20));
         let err = f.open("tablet-1", None).unwrap_err().to_string();
         assert!(err.contains("earlier Pinax") && err.contains("tablet-3"), "{err}");
+    }
+
+    #[test]
+    fn each_directory_has_one_shared_raft_log_which_is_no_engine() {
+        let tmp = tempfile::tempdir().unwrap();
+        let roots: Vec<PathBuf> = (0..2).map(|i| tmp.path().join(format!("disk{i}"))).collect();
+        let shared = SharedResources::new(8 << 20, 8 << 20);
+        let f = RocksFactory::with_roots(roots.clone(), shared.clone());
+        let engines: Vec<_> = (0..3).map(|i| f.open(&format!("tablet-{i}"), None).unwrap()).collect();
+        let logs = f.raft_logs().unwrap();
+        assert_eq!(logs.iter().map(|l| l.dir().to_path_buf()).collect::<Vec<_>>(), roots.iter().map(|r| r.join("raft-log")).collect::<Vec<_>>());
+        assert!(Arc::ptr_eq(&f.raft_logs().unwrap()[1], &logs[1]), "opened once");
+        assert!(Arc::ptr_eq(&f.raft_log("tablet-1").unwrap().unwrap(), &logs[1]), "the log of the engine's directory");
+        assert!(Arc::ptr_eq(&f.raft_log("tablet-2").unwrap().unwrap(), &logs[0]));
+        assert_eq!(names(&f.list().unwrap()), vec!["tablet-0", "tablet-1", "tablet-2"], "the logs' directories are no engines");
+        drop((engines, logs, f));
+        assert!(MemFactory::default().raft_log("tablet-1").unwrap().is_none());
     }
 }

@@ -51,6 +51,8 @@ fn main() -> Result<()> {
     let c = Client::connect(&addr)?;
     let table = format!("bench_{}", std::process::id());
     c.create_table(&table, Sharding::Hash { tablets: 0 })?;
+    // Marks where the measured phases start (bench/fsyncs.sh counts per phase).
+    println!("# table {table} created");
     let value = vec![0x5Au8; 100];
 
     // 1. single-row fast path, one thread

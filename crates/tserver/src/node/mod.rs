@@ -102,6 +102,9 @@ impl Default for NodeConfig {
 /// when it held the catalog too).
 const LOCAL_ENGINE: &str = "master";
 
+/// How often the shared Raft logs' files are purged (as TiKV does).
+const RAFT_LOG_PURGE_EVERY: Duration = Duration::from_secs(10);
+
 fn tablet_engine_name(id: TabletId) -> String {
     format!("tablet-{}", id.0)
 }
@@ -159,6 +162,8 @@ pub struct Node<F: EngineFactory> {
     resolutions_rx: Mutex<Option<mpsc::Receiver<Resolution>>>,
     shutting_down: AtomicBool,
     last_sweep: Mutex<Instant>,
+    /// When the shared Raft logs' files were last purged (`purge_raft_logs`).
+    last_log_purge: Mutex<Instant>,
     requests: AtomicU64,
     /// Bumped (and waiters woken) whenever a transaction commits, aborts or expires.
     txn_ended: (Mutex<u64>, Condvar),
@@ -216,6 +221,9 @@ impl<F: EngineFactory> Node<F> {
     /// Open (or create) a node's state: catalog, status tablet, every tablet.
     pub fn open(cfg: NodeConfig, factory: F, clock: Arc<HybridClock>) -> Result<Arc<Self>, RpcError> {
         let io = |e: pinax_engine::Error| err(ErrorCode::Io, e.to_string());
+        // The shared Raft logs first: a data directory from before them is
+        // refused before anything in it is opened.
+        factory.raft_logs().map_err(io)?;
         let local = LocalRecords::open(factory.open(LOCAL_ENGINE, None).map_err(io)?);
         let masters = local.masters().map_err(catalog_err)?;
         let cutoff = HistoryCutoff::default();
@@ -253,6 +261,7 @@ impl<F: EngineFactory> Node<F> {
             resolutions_rx: Mutex::new(Some(rx)),
             shutting_down: AtomicBool::new(false),
             last_sweep: Mutex::new(Instant::now()),
+            last_log_purge: Mutex::new(Instant::now()),
             txn_ended: (Mutex::new(0), Condvar::new()),
             waits_for: Mutex::new(HashMap::new()),
             applying: Mutex::new(HashMap::new()),
@@ -308,6 +317,14 @@ impl<F: EngineFactory> Node<F> {
                 node.factory.destroy(&name).map_err(io)?;
             }
         }
+        // And the logs of groups it has no replica of (a crash after their log's
+        // removal started, or before it).
+        let groups: std::collections::HashSet<u64> = records.iter().map(|r| r.tablet.id.0).collect();
+        for log in node.factory.raft_logs().map_err(io)? {
+            for g in log.groups().into_iter().filter(|g| !groups.contains(g)) {
+                log.remove_group(g).map_err(|e| err(ErrorCode::Io, e.to_string()))?;
+            }
+        }
         Ok(Arc::new(node))
     }
 
@@ -321,6 +338,11 @@ impl<F: EngineFactory> Node<F> {
 
     pub fn config(&self) -> &NodeConfig {
         &self.cfg
+    }
+
+    /// The engine factory (its shared Raft logs: tests, status).
+    pub fn factory(&self) -> &F {
+        &self.factory
     }
 
     pub fn clock(&self) -> &Arc<HybridClock> {
@@ -409,6 +431,17 @@ impl<F: EngineFactory> Node<F> {
         };
         if sweep {
             self.sweep_intents();
+        }
+        let purge = {
+            let mut last = self.last_log_purge.lock();
+            let due = last.elapsed() >= RAFT_LOG_PURGE_EVERY;
+            if due {
+                *last = Instant::now();
+            }
+            due
+        };
+        if purge {
+            self.purge_raft_logs();
         }
         // Move the history cutoff.
         self.cutoff.advance_to(self.clock.now().sub_micros(self.cfg.history_retention.as_micros() as u64));

@@ -9,7 +9,7 @@ use crate::replica::{RaftCatalogLog, RaftReplicator};
 use pinax_common::{ErrorCode, TabletId};
 use pinax_master::{Catalog, ReplicaRecord};
 use pinax_proto::{Request, Response, RpcError};
-use pinax_raft::RaftGroup;
+use pinax_raft::{LogPlace, RaftGroup};
 use pinax_tablet::{StatusTablet, Tablet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -34,15 +34,19 @@ impl<F: EngineFactory> Node<F> {
         let engine = Arc::new(self.factory.open(&tablet_engine_name(id), gc).map_err(|e| err(ErrorCode::Io, e.to_string()))?);
         self.engines.lock().insert(id, Arc::downgrade(&engine));
         let raft_err = |e: pinax_raft::GroupError| err(ErrorCode::Io, format!("tablet {}: {e}", id.0));
+        let place = match self.factory.raft_log(&tablet_engine_name(id)).map_err(|e| err(ErrorCode::Io, e.to_string()))? {
+            Some(log) => LogPlace::Shared { log, sync: self.cfg.sync },
+            None => LogPlace::Engine,
+        };
         let group = RaftGroup::start_with(
             self.rt.handle(),
             id.0,
             self.cfg.node_id,
             engine.clone(),
+            &place,
             self.clock.clone(),
             self.transport.clone(),
             self.cfg.raft_timing,
-            self.cfg.sync,
         )
         .map_err(raft_err)?;
         if r.bootstrap {
@@ -130,19 +134,54 @@ impl<F: EngineFactory> Node<F> {
         self.engines.lock().get(&id).is_none_or(|w| w.strong_count() == 0)
     }
 
-    /// Delete the data of dropped replicas whose engines have closed.
+    /// Delete the data of dropped replicas whose engines have closed: the
+    /// group's Raft log (its log store must be closed too), then the engine.
     pub(in crate::node) fn finish_destroying(&self) {
         let pending: Vec<TabletId> = self.destroying.lock().iter().copied().collect();
         for id in pending {
             if self.has_replica(id) || !self.engine_closed(id) {
                 continue;
             }
-            match self.factory.destroy(&tablet_engine_name(id)) {
+            match self.remove_raft_log(id).and_then(|()| self.factory.destroy(&tablet_engine_name(id))) {
                 Ok(()) => {
                     self.destroying.lock().remove(&id);
                     self.engines.lock().remove(&id);
                 }
                 Err(e) => tracing::warn!(tablet_id = id.0, error = %e, "could not remove tablet data; retrying"),
+            }
+        }
+    }
+
+    /// Remove tablet `id`'s group from the shared Raft logs (fails while its log
+    /// store is still open).
+    fn remove_raft_log(&self, id: TabletId) -> pinax_engine::Result<()> {
+        for log in self.factory.raft_logs()? {
+            log.remove_group(id.0).map_err(|e| pinax_engine::Error::Io(e.to_string()))?;
+        }
+        Ok(())
+    }
+
+    /// Free the shared Raft logs' files no group needs; ask the groups whose old
+    /// entries keep files from being freed to purge their logs (a snapshot).
+    pub(in crate::node) fn purge_raft_logs(&self) {
+        let logs = match self.factory.raft_logs() {
+            Ok(logs) => logs,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not open the Raft logs to purge them");
+                return;
+            }
+        };
+        for log in logs {
+            match log.purge_expired_files() {
+                Ok(groups) => {
+                    for g in groups {
+                        let repl = self.groups.read().get(&TabletId(g)).cloned();
+                        if let Some(repl) = repl {
+                            repl.group.request_snapshot();
+                        }
+                    }
+                }
+                Err(e) => tracing::warn!(dir = %log.dir().display(), error = %e, "could not purge the Raft log"),
             }
         }
     }
