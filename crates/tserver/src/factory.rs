@@ -72,7 +72,14 @@ impl RocksFactory {
         assert!(!roots.is_empty(), "invariant: a RocksFactory has a directory");
         let counts = vec![0; roots.len()];
         let max_open_files = RocksConfig::with_shared(shared.clone()).max_open_files;
-        RocksFactory { roots, shared, disable_wal: false, max_open_files, state: Mutex::new(FactoryState { counts, ..Default::default() }), logs: Mutex::new(None) }
+        RocksFactory {
+            roots,
+            shared,
+            disable_wal: false,
+            max_open_files,
+            state: Mutex::new(FactoryState { counts, ..Default::default() }),
+            logs: Mutex::new(None),
+        }
     }
 
     /// Each store keeps at most `n` files open (part of the node's descriptor budget).

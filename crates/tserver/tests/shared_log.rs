@@ -55,12 +55,12 @@ fn a_dropped_tables_groups_leave_the_shared_raft_log() {
     let groups = log.groups();
     for id in ids(&kept).into_iter().chain(ids(&gone)) {
         assert!(groups.contains(&id), "tablet {id}'s group is in the shared log: {groups:?}");
-        assert!(data.join(format!("tablet-{id}")).is_dir());
-        assert!(!data.join(format!("tablet-{id}")).join("raft-log").exists(), "no log of its own");
+        assert!(data.join("tablets").join(format!("tablet-{id}")).is_dir());
+        assert!(!data.join("tablets").join(format!("tablet-{id}")).join("raft-log").exists(), "no log of its own");
     }
     c.drop_table("gone", false).unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
-    while ids(&gone).iter().any(|id| log.groups().contains(id) || data.join(format!("tablet-{id}")).exists()) {
+    while ids(&gone).iter().any(|id| log.groups().contains(id) || data.join("tablets").join(format!("tablet-{id}")).exists()) {
         assert!(Instant::now() < deadline, "the dropped table's groups stayed: {:?}", log.groups());
         std::thread::sleep(Duration::from_millis(50));
     }
