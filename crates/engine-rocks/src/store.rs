@@ -12,7 +12,7 @@
 //! has not reclaimed yet can never show through a new one.
 
 use crate::filter::{FilterDispatch, FilterRegistry};
-use crate::view::{KeySpace, RocksEngine};
+use crate::view::{past_every_key, KeySpace, RocksEngine};
 use crate::{cf_options, db_options, handle, map_error, RocksConfig};
 use pinax_engine::{Cf, CompactionFilterFactory, Error, Result};
 use rocksdb::{ColumnFamilyDescriptor, FlushOptions, DB};
@@ -264,14 +264,6 @@ enum Work {
 /// How long compaction requests are gathered before the union of their ranges is
 /// compacted once.
 const COMPACTION_WINDOW: std::time::Duration = std::time::Duration::from_secs(2);
-
-/// A key past every key starting with `lower` that anyone writes (only the
-/// whole-store space, which has no upper bound, needs one).
-fn past_every_key(lower: &[u8]) -> Vec<u8> {
-    let mut e = lower.to_vec();
-    e.extend_from_slice(&[0xff; 64]);
-    e
-}
 
 /// Reclaims the files of destroyed engines' ranges: drops the SST files wholly
 /// inside them, then compacts what is left of them (the deleted keys' tombstone

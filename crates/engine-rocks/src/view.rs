@@ -77,12 +77,18 @@ impl KeySpace {
         if self.upper[i].is_some() || self.prefix[i].is_empty() {
             return None;
         }
-        Some(concat(&self.prefix[i], &[0xff; 64]))
+        Some(past_every_key(&self.prefix[i]))
     }
 
     fn contains(&self, i: usize, key: &[u8]) -> bool {
         key >= self.lower[i].as_slice() && self.upper[i].as_deref().is_none_or(|u| key < u)
     }
+}
+
+/// A key past every key starting with `prefix` that anyone writes (`prefix ++
+/// ff * 64`): the end of a range that has no upper bound of its own.
+pub(crate) fn past_every_key(prefix: &[u8]) -> Vec<u8> {
+    concat(prefix, &[0xff; 64])
 }
 
 fn concat(a: &[u8], b: &[u8]) -> Vec<u8> {
@@ -189,7 +195,7 @@ impl RocksEngine {
             .iter()
             .map(|&cf| {
                 let (lower, upper) = self.space.db_range(cf);
-                let end = upper.unwrap_or_else(|| concat(&lower, &[0xff; 64]));
+                let end = upper.unwrap_or_else(|| past_every_key(&lower));
                 self.db().get_approximate_sizes_cf(self.cf(cf), &[rocksdb::Range::new(&lower, &end)]).first().copied().unwrap_or(0)
             })
             .sum()
@@ -260,7 +266,7 @@ impl KvEngine for RocksEngine {
         if self.space.prefix[i].is_empty() {
             self.db().compact_range_cf(self.cf(cf), Some(start), end);
         } else {
-            let end = end.unwrap_or_else(|| concat(&self.space.prefix[i], &[0xff; 64]));
+            let end = end.unwrap_or_else(|| past_every_key(&self.space.prefix[i]));
             self.store.compact_soon(cf, start, end);
         }
         Ok(())
