@@ -157,6 +157,7 @@ fn node_args(dir: &Path, l: &Layout, i: u32) -> NodeArgs {
         fault_injection: false,
         max_clock_skew_ms: 500,
         data_dirs: if l.disks > 1 { (1..=l.disks).map(|d| node_dir(dir, i).join(format!("disk-{d}"))).collect() } else { Vec::new() },
+        max_connections: None,
         clock_offset_ms: 0,
     }
 }

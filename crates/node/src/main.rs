@@ -15,7 +15,7 @@ use clap::{Args, Parser, Subcommand};
 use pinax_client::Client;
 use pinax_common::HybridClock;
 use pinax_engine_rocks::SharedResources;
-use pinax_tserver::{Node, NodeConfig, RocksFactory, RpcServer};
+use pinax_tserver::{Node, NodeConfig, RocksFactory, RpcServer, ServerLimits};
 // mimalloc, with `override`: RocksDB's C++ allocations (iterators, write batches,
 // blocks) go through it too, not only Rust's. Measured against glibc malloc in
 // bench/results/2026-11-26-mimalloc.txt: 5-9% less server CPU per YCSB operation,
@@ -111,6 +111,11 @@ struct NodeArgs {
     /// it used before.
     #[arg(long, value_delimiter = ',')]
     data_dirs: Vec<PathBuf>,
+    /// Most RPC connections served at once (each PostgreSQL backend holds one);
+    /// more are refused with an error. Default: what the descriptor limit leaves
+    /// after the storage's share.
+    #[arg(long)]
+    max_connections: Option<usize>,
     /// Run this node's clock this many milliseconds ahead (negative: behind) of
     /// the machine's (clock-skew tests).
     #[arg(long, hide = true, default_value_t = 0, allow_hyphen_values = true)]
@@ -235,6 +240,9 @@ fn start(a: NodeArgs) -> Result<()> {
         cmd.arg("--block-cache-mb").arg(mb.to_string());
     }
     cmd.arg("--memtable-mb").arg(a.memtable_mb.to_string());
+    if let Some(n) = a.max_connections {
+        cmd.arg("--max-connections").arg(n.to_string());
+    }
     if a.no_sync {
         cmd.arg("--no-sync");
     }
@@ -416,7 +424,8 @@ fn run(a: NodeArgs) -> Result<()> {
     let factory = RocksFactory::with_roots(tablet_dirs(&dir, &a.data_dirs)?, shared);
     // RocksDB's files take at most a quarter of the descriptors (the rest: Raft
     // logs, connections, snapshots), split among the stores.
-    let per_store = (descriptors / 4 / factory.roots() as u64).clamp(64, 4096) as i32;
+    let roots = factory.roots();
+    let per_store = (descriptors / 4 / roots as u64).clamp(64, 4096) as i32;
     let factory = factory.with_max_open_files(per_store);
     let physical = pinax_common::SkewedClock::new(pinax_common::SystemClock, a.clock_offset_ms.saturating_mul(1000));
     let clock = HybridClock::new(Arc::new(physical)).with_max_skew(a.max_clock_skew_ms.saturating_mul(1000));
@@ -438,7 +447,9 @@ fn run(a: NodeArgs) -> Result<()> {
             }
         }
     });
-    let mut server = RpcServer::serve_with(node.clone(), listener, unix).with_context(|| format!("serving on {addr}"))?;
+    let limits = ServerLimits { max_connections: a.max_connections.unwrap_or_else(|| max_connections(descriptors, per_store as u64 * roots as u64)) };
+    tracing::info!(max_connections = limits.max_connections, "connections");
+    let mut server = RpcServer::serve_limited(node.clone(), listener, unix, limits).with_context(|| format!("serving on {addr}"))?;
     std::fs::write(pid_file(&dir), std::process::id().to_string())?;
     std::fs::write(addr_file(&dir), &addr)?;
     let term = Arc::new(AtomicBool::new(false));
@@ -505,6 +516,21 @@ fn raise_descriptor_limit() -> u64 {
         tracing::info!(limit = now, "descriptor limit");
     }
     now
+}
+
+/// Descriptors kept from connections besides RocksDB's table caches: the Raft logs'
+/// files, listeners, connections to other nodes, files being written by flushes,
+/// compactions and snapshots.
+const DESCRIPTORS_RESERVED: u64 = 256;
+
+/// How many connections the node serves at once: what its descriptor limit leaves
+/// after its storage's share (`storage`: RocksDB's table caches) and
+/// [`DESCRIPTORS_RESERVED`]; at least 16. Past it a connection is refused with an
+/// error (the client's statement fails with SQLSTATE 53000) rather than taking a
+/// descriptor a flush needs (RocksDB stops a store's writes when one cannot open its
+/// file).
+fn max_connections(descriptors: u64, storage: u64) -> usize {
+    descriptors.saturating_sub(storage + DESCRIPTORS_RESERVED).max(16) as usize
 }
 
 /// How long `pinax stop` waits for a node to stop after SIGTERM before it kills it.

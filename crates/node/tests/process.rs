@@ -301,3 +301,86 @@ fn the_node_raises_its_descriptor_limit() {
     let fields: Vec<&str> = line.split_whitespace().collect();
     assert_eq!(&fields[3..5], &["4096", "4096"], "{line}");
 }
+
+/// A daemon under `prlimit --nofile=N:N` with extra arguments.
+fn spawn_limited(dir: &std::path::Path, port: u16, nofile: u32, extra: &[&str]) -> Daemon {
+    Daemon(
+        Command::new("prlimit")
+            .arg(format!("--nofile={nofile}:{nofile}"))
+            .arg(bin())
+            .args(["run", "--data-dir"])
+            .arg(dir)
+            .args(["--port", &port.to_string(), "--block-cache-mb", "16", "--memtable-mb", "32"])
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    )
+}
+
+/// Opens clients until `n` are connected or the node refuses more; returns the
+/// connected ones and the refusals' messages. Every attempt ends within the
+/// client's connect timeout: a refused client is told, not left hanging.
+fn connect_many(addr: &str, n: usize) -> (Vec<Client>, Vec<String>) {
+    let (mut held, mut refused) = (Vec::new(), Vec::new());
+    for _ in 0..n {
+        let t0 = Instant::now();
+        match Client::connect(addr) {
+            Ok(c) => held.push(c),
+            Err(e) => refused.push(e.to_string()),
+        }
+        assert!(t0.elapsed() < Duration::from_secs(10), "a connection attempt took {:?}", t0.elapsed());
+    }
+    (held, refused)
+}
+
+/// The node and its tablets keep working for a client connected before a surge.
+fn still_serves(c: &Client, table: &str, i: u32) {
+    c.create_table(table, Sharding::Hash { tablets: 4 }).unwrap();
+    c.write(table, vec![WriteOp::put(key(i), b"v".to_vec())]).unwrap();
+    assert_eq!(c.get(table, &key(i)).unwrap(), Some(b"v".to_vec()));
+    assert_eq!(c.get("t", &key(1)).unwrap(), Some(b"one".to_vec()));
+}
+
+/// A node with few descriptors, driven past them by a surge of clients: the
+/// clients it cannot serve are refused with a clear error (not left hanging), the
+/// clients it serves, the master and every tablet keep working, and once the surge
+/// ends new clients are served again. Twice: past the node's connection budget
+/// (what its descriptor limit leaves after its storage's share), and, with the
+/// budget set above the limit, past the descriptors themselves (accept fails with
+/// EMFILE: the node refuses the waiting client with a descriptor held in reserve).
+#[test]
+fn a_node_driven_past_its_descriptors_refuses_clients_and_recovers() {
+    for (round, extra) in [(0u32, vec![]), (1, vec!["--max-connections", "100000"])] {
+        let dir = tempfile::tempdir().unwrap();
+        let port = free_port();
+        let addr = format!("127.0.0.1:{port}");
+        // 512 descriptors: 128 for RocksDB's files, 256 reserved, 128 connections.
+        let _child = spawn_limited(dir.path(), port, 512, &extra);
+        let c = wait_client(&addr);
+        c.create_table("t", Sharding::Hash { tablets: 4 }).unwrap();
+        c.write("t", vec![WriteOp::put(key(1), b"one".to_vec())]).unwrap();
+        let (held, refused) = connect_many(&addr, 600);
+        assert!(!refused.is_empty(), "round {round}: all 600 clients were served with 512 descriptors");
+        let why = if round == 0 { "connections at once" } else { "out of file descriptors" };
+        assert!(refused.iter().any(|m| m.contains(why)), "round {round}: refusals {:?}", &refused[..refused.len().min(3)]);
+        if round == 0 {
+            assert!(held.len() <= 128, "{} clients served with a budget of 128", held.len());
+        }
+        still_serves(&c, "during", 2);
+        drop(held);
+        // The node closes the surge's connections as their clients go.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let fresh = loop {
+            match Client::connect(&addr) {
+                Ok(f) => break f,
+                Err(e) => assert!(Instant::now() < deadline, "round {round}: no new client served after the surge: {e}"),
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        still_serves(&fresh, "after", 3);
+        let (again, _) = connect_many(&addr, 50);
+        assert_eq!(again.len(), 50, "round {round}");
+    }
+}

@@ -58,6 +58,13 @@ impl Stream {
         }
     }
 
+    pub fn set_read_timeout(&self, t: Option<std::time::Duration>) -> io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.set_read_timeout(t),
+            Stream::Unix(s) => s.set_read_timeout(t),
+        }
+    }
+
     /// Send small messages at once (TCP: no Nagle delay; Unix sockets never delay).
     pub fn set_nodelay(&self) -> io::Result<()> {
         match self {
@@ -88,6 +95,34 @@ impl Write for Stream {
         match self {
             Stream::Tcp(s) => s.flush(),
             Stream::Unix(s) => s.flush(),
+        }
+    }
+}
+
+/// Reads and writes through a shared reference (as `&TcpStream` does), so one
+/// descriptor serves a connection's reader, writer and registry entry: a clone per
+/// role cost the node three extra descriptors per connection.
+impl Read for &Stream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => (&*s).read(buf),
+            Stream::Unix(s) => (&*s).read(buf),
+        }
+    }
+}
+
+impl Write for &Stream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => (&*s).write(buf),
+            Stream::Unix(s) => (&*s).write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Stream::Tcp(s) => (&*s).flush(),
+            Stream::Unix(s) => (&*s).flush(),
         }
     }
 }

@@ -35,4 +35,4 @@ pub mod server;
 
 pub use factory::{EngineFactory, MemFactory, RocksFactory};
 pub use node::{DdlApplier, Node, NodeConfig};
-pub use server::RpcServer;
+pub use server::{RpcServer, ServerLimits};

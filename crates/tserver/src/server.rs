@@ -19,7 +19,7 @@ use std::io::{BufReader, BufWriter, Write};
 use std::net::{SocketAddr, TcpListener};
 use std::os::unix::net::UnixListener;
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -29,7 +29,81 @@ pub struct RpcServer {
     stop: Arc<AtomicBool>,
     accept: Option<JoinHandle<()>>,
     /// Open connections, shut down on stop so their threads end.
-    conns: Arc<Mutex<HashMap<u64, Stream>>>,
+    conns: Arc<Mutex<HashMap<u64, Arc<Stream>>>>,
+}
+
+/// What an RPC server takes on at once.
+#[derive(Clone, Copy, Debug)]
+pub struct ServerLimits {
+    /// Most connections served at once. Each costs the node a descriptor and a
+    /// thread; one more is answered with a `Busy` error (SQLSTATE 53000 in SQL) and
+    /// closed, so a surge of clients cannot take the descriptors the node's storage
+    /// needs (a RocksDB flush or compaction that cannot open its file stops the
+    /// store's writes).
+    pub max_connections: usize,
+}
+
+impl Default for ServerLimits {
+    fn default() -> Self {
+        ServerLimits { max_connections: usize::MAX }
+    }
+}
+
+/// A descriptor held in reserve (`/dev/null`), given up to take a connection the
+/// process has no descriptor for, to refuse it.
+fn spare_descriptor() -> Option<std::fs::File> {
+    std::fs::File::open("/dev/null").ok()
+}
+
+/// EMFILE (this process) or ENFILE (the system) on Linux.
+fn out_of_descriptors(e: &std::io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(24) | Some(23))
+}
+
+/// The next waiting connection, TCP first.
+fn accept_any(listener: &TcpListener, unix: Option<&UnixListener>) -> std::io::Result<Stream> {
+    match listener.accept() {
+        Ok((s, _)) => Ok(Stream::Tcp(s)),
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => match unix.map(|u| u.accept()) {
+            Some(Ok((s, _))) => Ok(Stream::Unix(s)),
+            Some(Err(u)) if u.kind() != std::io::ErrorKind::WouldBlock => Err(u),
+            _ => Err(e),
+        },
+        Err(e) => Err(e),
+    }
+}
+
+/// Most connections being refused at once (each waits up to [`REFUSE_WAIT`] for its
+/// request); past that a connection is closed without an answer.
+const REFUSERS: usize = 4;
+const REFUSE_WAIT: Duration = Duration::from_secs(2);
+
+/// Answer a connection's first request with a `Busy` error saying `msg`, then close
+/// it (on a thread of its own: the client may be slow to send).
+fn refuse<F: EngineFactory>(node: &Arc<Node<F>>, stream: Stream, msg: String, refusers: &Arc<AtomicUsize>) {
+    if refusers.fetch_add(1, Ordering::SeqCst) >= REFUSERS {
+        refusers.fetch_sub(1, Ordering::SeqCst);
+        return; // dropped: the client sees the connection closed
+    }
+    let node = node.clone();
+    let refusers2 = refusers.clone();
+    let spawned = std::thread::Builder::new().name("rpc-refuse".into()).spawn(move || {
+        let _ = stream.set_nonblocking(false);
+        let _ = stream.set_read_timeout(Some(REFUSE_WAIT));
+        let mut buf = Vec::new();
+        let mut reader = BufReader::new(&stream);
+        if let Ok(Some(_)) = frame::read_frame::<RequestEnvelope, _>(&mut reader, &mut buf) {
+            let resp = ResponseEnvelope { ht: node.clock().now(), uncertain: node.reads_uncertain(), result: Err(RpcError::new(ErrorCode::Busy, msg)) };
+            let mut w = BufWriter::new(&stream);
+            let _ = frame::write_frame(&mut w, &resp, &mut buf);
+            let _ = w.flush();
+        }
+        let _ = stream.shutdown();
+        refusers2.fetch_sub(1, Ordering::SeqCst);
+    });
+    if spawned.is_err() {
+        refusers.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 impl RpcServer {
@@ -46,6 +120,17 @@ impl RpcServer {
 
     /// [`RpcServer::serve`], and also on the Unix-domain socket `unix`.
     pub fn serve_with<F: EngineFactory>(node: Arc<Node<F>>, listener: TcpListener, unix: Option<UnixListener>) -> std::io::Result<RpcServer> {
+        Self::serve_limited(node, listener, unix, ServerLimits::default())
+    }
+
+    /// [`RpcServer::serve_with`], serving at most `limits.max_connections`
+    /// connections at once (see [`ServerLimits`]).
+    pub fn serve_limited<F: EngineFactory>(
+        node: Arc<Node<F>>,
+        listener: TcpListener,
+        unix: Option<UnixListener>,
+        limits: ServerLimits,
+    ) -> std::io::Result<RpcServer> {
         let addr = listener.local_addr()?;
         listener.set_nonblocking(true)?;
         if let Some(u) = &unix {
@@ -53,38 +138,69 @@ impl RpcServer {
         }
         let stop = Arc::new(AtomicBool::new(false));
         let stop2 = stop.clone();
-        let conns: Arc<Mutex<HashMap<u64, Stream>>> = Arc::default();
+        let conns: Arc<Mutex<HashMap<u64, Arc<Stream>>>> = Arc::default();
         let conns2 = conns.clone();
         let accept = std::thread::Builder::new().name("rpc-accept".into()).spawn(move || {
             let mut next_id = 0u64;
+            let mut spare = spare_descriptor();
+            let refusers = Arc::new(AtomicUsize::new(0));
             while !stop2.load(Ordering::SeqCst) {
-                let accepted = match listener.accept() {
-                    Ok((s, _)) => Ok(Stream::Tcp(s)),
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => match unix.as_ref().map(|u| u.accept()) {
-                        Some(Ok((s, _))) => Ok(Stream::Unix(s)),
-                        Some(Err(e)) if e.kind() != std::io::ErrorKind::WouldBlock => Err(e),
-                        _ => Err(e),
-                    },
-                    Err(e) => Err(e),
-                };
-                match accepted {
+                if spare.is_none() {
+                    spare = spare_descriptor();
+                }
+                match accept_any(&listener, unix.as_ref()) {
+                    Ok(stream) if spare.is_none() => {
+                        // It took the descriptor the spare needs: serving it would
+                        // leave none to refuse the next one with.
+                        let msg = format!("node {} is out of file descriptors; try again", node.config().node_id);
+                        refuse(&node, stream, msg, &refusers);
+                    }
                     Ok(stream) => {
+                        let open = conns2.lock().len();
+                        if open >= limits.max_connections {
+                            let msg = format!("node {} serves at most {} connections at once (all in use); try again", node.config().node_id, limits.max_connections);
+                            refuse(&node, stream, msg, &refusers);
+                            continue;
+                        }
                         let _ = stream.set_nonblocking(false);
                         next_id += 1;
                         let id = next_id;
-                        if let Ok(c) = stream.try_clone() {
-                            conns2.lock().insert(id, c);
-                        }
+                        let stream = Arc::new(stream);
+                        conns2.lock().insert(id, stream.clone());
                         let node = node.clone();
                         let conns3 = conns2.clone();
-                        let _ = std::thread::Builder::new().name("rpc-conn".into()).spawn(move || {
+                        let spawned = std::thread::Builder::new().name("rpc-conn".into()).spawn(move || {
                             serve_connection(node, &stream);
-                            // The registry holds a clone: shut the socket so the peer sees EOF.
+                            // The registry holds the stream too: shut the socket so
+                            // the peer sees EOF now.
                             let _ = stream.shutdown();
                             conns3.lock().remove(&id);
                         });
+                        if let Err(e) = spawned {
+                            // The closure (and the stream) went with the failed spawn.
+                            conns2.lock().remove(&id);
+                            tracing::warn!(error = %e, "no thread for a new connection: closed it");
+                        }
                     }
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(5)),
+                    Err(e) if out_of_descriptors(&e) => {
+                        // A connection waits and the process has no descriptor to
+                        // take it: give up the spare, take the connection to tell it
+                        // why, and take the spare back. Left waiting, its client
+                        // would hang until its own timeout.
+                        drop(spare.take());
+                        match accept_any(&listener, unix.as_ref()) {
+                            Ok(stream) => {
+                                let msg = format!("node {} is out of file descriptors ({e}); try again", node.config().node_id);
+                                tracing::warn!(error = %e, "out of descriptors: refused a connection");
+                                refuse(&node, stream, msg, &refusers);
+                            }
+                            Err(e) => tracing::warn!(error = %e, "accept failed"),
+                        }
+                        // Taken back at the top of the loop once the refusal
+                        // let go of its descriptor; until then connections wait.
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
                     Err(e) => {
                         tracing::warn!(error = %e, "accept failed");
                         std::thread::sleep(Duration::from_millis(50));
@@ -93,6 +209,11 @@ impl RpcServer {
             }
         })?;
         Ok(RpcServer { addr, stop, accept: Some(accept), conns })
+    }
+
+    /// Connections being served now.
+    pub fn connections(&self) -> usize {
+        self.conns.lock().len()
     }
 
     pub fn local_addr(&self) -> SocketAddr {
@@ -118,11 +239,8 @@ impl Drop for RpcServer {
 
 fn serve_connection<F: EngineFactory>(node: Arc<Node<F>>, stream: &Stream) {
     let _ = stream.set_nodelay();
-    let (Ok(rstream), Ok(wstream)) = (stream.try_clone(), stream.try_clone()) else {
-        return;
-    };
-    let mut reader = BufReader::with_capacity(64 << 10, rstream);
-    let mut writer = BufWriter::with_capacity(64 << 10, wstream);
+    let mut reader = BufReader::with_capacity(64 << 10, stream);
+    let mut writer = BufWriter::with_capacity(64 << 10, stream);
     let mut rbuf = Vec::new();
     let mut wbuf = Vec::new();
     loop {
