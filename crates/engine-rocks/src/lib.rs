@@ -445,7 +445,8 @@ mod conformance_of_a_store {
             }
             n.write(b, WriteOptions::default()).expect("write");
         }
-        let engine = store.engine(crate::KeySpace::of_id(7), None, None).expect("engine");
+        // With a scratch directory: `replace_contents` ingests files.
+        let engine = store.engine(crate::KeySpace::of_id(7), None, Some(dir.path().join("scratch"))).expect("engine");
         InStore { engine, neighbours, _dir: dir }
     }
 

@@ -17,7 +17,11 @@ use pinax_engine::{Cf, CompactionFilterFactory, EngineStats, Error, IterOptions,
 use rocksdb::{ColumnFamily, DBRawIteratorWithThreadMode, ReadOptions, SnapshotWithThreadMode, DB};
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+
+/// Names of SST files being ingested, unique in the process.
+static INGESTS: AtomicU64 = AtomicU64::new(0);
 
 /// Where an engine's keys are in its store, per column family: a prefix every key
 /// is stored under, and bounds (`lower` inclusive, `upper` exclusive, `None` =
@@ -185,6 +189,18 @@ impl RocksEngine {
         self.store.property_sum(name)
     }
 
+    /// Finish an SST file of `cf` and move it into the store.
+    fn ingest(&self, (cf, mut w, path): (Cf, rocksdb::SstFileWriter<'_>, PathBuf)) -> Result<()> {
+        let done = w.finish().map_err(map_error).and_then(|()| {
+            let mut o = rocksdb::IngestExternalFileOptions::default();
+            o.set_move_files(true);
+            self.db().ingest_external_file_cf_opts(self.cf(cf), &o, vec![&path]).map_err(map_error)
+        });
+        // Moved in (a hard link) or not taken: either way not needed here.
+        let _ = std::fs::remove_file(&path);
+        done
+    }
+
     /// Approximate bytes of this engine's keys in the store's files (flushed data
     /// only), summed over the column families.
     fn approximate_bytes(&self) -> u64 {
@@ -273,10 +289,57 @@ impl KvEngine for RocksEngine {
     }
 
     /// The directory given when the engine was opened: the store's for a database
-    /// of its own, a directory of the tablet's own for an engine of a node's store
-    /// (its owner keeps files there: the Raft log does).
+    /// of its own, the disk's scratch directory for an engine of a node's store.
     fn dir(&self) -> Option<&Path> {
         self.dir.as_deref()
+    }
+
+    /// A range deletion of the engine's keys in each of `cfs` (synced), then one
+    /// SST file per column family, written under the engine's prefix in the scratch
+    /// directory and ingested (moved in: no copy, no memtable, no WAL). An
+    /// ingested file that overlaps the memtable's keys (the tombstones just
+    /// written) makes RocksDB flush first; its entries get sequence numbers above
+    /// the tombstones. A database of its own (no prefix to delete a range of)
+    /// writes batches.
+    fn replace_contents(&self, cfs: &[Cf], entries: &mut dyn Iterator<Item = Result<(Cf, Vec<u8>, Vec<u8>)>>) -> Result<()> {
+        let Some(dir) = self.dir.clone().filter(|_| cfs.iter().all(|&cf| !self.space.prefix(cf).is_empty())) else {
+            return pinax_engine::replace_by_batches(self, cfs, entries);
+        };
+        std::fs::create_dir_all(&dir).map_err(|e| Error::Io(format!("creating {}: {e}", dir.display())))?;
+        let mut wb = rocksdb::WriteBatch::default();
+        for &cf in cfs {
+            let (lower, upper) = self.space.db_range(cf);
+            let end = upper.unwrap_or_else(|| past_every_key(self.space.prefix(cf)));
+            wb.delete_range_cf(self.cf(cf), lower, end);
+        }
+        let mut wo = rocksdb::WriteOptions::default();
+        wo.set_sync(true);
+        self.db().write_opt(wb, &wo).map_err(map_error)?;
+        let opts = rocksdb::Options::default();
+        let mut current: Option<(Cf, rocksdb::SstFileWriter<'_>, PathBuf)> = None;
+        for entry in entries {
+            let (cf, key, value) = entry?;
+            let i = cf.index();
+            if !cfs.contains(&cf) || !self.space.contains(i, &key) {
+                return Err(Error::Other(format!("a key of {cf} outside what {self:?} replaces")));
+            }
+            if current.as_ref().map(|c| c.0) != Some(cf) {
+                if let Some(done) = current.take() {
+                    self.ingest(done)?;
+                }
+                let path = dir.join(format!("ingest-{}-{}.sst", std::process::id(), INGESTS.fetch_add(1, Ordering::Relaxed)));
+                let w = rocksdb::SstFileWriter::create(&opts);
+                w.open(&path).map_err(map_error)?;
+                current = Some((cf, w, path));
+            }
+            if let Some((_, w, _)) = current.as_mut() {
+                w.put(concat(&self.space.prefix[i], &key), &value).map_err(map_error)?;
+            }
+        }
+        match current {
+            Some(done) => self.ingest(done),
+            None => Ok(()),
+        }
     }
 
     /// The store's (every engine of a store shares its flushes and compactions);

@@ -216,11 +216,48 @@ pub trait KvEngine: Send + Sync + 'static {
     fn write_pressure(&self) -> WritePressure {
         WritePressure::None
     }
-    /// The directory the engine keeps its files in (None: an in-memory engine).
-    /// Its owner may keep files of its own in a subdirectory (the Raft log does).
+    /// A directory on the engine's disk for its owner's temporary files (a Raft
+    /// snapshot being sent or received), shared with other engines of the disk:
+    /// names must be unique. None: an in-memory engine (use the system's).
     fn dir(&self) -> Option<&std::path::Path> {
         None
     }
+    /// Replace everything in the column families `cfs` with `entries` (ordered by
+    /// column family as in `cfs`, then by key), durably: a Raft snapshot's install.
+    /// Not atomic across column families (RocksDB takes in one file per column
+    /// family); each is replaced whole. This default writes batches; RocksDB
+    /// writes files for the ranges and ingests them.
+    fn replace_contents(&self, cfs: &[Cf], entries: &mut dyn Iterator<Item = Result<(Cf, Vec<u8>, Vec<u8>)>>) -> Result<()> {
+        replace_by_batches(self, cfs, entries)
+    }
+}
+
+/// [`KvEngine::replace_contents`] by write batches: one that deletes every key of
+/// `cfs`, then batches of about 4 MiB of the new entries, the last one synced.
+pub fn replace_by_batches<E: KvEngine + ?Sized>(e: &E, cfs: &[Cf], entries: &mut dyn Iterator<Item = Result<(Cf, Vec<u8>, Vec<u8>)>>) -> Result<()> {
+    let mut b = e.new_batch();
+    {
+        let snap = e.snapshot();
+        for &cf in cfs {
+            let mut it = snap.iter(cf, IterOptions::default());
+            it.seek_to_first();
+            while it.valid()? {
+                b.delete(cf, it.key());
+                it.next();
+            }
+        }
+    }
+    for entry in entries {
+        let (cf, k, v) = entry?;
+        if !cfs.contains(&cf) {
+            return Err(Error::Other(format!("an entry of {cf} replacing the contents of {cfs:?}")));
+        }
+        b.put(cf, &k, &v);
+        if b.data_size() >= 4 << 20 {
+            e.write(std::mem::replace(&mut b, e.new_batch()), WriteOptions::default())?;
+        }
+    }
+    e.write(b, WriteOptions { sync: true, ..Default::default() })
 }
 
 impl fmt::Display for Cf {

@@ -205,9 +205,11 @@ fn tablets_spread_over_data_dirs_and_a_missing_one_is_refused() {
             .spawn()
             .unwrap()
     };
-    // Each disk's store keeps a directory per tablet it holds (`tablets/tablet-N`).
-    let tablets_in = |d: &std::path::Path| {
-        std::fs::read_dir(d.join("tablets")).map(|rd| rd.flatten().filter(|e| e.file_name().to_string_lossy().starts_with("tablet-")).count()).unwrap_or(0)
+    // The engines each disk's store holds (read with the node stopped).
+    let tablets_per_disk = || {
+        let f = pinax_tserver::RocksFactory::with_roots(disks.clone(), pinax_engine_rocks::SharedResources::new(8 << 20, 8 << 20));
+        let placed = f.placement().unwrap();
+        placed.iter().map(|(_, names)| names.iter().filter(|n| n.starts_with("tablet-")).count()).collect::<Vec<usize>>()
     };
     let mut child = Daemon(run(&dirs_arg));
     let c = wait_client(&addr);
@@ -215,13 +217,13 @@ fn tablets_spread_over_data_dirs_and_a_missing_one_is_refused() {
     for i in 0..100 {
         c.write("spread", vec![WriteOp::put(key(i), b"v".to_vec())]).unwrap();
     }
-    let counts: Vec<usize> = disks.iter().map(|d| tablets_in(d)).collect();
+    child.kill9();
+    drop(c);
+    let counts = tablets_per_disk();
     // 8 tablets, and the node's status tablet once the master created it; evenly
     // (the catalog is an engine too).
     assert!((8..=9).contains(&counts.iter().sum::<usize>()), "{counts:?}");
     assert!(counts.iter().all(|n| *n >= 4), "tablets not spread evenly: {counts:?}");
-    child.kill9();
-    drop(c);
 
     // Without one of the disks: refused, nothing touched.
     let out = run(&disks[0].display().to_string()).wait_with_output().unwrap();

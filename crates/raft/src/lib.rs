@@ -51,11 +51,11 @@ pub mod log_store;
 pub mod network;
 pub mod runtime;
 pub mod shared_log;
+pub mod snapshot_file;
 pub mod state_machine;
 
 pub use bytes::Bytes;
 use serde::{Deserialize, Serialize};
-use std::io::Cursor;
 use std::sync::Arc;
 
 pub use group::{GroupError, RaftGroup};
@@ -157,7 +157,7 @@ openraft::declare_raft_types!(
         NodeId = NodeId,
         Node = openraft::BasicNode,
         Entry = openraft::Entry<TypeConfig>,
-        SnapshotData = Cursor<Vec<u8>>,
+        SnapshotData = crate::snapshot_file::SnapshotFile,
         AsyncRuntime = openraft::TokioRuntime,
 );
 

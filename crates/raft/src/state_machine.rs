@@ -13,27 +13,38 @@
 //!
 //! Snapshots: the engine is the snapshot. `build_snapshot` records the applied id
 //! (so openraft may purge the log behind it) without copying anything; a peer that
-//! needs a snapshot gets `get_current_snapshot`, a dump of the engine's data column
-//! families at one engine snapshot, with the applied id and membership read from that
-//! same snapshot. Installing one replaces those column families. (A dump is held in
-//! memory: fine for the tablet sizes we run today; streaming RocksDB checkpoints is
-//! the next step.)
+//! needs a snapshot gets `get_current_snapshot`: the engine's data column families
+//! at one engine snapshot (the applied id and membership included, read from that
+//! same snapshot), streamed into a [`SnapshotFile`] in the engine's scratch
+//! directory (never the whole tablet in memory), which openraft sends in chunks.
+//! Installing one checks the received file whole, then replaces those column
+//! families with its entries ([`KvEngine::replace_contents`]: RocksDB range-deletes
+//! the tablet's keys and ingests an SST file per column family), `Cf::Meta` last, so
+//! the applied id changes only once the data is in. A crash part-way leaves the old
+//! applied id over partly replaced data: the replica restarts behind its leader's
+//! log, replays its own log and is sent the snapshot again, whose install replaces
+//! everything; it cannot lead meanwhile (its log is behind a majority's).
 
+use crate::snapshot_file::SnapshotFile;
 use crate::{decode, encode, Entry, LogId, Membership, Reply, StorageError, TypeConfig};
 use openraft::storage::{RaftStateMachine, Snapshot};
 use openraft::{EntryPayload, ErrorSubject, ErrorVerb, OptionalSend, RaftSnapshotBuilder, SnapshotMeta, StorageIOError};
 use parking_lot::Mutex;
 use pinax_common::{HybridClock, HybridTime, RecentRequests};
 use pinax_engine::{Cf, IterOptions, KvEngine, KvIterator, OwnedBatch, Snapshot as _, WriteBatch, WriteOptions};
-use std::io::Cursor;
 use std::sync::Arc;
 
 /// `Cf::Meta` keys of the applied state. Other `Cf::Meta` keys are the tablet's.
 const APPLIED_KEY: &[u8] = b"raft.applied";
 const MEMBERSHIP_KEY: &[u8] = b"raft.membership";
 
-/// The column families a snapshot carries (everything but the log).
+/// The column families a snapshot carries (everything but the log), in the order
+/// they are sent and replaced (`Cf::Meta`, with the applied id, last).
 const DATA_CFS: [Cf; 3] = [Cf::Regular, Cf::Intents, Cf::Meta];
+
+fn snapshot_err(meta: &SnapshotMeta<u64, openraft::BasicNode>, e: impl std::fmt::Display) -> StorageError {
+    StorageIOError::read_snapshot(Some(meta.signature()), openraft::AnyError::error(e.to_string())).into()
+}
 
 fn sm_err(verb: ErrorVerb, e: impl std::fmt::Display) -> StorageError {
     StorageIOError::new(ErrorSubject::StateMachine, verb, openraft::AnyError::error(e.to_string())).into()
@@ -99,7 +110,8 @@ impl<E: KvEngine> RaftSnapshotBuilder<TypeConfig> for StateMachine<E> {
         let meta = SnapshotMeta { last_log_id: applied, last_membership: membership, snapshot_id: snapshot_id(&applied) };
         *self.built.lock() = Some(meta.clone());
         // Only the meta of a built snapshot is used (to purge the log behind it).
-        Ok(Snapshot { meta, snapshot: Box::new(Cursor::new(Vec::new())) })
+        let empty = SnapshotFile::create(self.engine.dir()).map_err(|e| sm_err(ErrorVerb::Write, e))?;
+        Ok(Snapshot { meta, snapshot: Box::new(empty) })
     }
 }
 
@@ -156,26 +168,18 @@ impl<E: KvEngine> RaftStateMachine<TypeConfig> for StateMachine<E> {
         self.clone()
     }
 
-    async fn begin_receiving_snapshot(&mut self) -> Result<Box<Cursor<Vec<u8>>>, StorageError> {
-        Ok(Box::new(Cursor::new(Vec::new())))
+    async fn begin_receiving_snapshot(&mut self) -> Result<Box<SnapshotFile>, StorageError> {
+        Ok(Box::new(SnapshotFile::create(self.engine.dir()).map_err(|e| sm_err(ErrorVerb::Write, e))?))
     }
 
-    async fn install_snapshot(&mut self, meta: &SnapshotMeta<u64, openraft::BasicNode>, snapshot: Box<Cursor<Vec<u8>>>) -> Result<(), StorageError> {
-        let data = OwnedBatch::from_bytes(snapshot.into_inner())
-            .map_err(|e| StorageIOError::read_snapshot(Some(meta.signature()), openraft::AnyError::error(e.to_string())))?;
+    async fn install_snapshot(&mut self, meta: &SnapshotMeta<u64, openraft::BasicNode>, mut snapshot: Box<SnapshotFile>) -> Result<(), StorageError> {
+        // Checked whole before the engine is touched.
+        let mut entries = snapshot.entries().map_err(|e| snapshot_err(meta, e))?;
+        self.engine.replace_contents(&DATA_CFS, &mut entries).map_err(|e| sm_err(ErrorVerb::Write, e))?;
+        // The applied id and membership the snapshot's `Cf::Meta` carried are the
+        // meta's (read from the same engine snapshot); written again, synced, in
+        // case an older sender left them out.
         let mut b = self.engine.new_batch();
-        {
-            let snap = self.engine.snapshot();
-            for cf in DATA_CFS {
-                let mut it = snap.iter(cf, IterOptions::default());
-                it.seek_to_first();
-                while it.valid().map_err(|e| sm_err(ErrorVerb::Read, e))? {
-                    b.delete(cf, it.key());
-                    it.next();
-                }
-            }
-        }
-        data.replay(&mut b);
         match meta.last_log_id {
             Some(l) => b.put(Cf::Meta, APPLIED_KEY, &encode(&l)),
             None => b.delete(Cf::Meta, APPLIED_KEY),
@@ -192,18 +196,22 @@ impl<E: KvEngine> RaftStateMachine<TypeConfig> for StateMachine<E> {
         }
         let snap = self.engine.snapshot();
         let (applied, membership) = Self::read_state(&snap)?;
-        let mut data = OwnedBatch::new();
-        for cf in DATA_CFS {
+        let mut file = SnapshotFile::create(self.engine.dir()).map_err(|e| sm_err(ErrorVerb::Write, e))?;
+        let mut entries = DATA_CFS.into_iter().flat_map(|cf| {
             let mut it = snap.iter(cf, IterOptions::default());
             it.seek_to_first();
-            while it.valid().map_err(|e| sm_err(ErrorVerb::Read, e))? {
-                if cf != Cf::Meta || (it.key() != APPLIED_KEY && it.key() != MEMBERSHIP_KEY) {
-                    data.put(cf, it.key(), it.value());
+            std::iter::from_fn(move || match it.valid() {
+                Ok(true) => {
+                    let e = (cf, it.key().to_vec(), it.value().to_vec());
+                    it.next();
+                    Some(Ok(e))
                 }
-                it.next();
-            }
-        }
+                Ok(false) => None,
+                Err(e) => Some(Err(e)),
+            })
+        });
+        file.write_entries(&mut entries).map_err(|e| sm_err(ErrorVerb::Write, e))?;
         let meta = SnapshotMeta { last_log_id: applied, last_membership: membership, snapshot_id: snapshot_id(&applied) };
-        Ok(Some(Snapshot { meta, snapshot: Box::new(Cursor::new(data.into_bytes())) }))
+        Ok(Some(Snapshot { meta, snapshot: Box::new(file) }))
     }
 }

@@ -240,3 +240,82 @@ fn leadership_is_handed_over_to_a_chosen_follower() {
         r.group.shutdown();
     }
 }
+
+/// A replica too far behind for the leader's log (purged past it) is sent a
+/// snapshot: a file of the tablet's entries, written from the leader's key ranges
+/// and ingested by the receiver into its own store under its own prefix (engines
+/// are views of three RocksDB stores, each with a different id, and the receiver's
+/// store holds a neighbour that must stay as it was). The log then goes on from it.
+#[test]
+fn a_replica_behind_the_purged_log_is_sent_a_snapshot_file_and_ingests_it() {
+    use pinax_engine_rocks::{KeySpace, RocksConfig, RocksEngine, RocksStore, SharedResources};
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let router = Arc::new(Router::default());
+    let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let cfg = RocksConfig::with_shared(SharedResources::new(8 << 20, 8 << 20));
+    let stores: Vec<RocksStore> = dirs.iter().map(|d| RocksStore::open(d.path().join("rocksdb"), &cfg).unwrap()).collect();
+    let engine = |i: usize| Arc::new(stores[i].engine(KeySpace::of_id(5 + 4 * i as u64), None, Some(dirs[i].path().join("scratch"))).unwrap());
+    let neighbour = stores[2].engine(KeySpace::of_id(4), None, None).unwrap();
+    let mut b = neighbour.new_batch();
+    for cf in Cf::ALL {
+        b.put(cf, b"", b"n");
+        b.put(cf, b"\xff\xff", b"n");
+    }
+    neighbour.write(b, pinax_engine::WriteOptions::default()).unwrap();
+    let start_rocks = |id: NodeId, e: Arc<RocksEngine>| {
+        let g = RaftGroup::start(rt.handle(), 7, id, e, Arc::new(HybridClock::system()), router.clone(), TIMING).unwrap();
+        router.rafts.lock().insert(id, (g.raft().clone(), g.runtime()));
+        g
+    };
+    let (e1, e2, e3) = (engine(0), engine(1), engine(2));
+    let g1 = start_rocks(1, e1.clone());
+    let g2 = start_rocks(2, e2.clone());
+    let members: BTreeMap<NodeId, String> = (1..=3).map(|id| (id, format!("node-{id}"))).collect();
+    g1.initialize(&members).unwrap();
+    let leader = g1.wait_for_leader(Duration::from_secs(10)).expect("a leader");
+    let lg = if leader == 1 { &g1 } else { &g2 };
+    lg.leader_term().unwrap();
+    // More entries than the log keeps behind a snapshot (2,000), node 3 absent.
+    const N: usize = 2_600;
+    for i in 0..N {
+        lg.replicate(put_sized(&format!("k{i:05}"), 40)).unwrap();
+    }
+    lg.request_snapshot();
+    eventually("the leader's log purged behind its snapshot", || lg.raft().metrics().borrow().purged.is_some());
+
+    let g3 = start_rocks(3, e3.clone());
+    let count = |e: &RocksEngine| {
+        let s = e.snapshot();
+        let mut it = pinax_engine::Snapshot::iter(&s, Cf::Regular, pinax_engine::IterOptions::default());
+        pinax_engine::KvIterator::seek_to_first(&mut it);
+        let mut n = 0;
+        while pinax_engine::KvIterator::valid(&it).unwrap() {
+            n += 1;
+            pinax_engine::KvIterator::next(&mut it);
+        }
+        n
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while count(&e3) < N {
+        assert!(Instant::now() < deadline, "node 3 has {} of {N} rows", count(&e3));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(count(&e3), N);
+    assert!(g3.raft().metrics().borrow().snapshot.is_some(), "node 3 caught up without a snapshot");
+    assert_eq!(e3.get(Cf::Regular, format!("k{:05}", N - 1).as_bytes()).unwrap(), Some(vec![b'v'; 40]));
+    for cf in Cf::ALL {
+        assert_eq!(neighbour.get(cf, b"").unwrap().as_deref(), Some(&b"n"[..]), "the neighbour's first key in {cf}");
+        assert_eq!(neighbour.get(cf, b"\xff\xff").unwrap().as_deref(), Some(&b"n"[..]), "the neighbour's last key in {cf}");
+    }
+    // The log goes on past the snapshot.
+    lg.replicate(put("after")).unwrap();
+    eventually("a write after the snapshot on node 3", || e3.get(Cf::Regular, b"after").unwrap().is_some());
+    // Nothing left in the scratch directories (files are unlinked when opened).
+    for d in &dirs {
+        let left = std::fs::read_dir(d.path().join("scratch")).map(|rd| rd.count()).unwrap_or(0);
+        assert_eq!(left, 0, "files left in {}", d.path().display());
+    }
+    for g in [&g1, &g2, &g3] {
+        g.shutdown();
+    }
+}

@@ -31,8 +31,9 @@ pub trait EngineFactory: Send + Sync + 'static {
 /// ([`pinax_engine_rocks::RocksEngine`], keys under a prefix of its own), so opening
 /// a new one writes a name into the store's registry, and destroying one deletes
 /// its key ranges. The store of a directory is `<dir>/rocksdb`, opened when the
-/// directory first holds an engine; each engine also has a directory of its own,
-/// `<dir>/tablets/<name>`, for files its owner keeps (the Raft log's segments).
+/// directory first holds an engine; `<dir>/scratch` holds engines' owners'
+/// temporary files (Raft snapshots being sent and received; emptied when the store
+/// opens).
 ///
 /// An engine lives in exactly one of the directories: an existing one is opened
 /// where it is; a new one goes to the directory holding the fewest engines (the
@@ -59,8 +60,8 @@ struct FactoryState {
 
 /// The store's directory under a data directory.
 const STORE_DIR: &str = "rocksdb";
-/// Engines' own directories under a data directory.
-const TABLETS_DIR: &str = "tablets";
+/// Temporary files of the engines' owners under a data directory.
+const SCRATCH_DIR: &str = "scratch";
 
 impl RocksFactory {
     pub fn new(root: PathBuf, shared: SharedResources) -> Self {
@@ -131,6 +132,11 @@ impl RocksFactory {
             return Ok(s.clone());
         }
         let s = RocksStore::open(self.roots[i].join(STORE_DIR), &self.config())?;
+        // Left by snapshots cut short (a crash): nobody uses them now.
+        let scratch = self.roots[i].join(SCRATCH_DIR);
+        if scratch.exists() {
+            std::fs::remove_dir_all(&scratch).map_err(|e| pinax_engine::Error::Io(format!("emptying {}: {e}", scratch.display())))?;
+        }
         st.stores.insert(i, s.clone());
         Ok(s)
     }
@@ -178,8 +184,7 @@ impl EngineFactory for RocksFactory {
             st.names.insert(name.to_string(), i);
             st.counts[i] += 1;
         }
-        let dir = self.roots[i].join(TABLETS_DIR).join(name);
-        store.engine(KeySpace::of_id(id), gc, Some(dir))
+        store.engine(KeySpace::of_id(id), gc, Some(self.roots[i].join(SCRATCH_DIR)))
     }
     fn destroy(&self, name: &str) -> pinax_engine::Result<()> {
         let mut st = self.state.lock();
@@ -191,10 +196,6 @@ impl EngineFactory for RocksFactory {
         }
         st.names.remove(name);
         st.counts[i] -= 1;
-        let dir = self.roots[i].join(TABLETS_DIR).join(name);
-        if dir.exists() {
-            std::fs::remove_dir_all(&dir).map_err(|e| pinax_engine::Error::Io(format!("removing {}: {e}", dir.display())))?;
-        }
         Ok(())
     }
     fn list(&self) -> pinax_engine::Result<Vec<String>> {
@@ -349,7 +350,8 @@ mod tests {
             assert_eq!(b.get(cf, b"z").unwrap(), None);
             assert_eq!(b.get(cf, b"k").unwrap().as_deref(), Some(&b"b"[..]));
         }
-        assert!(tmp.path().join("data/tablets/tablet-1").is_dir(), "an engine's own directory");
+        assert_eq!(a.dir(), Some(tmp.path().join("data/scratch").as_path()), "the directory's scratch space");
+        assert!(tmp.path().join("data/scratch").is_dir());
         drop((a, b));
         drop(f);
         let f = RocksFactory::new(tmp.path().join("data"), shared.clone());
@@ -357,7 +359,6 @@ mod tests {
         assert_eq!(a.get(pinax_engine::Cf::Meta, b"z").unwrap().as_deref(), Some(&b"a"[..]), "kept across a restart");
         drop(a);
         f.destroy("tablet-1").unwrap();
-        assert!(!tmp.path().join("data/tablets/tablet-1").exists());
         let a = f.open("tablet-1", None).unwrap();
         for cf in pinax_engine::Cf::ALL {
             assert!(keys(&a, cf).is_empty(), "a destroyed engine's name opens empty");

@@ -158,7 +158,8 @@ impl RpcServer {
                     Ok(stream) => {
                         let open = conns2.lock().len();
                         if open >= limits.max_connections {
-                            let msg = format!("node {} serves at most {} connections at once (all in use); try again", node.config().node_id, limits.max_connections);
+                            let msg =
+                                format!("node {} serves at most {} connections at once (all in use); try again", node.config().node_id, limits.max_connections);
                             refuse(&node, stream, msg, &refusers);
                             continue;
                         }
