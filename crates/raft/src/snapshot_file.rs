@@ -26,6 +26,9 @@ use tokio::io::{AsyncRead, AsyncSeek, AsyncWrite, ReadBuf};
 
 const TRAILER: u8 = 0xff;
 
+/// One entry of a snapshot: column family, key, value.
+pub type SnapshotEntry = (Cf, Vec<u8>, Vec<u8>);
+
 /// An unlinked file holding a snapshot (see the module docs).
 #[derive(Debug)]
 pub struct SnapshotFile {
@@ -58,7 +61,7 @@ impl SnapshotFile {
     }
 
     /// Write `entries` (in order) and the trailer, and rewind.
-    pub fn write_entries(&mut self, entries: &mut dyn Iterator<Item = Result<(Cf, Vec<u8>, Vec<u8>)>>) -> Result<u64> {
+    pub fn write_entries(&mut self, entries: &mut dyn Iterator<Item = Result<SnapshotEntry>>) -> Result<u64> {
         let io_err = |e: io::Error| Error::Io(format!("writing a snapshot file: {e}"));
         self.file.set_len(0).map_err(io_err)?;
         self.file.seek(SeekFrom::Start(0)).map_err(io_err)?;
@@ -91,7 +94,7 @@ impl SnapshotFile {
         let io_err = |e: io::Error| Error::Io(format!("reading a snapshot file: {e}"));
         self.file.seek(SeekFrom::Start(0)).map_err(io_err)?;
         let mut it = Entries { r: BufReader::with_capacity(1 << 20, &mut self.file), crc: 0, seen: 0, done: false };
-        while let Some(e) = it.next() {
+        for e in it.by_ref() {
             e?;
         }
         let mut tail = [0u8; 4];
@@ -149,7 +152,7 @@ impl Entries<'_> {
         Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
     }
 
-    fn entry(&mut self) -> Result<Option<(Cf, Vec<u8>, Vec<u8>)>> {
+    fn entry(&mut self) -> Result<Option<SnapshotEntry>> {
         let tag = self.read(1)?[0];
         if tag == TRAILER {
             let b = self.read(8)?;
@@ -170,7 +173,7 @@ impl Entries<'_> {
 }
 
 impl Iterator for Entries<'_> {
-    type Item = Result<(Cf, Vec<u8>, Vec<u8>)>;
+    type Item = Result<SnapshotEntry>;
     fn next(&mut self) -> Option<Self::Item> {
         if self.done {
             return None;
