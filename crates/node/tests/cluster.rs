@@ -263,33 +263,26 @@ fn a_dead_nodes_replicas_move_to_live_nodes() {
     wait_for_placement(&c, "replicas of the dead node were not moved", |ti| !ti.replicas.contains(&gone) && ti.replicas.len() == 3);
     // Node 2 comes back: the replicas moved away while it was down are dropped
     // (they hear from no leader, and the catalog places them elsewhere).
-    let tablets = |dir: &Path| -> Vec<String> {
-        let mut found = Vec::new();
-        let mut stack = vec![dir.to_path_buf()];
-        while let Some(d) = stack.pop() {
-            for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-                let name = e.file_name().to_string_lossy().into_owned();
-                if name.starts_with("tablet-") {
-                    found.push(name);
-                } else if e.path().is_dir() {
-                    stack.push(e.path());
-                }
-            }
-        }
-        found
+    // The replicas node 2 holds, as it reports them.
+    let held = |c2: &Client| c2.status().map(|s| s.replicas).unwrap_or_default();
+    let moved: Vec<pinax_common::TabletId> = table.tablets.iter().filter(|ti| ti.replicas.contains(&gone)).map(|ti| ti.id).collect();
+    assert!(!moved.is_empty());
+    // Its store (read while it is down) still holds them.
+    let on_disk: Vec<String> = {
+        let f = pinax_tserver::RocksFactory::new(cluster.dirs[1].path().join("data"), pinax_engine_rocks::SharedResources::new(8 << 20, 8 << 20));
+        f.placement().unwrap().into_iter().flat_map(|(_, names)| names).collect()
     };
-    let moved: Vec<(pinax_common::TabletId, String)> =
-        table.tablets.iter().filter(|ti| ti.replicas.contains(&gone)).map(|ti| (ti.id, format!("tablet-{}", ti.id.0))).collect();
-    assert!(moved.iter().all(|(_, t)| tablets(cluster.dirs[1].path()).contains(t)));
+    assert!(moved.iter().all(|id| on_disk.contains(&format!("tablet-{}", id.0))), "{on_disk:?}");
     cluster.restart(1);
+    let c2 = wait_client(&gone);
     let deadline = Instant::now() + Duration::from_secs(60);
     // (Rebalancing may give the emptied node a fresh replica of such a tablet:
     // then the catalog places it there again.)
-    let stale = |id: pinax_common::TabletId, t: &String| {
-        tablets(cluster.dirs[1].path()).contains(t) && !c.refresh_table("rf3").unwrap().tablets.iter().any(|ti| ti.id == id && ti.replicas.contains(&gone))
+    let stale = |id: pinax_common::TabletId| {
+        held(&c2).contains(&id) && !c.refresh_table("rf3").unwrap().tablets.iter().any(|ti| ti.id == id && ti.replicas.contains(&gone))
     };
-    while moved.iter().any(|(id, t)| stale(*id, t)) {
-        assert!(Instant::now() < deadline, "node 2 kept replicas moved away: {:?}", tablets(cluster.dirs[1].path()));
+    while moved.iter().any(|id| stale(*id)) {
+        assert!(Instant::now() < deadline, "node 2 kept replicas moved away: {:?}", held(&c2));
         std::thread::sleep(Duration::from_millis(200));
     }
     write_all(&c, 1000..1010, &mut acked);

@@ -94,6 +94,9 @@ pub struct NodeStatus {
     pub hybrid_time: HybridTime,
     /// The cluster's live nodes (id, RPC address) as the master sees them.
     pub nodes: Vec<(u64, String)>,
+    /// The tablets this node holds a replica of (its own view, not the
+    /// catalog's), in id order.
+    pub replicas: Vec<TabletId>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

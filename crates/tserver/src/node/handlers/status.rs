@@ -26,6 +26,11 @@ impl<F: EngineFactory> Node<F> {
             status_tablet_records: self.status_tablets.read().values().map(|st| st.len() as u64).sum(),
             hybrid_time: self.clock.now(),
             nodes,
+            replicas: {
+                let mut r: Vec<_> = self.groups.read().keys().copied().collect();
+                r.sort();
+                r
+            },
         }))
     }
 }
