@@ -24,6 +24,21 @@
 //! still needs a majority whose leases ran out. If the target does not win, the old
 //! leader resumes when the pause ends (or a new leader emerged by the usual rules).
 //!
+//! Quiescence (idle groups cost nothing; [`crate::runtime`] has the mechanism):
+//! the group's own task quiesces it once no thread drove its runtime for a
+//! request for `quiesce_after_ms` and nothing in it needs a timer: this replica
+//! leads a group of which it is the only member and has applied its whole log.
+//! openraft's tick goes off and the ticker stops visiting the runtime. Nothing is
+//! lost: a lone voter has no follower to keep from campaigning and no election
+//! to hold, and every call that needs the group's tasks (a write, a membership
+//! change, a Raft message, a snapshot or a campaign asked for) drives or wakes
+//! the runtime, which turns the tick on again. Calls answered from the metrics
+//! (`leader_term` once synced, `read_barrier` of a lone voter, `leads_now`)
+//! leave it quiesced: they are as true of a quiesced lone leader as of an awake
+//! one. Quiescing never touches the read lease: it is a deadline in wall-clock
+//! time from a read-index round, so a group that slept past it does a round
+//! again at its first read.
+//!
 //! A write that is not committed within [`REPLICATE_TIMEOUT`] (the leader lost its
 //! quorum) fails with [`GroupError::Timeout`]; its entry may still commit later. Until
 //! that is settled (applied here, or the term changed), the leader decides nothing
@@ -32,7 +47,7 @@
 
 use crate::log_store::{LogPlace, LogStore};
 use crate::network::{Network, Transport};
-use crate::runtime::GroupRuntime;
+use crate::runtime::{GroupRuntime, Quiescence};
 use crate::state_machine::StateMachine;
 use crate::{config, Command, NodeId, Raft, RaftTiming};
 use openraft::error::{ClientWriteError, RaftError};
@@ -177,17 +192,52 @@ fn handing_over(h: &Mutex<Option<Handover>>, raft: &Raft) -> Option<NodeId> {
     h.map(|h| h.to)
 }
 
+/// Whether nothing in the group needs a timer (see the module docs on
+/// quiescence): this replica leads and is the group's only member (no follower to
+/// keep from campaigning, no election to hold, no learner to catch up), and it has
+/// applied everything in its log (no write or membership change in flight).
+fn needs_no_timers(raft: &Raft) -> bool {
+    let m = raft.metrics();
+    let m = m.borrow();
+    m.state == ServerState::Leader
+        && m.running_state.is_ok()
+        && m.membership_config.membership().nodes().count() == 1
+        && m.last_applied.map(|l| l.index) == m.last_log_index
+}
+
 /// While this replica leads, send a heartbeat every `every` (openraft's own timer
 /// is off; see [`RaftTiming`]), except while it hands over (`paused`) and while the
-/// group has no other member (nobody to keep from campaigning). Ends when `stop` is
-/// dropped or the group shuts down.
-async fn heartbeats(raft: Raft, every: Duration, paused: Arc<Mutex<Option<Handover>>>, mut stop: tokio::sync::oneshot::Receiver<()>) {
+/// group has no other member (nobody to keep from campaigning). Quiesces the group
+/// once it had no request for `quiet` and needs no timers (see the module docs),
+/// until woken. Ends when `stop` is dropped or the group shuts down.
+async fn heartbeats(
+    raft: Raft,
+    every: Duration,
+    quiet: Duration,
+    paused: Arc<Mutex<Option<Handover>>>,
+    quiescence: Arc<Quiescence>,
+    mut stop: tokio::sync::oneshot::Receiver<()>,
+) {
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             _ = &mut stop => return,
             _ = tick.tick() => {}
+        }
+        let (seen, idle) = quiescence.idle();
+        if idle >= quiet && needs_no_timers(&raft) {
+            // openraft's tick off first: once quiesced, nobody drives its timer.
+            raft.runtime_config().tick(false);
+            if quiescence.quiesce(seen) {
+                tokio::select! {
+                    _ = &mut stop => return,
+                    _ = quiescence.woken() => {}
+                }
+            }
+            raft.runtime_config().tick(true);
+            tick.reset();
+            continue;
         }
         // A group whose only member (voter or learner) is this replica has nobody
         // to keep from campaigning.
@@ -252,7 +302,14 @@ impl RaftGroup {
         let raft = rt.block_on(Raft::new(node_id, config(timing), net, log, sm)).map_err(fatal)?;
         let (stop, stopped) = tokio::sync::oneshot::channel();
         let handover = Arc::new(Mutex::new(None));
-        rt.handle().spawn(heartbeats(raft.clone(), Duration::from_millis(timing.heartbeat_ms), handover.clone(), stopped));
+        rt.handle().spawn(heartbeats(
+            raft.clone(),
+            Duration::from_millis(timing.heartbeat_ms),
+            Duration::from_millis(timing.quiesce_after_ms),
+            handover.clone(),
+            rt.quiescence().clone(),
+            stopped,
+        ));
         Ok(RaftGroup {
             group,
             node_id,
@@ -286,6 +343,16 @@ impl RaftGroup {
     /// The group's runtime (a transport in tests serves a peer's message on it).
     pub fn runtime(&self) -> Arc<GroupRuntime> {
         self.rt.clone()
+    }
+
+    /// Whether the group is quiesced now (see the module docs).
+    pub fn is_quiesced(&self) -> bool {
+        self.rt.quiescence().is_quiesced()
+    }
+
+    /// How many times the group quiesced since it started.
+    pub fn times_quiesced(&self) -> u64 {
+        self.rt.quiescence().times_quiesced()
     }
 
     pub fn raft(&self) -> &Raft {
@@ -601,6 +668,8 @@ impl RaftGroup {
         let raft = self.raft.clone();
         let wait = self.follower_lease + Duration::from_millis(100);
         let group = self.group;
+        // Its timers run again (the task below sleeps on one).
+        self.rt.quiescence().wake();
         self.rt.handle().spawn(async move {
             tokio::time::sleep(wait).await;
             if raft.metrics().borrow().state != ServerState::Leader {
@@ -617,6 +686,7 @@ impl RaftGroup {
     pub fn request_snapshot(&self) {
         let raft = self.raft.clone();
         let group = self.group;
+        self.rt.quiescence().wake();
         self.rt.handle().spawn(async move {
             if let Err(e) = raft.trigger().snapshot().await {
                 tracing::debug!(group, error = %e, "asking for a snapshot");

@@ -181,6 +181,10 @@ pub type Membership = openraft::StoredMembership<NodeId, openraft::BasicNode>;
 ///   seconds. (A failover costs more than one timeout: a follower refuses votes for
 ///   `election_max_ms` after its leader's last heartbeat — the leader's lease — so the
 ///   first candidate is often refused. With 0.8–1.6 s, failovers took 2.6–3.2 s.)
+/// - A group that needs no timers quiesces after `quiesce_after_ms` (3 s) without
+///   a request ([`runtime`], [`group`]): long enough that a busy tablet never
+///   pays for quiescing and waking between statements, short enough that a node
+///   of thousands of idle tablets settles within seconds.
 #[derive(Clone, Copy, Debug)]
 pub struct RaftTiming {
     pub heartbeat_ms: u64,
@@ -188,11 +192,12 @@ pub struct RaftTiming {
     pub rpc_timeout_ms: u64,
     pub election_min_ms: u64,
     pub election_max_ms: u64,
+    pub quiesce_after_ms: u64,
 }
 
 impl Default for RaftTiming {
     fn default() -> Self {
-        RaftTiming { heartbeat_ms: 100, rpc_timeout_ms: 400, election_min_ms: 500, election_max_ms: 1000 }
+        RaftTiming { heartbeat_ms: 100, rpc_timeout_ms: 400, election_min_ms: 500, election_max_ms: 1000, quiesce_after_ms: 3000 }
     }
 }
 

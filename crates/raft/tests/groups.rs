@@ -1,6 +1,7 @@
 //! Three replicas of one group in one process, talking through an in-process
 //! transport: election, replication to every engine, NotLeader answers on
-//! followers, failover after the leader stops, and a replica catching up.
+//! followers, failover after the leader stops, a replica catching up, and idle
+//! groups quiescing.
 
 use parking_lot::Mutex;
 use pinax_common::HybridClock;
@@ -33,7 +34,7 @@ impl Transport for Router {
     }
 }
 
-const TIMING: RaftTiming = RaftTiming { heartbeat_ms: 50, rpc_timeout_ms: 250, election_min_ms: 300, election_max_ms: 600 };
+const TIMING: RaftTiming = RaftTiming { heartbeat_ms: 50, rpc_timeout_ms: 250, election_min_ms: 300, election_max_ms: 600, quiesce_after_ms: 300 };
 
 struct Replica {
     engine: Arc<MemEngine>,
@@ -239,4 +240,38 @@ fn leadership_is_handed_over_to_a_chosen_follower() {
     for r in replicas.values() {
         r.group.shutdown();
     }
+}
+
+/// A group of one replica that has no requests quiesces: the ticker stops
+/// visiting its runtime. Reads (a single voter needs no read-index round) leave it
+/// quiesced; a write wakes it and commits promptly, and once idle again it
+/// quiesces again.
+#[test]
+fn an_idle_single_replica_group_quiesces_and_a_write_wakes_it() {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let router = Arc::new(Router::default());
+    let r = start(&rt, &router, 1, Arc::new(MemEngine::new()));
+    r.group.initialize(&BTreeMap::from([(1, "node-1".to_string())])).unwrap();
+    let term = r.group.leader_term().unwrap();
+    r.group.replicate(put("a")).unwrap();
+    eventually("the idle group quiescing", || r.group.is_quiesced());
+    let runtime = r.group.runtime();
+    let t0 = runtime.ticks();
+    std::thread::sleep(Duration::from_millis(10 * TIMING.heartbeat_ms));
+    // One visit may be the one that was running as the group quiesced.
+    assert!(runtime.ticks() - t0 <= 1, "the ticker visited a quiesced group {} times", runtime.ticks() - t0);
+
+    assert_eq!(r.group.read_barrier().unwrap(), term);
+    assert!(r.group.is_quiesced(), "a read woke a single-voter group");
+
+    let t = Instant::now();
+    r.group.replicate(put("b")).unwrap();
+    assert!(t.elapsed() < Duration::from_millis(500), "a write to a quiesced group took {:?}", t.elapsed());
+    assert!(has(&r.engine, "b"));
+    assert!(!r.group.is_quiesced(), "the write did not wake the group");
+    assert_eq!(r.group.leader_term().unwrap(), term);
+    eventually("quiescing again", || r.group.is_quiesced() && r.group.times_quiesced() >= 2);
+    r.group.replicate(put("c")).unwrap();
+    assert!(has(&r.engine, "c"));
+    r.group.shutdown();
 }
