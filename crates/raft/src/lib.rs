@@ -23,6 +23,8 @@
 //! - [`RaftGroup`]: one group as the synchronous tablet code uses it: replicate a
 //!   command (writes handed over while an entry is in flight share the next one),
 //!   who leads, read barriers.
+//! - [`quiesce`]: followers held quiet by a quiesced leader, and the node-level
+//!   [`quiesce::PeerWatch`] that wakes them when the leader's node is lost.
 //! - [`runtime::GroupRuntime`]: the current-thread runtime each group's tasks run
 //!   on, driven by the threads that wait on the group (a write's RPC thread appends,
 //!   fsyncs and applies its entry itself) and by a ticker for timers.
@@ -49,6 +51,7 @@
 pub mod group;
 pub mod log_store;
 pub mod network;
+pub mod quiesce;
 pub mod runtime;
 pub mod shared_log;
 pub mod state_machine;
