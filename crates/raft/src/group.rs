@@ -232,7 +232,6 @@ struct Beats {
     /// To ask followers to hold quiet ([`MsgKind::Quiesce`]).
     net: Network,
     watch: Option<Arc<PeerWatch>>,
-    rpc_ttl: Duration,
 }
 
 impl Beats {
@@ -246,13 +245,26 @@ impl Beats {
     async fn run(self, mut stop: tokio::sync::oneshot::Receiver<()>) {
         let mut tick = tokio::time::interval(self.every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // After followers did not all agree to hold quiet, the next try is a
+        // `quiet` later (a follower that keeps refusing costs no extra messages
+        // at every heartbeat).
+        let mut ask_after = tokio::time::Instant::now();
         loop {
             tokio::select! {
                 _ = &mut stop => return,
                 _ = tick.tick() => {}
             }
             let (seen, idle) = self.quiescence.idle();
-            let quiesce = self.hold.leader().is_some() || (idle >= self.quiet && (needs_no_timers(&self.raft) || self.followers_hold_quiet().await));
+            let quiesce = self.hold.leader().is_some()
+                || (idle >= self.quiet
+                    && (needs_no_timers(&self.raft)
+                        || (tokio::time::Instant::now() >= ask_after && {
+                            let agreed = self.followers_hold_quiet().await;
+                            if !agreed {
+                                ask_after = tokio::time::Instant::now() + self.quiet;
+                            }
+                            agreed
+                        })));
             if quiesce {
                 // openraft's tick off first: once quiesced, nobody drives its timer.
                 self.raft.runtime_config().tick(false);
@@ -307,14 +319,19 @@ impl Beats {
         if followers.iter().any(|(id, _)| matched.get(id).cloned().flatten().map(|l| l.index) != last) {
             return false;
         }
+        // All at once, each given one heartbeat interval: the next heartbeat is not
+        // held up by a slow or dead follower.
         let body = encode(&QuiesceRequest { vote: m.vote, last_log_id: m.last_applied });
+        let mut asks = tokio::task::JoinSet::new();
         for (id, addr) in followers {
-            let agreed = self.net.call(id, addr, MsgKind::Quiesce, body.clone(), self.rpc_ttl).await.is_ok_and(|reply| decode::<bool>(&reply) == Ok(true));
-            if !agreed {
-                return false;
-            }
+            let (net, body, ttl) = (self.net.clone(), body.clone(), self.every);
+            asks.spawn(async move { net.call(id, addr, MsgKind::Quiesce, body, ttl).await.is_ok_and(|reply| decode::<bool>(&reply) == Ok(true)) });
         }
-        true
+        let mut all = true;
+        while let Some(agreed) = asks.join_next().await {
+            all &= agreed.unwrap_or(false);
+        }
+        all
     }
 }
 
@@ -380,7 +397,6 @@ impl RaftGroup {
             hold: hold.clone(),
             net,
             watch: watch.clone(),
-            rpc_ttl: Duration::from_millis(timing.rpc_timeout_ms),
         };
         rt.handle().spawn(beats.run(stopped));
         Ok(RaftGroup {
