@@ -37,8 +37,8 @@
 //! drives the runtime through [`GroupRuntime::block_on`] (a write, a read round, a
 //! Raft message from a peer) wakes it too, before running anything: the timers
 //! that expired meanwhile then fire as late timers do, and the group's own task
-//! turns openraft's tick back on. The ticker itself still walks the list of
-//! runtimes every [`TICK`], a few atomic loads per quiesced runtime.
+//! turns openraft's tick back on. The ticker itself still walks its list of
+//! runtimes every [`TICK`]: a few atomic loads per quiesced runtime.
 //!
 //! Blocking calls to peers go to the node's shared runtime (its blocking pool),
 //! not to a pool per group (see `network::Network::io`).
@@ -146,6 +146,8 @@ pub struct GroupRuntime {
 /// Every live group runtime, for the ticker.
 static RUNTIMES: Mutex<Vec<Weak<GroupRuntime>>> = Mutex::new(Vec::new());
 static TICKER: Once = Once::new();
+/// Runtimes added to [`RUNTIMES`] so far (the ticker takes the list again when it changes).
+static ADDED: AtomicU64 = AtomicU64::new(0);
 
 fn epoch() -> Instant {
     static EPOCH: OnceLock<Instant> = OnceLock::new();
@@ -168,6 +170,7 @@ impl GroupRuntime {
         let quiescence = Arc::new(Quiescence { active_ms: AtomicU64::new(now), ..Default::default() });
         let g = Arc::new(GroupRuntime { rt, metrics, driven_ms: AtomicU64::new(now), ticked_ms: AtomicU64::new(now), ticks: AtomicU64::new(0), quiescence });
         RUNTIMES.lock().push(Arc::downgrade(&g));
+        ADDED.fetch_add(1, Ordering::Release);
         TICKER.call_once(|| {
             if let Err(e) = std::thread::Builder::new().name("raft-tick".into()).spawn(tick_forever) {
                 panic!("invariant: the raft ticker thread starts: {e}");
@@ -242,18 +245,31 @@ impl GroupRuntime {
     }
 }
 
+/// The ticker's loop. It keeps its own list of the runtimes, taken again from
+/// [`RUNTIMES`] only when one was added: a walk over thousands of quiesced
+/// runtimes every [`TICK`] is then a few atomic loads each (taking the lock,
+/// upgrading every weak reference and collecting them at every walk was ~40 ms
+/// of CPU per second with 1,600 quiesced groups).
 fn tick_forever() {
+    let mut live: Vec<Arc<GroupRuntime>> = Vec::new();
+    let mut taken = u64::MAX;
     loop {
         std::thread::sleep(TICK);
-        let live: Vec<Arc<GroupRuntime>> = {
-            let mut all = RUNTIMES.lock();
-            all.retain(|w| w.strong_count() > 0);
-            all.iter().filter_map(Weak::upgrade).collect()
-        };
+        let added = ADDED.load(Ordering::Acquire);
+        if added != taken {
+            taken = added;
+            live = {
+                let mut all = RUNTIMES.lock();
+                all.retain(|w| w.strong_count() > 0);
+                all.iter().filter_map(Weak::upgrade).collect()
+            };
+        }
+        // A runtime whose group went (only this list holds it) is dropped here,
+        // outside any runtime.
+        live.retain(|g| Arc::strong_count(g) > 1);
         for g in &live {
             g.tick();
         }
-        // A runtime whose group went meanwhile is dropped here, outside any runtime.
     }
 }
 
