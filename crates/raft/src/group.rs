@@ -24,6 +24,30 @@
 //! still needs a majority whose leases ran out. If the target does not win, the old
 //! leader resumes when the pause ends (or a new leader emerged by the usual rules).
 //!
+//! Quiescence (idle groups cost nothing; [`crate::runtime`] has the mechanism,
+//! [`crate::quiesce`] the followers' side): the group's own task ([`Beats`])
+//! quiesces it once no thread drove its runtime for a request for
+//! `quiesce_after_ms` and nothing in it needs a timer. openraft's tick goes off
+//! and the ticker stops visiting the runtime; every call that needs the group's
+//! tasks (a write, a read-index round, a membership change, a Raft message, a
+//! snapshot or a campaign asked for) drives or wakes the runtime first, and the
+//! task turns the tick on again. Calls answered from the metrics (`leader_term`
+//! once synced, `read_barrier` of a lone voter or within the lease, `leads_now`)
+//! leave it quiesced.
+//! - A lone voter (the only member) quiesces on its own once it applied its whole
+//!   log: it has no follower to keep from campaigning and no election to hold.
+//! - A leader of several voters quiesces once every follower has matched and
+//!   applied its whole log and agreed to hold its election timer off
+//!   ([`MsgKind::Quiesce`]); it then sends no heartbeats. Its next write's
+//!   AppendEntries releases the followers. A held follower quiesces at once; it
+//!   is released by any Raft message, and by the node's [`PeerWatch`] when the
+//!   leader's node is lost (then it campaigns, its timer long expired). Without
+//!   a watch (the transport has none) such groups never quiesce.
+//!
+//! Quiescing never touches the read lease: the lease is a wall-clock deadline
+//! from a read-index round, so a leader that slept past it does a round again at
+//! its first read, and a round fails once a majority follows a newer leader.
+//!
 //! A write that is not committed within [`REPLICATE_TIMEOUT`] (the leader lost its
 //! quorum) fails with [`GroupError::Timeout`]; its entry may still commit later. Until
 //! that is settled (applied here, or the term changed), the leader decides nothing
@@ -31,10 +55,11 @@
 //! with it.
 
 use crate::log_store::{LogPlace, LogStore};
-use crate::network::{Network, Transport};
-use crate::runtime::GroupRuntime;
+use crate::network::{MsgKind, Network, QuiesceRequest, Transport};
+use crate::quiesce::{Hold, PeerWatch};
+use crate::runtime::{GroupRuntime, Quiescence};
 use crate::state_machine::StateMachine;
-use crate::{config, Command, NodeId, Raft, RaftTiming};
+use crate::{config, decode, encode, Command, NodeId, Raft, RaftTiming};
 use openraft::error::{ClientWriteError, RaftError};
 use openraft::{BasicNode, ServerState};
 use parking_lot::Mutex;
@@ -95,6 +120,10 @@ pub struct RaftGroup {
     proposals: Mutex<Proposals>,
     /// Entry reads the log store answered from memory (`LogStore::tail_reads`).
     tail_reads: Arc<AtomicU64>,
+    /// Follower: the quiesced leader holding its election timer off, if one is.
+    hold: Arc<Hold>,
+    /// The node's watch of its peers (none: groups of several members never quiesce).
+    watch: Option<Arc<PeerWatch>>,
 }
 
 /// Most bytes of batches merged into one entry (a larger single write goes alone).
@@ -177,28 +206,132 @@ fn handing_over(h: &Mutex<Option<Handover>>, raft: &Raft) -> Option<NodeId> {
     h.map(|h| h.to)
 }
 
-/// While this replica leads, send a heartbeat every `every` (openraft's own timer
-/// is off; see [`RaftTiming`]), except while it hands over (`paused`) and while the
-/// group has no other member (nobody to keep from campaigning). Ends when `stop` is
-/// dropped or the group shuts down.
-async fn heartbeats(raft: Raft, every: Duration, paused: Arc<Mutex<Option<Handover>>>, mut stop: tokio::sync::oneshot::Receiver<()>) {
-    let mut tick = tokio::time::interval(every);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = &mut stop => return,
-            _ = tick.tick() => {}
+/// Whether nothing in the group needs a timer (see the module docs on
+/// quiescence): this replica leads and is the group's only member (no follower to
+/// keep from campaigning, no election to hold, no learner to catch up), and it has
+/// applied everything in its log (no write or membership change in flight).
+fn needs_no_timers(raft: &Raft) -> bool {
+    let m = raft.metrics();
+    let m = m.borrow();
+    m.state == ServerState::Leader
+        && m.running_state.is_ok()
+        && m.membership_config.membership().nodes().count() == 1
+        && m.last_applied.map(|l| l.index) == m.last_log_index
+}
+
+/// The group's own task (see [`Beats::run`]).
+struct Beats {
+    raft: Raft,
+    me: NodeId,
+    every: Duration,
+    /// How long without a request before the group may quiesce.
+    quiet: Duration,
+    paused: Arc<Mutex<Option<Handover>>>,
+    quiescence: Arc<Quiescence>,
+    hold: Arc<Hold>,
+    /// To ask followers to hold quiet ([`MsgKind::Quiesce`]).
+    net: Network,
+    watch: Option<Arc<PeerWatch>>,
+}
+
+impl Beats {
+    /// While this replica leads, send a heartbeat every `every` (openraft's own
+    /// timer is off; see [`RaftTiming`]), except while it hands over (`paused`) and
+    /// while the group has no other member (nobody to keep from campaigning).
+    /// Quiesces the group (see the module docs) once it had no request for `quiet`
+    /// and needs no timers, or its followers all agreed to hold quiet; and at
+    /// once on a follower its leader holds quiet. Ends when `stop` is dropped or
+    /// the group shuts down.
+    async fn run(self, mut stop: tokio::sync::oneshot::Receiver<()>) {
+        let mut tick = tokio::time::interval(self.every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // After followers did not all agree to hold quiet, the next try is a
+        // `quiet` later (a follower that keeps refusing costs no extra messages
+        // at every heartbeat).
+        let mut ask_after = tokio::time::Instant::now();
+        loop {
+            tokio::select! {
+                _ = &mut stop => return,
+                _ = tick.tick() => {}
+            }
+            let (seen, idle) = self.quiescence.idle();
+            let quiesce = self.hold.leader().is_some()
+                || (idle >= self.quiet
+                    && (needs_no_timers(&self.raft)
+                        || (tokio::time::Instant::now() >= ask_after && {
+                            let agreed = self.followers_hold_quiet().await;
+                            if !agreed {
+                                ask_after = tokio::time::Instant::now() + self.quiet;
+                            }
+                            agreed
+                        })));
+            if quiesce {
+                // openraft's tick off first: once quiesced, nobody drives its timer.
+                self.raft.runtime_config().tick(false);
+                if self.quiescence.quiesce(seen) {
+                    tokio::select! {
+                        _ = &mut stop => return,
+                        _ = self.quiescence.woken() => {}
+                    }
+                }
+                self.raft.runtime_config().tick(true);
+                tick.reset();
+                continue;
+            }
+            // A group whose only member (voter or learner) is this replica has nobody
+            // to keep from campaigning.
+            let leads = {
+                let m = self.raft.metrics();
+                let m = m.borrow();
+                m.state == ServerState::Leader && m.membership_config.membership().nodes().nth(1).is_some()
+            };
+            if leads && handing_over(&self.paused, &self.raft).is_none() && self.raft.trigger().heartbeat().await.is_err() {
+                return;
+            }
         }
-        // A group whose only member (voter or learner) is this replica has nobody
-        // to keep from campaigning.
-        let leads = {
-            let m = raft.metrics();
-            let m = m.borrow();
-            m.state == ServerState::Leader && m.membership_config.membership().nodes().nth(1).is_some()
+    }
+
+    /// Leader of several voters (and no learner), with a node that watches its
+    /// peers: whether every follower has matched and applied its whole log and
+    /// agreed to hold its election timer off ([`crate::quiesce`]). A follower that
+    /// agreed while another did not is released by the next heartbeat.
+    async fn followers_hold_quiet(&self) -> bool {
+        if self.watch.is_none() || handing_over(&self.paused, &self.raft).is_some() {
+            return false;
+        }
+        let m = self.raft.metrics().borrow().clone();
+        let membership = m.membership_config.membership();
+        let last = m.last_log_index;
+        let voters = membership.voter_ids().count();
+        if m.state != ServerState::Leader
+            || m.running_state.is_err()
+            || !m.vote.is_committed()
+            || m.last_applied.map(|l| l.index) != last
+            || voters < 2
+            || membership.nodes().count() != voters
+        {
+            return false;
+        }
+        let Some(matched) = &m.replication else {
+            return false;
         };
-        if leads && handing_over(&paused, &raft).is_none() && raft.trigger().heartbeat().await.is_err() {
-            return;
+        let followers: Vec<(NodeId, String)> = membership.nodes().filter(|(id, _)| **id != self.me).map(|(id, n)| (*id, n.addr.clone())).collect();
+        if followers.iter().any(|(id, _)| matched.get(id).cloned().flatten().map(|l| l.index) != last) {
+            return false;
         }
+        // All at once, each given one heartbeat interval: the next heartbeat is not
+        // held up by a slow or dead follower.
+        let body = encode(&QuiesceRequest { vote: m.vote, last_log_id: m.last_applied });
+        let mut asks = tokio::task::JoinSet::new();
+        for (id, addr) in followers {
+            let (net, body, ttl) = (self.net.clone(), body.clone(), self.every);
+            asks.spawn(async move { net.call(id, addr, MsgKind::Quiesce, body, ttl).await.is_ok_and(|reply| decode::<bool>(&reply) == Ok(true)) });
+        }
+        let mut all = true;
+        while let Some(agreed) = asks.join_next().await {
+            all &= agreed.unwrap_or(false);
+        }
+        all
     }
 }
 
@@ -247,12 +380,25 @@ impl RaftGroup {
         let tail_reads = log.tail_reads();
         let sm = StateMachine::new(engine, clock);
         let recent = sm.recent_requests();
+        let watch = transport.peer_watch();
         let net = Network { transport, group, io: io.clone() };
         let rt = GroupRuntime::new().map_err(|e| GroupError::Fatal(format!("starting the group's runtime: {e}")))?;
-        let raft = rt.block_on(Raft::new(node_id, config(timing), net, log, sm)).map_err(fatal)?;
+        let raft = rt.block_on(Raft::new(node_id, config(timing), net.clone(), log, sm)).map_err(fatal)?;
         let (stop, stopped) = tokio::sync::oneshot::channel();
         let handover = Arc::new(Mutex::new(None));
-        rt.handle().spawn(heartbeats(raft.clone(), Duration::from_millis(timing.heartbeat_ms), handover.clone(), stopped));
+        let hold = Hold::new(raft.clone(), group, node_id, rt.quiescence().clone());
+        let beats = Beats {
+            raft: raft.clone(),
+            me: node_id,
+            every: Duration::from_millis(timing.heartbeat_ms),
+            quiet: Duration::from_millis(timing.quiesce_after_ms),
+            paused: handover.clone(),
+            quiescence: rt.quiescence().clone(),
+            hold: hold.clone(),
+            net,
+            watch: watch.clone(),
+        };
+        rt.handle().spawn(beats.run(stopped));
         Ok(RaftGroup {
             group,
             node_id,
@@ -268,6 +414,8 @@ impl RaftGroup {
             follower_lease: Duration::from_millis(timing.election_max_ms),
             proposals: Mutex::new(Proposals::default()),
             tail_reads,
+            hold,
+            watch,
         })
     }
 
@@ -283,9 +431,67 @@ impl RaftGroup {
         self.rt.block_on(f)
     }
 
+    /// Serve a Raft message from a peer (its reply bytes), driving the group's
+    /// tasks meanwhile. Any message but a quiesce request (from a leader or a
+    /// candidate) releases a follower its leader held quiet, once handled (an
+    /// AppendEntries has refreshed the follower's lease on its leader by then, so
+    /// the election timer does not fire at once).
+    pub fn serve(&self, kind: MsgKind, body: &[u8]) -> Result<Vec<u8>, String> {
+        if kind == MsgKind::Quiesce {
+            return self.hold_quiet(body);
+        }
+        let out = self.rt.block_on(crate::network::serve(&self.raft, kind, body));
+        self.hold.release();
+        out
+    }
+
+    /// A quiescing leader's [`QuiesceRequest`]: hold the election timer off if
+    /// this replica follows that leader in that term and has applied the same last
+    /// entry (nothing left to do), and the node watches its peers. The reply:
+    /// whether it holds.
+    fn hold_quiet(&self, body: &[u8]) -> Result<Vec<u8>, String> {
+        let req: QuiesceRequest = decode(body)?;
+        let leader = req.vote.leader_id().voted_for();
+        let ok = {
+            let m = self.raft.metrics();
+            let m = m.borrow();
+            m.state == ServerState::Follower
+                && req.vote.is_committed()
+                && m.vote.leader_id() == req.vote.leader_id()
+                && leader.is_some()
+                && m.current_leader == leader
+                && m.last_applied == req.last_log_id
+                && m.last_log_index == req.last_log_id.map(|l| l.index)
+        };
+        let addr = leader.and_then(|l| self.raft.metrics().borrow().membership_config.membership().get_node(&l).map(|n| n.addr.clone()));
+        let held = match (ok, leader, addr, &self.watch) {
+            (true, Some(l), Some(addr), Some(watch)) => {
+                self.hold.hold(l, &addr, watch);
+                true
+            }
+            _ => false,
+        };
+        Ok(encode(&held))
+    }
+
+    /// The leader holding this follower's election timer off, if one is.
+    pub fn held_by(&self) -> Option<NodeId> {
+        self.hold.leader()
+    }
+
     /// The group's runtime (a transport in tests serves a peer's message on it).
     pub fn runtime(&self) -> Arc<GroupRuntime> {
         self.rt.clone()
+    }
+
+    /// Whether the group is quiesced now (see the module docs).
+    pub fn is_quiesced(&self) -> bool {
+        self.rt.quiescence().is_quiesced()
+    }
+
+    /// How many times the group quiesced since it started.
+    pub fn times_quiesced(&self) -> u64 {
+        self.rt.quiescence().times_quiesced()
     }
 
     pub fn raft(&self) -> &Raft {
@@ -601,6 +807,10 @@ impl RaftGroup {
         let raft = self.raft.clone();
         let wait = self.follower_lease + Duration::from_millis(100);
         let group = self.group;
+        // Its timers run again (the task below sleeps on one), and a leader
+        // holding it quiet is not waited for.
+        self.hold.release();
+        self.rt.quiescence().wake();
         self.rt.handle().spawn(async move {
             tokio::time::sleep(wait).await;
             if raft.metrics().borrow().state != ServerState::Leader {
@@ -617,6 +827,7 @@ impl RaftGroup {
     pub fn request_snapshot(&self) {
         let raft = self.raft.clone();
         let group = self.group;
+        self.rt.quiescence().wake();
         self.rt.handle().spawn(async move {
             if let Err(e) = raft.trigger().snapshot().await {
                 tracing::debug!(group, error = %e, "asking for a snapshot");

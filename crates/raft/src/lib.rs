@@ -23,6 +23,8 @@
 //! - [`RaftGroup`]: one group as the synchronous tablet code uses it: replicate a
 //!   command (writes handed over while an entry is in flight share the next one),
 //!   who leads, read barriers.
+//! - [`quiesce`]: followers held quiet by a quiesced leader, and the node-level
+//!   [`quiesce::PeerWatch`] that wakes them when the leader's node is lost.
 //! - [`runtime::GroupRuntime`]: the current-thread runtime each group's tasks run
 //!   on, driven by the threads that wait on the group (a write's RPC thread appends,
 //!   fsyncs and applies its entry itself) and by a ticker for timers.
@@ -49,6 +51,7 @@
 pub mod group;
 pub mod log_store;
 pub mod network;
+pub mod quiesce;
 pub mod runtime;
 pub mod shared_log;
 pub mod snapshot_file;
@@ -181,6 +184,10 @@ pub type Membership = openraft::StoredMembership<NodeId, openraft::BasicNode>;
 ///   seconds. (A failover costs more than one timeout: a follower refuses votes for
 ///   `election_max_ms` after its leader's last heartbeat — the leader's lease — so the
 ///   first candidate is often refused. With 0.8–1.6 s, failovers took 2.6–3.2 s.)
+/// - A group that needs no timers quiesces after `quiesce_after_ms` (3 s) without
+///   a request ([`runtime`], [`group`]): long enough that a busy tablet never
+///   pays for quiescing and waking between statements, short enough that a node
+///   of thousands of idle tablets settles within seconds.
 #[derive(Clone, Copy, Debug)]
 pub struct RaftTiming {
     pub heartbeat_ms: u64,
@@ -188,11 +195,12 @@ pub struct RaftTiming {
     pub rpc_timeout_ms: u64,
     pub election_min_ms: u64,
     pub election_max_ms: u64,
+    pub quiesce_after_ms: u64,
 }
 
 impl Default for RaftTiming {
     fn default() -> Self {
-        RaftTiming { heartbeat_ms: 100, rpc_timeout_ms: 400, election_min_ms: 500, election_max_ms: 1000 }
+        RaftTiming { heartbeat_ms: 100, rpc_timeout_ms: 400, election_min_ms: 500, election_max_ms: 1000, quiesce_after_ms: 3000 }
     }
 }
 

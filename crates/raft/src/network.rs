@@ -7,13 +7,14 @@
 //! reply is the bincode of `Result<response, RaftError>`, so a remote Raft error
 //! (a higher vote, say) reaches the sender's openraft as such.
 
+use crate::quiesce::PeerWatch;
 use crate::{decode, encode, NodeId, Raft, TypeConfig};
 use openraft::error::{InstallSnapshotError, NetworkError, PayloadTooLarge, RPCError, RaftError, RemoteError, Unreachable};
 use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
 use openraft::raft::{AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse, VoteRequest, VoteResponse};
 use openraft::BasicNode;
 use serde::de::DeserializeOwned;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -31,6 +32,9 @@ pub enum MsgKind {
     AppendEntries = 1,
     Vote = 2,
     InstallSnapshot = 3,
+    /// A quiescing leader asks a follower to hold its election timer off
+    /// ([`QuiesceRequest`]; served by `RaftGroup::serve`, not [`serve`]).
+    Quiesce = 4,
 }
 
 impl MsgKind {
@@ -39,6 +43,7 @@ impl MsgKind {
             1 => Some(MsgKind::AppendEntries),
             2 => Some(MsgKind::Vote),
             3 => Some(MsgKind::InstallSnapshot),
+            4 => Some(MsgKind::Quiesce),
             _ => None,
         }
     }
@@ -59,6 +64,24 @@ pub enum TransportError {
 /// the node's shared runtime, [`Network::io`]).
 pub trait Transport: Send + Sync + 'static {
     fn call(&self, target: NodeId, addr: &str, group: u64, kind: MsgKind, body: Vec<u8>) -> Result<Vec<u8>, TransportError>;
+
+    /// Where followers whose quiesced leader holds their election timers off are
+    /// woken when that leader's node is lost ([`PeerWatch`]). `None`: nobody
+    /// watches the nodes, and groups of several members never quiesce (their
+    /// followers could wait forever on a dead leader).
+    fn peer_watch(&self) -> Option<Arc<PeerWatch>> {
+        None
+    }
+}
+
+/// A quiescing leader's word to a follower ([`MsgKind::Quiesce`]): its vote (term
+/// and leader, committed) and its last log id, every entry of which it applied.
+/// The follower holds its election timer off if it has the same vote and has
+/// applied the same last entry; the reply is whether it does (a `bool`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct QuiesceRequest {
+    pub vote: crate::Vote,
+    pub last_log_id: Option<crate::LogId>,
 }
 
 /// The network factory of one group.
@@ -69,6 +92,20 @@ pub struct Network {
     /// The runtime whose blocking pool makes the calls: one pool for the node, not
     /// one per group's runtime.
     pub io: tokio::runtime::Handle,
+}
+
+impl Network {
+    /// Send one message to `target` at `addr` on the node's blocking pool; its
+    /// reply bytes, or why there are none (also when `ttl` passed).
+    pub(crate) async fn call(&self, target: NodeId, addr: String, kind: MsgKind, body: Vec<u8>, ttl: Duration) -> Result<Vec<u8>, String> {
+        let (transport, group) = (self.transport.clone(), self.group);
+        let call = self.io.spawn_blocking(move || transport.call(target, &addr, group, kind, body));
+        match tokio::time::timeout(ttl, call).await {
+            Err(_) => Err("timed out".into()),
+            Ok(Err(join)) => Err(join.to_string()),
+            Ok(Ok(res)) => res.map_err(|e| e.to_string()),
+        }
+    }
 }
 
 impl RaftNetworkFactory<TypeConfig> for Network {
@@ -164,5 +201,6 @@ pub async fn serve(raft: &Raft, kind: MsgKind, body: &[u8]) -> Result<Vec<u8>, S
             let req: InstallSnapshotRequest<TypeConfig> = decode(body)?;
             encode(&raft.install_snapshot(req).await)
         }
+        MsgKind::Quiesce => return Err("a quiesce message is served by its group (RaftGroup::serve)".into()),
     })
 }

@@ -1,48 +1,63 @@
 //! Three replicas of one group in one process, talking through an in-process
 //! transport: election, replication to every engine, NotLeader answers on
-//! followers, failover after the leader stops, and a replica catching up.
+//! followers, failover after the leader stops, a replica catching up, and idle
+//! groups quiescing.
 
 use parking_lot::Mutex;
 use pinax_common::HybridClock;
 use pinax_engine::{Cf, KvEngine, OwnedBatch, WriteBatch};
 use pinax_engine_mem::MemEngine;
-use pinax_raft::network::{serve, MsgKind, Transport, TransportError};
-use pinax_raft::runtime::GroupRuntime;
-use pinax_raft::{Command, GroupError, NodeId, Raft, RaftGroup, RaftTiming};
+use pinax_raft::network::{MsgKind, Transport, TransportError};
+use pinax_raft::quiesce::PeerWatch;
+use pinax_raft::{Command, GroupError, NodeId, RaftGroup, RaftTiming};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 #[derive(Default)]
 struct Router {
-    /// Each replica's Raft and the runtime its tasks run on.
-    rafts: Mutex<HashMap<NodeId, (Raft, Arc<GroupRuntime>)>>,
+    /// Each replica's group.
+    groups: Mutex<HashMap<NodeId, Arc<RaftGroup>>>,
     /// Added to every AppendEntries carrying entries (a slow follower disk).
     append_delay: Mutex<Duration>,
+    /// The "node's" watch of its peers (one for the three replicas here: each
+    /// holds its own followers), when groups of several members may quiesce.
+    watch: Option<Arc<PeerWatch>>,
 }
 
 impl Transport for Router {
     fn call(&self, target: NodeId, _addr: &str, _group: u64, kind: MsgKind, body: Vec<u8>) -> Result<Vec<u8>, TransportError> {
-        let (raft, rt) = self.rafts.lock().get(&target).cloned().ok_or_else(|| TransportError::Unreachable(format!("node {target} is down")))?;
+        let g = self.groups.lock().get(&target).cloned().ok_or_else(|| TransportError::Unreachable(format!("node {target} is down")))?;
         // Heartbeats are a few dozen bytes; a body this long carries entries.
         if kind == MsgKind::AppendEntries && body.len() > 200 {
             let delay = *self.append_delay.lock();
             std::thread::sleep(delay);
         }
-        rt.block_on(serve(&raft, kind, &body)).map_err(TransportError::Other)
+        g.serve(kind, &body).map_err(TransportError::Other)
+    }
+
+    fn peer_watch(&self) -> Option<Arc<PeerWatch>> {
+        self.watch.clone()
     }
 }
 
-const TIMING: RaftTiming = RaftTiming { heartbeat_ms: 50, rpc_timeout_ms: 250, election_min_ms: 300, election_max_ms: 600 };
+/// Groups never quiesce in the tests that do not test it (`quiesce_after_ms`).
+const TIMING: RaftTiming = RaftTiming { heartbeat_ms: 50, rpc_timeout_ms: 250, election_min_ms: 300, election_max_ms: 600, quiesce_after_ms: 3_600_000 };
+/// Quiescing after 300 ms without a request.
+const QUIET: RaftTiming = RaftTiming { quiesce_after_ms: 300, ..TIMING };
 
 struct Replica {
     engine: Arc<MemEngine>,
-    group: RaftGroup,
+    group: Arc<RaftGroup>,
 }
 
 fn start(rt: &tokio::runtime::Runtime, router: &Arc<Router>, id: NodeId, engine: Arc<MemEngine>) -> Replica {
-    let group = RaftGroup::start(rt.handle(), 7, id, engine.clone(), Arc::new(HybridClock::system()), router.clone(), TIMING).unwrap();
-    router.rafts.lock().insert(id, (group.raft().clone(), group.runtime()));
+    start_timed(rt, router, id, engine, TIMING)
+}
+
+fn start_timed(rt: &tokio::runtime::Runtime, router: &Arc<Router>, id: NodeId, engine: Arc<MemEngine>, timing: RaftTiming) -> Replica {
+    let group = Arc::new(RaftGroup::start(rt.handle(), 7, id, engine.clone(), Arc::new(HybridClock::system()), router.clone(), timing).unwrap());
+    router.groups.lock().insert(id, group.clone());
     Replica { engine, group }
 }
 
@@ -77,9 +92,13 @@ struct Group3 {
 }
 
 fn three_replicas() -> Group3 {
+    three_replicas_with(Router::default(), TIMING)
+}
+
+fn three_replicas_with(router: Router, timing: RaftTiming) -> Group3 {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    let router = Arc::new(Router::default());
-    let replicas: BTreeMap<NodeId, Replica> = (1..=3).map(|id| (id, start(&rt, &router, id, Arc::new(MemEngine::new())))).collect();
+    let router = Arc::new(router);
+    let replicas: BTreeMap<NodeId, Replica> = (1..=3).map(|id| (id, start_timed(&rt, &router, id, Arc::new(MemEngine::new()), timing))).collect();
     let members: BTreeMap<NodeId, String> = (1..=3).map(|id| (id, format!("node-{id}"))).collect();
     replicas[&1].group.initialize(&members).unwrap();
     let leader = replicas[&1].group.wait_for_leader(Duration::from_secs(10)).expect("a leader");
@@ -105,7 +124,7 @@ fn replicate_fail_over_and_catch_up() {
 
     // The leader stops: the other two elect one of themselves and go on.
     let old = replicas.remove(&leader).unwrap();
-    router.rafts.lock().remove(&leader);
+    router.groups.lock().remove(&leader);
     old.group.shutdown();
     let t0 = Instant::now();
     let new_leader = loop {
@@ -263,8 +282,8 @@ fn a_replica_behind_the_purged_log_is_sent_a_snapshot_file_and_ingests_it() {
     }
     neighbour.write(b, pinax_engine::WriteOptions::default()).unwrap();
     let start_rocks = |id: NodeId, e: Arc<RocksEngine>| {
-        let g = RaftGroup::start(rt.handle(), 7, id, e, Arc::new(HybridClock::system()), router.clone(), TIMING).unwrap();
-        router.rafts.lock().insert(id, (g.raft().clone(), g.runtime()));
+        let g = Arc::new(RaftGroup::start(rt.handle(), 7, id, e, Arc::new(HybridClock::system()), router.clone(), TIMING).unwrap());
+        router.groups.lock().insert(id, g.clone());
         g
     };
     let (e1, e2, e3) = (engine(0), engine(1), engine(2));
@@ -317,5 +336,120 @@ fn a_replica_behind_the_purged_log_is_sent_a_snapshot_file_and_ingests_it() {
     }
     for g in [&g1, &g2, &g3] {
         g.shutdown();
+    }
+}
+/// A group of one replica that has no requests quiesces: the ticker stops
+/// visiting its runtime. Reads (a single voter needs no read-index round) leave it
+/// quiesced; a write wakes it and commits promptly, and once idle again it
+/// quiesces again.
+#[test]
+fn an_idle_single_replica_group_quiesces_and_a_write_wakes_it() {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let router = Arc::new(Router::default());
+    let r = start_timed(&rt, &router, 1, Arc::new(MemEngine::new()), QUIET);
+    r.group.initialize(&BTreeMap::from([(1, "node-1".to_string())])).unwrap();
+    let term = r.group.leader_term().unwrap();
+    r.group.replicate(put("a")).unwrap();
+    eventually("the idle group quiescing", || r.group.is_quiesced());
+    let runtime = r.group.runtime();
+    let t0 = runtime.ticks();
+    std::thread::sleep(Duration::from_millis(10 * QUIET.heartbeat_ms));
+    // One visit may be the one that was running as the group quiesced.
+    assert!(runtime.ticks() - t0 <= 1, "the ticker visited a quiesced group {} times", runtime.ticks() - t0);
+
+    assert_eq!(r.group.read_barrier().unwrap(), term);
+    assert!(r.group.is_quiesced(), "a read woke a single-voter group");
+
+    let t = Instant::now();
+    r.group.replicate(put("b")).unwrap();
+    assert!(t.elapsed() < Duration::from_millis(500), "a write to a quiesced group took {:?}", t.elapsed());
+    assert!(has(&r.engine, "b"));
+    assert!(!r.group.is_quiesced(), "the write did not wake the group");
+    assert_eq!(r.group.leader_term().unwrap(), term);
+    eventually("quiescing again", || r.group.is_quiesced() && r.group.times_quiesced() >= 2);
+    r.group.replicate(put("c")).unwrap();
+    assert!(has(&r.engine, "c"));
+    r.group.shutdown();
+}
+
+/// Three replicas, idle: the leader quiesces the group once every follower has
+/// its whole log and agreed to hold quiet; nobody is visited by the ticker and no
+/// election happens for many election timeouts. A write wakes the leader and, by
+/// its AppendEntries, the followers; a read after that does a read-index round
+/// and sees the write. Quiet again, the leader's node is lost: the watch
+/// releases the followers and one of them leads within a bounded time, with
+/// every acknowledged write.
+#[test]
+fn a_quiesced_three_replica_group_wakes_on_a_write_and_fails_over_when_its_leader_is_lost() {
+    let watch = Arc::new(PeerWatch::default());
+    let Group3 { rt: _rt, router, mut replicas, leader } = three_replicas_with(Router { watch: Some(watch.clone()), ..Router::default() }, QUIET);
+    let term = replicas[&leader].group.leader_term().unwrap();
+    replicas[&leader].group.replicate(put("a")).unwrap();
+    let all_quiet = |replicas: &BTreeMap<NodeId, Replica>| replicas.values().all(|r| r.group.is_quiesced());
+    eventually("every replica quiesced", || all_quiet(&replicas));
+    for (id, r) in &replicas {
+        assert_eq!(r.group.held_by(), (*id != leader).then_some(leader), "replica {id}");
+    }
+    assert_eq!(watch.leaders(), vec![(leader, format!("node-{leader}"))]);
+    let ticks: Vec<u64> = replicas.values().map(|r| r.group.runtime().ticks()).collect();
+    std::thread::sleep(Duration::from_millis(3 * QUIET.election_max_ms));
+    let after: Vec<u64> = replicas.values().map(|r| r.group.runtime().ticks()).collect();
+    assert!(ticks.iter().zip(&after).all(|(a, b)| b - a <= 1), "the ticker visited quiesced groups: {ticks:?} -> {after:?}");
+    assert!(all_quiet(&replicas), "a replica woke without a request");
+    for r in replicas.values() {
+        assert_eq!(r.group.raft().metrics().borrow().current_term, term, "an election while quiet");
+    }
+
+    // A write wakes the group and commits promptly; a read after it (a round:
+    // the lease ran out while quiet) is served by the same leader.
+    let t = Instant::now();
+    replicas[&leader].group.replicate(put("b")).unwrap();
+    assert!(t.elapsed() < Duration::from_secs(1), "a write to a quiesced group took {:?}", t.elapsed());
+    assert_eq!(replicas[&leader].group.read_barrier().unwrap(), term);
+    assert!(has(&replicas[&leader].engine, "b"));
+    for r in replicas.values() {
+        eventually("'b' on every replica", || has(&r.engine, "b"));
+    }
+    eventually("every replica quiesced again", || all_quiet(&replicas) && replicas[&leader].group.times_quiesced() >= 2);
+
+    // The leader's node is lost: its followers are released and elect a leader.
+    let old = replicas.remove(&leader).unwrap();
+    router.groups.lock().remove(&leader);
+    old.group.shutdown();
+    let t0 = Instant::now();
+    assert_eq!(watch.node_lost(leader), 2);
+    let new_leader = loop {
+        if let Some(r) = replicas.values().find(|r| r.group.leader_term().is_ok()) {
+            break r.group.raft().metrics().borrow().id;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(5), "no new leader");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let took = t0.elapsed();
+    assert!(took < Duration::from_secs(3), "fail-over of a quiesced group took {took:?}");
+    assert_ne!(new_leader, leader);
+    let g = &replicas[&new_leader].group;
+    assert!(g.read_barrier().unwrap() > term);
+    assert!(has(&replicas[&new_leader].engine, "a") && has(&replicas[&new_leader].engine, "b"), "the new leader lacks an acknowledged write");
+    g.replicate(put("c")).unwrap();
+    for r in replicas.values() {
+        eventually("'c' on the survivors", || has(&r.engine, "c"));
+        r.group.shutdown();
+    }
+}
+
+/// Without a watch of the peers, a group of several members never quiesces
+/// (its followers could wait forever on a dead leader).
+#[test]
+fn without_a_peer_watch_a_replicated_group_stays_awake() {
+    let Group3 { rt: _rt, router: _router, replicas, leader } = three_replicas_with(Router::default(), QUIET);
+    replicas[&leader].group.replicate(put("a")).unwrap();
+    std::thread::sleep(Duration::from_millis(2 * QUIET.election_max_ms));
+    for r in replicas.values() {
+        assert!(!r.group.is_quiesced() && r.group.held_by().is_none());
+        assert_eq!(r.group.times_quiesced(), 0);
+    }
+    for r in replicas.values() {
+        r.group.shutdown();
     }
 }

@@ -9,6 +9,7 @@ use pinax_engine::OwnedBatch;
 use pinax_proto::frame::{self, FrameError};
 use pinax_proto::{Request, RequestEnvelope, Response, ResponseEnvelope};
 use pinax_raft::network::{MsgKind, Transport, TransportError};
+use pinax_raft::quiesce::PeerWatch;
 use pinax_raft::{Command, GroupError, NodeId, RaftGroup};
 use pinax_tablet::{Error as TabletError, Replicator};
 use std::collections::HashMap;
@@ -85,11 +86,19 @@ pub struct RpcTransport {
     pools: Mutex<HashMap<String, Vec<PeerConn>>>,
     /// Addresses requests fail to reach (fault injection, `Request::InjectFaults`).
     unreachable: parking_lot::RwLock<Vec<String>>,
+    /// Followers held quiet by quiesced leaders on other nodes; the node pings
+    /// those nodes (`node/peer_watch.rs`).
+    watch: Arc<PeerWatch>,
 }
 
 impl RpcTransport {
     pub fn new(clock: Arc<HybridClock>) -> Self {
-        RpcTransport { clock, pools: Mutex::new(HashMap::new()), unreachable: Default::default() }
+        RpcTransport { clock, pools: Mutex::new(HashMap::new()), unreachable: Default::default(), watch: Arc::default() }
+    }
+
+    /// The node's watch of the leaders holding its followers quiet.
+    pub fn watch(&self) -> &Arc<PeerWatch> {
+        &self.watch
     }
 
     /// Fault injection: requests to `addrs` fail as unreachable until changed.
@@ -149,6 +158,12 @@ impl Transport for RpcTransport {
             Err(e) if e.code == pinax_common::ErrorCode::Unavailable => Err(TransportError::Unreachable(format!("{addr}: {e}"))),
             Err(e) => Err(TransportError::Other(format!("{addr}: {e}"))),
         }
+    }
+
+    /// The node watches its peers (its tick pings the nodes of leaders holding
+    /// its followers quiet): groups of several members may quiesce.
+    fn peer_watch(&self) -> Option<Arc<PeerWatch>> {
+        Some(self.watch.clone())
     }
 }
 

@@ -583,3 +583,77 @@ fn replicas_stopped_by_a_storage_error_are_opened_again() {
     assert_eq!(c.get("t", &hash_key(3)).unwrap(), Some(b"three".to_vec()));
     c.write("u", vec![WriteOp::put(hash_key(4), b"four".to_vec())]).unwrap();
 }
+
+/// Three nodes: a replicated tablet left idle quiesces on every node (its
+/// followers held quiet by the leader), and when the leader's node goes (its RPC
+/// server and groups stopped), the other nodes' ticks find it silent, release
+/// the followers, and one of them takes over: the next write succeeds.
+#[test]
+fn an_idle_replicated_tablet_quiesces_and_fails_over_when_its_leaders_node_goes() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Instant;
+    let timing = pinax_raft::RaftTiming { quiesce_after_ms: 500, ..Default::default() };
+    let cfg = |id: u64, join: Option<String>| NodeConfig { node_id: id, join, sync: false, raft_timing: timing, ..NodeConfig::default() };
+    let first = start(cfg(1, None));
+    let join = Some(first.addr.clone());
+    let mut nodes = vec![first, start(cfg(2, join.clone())), start(cfg(3, join))];
+    let ticking: Vec<Arc<AtomicBool>> = nodes
+        .iter()
+        .map(|n| {
+            let (node, on) = (n.node.clone(), Arc::new(AtomicBool::new(true)));
+            let go = on.clone();
+            std::thread::spawn(move || {
+                while go.load(Ordering::SeqCst) {
+                    node.tick();
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            });
+            on
+        })
+        .collect();
+    let c = Client::connect(&nodes[0].addr).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let table = loop {
+        let t = c.create_table("rf3", Sharding::Hash { tablets: 4 }).unwrap();
+        if t.tablets.iter().all(|ti| ti.replicas.len() == 3) {
+            break t;
+        }
+        c.drop_table("rf3", false).unwrap();
+        assert!(Instant::now() < deadline, "the master never placed three replicas");
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    // A tablet node 2 or 3 leads (node 1 keeps the catalog and the client's
+    // connection), written once, then idle.
+    let leads = |n: &TestNode, id| n.node.tablet(id).is_some_and(|t| t.leads_now());
+    let (tablet, leader, k) = (0..1000u32)
+        .find_map(|i| {
+            let k = hash_key(i);
+            c.write("rf3", vec![WriteOp::put(k.clone(), b"v1".to_vec())]).unwrap();
+            let ti = &table.tablets[table.tablet_index_for(&k)];
+            (1..3).find(|n| leads(&nodes[*n], ti.id)).map(|n| (ti.id, n, k))
+        })
+        .expect("a tablet led by node 2 or 3");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !nodes.iter().all(|n| n.node.quiesced_replicas().contains(&tablet)) {
+        assert!(Instant::now() < deadline, "the idle tablet never quiesced on every node");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    // The leader's node goes.
+    ticking[leader].store(false, Ordering::SeqCst);
+    let mut gone = nodes.remove(leader);
+    gone.server.stop();
+    gone.node.close();
+    let t0 = Instant::now();
+    let deadline = t0 + Duration::from_secs(20);
+    while c.write("rf3", vec![WriteOp::put(k.clone(), b"v2".to_vec())]).is_err() {
+        assert!(Instant::now() < deadline, "no replica of the quiesced tablet took over");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(nodes.iter().any(|n| leads(n, tablet)), "the write succeeded without a new leader");
+    assert_eq!(c.get("rf3", &k).unwrap(), Some(b"v2".to_vec()));
+    eprintln!("a quiesced tablet's fail-over took {:?}", t0.elapsed());
+    for on in &ticking {
+        on.store(false, Ordering::SeqCst);
+    }
+}

@@ -23,6 +23,7 @@
 
 mod handlers;
 mod master_role;
+mod peer_watch;
 mod placement;
 mod resolution;
 mod revival;
@@ -204,6 +205,8 @@ pub struct Node<F: EngineFactory> {
     engines: Mutex<HashMap<TabletId, std::sync::Weak<F::Engine>>>,
     /// Replicas whose Raft group stopped, and when each is opened again (`revival.rs`).
     revivals: Mutex<revival::Revivals>,
+    /// Nodes of quiesced leaders that stopped answering, and since when (`peer_watch.rs`).
+    peers_down: Mutex<peer_watch::PeersDown>,
     /// Applies the cluster's DDL log to this node's PostgreSQL (none: no
     /// PostgreSQL here, nothing to apply).
     ddl: std::sync::OnceLock<Arc<dyn DdlApplier>>,
@@ -281,6 +284,7 @@ impl<F: EngineFactory> Node<F> {
             destroying: Mutex::new(std::collections::HashSet::new()),
             engines: Mutex::new(HashMap::new()),
             revivals: Mutex::new(revival::Revivals::default()),
+            peers_down: Mutex::new(peer_watch::PeersDown::default()),
         };
         node.directory.write().insert(node.cfg.node_id, node.cfg.rpc_addr.clone());
         node.nodes.lock().insert(node.cfg.node_id, (node.cfg.rpc_addr.clone(), node.now()));
@@ -354,6 +358,12 @@ impl<F: EngineFactory> Node<F> {
         self.status_tablets.read().get(&TabletId::status_of_node(home)).cloned()
     }
 
+    /// The replicas here whose Raft group is quiesced now (idle; see
+    /// `pinax_raft::runtime`).
+    pub fn quiesced_replicas(&self) -> Vec<TabletId> {
+        self.groups.read().iter().filter(|(_, g)| g.group.is_quiesced()).map(|(id, _)| *id).collect()
+    }
+
     pub fn tablet(&self, id: TabletId) -> Option<Arc<Tablet<F::Engine>>> {
         self.tablets.read().get(&id).cloned()
     }
@@ -385,6 +395,7 @@ impl<F: EngineFactory> Node<F> {
 
     /// Periodic background work; call every few hundred milliseconds.
     pub fn tick(&self) {
+        self.watch_peers();
         self.revive_stopped_replicas();
         self.heartbeat_master();
         self.finish_destroying();

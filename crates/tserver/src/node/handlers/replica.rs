@@ -243,9 +243,6 @@ impl<F: EngineFactory> Node<F> {
         }
         let kind = pinax_raft::network::MsgKind::from_u8(kind).ok_or_else(|| err(ErrorCode::InvalidRequest, format!("unknown raft message kind {kind}")))?;
         let g = self.replica_group(TabletId(group))?;
-        g.group
-            .block_on(pinax_raft::network::serve(g.group.raft(), kind, &body))
-            .map(Response::Raft)
-            .map_err(|m| err(ErrorCode::InvalidRequest, format!("bad raft message: {m}")))
+        g.group.serve(kind, &body).map(Response::Raft).map_err(|m| err(ErrorCode::InvalidRequest, format!("bad raft message: {m}")))
     }
 }
