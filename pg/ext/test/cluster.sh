@@ -14,24 +14,12 @@ here="$(cd "$(dirname "$0")" && pwd)"
 bin="${PINAX_BIN:-${CARGO_TARGET_DIR:-$HOME/.cache/pinax/target}/debug/pinax}"
 secs="${1:-6}"
 
-port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-pick_ports() {
-  local p i ok
-  for _ in $(seq 1 200); do
-    # Below Linux's ephemeral range (32768+): an outgoing connection's local port
-    # there is free to connect() but can make the node's bind fail.
-    p=$(( 20000 + RANDOM % 12000 )); ok=1
-    for i in 0 1 2 3 4 5; do port_free "$((p + i))" || ok=0; done
-    if [[ $ok == 1 ]]; then echo "$p"; return; fi
-  done
-  echo "no free ports" >&2; exit 1
-}
-rpc=$(pick_ports)
+# shellcheck source=pg/ext/test/lib.sh
+source "$(dirname "$0")/lib.sh"
+rpc=$(pick_ports 6)
 pg=$((rpc + 3))
 dir="$(mktemp -d /tmp/pinax-cluster.XXXXXX)"
 chmod 755 "$dir"
-superuser=postgres
-[[ "$(id -u)" != 0 ]] && superuser="$(id -un)"
 chaos_pid=
 cleanup() {
   [[ -n "$chaos_pid" ]] && kill "$chaos_pid" 2>/dev/null && wait "$chaos_pid" 2>/dev/null

@@ -17,25 +17,14 @@ regress="$(/usr/lib/postgresql/15/bin/pg_config --pkglibdir)/pgxs/src/test/regre
 keep=0
 if [[ "${1:-}" == "--keep" ]]; then keep=1; shift; fi
 
-port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-pick_port() {
-  local p
-  for _ in $(seq 1 200); do
-    # Below Linux's ephemeral range (32768+): an outgoing connection's local port
-    # there is free to connect() but can make the node's bind fail.
-    p=$(( 20000 + RANDOM % 12000 ))
-    if port_free "$p" && port_free "$((p + 1))"; then echo "$p"; return; fi
-  done
-  echo "no free port" >&2; exit 1
-}
-rpc=$(pick_port)
+# shellcheck source=pg/ext/test/lib.sh
+source "$(dirname "$0")/lib.sh"
+rpc=$(pick_ports 2)
 pg=$((rpc + 1))
 dir="$(mktemp -d /tmp/pinax-regress.XXXXXX)"
 chmod 755 "$dir"
 out="$dir/out"
 mkdir -p "$out"
-superuser=postgres
-[[ "$(id -u)" != 0 ]] && superuser="$(id -un)"
 
 cleanup() {
   "$bin" stop --data-dir "$dir" >/dev/null 2>&1 || true

@@ -19,21 +19,12 @@ max_bytes=$((64 << 10))
 max_start=180
 bin="${PINAX_BIN:-${CARGO_TARGET_DIR:-$HOME/.cache/pinax/target}/debug/pinax}"
 
-port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-pick_port() {
-  local p
-  for _ in $(seq 1 200); do
-    p=$(( 20000 + RANDOM % 12000 ))
-    if port_free "$p" && port_free "$((p + 1))"; then echo "$p"; return; fi
-  done
-  echo "no free port" >&2; exit 1
-}
-rpc=$(pick_port)
+# shellcheck source=pg/ext/test/lib.sh
+source "$(dirname "$0")/lib.sh"
+rpc=$(pick_ports 2)
 pg=$((rpc + 1))
 dir="$(mktemp -d /tmp/pinax-tablets.XXXXXX)"
 chmod 755 "$dir"
-superuser=postgres
-[[ "$(id -u)" != 0 ]] && superuser="$(id -un)"
 cleanup() {
   "$bin" stop --data-dir "$dir" >/dev/null 2>&1 || true
   rm -rf "$dir"
