@@ -257,8 +257,12 @@ impl GroupRuntime {
 /// and collecting them at each walk more again).
 fn tick_forever() {
     let every = (IDLE_TICK.as_millis() / TICK.as_millis()).max(1) as u64;
-    let mut live: Vec<Arc<GroupRuntime>> = Vec::new();
-    let mut awake: Vec<Arc<GroupRuntime>> = Vec::new();
+    // Weak references: a group's runtime (its tasks hold the group's engine) is
+    // dropped by whoever drops the group, at once, not later on this thread: a
+    // store closed here after the process began to exit (a test's end, the daemon's
+    // return from main) aborted in RocksDB's destroyed statics.
+    let mut live: Vec<Weak<GroupRuntime>> = Vec::new();
+    let mut awake: Vec<Weak<GroupRuntime>> = Vec::new();
     let mut taken = u64::MAX;
     let mut walk = 0u64;
     loop {
@@ -272,23 +276,27 @@ fn tick_forever() {
             live = {
                 let mut all = RUNTIMES.lock();
                 all.retain(|w| w.strong_count() > 0);
-                all.iter().filter_map(Weak::upgrade).collect()
+                all.clone()
             };
         }
         if full {
-            // A runtime whose group went (only these lists hold it) is dropped
-            // here, outside any runtime.
             awake.clear();
-            live.retain(|g| Arc::strong_count(g) > 1);
-            for g in &live {
-                g.tick();
-                if !g.quiescence.is_quiesced() {
-                    awake.push(g.clone());
+            live.retain(|w| w.strong_count() > 0);
+            for w in &live {
+                // A runtime whose group went during the tick is dropped here,
+                // outside any runtime.
+                if let Some(g) = w.upgrade() {
+                    g.tick();
+                    if !g.quiescence.is_quiesced() {
+                        awake.push(w.clone());
+                    }
                 }
             }
         } else {
-            for g in &awake {
-                g.tick();
+            for w in &awake {
+                if let Some(g) = w.upgrade() {
+                    g.tick();
+                }
             }
         }
     }
