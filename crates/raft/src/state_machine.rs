@@ -176,16 +176,8 @@ impl<E: KvEngine> RaftStateMachine<TypeConfig> for StateMachine<E> {
         // Checked whole before the engine is touched.
         let mut entries = snapshot.entries().map_err(|e| snapshot_err(meta, e))?;
         self.engine.replace_contents(&DATA_CFS, &mut entries).map_err(|e| sm_err(ErrorVerb::Write, e))?;
-        // The applied id and membership the snapshot's `Cf::Meta` carried are the
-        // meta's (read from the same engine snapshot); written again, synced, in
-        // case an older sender left them out.
-        let mut b = self.engine.new_batch();
-        match meta.last_log_id {
-            Some(l) => b.put(Cf::Meta, APPLIED_KEY, &encode(&l)),
-            None => b.delete(Cf::Meta, APPLIED_KEY),
-        }
-        b.put(Cf::Meta, MEMBERSHIP_KEY, &encode(&meta.last_membership));
-        self.engine.write(b, WriteOptions { sync: true, ..Default::default() }).map_err(|e| sm_err(ErrorVerb::Write, e))?;
+        // The applied id and membership came in the snapshot's `Cf::Meta` (read from
+        // the same engine snapshot as the meta): replaced with the rest, durably.
         *self.built.lock() = Some(meta.clone());
         Ok(())
     }
