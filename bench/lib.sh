@@ -84,6 +84,23 @@ daemon_cpu() {
   for d in "${node_dirs[@]}"; do t=$((t + $(awk '{print $14+$15}' "/proc/$(cat "$d/pinax.pid")/stat"))); done
   echo "$t"
 }
+# The daemons' CPU by thread kind ("kind ticks" lines; a kind is a thread's name
+# without its digits: rocksdb:low, tokio-runtime-w, ...). PINAX_THREADS=1 makes
+# seed.sh print each step's breakdown: where a step's daemon CPU went.
+daemon_threads() {
+  local d t
+  for d in "${node_dirs[@]}"; do
+    for t in /proc/"$(cat "$d/pinax.pid")"/task/*; do
+      # comm may hold spaces: the fields after it start past the last ')'.
+      printf '%s %s\n' "$(tr -d '0-9 ' 2>/dev/null <"$t/comm")" "$(sed 's/.*) //' "$t/stat" 2>/dev/null | awk '{print $12+$13}')"
+    done
+  done | awk 'NF == 2 {s[$1] += $2} END {for (k in s) print k, s[k]}' | sort
+}
+# The difference of two daemon_threads outputs, in ms, largest first.
+threads_diff() {
+  join -a 2 -e 0 -o 0,1.2,2.2 <(echo "$1") <(echo "$2") |
+    awk -v tck="$tck" '{d = ($3 - $2) * 1000 / tck; if (d > 0) printf "%s=%d ", $1, d}' | tr ' ' '\n' | sort -t= -k2 -nr | tr '\n' ' '
+}
 cpu_of() {
   if [[ $1 == pinax ]]; then
     echo $(( $(pg_cpu "$(postmaster_pid "$pinax_home/pg")") + $(daemon_cpu) ))

@@ -25,6 +25,8 @@
 # steps, then per step the median server CPU of each system, the median of the
 # rounds' ratios and their spread (lowest-highest ratio of a round).
 #
+# PINAX_THREADS=1: also print (stderr) each Pinax step's daemon CPU by thread kind.
+#
 # Usage: bench/seed.sh [ROWS] [ROUNDS]     (default 1000000 rows, 1 round)
 set -euo pipefail
 rows="${1:-1000000}"
@@ -47,6 +49,7 @@ for r in $(seq 1 "$rounds"); do
   for i in "${!steps[@]}"; do
     order="pinax stock"; (( r % 2 == 0 )) && order="stock pinax"
     for sys in $order; do
+      [[ $sys == pinax && ${PINAX_THREADS:-} == 1 ]] && th0=$(daemon_threads)
       c0=$(cpu_of $sys); t0=$(date +%s%N)
       res=$(psql -X -q -tA -h 127.0.0.1 -p "$(port_of $sys)" -U "$user" -d postgres -v ON_ERROR_STOP=1 -c "select pg_backend_pid()" -c "${steps[$i]}")
       t1=$(date +%s%N)
@@ -58,6 +61,7 @@ for r in $(seq 1 "$rounds"); do
       # showed part of its predecessor's and the last step's went unmeasured.
       wait_idle $sys
       c1=$(cpu_of $sys)
+      [[ $sys == pinax && ${PINAX_THREADS:-} == 1 ]] && echo "round $r ${names[$i]} daemon threads (ms): $(threads_diff "$th0" "$(daemon_threads)")" >&2
       if [[ $sys == stock && ${names[$i]} == create ]]; then
         psql_on stock -c "ALTER TABLE demo SET (autovacuum_enabled = off)"
       fi

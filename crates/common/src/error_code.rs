@@ -44,6 +44,9 @@ pub enum ErrorCode {
     ShuttingDown = 32,
     /// The caller asked to stop (its statement was canceled) between requests.
     Cancelled = 34,
+    /// A write refused because the disk holding the tablet is below its free-space
+    /// reserve (53100 disk_full; not retryable: space comes back only when freed).
+    DiskFull = 35,
 }
 
 impl ErrorCode {
@@ -84,6 +87,7 @@ impl ErrorCode {
             ErrorCode::Busy => "53000",
             ErrorCode::ShuttingDown => "57P01",
             ErrorCode::Cancelled => "57014",
+            ErrorCode::DiskFull => "53100",
         }
     }
 }

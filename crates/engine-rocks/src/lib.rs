@@ -146,8 +146,13 @@ pub struct RocksConfig {
     pub max_background_jobs: i32,
     /// Bloom filter bits per key on the Regular and Intents CFs (default 10).
     pub bloom_bits_per_key: f64,
-    /// Size of one memtable of one CF before it is switched for flushing (default 64 MiB;
-    /// the shared budget usually triggers flushes earlier).
+    /// Size of one memtable of one CF before it is switched for flushing (default half
+    /// the node's memtable budget, at least 4 MiB). One memtable per column family
+    /// serves every tablet of a store, so it is sized to the node, not to a tablet:
+    /// with atomic flushes, a memtable that fills up flushes every column family, and
+    /// a transaction's intents that fit in their memtable until it is resolved are
+    /// never written to a file (a 1M-row insert's intents are ~110 MB; at 64 MiB
+    /// they were flushed twice and compacted away).
     pub write_buffer_size: usize,
     /// Verify block checksums on every read (default true).
     pub verify_checksums: bool,
@@ -157,20 +162,26 @@ pub struct RocksConfig {
     /// Files RocksDB keeps open at most (its table cache; default 4096): what bounds
     /// the descriptors of a store, whatever the number of tablets in it.
     pub max_open_files: i32,
+    /// Free bytes the store's filesystem keeps in reserve: below them,
+    /// `write_pressure` refuses client writes ([`WritePressure::NoSpace`]), so
+    /// RocksDB and the Raft log never run into a full disk themselves (default 0:
+    /// no check; a node sets it, `--min-free-mb`).
+    pub min_free_bytes: u64,
 }
 
 impl RocksConfig {
     /// Defaults, using the node's shared resources.
     pub fn with_shared(shared: SharedResources) -> Self {
         RocksConfig {
+            write_buffer_size: (shared.memtable_budget_bytes / 2).max(4 * MIB),
             shared,
             disable_wal: false,
             max_background_jobs: 2,
             bloom_bits_per_key: 10.0,
-            write_buffer_size: 64 * MIB,
             verify_checksums: true,
             compaction_filter: None,
             max_open_files: 4096,
+            min_free_bytes: 0,
         }
     }
 }
@@ -194,6 +205,7 @@ impl fmt::Debug for RocksConfig {
             .field("verify_checksums", &self.verify_checksums)
             .field("compaction_filter", &self.compaction_filter.is_some())
             .field("max_open_files", &self.max_open_files)
+            .field("min_free_bytes", &self.min_free_bytes)
             .finish()
     }
 }
@@ -234,18 +246,32 @@ fn table_options(cfg: &RocksConfig, cf: Cf) -> BlockBasedOptions {
 /// A 1M-row insert..select: daemon CPU -3-4% beyond sorting the batches (4 runs).
 const MEMTABLE_HINTS: &str = "memtable_insert_with_hint_prefix_extractor=rocksdb.CappedPrefix.9";
 
+/// A file of the bottommost level holding keys a snapshot protected when it was
+/// written is compacted again ("BottommostFiles") as soon as that snapshot is gone.
+/// In a store whose column family has only level 0 (every store at first, and the
+/// intents always) that is every flushed file: the seed workload's 107 MB of
+/// intents per 1M-row insert were rewritten unchanged (same records, sequence
+/// numbers zeroed) right after their flush, 0.35-0.52 s of CPU each. An hour's
+/// delay leaves the work to the compactions that come anyway (the history GC
+/// drops old versions through the compaction filter, not through this).
+const BOTTOMMOST_DELAY: &str = "bottommost_file_compaction_delay=3600";
+
 pub(crate) fn cf_options(cfg: &RocksConfig, cf: Cf) -> Options {
     // (Not in RocksDB's C API: set through an options string.)
-    let mut o = Options::default().get_options_from_string(MEMTABLE_HINTS).expect("a valid RocksDB option");
+    let mut o = Options::default().get_options_from_string(format!("{MEMTABLE_HINTS};{BOTTOMMOST_DELAY}")).expect("valid RocksDB options");
     o.set_block_based_table_factory(&table_options(cfg, cf));
     match cf {
         // Rows: uncompressed in L0 and L1 (flushes and the first compactions are
-        // on the write path, and their data is rewritten soon), LZ4 below, ZSTD at
-        // the bottom (as TiKV does).
+        // on the write path, and their data is rewritten soon), LZ4 below and at
+        // the bottom. Not ZSTD at the bottom (TiKV's choice): with dynamic level
+        // sizes the bottom level is where level 0 is compacted to until a store
+        // holds gigabytes, so every early compaction paid ZSTD's CPU (the seed
+        // workload: 1.16 s of CPU to compact 179 MB of level 0); YugabyteDB and
+        // CockroachDB use a fast codec at every level too.
         Cf::Regular => {
             use DBCompressionType::{Lz4, None as Plain};
             o.set_compression_per_level(&[Plain, Plain, Lz4, Lz4, Lz4, Lz4, Lz4]);
-            o.set_bottommost_compression_type(DBCompressionType::Zstd);
+            o.set_bottommost_compression_type(Lz4);
         }
         // Intents and the Raft log are short-lived (resolved, purged): compressing
         // them only costs CPU. Meta is a few keys.
@@ -353,6 +379,25 @@ pub fn pressure_from(l0_files: u64, pending_compaction_bytes: u64, stopped: bool
     } else {
         WritePressure::None
     }
+}
+
+/// Free bytes of the filesystem holding `path` (for unprivileged writers, as
+/// `df` shows them), or `None` if it cannot be asked.
+pub fn free_bytes(path: &std::path::Path) -> Option<u64> {
+    let st = nix::sys::statvfs::statvfs(path).ok()?;
+    Some((st.blocks_available() as u64).saturating_mul(st.fragment_size() as u64))
+}
+
+/// [`WritePressure::NoSpace`] if `free` is below `reserve`.
+pub fn space_pressure(path: &std::path::Path, free: u64, reserve: u64) -> Option<WritePressure> {
+    (free < reserve).then(|| {
+        WritePressure::NoSpace(format!(
+            "the disk of {} has {} MiB free, below the reserve of {} MiB; free space on it (or drop data) to write again",
+            path.display(),
+            free >> 20,
+            reserve >> 20
+        ))
+    })
 }
 
 /// Turn RocksDB's per-thread perf counters off on this thread (once per thread).

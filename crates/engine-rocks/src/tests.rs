@@ -2,6 +2,7 @@
 //! error mapping. The generic behaviour is covered by the conformance suite.
 
 use super::*;
+use crate::store::COMPACTION_WINDOW;
 use pinax_engine::{CompactionFilter, CompactionFilterFactory, Error, IterOptions, KvEngine, KvIterator, Snapshot, WriteBatch, WriteOptions};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -657,4 +658,69 @@ fn destroying_an_engine_deletes_its_keys_and_reclaims_its_space() {
     assert_eq!(all_keys(&e2, Cf::Regular, IterOptions::default()).len(), 2000);
     let id3 = store.register("tablet-1").unwrap();
     assert!(id3 > id2, "an id is never given out twice");
+}
+
+/// A compaction asked for a range that only the memtables hold (a large
+/// transaction's intents, written and resolved before a flush) is skipped: it
+/// would flush every column family early and write the resolved intents to a file
+/// only to compact them away. A range in a file is compacted.
+#[test]
+fn compacting_a_range_only_the_memtables_hold_flushes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = RocksConfig::with_shared(SharedResources::new(8 << 20, 64 << 20));
+    cfg.write_buffer_size = 32 << 20;
+    let store = RocksStore::open(dir.path(), &cfg).unwrap();
+    let e = store.engine(KeySpace::of_id(1), None, None).unwrap();
+    let intents = |e: &RocksEngine| {
+        for i in 0..2000 {
+            put(e, Cf::Intents, &key(i), b"intent", false);
+        }
+        let mut b = e.new_batch();
+        b.delete_range(Cf::Intents, &key(0), &key(2000));
+        e.write(b, WriteOptions::default()).unwrap();
+        e.compact_range(Cf::Intents, None, None).unwrap();
+        // The store gathers requests for COMPACTION_WINDOW before compacting.
+        std::thread::sleep(COMPACTION_WINDOW + std::time::Duration::from_millis(1500));
+    };
+    let files = |cf: Cf| store.inner.db.live_files().unwrap().iter().filter(|f| f.column_family_name == cf.name()).count();
+    intents(&e);
+    assert_eq!(files(Cf::Intents), 0, "nothing flushed");
+    assert!(store.property(Cf::Intents, "rocksdb.num-entries-active-mem-table") >= 2000, "still in the memtable");
+    assert!(all_keys(&e, Cf::Intents, IterOptions::default()).is_empty());
+    // Once flushed, the same request compacts the file away.
+    for i in 0..2000 {
+        put(&e, Cf::Intents, &key(i), b"intent", false);
+    }
+    store.flush().unwrap();
+    assert_eq!(files(Cf::Intents), 1);
+    intents(&e);
+    assert_eq!(files(Cf::Intents), 0, "the flushed intents compacted away");
+    assert_eq!(store.property(Cf::Intents, "rocksdb.num-entries-active-mem-table"), 0, "the compaction flushed the memtable");
+}
+
+/// A store whose disk has less free space than its reserve answers
+/// `WritePressure::NoSpace`, naming the directory and both figures.
+#[test]
+fn a_store_below_its_free_space_reserve_refuses_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let free = free_bytes(dir.path()).expect("statvfs of a temporary directory");
+    assert!(free > 0);
+    let mut cfg = small_config();
+    cfg.min_free_bytes = free.saturating_mul(4).max(1 << 40);
+    let store = RocksStore::open(dir.path(), &cfg).unwrap();
+    let e = store.engine(KeySpace::of_id(1), None, None).unwrap();
+    match e.write_pressure() {
+        WritePressure::NoSpace(why) => {
+            assert!(why.contains(&dir.path().display().to_string()) && why.contains("below the reserve"), "{why}");
+        }
+        p => panic!("expected NoSpace, got {p:?}"),
+    }
+    drop(e);
+    drop(store);
+    cfg.min_free_bytes = 1;
+    let store = RocksStore::open(dir.path(), &cfg).unwrap();
+    let e = store.engine(KeySpace::of_id(1), None, None).unwrap();
+    assert_eq!(e.write_pressure(), WritePressure::None);
+    assert_eq!(space_pressure(dir.path(), 5 << 20, 4 << 20), None);
+    assert!(matches!(space_pressure(dir.path(), 3 << 20, 4 << 20), Some(WritePressure::NoSpace(_))));
 }

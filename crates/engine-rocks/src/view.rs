@@ -345,6 +345,13 @@ impl KvEngine for RocksEngine {
     /// The store's (every engine of a store shares its flushes and compactions);
     /// the worst column family decides (RocksDB's triggers are per column family).
     fn write_pressure(&self) -> WritePressure {
+        let reserve = self.store.inner.min_free_bytes;
+        if reserve > 0 {
+            let path = &self.store.inner.path;
+            if let Some(p) = crate::free_bytes(path).and_then(|free| crate::space_pressure(path, free, reserve)) {
+                return p;
+            }
+        }
         let (mut l0, mut pending, mut stopped) = (0, 0, false);
         for cf in Cf::ALL {
             l0 = l0.max(self.store.property(cf, "rocksdb.num-files-at-level0"));

@@ -192,6 +192,12 @@ pub enum WritePressure {
     Slow(std::time::Duration),
     /// Too far behind: refuse writes (a retryable error) until it has caught up; why.
     Full(String),
+    /// The store's disk has less free space than its reserve: refuse writes (not
+    /// retryable: SQLSTATE 53100, disk full) until space is freed; why. The reserve
+    /// is kept for what must still be written whatever happens: flushes of the
+    /// memtables, compactions, the Raft log's own records, resolutions of
+    /// transactions already committed, catalog changes such as DROP TABLE.
+    NoSpace(String),
 }
 
 /// One ordered, multi-column-family key-value store (one per tablet; in RocksDB a

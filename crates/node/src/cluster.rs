@@ -149,6 +149,7 @@ fn node_args(dir: &Path, l: &Layout, i: u32) -> NodeArgs {
         txn_timeout_secs: 5,
         block_cache_mb: Some(128),
         memtable_mb: 128,
+        min_free_mb: None,
         pg_port: l.pg_port + (i - 1) as u16,
         no_postgres: l.no_postgres,
         join: join_for(dir, l, i),

@@ -80,6 +80,13 @@ struct NodeArgs {
     /// Memtable budget in MiB (shared by all tablets).
     #[arg(long, default_value_t = 256)]
     memtable_mb: usize,
+    /// Free space in MiB each data directory's disk keeps in reserve: below it,
+    /// writes of rows are refused with SQLSTATE 53100 (disk full) while reads,
+    /// DROP TABLE and the node's own work (flushes, compactions, the Raft log,
+    /// committed transactions' resolution) go on, so a full disk never stops the
+    /// node. Default: twice the memtable budget plus 256 MiB (0: no reserve).
+    #[arg(long)]
+    min_free_mb: Option<u64>,
     /// Port of this node's PostgreSQL server.
     #[arg(long, default_value_t = 5433)]
     pg_port: u16,
@@ -240,6 +247,9 @@ fn start(a: NodeArgs) -> Result<()> {
         cmd.arg("--block-cache-mb").arg(mb.to_string());
     }
     cmd.arg("--memtable-mb").arg(a.memtable_mb.to_string());
+    if let Some(mb) = a.min_free_mb {
+        cmd.arg("--min-free-mb").arg(mb.to_string());
+    }
     if let Some(n) = a.max_connections {
         cmd.arg("--max-connections").arg(n.to_string());
     }
@@ -427,6 +437,8 @@ fn run(a: NodeArgs) -> Result<()> {
     let roots = factory.roots();
     let per_store = (descriptors / 4 / roots as u64).clamp(64, 4096) as i32;
     let factory = factory.with_max_open_files(per_store);
+    let min_free_mb = a.min_free_mb.unwrap_or(2 * a.memtable_mb as u64 + 256);
+    let factory = factory.with_min_free_bytes(min_free_mb << 20);
     let physical = pinax_common::SkewedClock::new(pinax_common::SystemClock, a.clock_offset_ms.saturating_mul(1000));
     let clock = HybridClock::new(Arc::new(physical)).with_max_skew(a.max_clock_skew_ms.saturating_mul(1000));
     let node = Node::open(cfg, factory, Arc::new(clock)).map_err(|e| anyhow::anyhow!("opening the node: {e}"))?;

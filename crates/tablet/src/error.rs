@@ -24,6 +24,8 @@ pub enum Error {
     NotLeader { tablet_id: TabletId, leader_hint: Option<String> },
     #[error("tablet {tablet_id} is unavailable: {message}")]
     Unavailable { tablet_id: TabletId, message: String },
+    #[error("could not write to tablet {tablet_id}: {message}")]
+    DiskFull { tablet_id: TabletId, message: String },
 }
 
 impl Error {
@@ -40,6 +42,7 @@ impl Error {
             Error::InvalidRequest(_) => ErrorCode::InvalidRequest,
             Error::NotLeader { .. } => ErrorCode::NotLeader,
             Error::Unavailable { .. } => ErrorCode::Unavailable,
+            Error::DiskFull { .. } => ErrorCode::DiskFull,
         }
     }
     pub fn is_retryable(&self) -> bool {

@@ -1224,6 +1224,43 @@ fn writes_slow_down_then_are_refused_while_storage_is_behind() {
     assert_eq!(w.get_at("b", w.now()).as_deref(), Some("2"));
 }
 
+/// Below its disk's free-space reserve a tablet refuses clients' writes at once
+/// with "disk full" (53100, not retryable: space comes back only when freed),
+/// while a committed transaction's intents are still applied; writes work again
+/// once space is freed.
+#[test]
+fn writes_are_refused_with_disk_full_below_the_reserve_and_resume_when_space_is_freed() {
+    use pinax_engine::WritePressure;
+    use std::time::{Duration, Instant};
+    let w = World::new();
+    let t = &w.tablets[0];
+    let engine = &w.engines[0];
+    let refresh = Duration::from_millis(60);
+    let txn = tid(60);
+    w.status.create(txn).unwrap();
+    t.write_intents(0, txn, 1, w.now(), &[WriteOp::put("b", "2")], &w.resolver()).unwrap();
+
+    engine.set_write_pressure(WritePressure::NoSpace("the disk of /x has 10 MiB free, below the reserve of 768 MiB".into()));
+    std::thread::sleep(refresh);
+    let t0 = Instant::now();
+    let e = t.write_fast(0, &[WriteOp::put("a", "1")], None, &w.resolver()).unwrap_err();
+    assert!(t0.elapsed() < Duration::from_millis(300), "refused at once: {:?}", t0.elapsed());
+    assert_eq!(e.code(), ErrorCode::DiskFull, "{e:?}");
+    assert_eq!(e.code().sqlstate(), "53100");
+    assert!(!e.code().is_retryable());
+    assert!(e.to_string().contains("below the reserve"), "{e}");
+    let e = t.write_intents(0, tid(61), 1, w.now(), &[WriteOp::put("c", "3")], &w.resolver()).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::DiskFull, "{e:?}");
+    let commit = w.status.commit(txn, vec![t.id()]).unwrap();
+    assert_eq!(t.apply_intents(txn, commit).unwrap(), 1, "a committed transaction is still resolved");
+    assert_eq!(w.get_at("b", w.now()).as_deref(), Some("2"));
+
+    engine.set_write_pressure(WritePressure::None);
+    std::thread::sleep(refresh);
+    t.write_fast(0, &[WriteOp::put("a", "4")], None, &w.resolver()).unwrap();
+    assert_eq!(w.get_at("a", w.now()).as_deref(), Some("4"));
+}
+
 #[test]
 fn a_count_only_scan_counts_what_a_scan_returns() {
     // Pushed-down count(*) reads no values; it must see exactly the rows a scan

@@ -44,6 +44,8 @@ pub struct RocksFactory {
     disable_wal: bool,
     /// RocksDB's table cache of each store (files kept open).
     max_open_files: i32,
+    /// Free space each store's disk keeps in reserve (`RocksConfig::min_free_bytes`).
+    min_free_bytes: u64,
     /// Stores opened so far, by root; which root and id each name has.
     state: Mutex<FactoryState>,
     /// Each directory's shared Raft log (`<dir>/raft-log`), in the order of `roots`, once opened.
@@ -78,6 +80,7 @@ impl RocksFactory {
             shared,
             disable_wal: false,
             max_open_files,
+            min_free_bytes: 0,
             state: Mutex::new(FactoryState { counts, ..Default::default() }),
             logs: Mutex::new(None),
         }
@@ -89,13 +92,25 @@ impl RocksFactory {
         self
     }
 
+    /// Client writes are refused while a store's disk has less than `bytes` free
+    /// (0: never).
+    pub fn with_min_free_bytes(mut self, bytes: u64) -> Self {
+        self.min_free_bytes = bytes;
+        self
+    }
+
     /// How many data directories (stores) engines spread over.
     pub fn roots(&self) -> usize {
         self.roots.len()
     }
 
     fn config(&self) -> RocksConfig {
-        RocksConfig { disable_wal: self.disable_wal, max_open_files: self.max_open_files, ..RocksConfig::with_shared(self.shared.clone()) }
+        RocksConfig {
+            disable_wal: self.disable_wal,
+            max_open_files: self.max_open_files,
+            min_free_bytes: self.min_free_bytes,
+            ..RocksConfig::with_shared(self.shared.clone())
+        }
     }
 
     /// Opens the stores that exist (once), learning every engine's name; refuses a

@@ -48,6 +48,7 @@ pub fn message_for(e: &ClientError) -> String {
         ErrorCode::Deadlock => "deadlock detected".to_string(),
         ErrorCode::Cancelled => "canceling statement: the storage scan was interrupted".to_string(),
         ErrorCode::Unavailable => format!("pinax storage is unavailable: {e}"),
+        ErrorCode::DiskFull => format!("pinax storage is out of disk space: {e}"),
         _ => format!("pinax storage error: {e}"),
     }
 }

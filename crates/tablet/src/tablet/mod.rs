@@ -501,6 +501,7 @@ impl<E: KvEngine> Tablet<E> {
         };
         let mut pressure = read(false);
         let deadline = Instant::now() + FULL_WAIT;
+        // (A full disk is not waited for: space comes back only when someone frees it.)
         while matches!(pressure, WritePressure::Full(_)) && Instant::now() < deadline {
             std::thread::sleep(FULL_RECHECK);
             pressure = read(true);
@@ -516,6 +517,7 @@ impl<E: KvEngine> Tablet<E> {
             WritePressure::Full(why) => {
                 Err(Error::Unavailable { tablet_id: self.id, message: format!("storage is behind ({why}); writes are refused until it catches up") })
             }
+            WritePressure::NoSpace(why) => Err(Error::DiskFull { tablet_id: self.id, message: why }),
         }
     }
 
