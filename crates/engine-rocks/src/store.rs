@@ -312,7 +312,7 @@ fn reclaim_loop(store: std::sync::Weak<StoreInner>, rx: mpsc::Receiver<Work>) {
         // Files wholly inside a destroyed engine's ranges go first (no rewrite);
         // RocksDB's C API drops files up to and including `last`: a bound no other
         // engine's key can equal.
-        for (cf, lower, last) in drop_files {
+        for (cf, lower, last) in coalesce(drop_files) {
             if let Err(e) = inner.db.delete_file_in_range_cf(handle(&inner.db, cf), &lower, &last) {
                 tracing::warn!(error = %e, path = %inner.path.display(), "dropping files of a destroyed engine");
             }
@@ -340,6 +340,57 @@ fn reclaim_loop(store: std::sync::Weak<StoreInner>, rx: mpsc::Receiver<Work>) {
             inner.db.compact_range_cf_opt(handle(&inner.db, cf), Some(&lower), Some(&end), &opts);
         }
     }
+}
+
+/// Ranges of destroyed engines to drop files in, with those of consecutive
+/// engine ids (in the same column family: no live engine's keys lie between
+/// them) joined: a table's tablets are engines with consecutive ids, and the
+/// files of a store's bottom level (64 MiB) mostly straddle two of them, so file
+/// by file few were wholly inside one tablet's range and the rest were compacted
+/// (the seed workload's DROP TABLE: 0.7-0.8 s of compaction) where the joined
+/// range holds them whole. Input: column family, first key (an engine's prefix),
+/// last-key bound; output: column family, first key, last-key bound.
+fn coalesce(mut ranges: Vec<(Cf, Vec<u8>, Vec<u8>)>) -> Vec<(Cf, Vec<u8>, Vec<u8>)> {
+    ranges.sort_by(|a, b| (a.0.index(), &a.1).cmp(&(b.0.index(), &b.1)));
+    let next_id = |prefix: &[u8]| -> Option<Vec<u8>> {
+        let id = u64::from_be_bytes(prefix.try_into().ok()?);
+        Some(id.checked_add(1)?.to_be_bytes().to_vec())
+    };
+    struct Joined {
+        cf: Cf,
+        first: Vec<u8>,
+        /// The prefix of the last range joined.
+        newest: Vec<u8>,
+        last: Vec<u8>,
+    }
+    let mut out: Vec<Joined> = Vec::new();
+    for (cf, lower, last) in ranges {
+        match out.last_mut() {
+            Some(prev) if prev.cf == cf && next_id(&prev.newest).as_deref() == Some(lower.as_slice()) => {
+                prev.newest = lower;
+                prev.last = last;
+            }
+            _ => out.push(Joined { cf, first: lower.clone(), newest: lower, last }),
+        }
+    }
+    out.into_iter().map(|j| (j.cf, j.first, j.last)).collect()
+}
+
+#[cfg(test)]
+#[test]
+fn ranges_of_consecutive_engines_are_joined() {
+    let p = |id: u64| id.to_be_bytes().to_vec();
+    let bound = |id: u64| crate::view::past_every_key(&p(id));
+    let got = coalesce(vec![
+        (Cf::Regular, p(3), bound(3)),
+        (Cf::Intents, p(2), bound(2)),
+        (Cf::Regular, p(2), bound(2)),
+        (Cf::Regular, p(5), bound(5)),
+        (Cf::Intents, p(3), bound(3)),
+        (Cf::Regular, p(4), bound(4)),
+        (Cf::Regular, p(7), bound(7)),
+    ]);
+    assert_eq!(got, vec![(Cf::Regular, p(2), bound(5)), (Cf::Regular, p(7), bound(7)), (Cf::Intents, p(2), bound(3))]);
 }
 
 /// Whether an SST file of `cf` holds a key of `[lower, last]`.
