@@ -10,11 +10,17 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn spawn_run(dir: &std::path::Path, port: u16) -> Daemon {
+    spawn_run_with(dir, port, &["--memtable-mb", "32"])
+}
+
+/// `pinax run` on `dir` and `port` with a 16 MiB block cache and `extra` arguments.
+fn spawn_run_with(dir: &std::path::Path, port: u16, extra: &[&str]) -> Daemon {
     Daemon(
         Command::new(bin())
             .args(["run", "--data-dir"])
             .arg(dir)
-            .args(["--port", &port.to_string(), "--block-cache-mb", "16", "--memtable-mb", "32"])
+            .args(["--port", &port.to_string(), "--block-cache-mb", "16"])
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -90,18 +96,7 @@ fn writes_survive_kill_9_after_the_log_was_purged() {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let addr = format!("127.0.0.1:{port}");
-    let spawn = || {
-        Daemon(
-            Command::new(bin())
-                .args(["run", "--no-sync", "--data-dir"])
-                .arg(dir.path())
-                .args(["--port", &port.to_string(), "--block-cache-mb", "16", "--memtable-mb", "256"])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap(),
-        )
-    };
+    let spawn = || spawn_run_with(dir.path(), port, &["--no-sync", "--memtable-mb", "256"]);
     let mut child = spawn();
     let c = wait_client(&addr);
     c.create_table("purged", Sharding::Hash { tablets: 1 }).unwrap();
@@ -426,18 +421,7 @@ fn a_node_whose_disk_fills_refuses_writes_keeps_serving_and_resumes_when_space_i
     let data = disk.path().join("node");
     let port = free_port();
     let addr = format!("127.0.0.1:{port}");
-    let spawn = || {
-        Daemon(
-            Command::new(bin())
-                .args(["run", "--data-dir"])
-                .arg(&data)
-                .args(["--port", &port.to_string(), "--block-cache-mb", "16", "--memtable-mb", "16", "--min-free-mb", "64"])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap(),
-        )
-    };
+    let spawn = || spawn_run_with(&data, port, &["--memtable-mb", "16", "--min-free-mb", "64"]);
     let mut child = spawn();
     let c = wait_client(&addr);
     c.create_table("t", Sharding::Hash { tablets: 4 }).unwrap();
