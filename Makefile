@@ -5,7 +5,7 @@ export PATH := $(HOME)/.cargo/bin:$(PATH)
 CARGO ?= cargo
 # As root, PostgreSQL runs as the postgres OS user, which cannot enter /root.
 PINAX_DATA_DIR ?= $(if $(filter 0,$(shell id -u)),/var/lib/pinax,$(HOME)/.pinax)
-APT_PACKAGES := build-essential ccache clang libclang-dev pkg-config postgresql-15 postgresql-server-dev-15 postgresql-contrib
+APT_PACKAGES := build-essential ccache clang iproute2 libclang-dev pkg-config postgresql-15 postgresql-server-dev-15 postgresql-contrib
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: start stop status test deps build check fmt fmt-check bench perf clean-cache ext ext-perf pgrx sqltest bank soak
@@ -62,14 +62,17 @@ status:
 	$(PINAX_BIN) status --data-dir $(PINAX_DATA_DIR)
 
 ## Every test tier: unit, golden, conformance, MVCC/transaction, process-level, and
-## the SQL regression tests against a started node, a 3-node cluster, and a node of
-## 16,000 tablets (2,000 tables with an index each; restarted and read back).
+## the SQL regression tests against a started node, a 3-node cluster, a 4-node
+## cluster of network namespaces (root only: nodes as separate hosts, killed and
+## cut off), and a node of 16,000 tablets (2,000 tables with an index each;
+## restarted and read back).
 test: build ext fmt-check
 	$(CARGO) test --workspace --all-targets --locked --no-fail-fast
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 	cd pg/ext && CARGO_TARGET_DIR=$(EXT_TARGET_DIR) $(CARGO) clippy --locked -- -D warnings
 	PINAX_BIN=$(PINAX_BIN) pg/ext/test/run.sh
 	PINAX_BIN=$(PINAX_BIN) pg/ext/test/cluster.sh
+	PINAX_BIN=$(PINAX_BIN) pg/ext/test/netns.sh
 	PINAX_BIN=$(PINAX_BIN) pg/ext/test/tablets.sh
 
 ## The bank test, long version (8 clients, 60 s per isolation level, 1000 accounts).

@@ -16,6 +16,9 @@ use std::time::{Duration, Instant};
 
 #[derive(Clone, Debug)]
 pub struct ClientOptions {
+    /// How long a TCP connect may take. Nodes are expected on one network: a
+    /// node that does not answer a SYN within this is taken as unreachable (see
+    /// [`UNREACHABLE_FOR`]) and the request tries another replica.
     pub connect_timeout: Duration,
     /// Retries after `TabletNotFound` (stale locations).
     pub max_location_retries: u32,
@@ -36,6 +39,16 @@ pub struct ClientOptions {
     pub interrupted: Option<fn() -> bool>,
 }
 
+/// How many times one tablet request asks the master where the tablet is after
+/// every replica it knew denied having it.
+const MAX_LOCATES: u32 = 5;
+
+/// How long a node this client could not connect to is avoided: NotLeader hints
+/// naming it are not followed and the tablets' other replicas are tried first (a
+/// partitioned leader's followers name it until they elect anew; following them
+/// back cost a connect timeout each).
+pub const UNREACHABLE_FOR: Duration = Duration::from_secs(2);
+
 /// Keys one scan request visits at most when the client can be interrupted
 /// (about 10-50 ms of a tablet's time).
 pub const SCAN_REQUEST_KEYS: u64 = 50_000;
@@ -43,7 +56,7 @@ pub const SCAN_REQUEST_KEYS: u64 = 50_000;
 impl Default for ClientOptions {
     fn default() -> Self {
         ClientOptions {
-            connect_timeout: Duration::from_secs(5),
+            connect_timeout: Duration::from_secs(2),
             max_location_retries: 3,
             heartbeat_interval: Duration::from_secs(1),
             leader_wait: Duration::from_secs(15),
@@ -75,6 +88,8 @@ pub(crate) struct Inner {
     tables: Mutex<HashMap<String, Arc<TableInfo>>>,
     /// Tablet leaders learnt from NotLeader answers (over the catalog's `leader`).
     leaders: Mutex<HashMap<TabletId, String>>,
+    /// Nodes a connect failed to lately, and until when they are avoided.
+    unreachable: Mutex<HashMap<String, Instant>>,
     /// Open transactions with a status record: heartbeated in the background.
     pub(crate) active_txns: Mutex<HashMap<TxnId, String>>,
     heartbeat_started: AtomicBool,
@@ -114,6 +129,7 @@ impl Client {
                 clock: HybridClock::system(),
                 tables: Mutex::new(HashMap::new()),
                 leaders: Mutex::new(HashMap::new()),
+                unreachable: Mutex::new(HashMap::new()),
                 active_txns: Mutex::new(HashMap::new()),
                 heartbeat_started: AtomicBool::new(false),
                 seed_node_id: std::sync::atomic::AtomicU64::new(0),
@@ -164,8 +180,14 @@ impl Client {
                 Some(c) if c.is_broken() => continue, // the node went away since: drop it
                 Some(c) => break c,
                 None => match Conn::connect(addr, self.inner.opts.connect_timeout, self.local_socket_for(addr)) {
-                    Ok(c) => break c,
-                    Err(e) => return (Err(e), req),
+                    Ok(c) => {
+                        self.inner.unreachable.lock().remove(addr);
+                        break c;
+                    }
+                    Err(e) => {
+                        self.inner.unreachable.lock().insert(addr.to_string(), Instant::now() + UNREACHABLE_FOR);
+                        return (Err(e), req);
+                    }
                 },
             }
         };
@@ -201,6 +223,31 @@ impl Client {
         (resp.result.map_err(ClientError::from), env.request)
     }
 
+    /// Whether a connect to `addr` failed within [`UNREACHABLE_FOR`].
+    fn avoided(&self, addr: &str) -> bool {
+        let mut u = self.inner.unreachable.lock();
+        match u.get(addr) {
+            Some(until) if Instant::now() < *until => true,
+            Some(_) => {
+                u.remove(addr);
+                false
+            }
+            None => false,
+        }
+    }
+
+    /// The replica of `ti` after `addr` (in its replica list) that is not
+    /// avoided, else simply the next one.
+    fn next_replica(&self, ti: &TabletInfo, addr: &str) -> String {
+        let n = ti.replicas.len();
+        if n == 0 {
+            return addr.to_string();
+        }
+        let at = ti.replicas.iter().position(|r| r == addr).map_or(0, |i| i + 1);
+        let next = |k: usize| &ti.replicas[(at + k) % n];
+        (0..n).map(next).find(|r| !self.avoided(r)).unwrap_or_else(|| next(0)).clone()
+    }
+
     /// The Unix socket to reach the node at `addr` through, if it is the local one.
     fn local_socket_for(&self, addr: &str) -> Option<&std::path::Path> {
         self.inner.opts.local_socket.as_ref().filter(|(a, _)| a == addr).map(|(_, p)| p.as_path())
@@ -228,8 +275,16 @@ impl Client {
     /// whose connection broke after it was sent may have been applied; retrying it
     /// is safe for reads and intents, and for plain writes of whole rows.)
     pub fn call_tablet_returning(&self, ti: &TabletInfo, mut req: Request) -> (Result<Response>, Request) {
+        // The tablet's locations: refreshed from the master when every replica
+        // known denies having it (a replica moved meanwhile; see below).
+        let mut ti = std::borrow::Cow::Borrowed(ti);
+        let mut located = 0;
         let deadline = Instant::now() + self.inner.opts.leader_wait;
-        let mut addr = self.leader_of(ti);
+        let mut addr = self.leader_of(&ti);
+        if ti.replicas.len() > 1 && self.avoided(&addr) {
+            // Any other replica answers at once, with the leader it knows.
+            addr = self.next_replica(&ti, &addr);
+        }
         // Short steps: the wait is an election (about a second), and sleeping
         // past its end is pure unavailability (steps up to 500 ms made every
         // failover take 2.6 or 3.1 s).
@@ -251,7 +306,7 @@ impl Client {
                 // the first time, after a backoff later: a removed replica answers
                 // TabletNotFound, which ends in fresh locations.
                 Err(ClientError::Rpc(e)) if e.code == ErrorCode::NotLeader => {
-                    let hint = e.leader.clone().filter(|l| *l != addr);
+                    let hint = e.leader.clone().filter(|l| *l != addr && !self.avoided(l));
                     if hint.as_ref().is_some_and(|l| !ti.replicas.contains(l)) {
                         pause = std::mem::replace(&mut followed_unknown, true);
                     }
@@ -278,7 +333,25 @@ impl Client {
                     self.inner.leaders.lock().remove(&ti.id);
                     not_found += 1;
                     if not_found >= ti.replicas.len() {
-                        return (res, req);
+                        // Every replica known denies it: ask the master where it
+                        // is now (a move finished, or is finishing, while these
+                        // locations were cached), a few times, until `leader_wait`.
+                        // A tablet the master does not know (a dropped table) ends here.
+                        if located >= MAX_LOCATES || Instant::now() >= deadline {
+                            return (res, req);
+                        }
+                        located += 1;
+                        match self.call(Request::LocateTablet { tablet: ti.id }) {
+                            Ok(Response::Tablet(fresh)) => {
+                                std::thread::sleep(backoff);
+                                backoff = (backoff * 2).min(Duration::from_millis(100));
+                                not_found = 0;
+                                ti = std::borrow::Cow::Owned(fresh);
+                                addr = self.leader_of(&ti);
+                                continue;
+                            }
+                            _ => return (res, req),
+                        }
                     }
                     None
                 }
@@ -294,10 +367,7 @@ impl Client {
             }
             addr = match hint {
                 Some(l) => l,
-                None => {
-                    let at = ti.replicas.iter().position(|r| *r == addr).map_or(0, |i| i + 1);
-                    ti.replicas.get(at % ti.replicas.len().max(1)).cloned().unwrap_or(addr)
-                }
+                None => self.next_replica(&ti, &addr),
             };
         }
     }
@@ -348,13 +418,23 @@ impl Client {
     }
 
     /// Run `f` with the table's locations, refreshing them and retrying when a
-    /// tablet is not where the cache says.
+    /// tablet is not where the cache says: at once `max_location_retries` times,
+    /// then with a pause, until `leader_wait` has passed. (A replica moving while
+    /// a node fails leaves the catalog behind the replicas for a moment: refreshing
+    /// three times in a row failed statements with "not served by this node". A
+    /// dropped table ends at the refresh, which does not find it.)
     pub(crate) fn with_locations<T>(&self, table: &str, mut f: impl FnMut(&TableInfo) -> Result<T>) -> Result<T> {
         let mut t = self.table(table)?;
         let mut tries = 0;
+        let deadline = Instant::now() + self.inner.opts.leader_wait;
+        let mut pause = Duration::from_millis(20);
         loop {
             match f(&t) {
-                Err(e) if e.code() == ErrorCode::TabletNotFound && tries < self.inner.opts.max_location_retries => {
+                Err(e) if e.code() == ErrorCode::TabletNotFound && (tries < self.inner.opts.max_location_retries || Instant::now() < deadline) => {
+                    if tries >= self.inner.opts.max_location_retries {
+                        std::thread::sleep(pause);
+                        pause = (pause * 2).min(Duration::from_millis(200));
+                    }
                     tries += 1;
                     t = self.refresh_table(table)?;
                 }

@@ -33,7 +33,7 @@ impl Conn {
                 Stream::Tcp(TcpStream::connect_timeout(&sockaddr, timeout).map_err(unavailable)?)
             }
         };
-        s.set_nodelay().map_err(unavailable)?;
+        s.tune().map_err(unavailable)?;
         let w = s.try_clone().map_err(unavailable)?;
         Ok(Conn {
             addr: addr.to_string(),

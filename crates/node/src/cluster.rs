@@ -13,7 +13,21 @@
 //! A restarted node joins through a running node. Node 1 bootstraps the cluster
 //! only when the cluster starts: restarted after its directory was wiped it joins
 //! as a new node (a fresh node 1 without `--join` would start a second cluster).
+//!
+//! `--netns PREFIX` (root only) runs each node as a host of its own: node i in
+//! network namespace `PREFIX-i` with address `SUBNET.i` on its `eth0`, a veth
+//! pair to a bridge in namespace `PREFIX-sw` (which has `SUBNET.254`, for
+//! clients: `ip netns exec PREFIX-sw psql -h SUBNET.1 …`). Nodes share no
+//! loopback; their only link is the bridge, so `cut NODE` (its bridge port down)
+//! partitions a node and `heal NODE` ends it. The namespaces are created by
+//! `start` and removed by `stop` (and by a start that failed). The nodes'
+//! PostgreSQL servers also listen on their Unix sockets (`node-i/pg`), which
+//! work from any namespace.
+//!
+//! `start` refuses a directory whose nodes (or a single node) run, and ports
+//! another process serves; a start that fails stops what it started.
 
+use crate::netns;
 use crate::{alive, default_data_dir, has_data, read_pid, start, stop, DirArgs, NodeArgs};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
@@ -32,6 +46,10 @@ pub enum ClusterCmd {
     Kill(NodeSel),
     /// Start node NODE again (killing it first if it runs).
     Restart(NodeSel),
+    /// Cut node NODE off the network (`--netns` clusters: its link down).
+    Cut(NodeSel),
+    /// Undo `cut`.
+    Heal(NodeSel),
 }
 
 #[derive(Args)]
@@ -58,6 +76,14 @@ pub struct StartArgs {
     /// Data directories (disks) per node.
     #[arg(long, default_value_t = 1)]
     disks: u32,
+    /// Run each node in a network namespace of its own, `PREFIX-1` …, with its
+    /// own address on a bridge in `PREFIX-sw` (root only).
+    #[arg(long)]
+    netns: Option<String>,
+    /// The nodes' /24 in `--netns` mode: node i is SUBNET.i, the bridge's
+    /// namespace SUBNET.254.
+    #[arg(long, default_value = "10.88.0")]
+    subnet: String,
 }
 
 #[derive(Args)]
@@ -83,6 +109,8 @@ struct Layout {
     tablets_per_node: u32,
     no_postgres: bool,
     disks: u32,
+    /// `--netns` prefix and subnet.
+    netns: Option<(String, String)>,
 }
 
 fn conf(dir: &Path) -> PathBuf {
@@ -90,10 +118,13 @@ fn conf(dir: &Path) -> PathBuf {
 }
 
 fn save(dir: &Path, l: &Layout) -> Result<()> {
-    let text = format!(
+    let mut text = format!(
         "nodes={}\nbase_port={}\npg_port={}\nreplication_factor={}\ntablets_per_node={}\nno_postgres={}\ndisks={}\n",
         l.nodes, l.base_port, l.pg_port, l.replication_factor, l.tablets_per_node, l.no_postgres, l.disks
     );
+    if let Some((prefix, subnet)) = &l.netns {
+        text.push_str(&format!("netns={prefix}\nsubnet={subnet}\n"));
+    }
     std::fs::write(conf(dir), text).with_context(|| format!("writing {}", conf(dir).display()))
 }
 
@@ -111,6 +142,7 @@ fn load(dir: &Path) -> Result<Layout> {
         no_postgres: get("no_postgres")?.parse()?,
         // Written since disks were configurable.
         disks: get("disks").map_or(Ok(1), |d| d.parse())?,
+        netns: get("netns").ok().map(|p| (p, get("subnet").unwrap_or_else(|_| "10.88.0".into()))),
     })
 }
 
@@ -118,8 +150,16 @@ fn node_dir(dir: &Path, i: u32) -> PathBuf {
     dir.join(format!("node-{i}"))
 }
 
+/// Node `i`'s host: 127.0.0.1, or its own address in `--netns` mode.
+fn host(l: &Layout, i: u32) -> String {
+    match &l.netns {
+        Some((_, subnet)) => format!("{subnet}.{i}"),
+        None => "127.0.0.1".into(),
+    }
+}
+
 fn addr(l: &Layout, i: u32) -> String {
-    format!("127.0.0.1:{}", l.base_port + (i - 1) as u16)
+    format!("{}:{}", host(l, i), l.base_port + (i - 1) as u16)
 }
 
 /// Whether node `i`'s daemon runs.
@@ -130,7 +170,11 @@ fn running(dir: &Path, i: u32) -> bool {
 /// The node a restarted node `i` joins through: a running other node (node 1
 /// first), or node 1 when none runs. None for node 1 when it keeps its data
 /// (it knows its cluster) or no other node runs (a new cluster).
-fn join_for(dir: &Path, l: &Layout, i: u32) -> Option<String> {
+fn join_for(dir: &Path, l: &Layout, i: u32) -> Vec<String> {
+    join_through(dir, l, i).into_iter().collect()
+}
+
+fn join_through(dir: &Path, l: &Layout, i: u32) -> Option<String> {
     let others: Vec<u32> = (1..=l.nodes).filter(|j| *j != i).collect();
     let live = others.iter().copied().find(|j| running(dir, *j));
     if i == 1 {
@@ -144,6 +188,9 @@ fn node_args(dir: &Path, l: &Layout, i: u32) -> NodeArgs {
     NodeArgs {
         data_dir: Some(node_dir(dir, i)),
         port: l.base_port + (i - 1) as u16,
+        listen: l.netns.as_ref().map(|_| host(l, i)),
+        advertise: None,
+        pg_listen: None,
         tablets_per_node: l.tablets_per_node,
         no_sync: false,
         txn_timeout_secs: 5,
@@ -170,10 +217,16 @@ pub fn run(cmd: ClusterCmd) -> Result<()> {
             if a.nodes == 0 {
                 bail!("a cluster needs at least one node");
             }
-            std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
             if a.disks == 0 {
                 bail!("a node needs at least one disk");
             }
+            if a.nodes > 250 {
+                bail!("at most 250 nodes");
+            }
+            if let Some(prefix) = &a.netns {
+                netns::check(prefix, &a.subnet)?;
+            }
+            std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
             let l = Layout {
                 nodes: a.nodes,
                 base_port: a.base_port,
@@ -182,28 +235,24 @@ pub fn run(cmd: ClusterCmd) -> Result<()> {
                 tablets_per_node: a.tablets_per_node,
                 no_postgres: a.no_postgres,
                 disks: a.disks,
+                netns: a.netns.map(|p| (p, a.subnet)),
             };
+            refuse_if_taken(&dir, &l)?;
             save(&dir, &l)?;
-            // Node 1 first (the master), without PostgreSQL until every node joined:
-            // tables created before that would get fewer replicas.
-            let mut first = node_args(&dir, &l, 1);
-            first.no_postgres = true;
-            start(first)?;
-            for i in 2..=l.nodes {
-                start(node_args(&dir, &l, i))?;
+            if let Some((prefix, subnet)) = &l.netns {
+                netns::create(prefix, subnet, l.nodes)?;
             }
-            wait_joined(&format!("127.0.0.1:{}", l.base_port), l.nodes as usize, l.replication_factor.min(l.nodes) as usize)?;
-            start(node_args(&dir, &l, 1))?;
-            println!("pinax cluster of {} nodes started (replication factor {}), data in {}", l.nodes, l.replication_factor.min(l.nodes), dir.display());
-            Ok(())
+            let res = start_all(&dir, &l);
+            if res.is_err() {
+                // Leave nothing half-started behind.
+                let _ = stop_all(&dir, &l);
+            }
+            res
         }
         ClusterCmd::Stop(a) => {
             let dir = default_data_dir(a.data_dir);
             let l = load(&dir)?;
-            for i in (1..=l.nodes).rev() {
-                stop(DirArgs { data_dir: Some(node_dir(&dir, i)), timeout_secs: crate::STOP_TIMEOUT_SECS })?;
-            }
-            Ok(())
+            stop_all(&dir, &l)
         }
         ClusterCmd::Kill(a) => {
             let dir = default_data_dir(a.data_dir);
@@ -216,9 +265,98 @@ pub fn run(cmd: ClusterCmd) -> Result<()> {
             let l = load(&dir)?;
             check_node(&l, a.node)?;
             kill(&node_dir(&dir, a.node))?;
-            start(node_args(&dir, &l, a.node))
+            start_node(&l, node_args(&dir, &l, a.node), a.node)
+        }
+        ClusterCmd::Cut(a) => set_link(a, false),
+        ClusterCmd::Heal(a) => set_link(a, true),
+    }
+}
+
+fn set_link(a: NodeSel, up: bool) -> Result<()> {
+    let dir = default_data_dir(a.data_dir);
+    let l = load(&dir)?;
+    check_node(&l, a.node)?;
+    let Some((prefix, _)) = &l.netns else { bail!("cut and heal need a cluster started with --netns") };
+    netns::set_link(prefix, a.node, up)
+}
+
+/// Start every node: node 1 first (the master), without PostgreSQL until every
+/// node joined (tables created before that would get fewer replicas).
+fn start_all(dir: &Path, l: &Layout) -> Result<()> {
+    let mut first = node_args(dir, l, 1);
+    first.no_postgres = true;
+    start_node(l, first, 1)?;
+    for i in 2..=l.nodes {
+        start_node(l, node_args(dir, l, i), i)?;
+    }
+    let master = addr(l, 1);
+    let (n, masters) = (l.nodes as usize, l.replication_factor.min(l.nodes) as usize);
+    in_cluster_net(l, None, move || wait_joined(&master, n, masters))?;
+    start_node(l, node_args(dir, l, 1), 1)?;
+    println!("pinax cluster of {} nodes started (replication factor {}), data in {}", l.nodes, l.replication_factor.min(l.nodes), dir.display());
+    if let Some((prefix, subnet)) = &l.netns {
+        println!(
+            "nodes at {subnet}.1 … {subnet}.{} (namespaces {prefix}-1 …); clients: ip netns exec {prefix}-sw psql -h {subnet}.1 -p {}",
+            l.nodes, l.pg_port
+        );
+    }
+    Ok(())
+}
+
+/// Stop every node cleanly (the last first), then remove the namespaces.
+fn stop_all(dir: &Path, l: &Layout) -> Result<()> {
+    let mut first_err = None;
+    for i in (1..=l.nodes).rev() {
+        if let Err(e) = stop(DirArgs { data_dir: Some(node_dir(dir, i)), timeout_secs: crate::STOP_TIMEOUT_SECS }) {
+            first_err.get_or_insert(e);
         }
     }
+    if let Some((prefix, _)) = &l.netns {
+        netns::remove(prefix, l.nodes);
+    }
+    first_err.map_or(Ok(()), Err)
+}
+
+/// `start` for node `i`, in its namespace in `--netns` mode (the daemon and
+/// PostgreSQL it launches are born there).
+fn start_node(l: &Layout, args: NodeArgs, i: u32) -> Result<()> {
+    in_cluster_net(l, Some(i), move || start(args))
+}
+
+/// Runs `f` on a thread in node `node`'s namespace (None: the bridge's), or
+/// here when the cluster has no namespaces.
+fn in_cluster_net<T: Send + 'static>(l: &Layout, node: Option<u32>, f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
+    match &l.netns {
+        None => f(),
+        Some((prefix, _)) => netns::run_in(&netns::name(prefix, node), f),
+    }
+}
+
+/// Refuse to start over a running node: one in the directory itself (a single
+/// node), a node of the cluster, or another process on one of its ports.
+fn refuse_if_taken(dir: &Path, l: &Layout) -> Result<()> {
+    if let Some(pid) = read_pid(dir).filter(|p| alive(*p)) {
+        bail!("a pinax node (pid {pid}) runs with data directory {}: stop it first (pinax stop --data-dir {})", dir.display(), dir.display());
+    }
+    for i in 1..=l.nodes {
+        if let Some(pid) = read_pid(&node_dir(dir, i)).filter(|p| alive(*p)) {
+            bail!("node {i} of the cluster in {} runs (pid {pid}): stop it first (pinax cluster stop --data-dir {})", dir.display(), dir.display());
+        }
+    }
+    if l.netns.is_none() {
+        for i in 1..=l.nodes {
+            let mut ports = vec![("RPC", l.base_port + (i - 1) as u16)];
+            if !l.no_postgres {
+                ports.push(("PostgreSQL", l.pg_port + (i - 1) as u16));
+            }
+            for (what, port) in ports {
+                if let Err(e) = std::net::TcpListener::bind(("127.0.0.1", port)) {
+                    bail!("node {i}'s {what} port {port} is taken ({e}): another node or server uses it; choose other ports (--base-port, --pg-port)");
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 fn check_node(l: &Layout, n: u32) -> Result<()> {
@@ -268,7 +406,7 @@ mod tests {
     use super::*;
 
     fn layout() -> Layout {
-        Layout { nodes: 3, base_port: 7100, pg_port: 5433, replication_factor: 3, tablets_per_node: 2, no_postgres: true, disks: 1 }
+        Layout { nodes: 3, base_port: 7100, pg_port: 5433, replication_factor: 3, tablets_per_node: 2, no_postgres: true, disks: 1, netns: None }
     }
 
     fn set_running(dir: &Path, i: u32, on: bool) {
@@ -282,21 +420,21 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let (dir, l) = (d.path(), layout());
         // A new cluster: node 1 bootstraps, the others join it.
-        assert_eq!(join_for(dir, &l, 1), None);
+        assert_eq!(join_through(dir, &l, 1), None);
         set_running(dir, 1, true);
-        assert_eq!(join_for(dir, &l, 2).as_deref(), Some("127.0.0.1:7100"));
+        assert_eq!(join_through(dir, &l, 2).as_deref(), Some("127.0.0.1:7100"));
         // Node 1 down: a restarted node joins through another running node.
         set_running(dir, 1, false);
         set_running(dir, 2, true);
-        assert_eq!(join_for(dir, &l, 3).as_deref(), Some("127.0.0.1:7101"));
+        assert_eq!(join_through(dir, &l, 3).as_deref(), Some("127.0.0.1:7101"));
         // Node 1 wiped (no id, no data) while others run: it joins as a new node.
-        assert_eq!(join_for(dir, &l, 1).as_deref(), Some("127.0.0.1:7101"));
+        assert_eq!(join_through(dir, &l, 1).as_deref(), Some("127.0.0.1:7101"));
         // Node 1 with its data knows its cluster: no --join.
         std::fs::write(node_dir(dir, 1).join("node_id"), "1").unwrap();
-        assert_eq!(join_for(dir, &l, 1), None);
+        assert_eq!(join_through(dir, &l, 1), None);
         // Nothing runs: node 1 is the way in.
         set_running(dir, 2, false);
-        assert_eq!(join_for(dir, &l, 3).as_deref(), Some("127.0.0.1:7100"));
+        assert_eq!(join_through(dir, &l, 3).as_deref(), Some("127.0.0.1:7100"));
     }
 
     #[test]
@@ -313,5 +451,44 @@ mod tests {
         std::fs::write(conf(d.path()), text).unwrap();
         assert_eq!(load(d.path()).unwrap().disks, 1);
         assert!(node_args(d.path(), &load(d.path()).unwrap(), 1).data_dirs.is_empty());
+    }
+
+    #[test]
+    fn netns_nodes_listen_on_their_own_addresses_and_the_layout_keeps_them() {
+        let d = tempfile::tempdir().unwrap();
+        let l = Layout { netns: Some(("pnxt".into(), "10.9.8".into())), ..layout() };
+        save(d.path(), &l).unwrap();
+        let back = load(d.path()).unwrap();
+        assert_eq!(back.netns, Some(("pnxt".into(), "10.9.8".into())));
+        assert_eq!(addr(&back, 2), "10.9.8.2:7101");
+        assert_eq!(node_args(d.path(), &back, 3).listen.as_deref(), Some("10.9.8.3"));
+        assert_eq!(node_args(d.path(), &layout(), 3).listen, None);
+        set_running(d.path(), 1, true);
+        assert_eq!(join_for(d.path(), &back, 2), vec!["10.9.8.1:7100".to_string()]);
+        assert_eq!(crate::netns::name("pnxt", Some(2)), "pnxt-2");
+        assert_eq!(crate::netns::name("pnxt", None), "pnxt-sw");
+    }
+
+    #[test]
+    fn a_cluster_does_not_start_over_running_nodes_or_taken_ports() {
+        let d = tempfile::tempdir().unwrap();
+        let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = taken.local_addr().unwrap().port();
+        let free = || std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        // A node of the cluster runs.
+        let l = Layout { base_port: free(), pg_port: free(), nodes: 1, ..layout() };
+        set_running(d.path(), 1, true);
+        let e = refuse_if_taken(d.path(), &l).unwrap_err().to_string();
+        assert!(e.contains("node 1 of the cluster") && e.contains("runs"), "{e}");
+        set_running(d.path(), 1, false);
+        refuse_if_taken(d.path(), &l).unwrap();
+        // A single node runs in the directory itself.
+        std::fs::write(d.path().join("pinax.pid"), std::process::id().to_string()).unwrap();
+        let e = refuse_if_taken(d.path(), &l).unwrap_err().to_string();
+        assert!(e.contains("runs with data directory"), "{e}");
+        std::fs::remove_file(d.path().join("pinax.pid")).unwrap();
+        // Another server has node 1's RPC port.
+        let e = refuse_if_taken(d.path(), &Layout { base_port: port, ..l }).unwrap_err().to_string();
+        assert!(e.contains(&format!("RPC port {port} is taken")), "{e}");
     }
 }

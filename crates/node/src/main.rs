@@ -7,7 +7,7 @@
 //! - `pinax stop`   — stop PostgreSQL, then the node of a data directory, cleanly
 //!   (SIGTERM; SIGKILL if it has not stopped after `--timeout-secs`, default 30).
 //! - `pinax status` — show the node, its tables and tablets.
-//! - `pinax cluster start|stop|kill|restart` — a local multi-node cluster
+//! - `pinax cluster start|stop|kill|restart|cut|heal` — a local multi-node cluster
 //!   (`cluster.rs`).
 
 use anyhow::{bail, Context, Result};
@@ -23,8 +23,10 @@ use pinax_tserver::{Node, NodeConfig, RocksFactory, RpcServer, ServerLimits};
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+mod addr;
 mod cluster;
 mod ddl;
+mod netns;
 mod postgres;
 
 use std::path::{Path, PathBuf};
@@ -59,9 +61,23 @@ struct NodeArgs {
     /// Data directory (default: /var/lib/pinax as root, else $HOME/.pinax).
     #[arg(long)]
     data_dir: Option<PathBuf>,
-    /// RPC port on 127.0.0.1.
+    /// RPC port (when `--listen` names none).
     #[arg(long, default_value_t = 7100)]
     port: u16,
+    /// Address the RPC server binds, `HOST[:PORT]` (an IPv6 address in brackets
+    /// with a port: `[fd00::5]:7100`; `0.0.0.0` or `::` for every interface, then
+    /// `--advertise` is needed). Default 127.0.0.1: a lone node on this machine.
+    #[arg(long)]
+    listen: Option<String>,
+    /// Address the other nodes and the master record for this node, `HOST[:PORT]`
+    /// (default: the listen address; never a wildcard). A node keeps it for life:
+    /// restarting an existing node with another one is refused.
+    #[arg(long)]
+    advertise: Option<String>,
+    /// PostgreSQL's `listen_addresses` (comma-separated; default: the `--listen`
+    /// host, `*` for a wildcard).
+    #[arg(long)]
+    pg_listen: Option<String>,
     /// Tablets a new hash-sharded table gets per node.
     #[arg(long, default_value_t = 8)]
     tablets_per_node: u32,
@@ -93,10 +109,12 @@ struct NodeArgs {
     /// Start only the node daemon, no PostgreSQL (`start` only).
     #[arg(long)]
     no_postgres: bool,
-    /// Join the cluster whose master (first node) serves at HOST:PORT. Without it,
-    /// this node is a cluster's first node and its master.
-    #[arg(long)]
-    join: Option<String>,
+    /// Join the cluster of the nodes at HOST:PORT[,HOST:PORT…] (any live node of
+    /// it will do; a list lets a restarting node find one). Without it, this node
+    /// is a new cluster's first node and its master (or, restarted, finds the
+    /// cluster it recorded).
+    #[arg(long, value_delimiter = ',')]
+    join: Vec<String>,
     /// Replicas per tablet of new tables (master only; capped by the live nodes).
     #[arg(long, default_value_t = 3)]
     replication_factor: u32,
@@ -209,16 +227,17 @@ fn main() {
     }
 }
 
-fn wait_ready(addr: &str, pid: Option<u32>, timeout: Duration) -> Result<()> {
+/// Wait until the node started as process `pid` with data directory `dir`
+/// answers at `addr`. It writes its pid file once it serves: a node answering
+/// there before that may be another one (its port was taken).
+fn wait_ready(addr: &str, dir: &Path, pid: u32, timeout: Duration) -> Result<()> {
     let deadline = Instant::now() + timeout;
     loop {
-        if Client::connect(addr).is_ok() {
+        if read_pid(dir) == Some(pid as i32) && Client::connect(addr).is_ok() {
             return Ok(());
         }
-        if let Some(pid) = pid {
-            if !alive(pid as i32) {
-                bail!("the node exited during start-up");
-            }
+        if !alive(pid as i32) {
+            bail!("the node exited during start-up");
         }
         if Instant::now() > deadline {
             bail!("the node did not answer on {addr} within {timeout:?}");
@@ -230,17 +249,18 @@ fn wait_ready(addr: &str, pid: Option<u32>, timeout: Duration) -> Result<()> {
 fn start(a: NodeArgs) -> Result<()> {
     let dir = default_data_dir(a.data_dir.clone());
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let addr = format!("127.0.0.1:{}", a.port);
+    let addrs = addr::resolve(a.listen.as_deref(), a.advertise.as_deref(), a.port)?;
     if let Some(pid) = read_pid(&dir) {
         if alive(pid) {
-            println!("pinax node already running (pid {pid}), rpc {addr}, data dir {}", dir.display());
-            return start_postgres(&a, &dir, &addr);
+            println!("pinax node already running (pid {pid}), rpc {}, data dir {}", addrs.advertise, dir.display());
+            return start_postgres(&a, &dir, &addrs);
         }
     }
     let exe = std::env::current_exe().context("locating the pinax binary")?;
     let log = std::fs::OpenOptions::new().create(true).append(true).open(log_file(&dir)).context("opening the log file")?;
     let mut cmd = std::process::Command::new(exe);
     cmd.arg("run").arg("--data-dir").arg(&dir).arg("--port").arg(a.port.to_string());
+    cmd.arg("--listen").arg(&addrs.listen).arg("--advertise").arg(&addrs.advertise);
     cmd.arg("--tablets-per-node").arg(a.tablets_per_node.to_string());
     cmd.arg("--txn-timeout-secs").arg(a.txn_timeout_secs.to_string());
     if let Some(mb) = a.block_cache_mb {
@@ -256,8 +276,8 @@ fn start(a: NodeArgs) -> Result<()> {
     if a.no_sync {
         cmd.arg("--no-sync");
     }
-    if let Some(j) = &a.join {
-        cmd.arg("--join").arg(j);
+    if !a.join.is_empty() {
+        cmd.arg("--join").arg(a.join.join(","));
     }
     cmd.arg("--replication-factor").arg(a.replication_factor.to_string());
     cmd.arg("--pg-port").arg(a.pg_port.to_string());
@@ -276,18 +296,24 @@ fn start(a: NodeArgs) -> Result<()> {
     cmd.stdin(std::process::Stdio::null()).stdout(log.try_clone()?).stderr(log);
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     let child = cmd.spawn().context("starting the node")?;
-    wait_ready(&addr, Some(child.id()), Duration::from_secs(60)).with_context(|| format!("see {}", log_file(&dir).display()))?;
-    println!("pinax node started (pid {}): rpc {addr}, data dir {}, log {}", child.id(), dir.display(), log_file(&dir).display());
-    start_postgres(&a, &dir, &addr)
+    wait_ready(&addrs.local, &dir, child.id(), Duration::from_secs(60)).with_context(|| format!("see {}", log_file(&dir).display()))?;
+    println!("pinax node started (pid {}): rpc {}, data dir {}, log {}", child.id(), addrs.advertise, dir.display(), log_file(&dir).display());
+    start_postgres(&a, &dir, &addrs)
 }
 
-fn start_postgres(a: &NodeArgs, dir: &Path, addr: &str) -> Result<()> {
+fn start_postgres(a: &NodeArgs, dir: &Path, addrs: &addr::Addresses) -> Result<()> {
     if a.no_postgres {
         return Ok(());
     }
-    postgres::start(dir, a.pg_port, addr).context("starting PostgreSQL")?;
+    let listen = addr::pg_listen_addresses(a.pg_listen.as_deref(), &addrs.listen_host);
+    postgres::start(dir, a.pg_port, &listen, &addrs.local).context("starting PostgreSQL")?;
     println!("PostgreSQL 15 with pinax started: data {}, log {}", postgres::pgdata(dir).display(), postgres::pgdata(dir).join("postgres.log").display());
-    println!("connect with: psql -h 127.0.0.1 -p {}   (postgresql://127.0.0.1:{}/)", a.pg_port, a.pg_port);
+    // A host psql can reach: the first listen address, this machine's for a wildcard.
+    let first = listen.split(',').next().unwrap_or("127.0.0.1");
+    let host = if first == "*" { addrs.advertise.rsplit_once(':').map_or("127.0.0.1", |(h, _)| h).to_string() } else { first.to_string() };
+    let url_host = addr::host_port(&host, a.pg_port);
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    println!("connect with: psql -h {host} -p {}   (postgresql://{url_host}/)", a.pg_port);
     Ok(())
 }
 
@@ -366,9 +392,10 @@ fn first_node_id(dir: &Path) -> Result<u64> {
     Ok(1)
 }
 
-/// The id of a node joining the cluster of `master`: kept in the data directory,
-/// assigned by the master on the first start.
-fn joined_node_id(dir: &Path, master: &str, addr: &str) -> Result<u64> {
+/// The id of a node joining the cluster of the nodes at `join`: kept in the data
+/// directory, assigned by the master on the first start (asked through whichever
+/// of them answers; a node that is not the master forwards the request).
+fn joined_node_id(dir: &Path, join: &[String], addr: &str) -> Result<u64> {
     let f = dir.join("node_id");
     if let Some(id) = recorded_node_id(dir)? {
         return Ok(id);
@@ -377,20 +404,45 @@ fn joined_node_id(dir: &Path, master: &str, addr: &str) -> Result<u64> {
         bail!("{} holds data but no node id: it is the first node of a cluster from an earlier version; start it without --join", dir.display());
     }
     let deadline = Instant::now() + Duration::from_secs(60);
-    let id = loop {
-        let res = Client::connect(master).and_then(|c| c.call(pinax_proto::Request::RegisterNode { node_id: 0, addr: addr.to_string(), leading: Vec::new() }));
-        match res {
-            Ok(pinax_proto::Response::Registered { node_id, .. }) => break node_id,
-            Ok(other) => bail!("unexpected answer from the master at {master}: {other:?}"),
-            Err(e) if Instant::now() < deadline => {
-                tracing::info!(%master, error = %e, "waiting for the master");
-                std::thread::sleep(Duration::from_millis(200));
+    let id = 'found: loop {
+        let mut last = None;
+        for node in join {
+            let res =
+                Client::connect(node).and_then(|c| c.call(pinax_proto::Request::RegisterNode { node_id: 0, addr: addr.to_string(), leading: Vec::new() }));
+            match res {
+                Ok(pinax_proto::Response::Registered { node_id, .. }) => break 'found node_id,
+                Ok(other) => bail!("unexpected answer from the node at {node}: {other:?}"),
+                Err(e) => last = Some(format!("{node}: {e}")),
             }
-            Err(e) => bail!("could not register with the master at {master}: {e}"),
         }
+        let last = last.unwrap_or_default();
+        if Instant::now() >= deadline {
+            bail!("could not register with the cluster at {}: {last}", join.join(","));
+        }
+        tracing::info!(error = %last, "waiting for the cluster");
+        std::thread::sleep(Duration::from_millis(200));
     };
     std::fs::write(&f, id.to_string()).with_context(|| format!("writing {}", f.display()))?;
     Ok(id)
+}
+
+/// A node keeps the address it first advertised: the cluster's replica lists
+/// and Raft memberships name it by that address. A restart with another one is
+/// refused (before anything is opened) with what to do instead.
+fn check_identity(dir: &Path, advertise: &str) -> Result<()> {
+    if recorded_node_id(dir)?.is_none() {
+        return Ok(());
+    }
+    let Ok(before) = std::fs::read_to_string(addr_file(dir)) else { return Ok(()) };
+    let before = before.trim();
+    if !before.is_empty() && before != advertise {
+        bail!(
+            "this node (data directory {}) is known to its cluster at {before}, not {advertise}: a node's address cannot change. \
+             Start it with --advertise {before} (listening where that reaches it), or remove the node and join with an empty data directory",
+            dir.display()
+        );
+    }
+    Ok(())
 }
 
 fn run(a: NodeArgs) -> Result<()> {
@@ -410,11 +462,12 @@ fn run(a: NodeArgs) -> Result<()> {
         tracing::warn!(error = %e, "could not turn transparent huge pages off");
     }
     let descriptors = raise_descriptor_limit();
-    let addr = format!("127.0.0.1:{}", a.port);
-    let node_id = match &a.join {
-        None => first_node_id(&dir)?,
-        Some(master) => joined_node_id(&dir, master, &addr)?,
-    };
+    let addrs = addr::resolve(a.listen.as_deref(), a.advertise.as_deref(), a.port)?;
+    let addr = addrs.advertise.clone();
+    check_identity(&dir, &addr)?;
+    // Bind first: a port already in use fails before any data is touched.
+    let listener = std::net::TcpListener::bind(&addrs.listen).with_context(|| format!("listening on {}", addrs.listen))?;
+    let node_id = if a.join.is_empty() { first_node_id(&dir)? } else { joined_node_id(&dir, &a.join, &addr)? };
     let cfg = NodeConfig {
         node_id,
         join: a.join.clone(),
@@ -428,8 +481,6 @@ fn run(a: NodeArgs) -> Result<()> {
         txn_heartbeat_timeout: Duration::from_secs(a.txn_timeout_secs),
         ..NodeConfig::default()
     };
-    // Bind first: a port already in use fails before any data is touched.
-    let listener = std::net::TcpListener::bind(&addr).with_context(|| format!("listening on {addr}"))?;
     let shared = SharedResources::new(a.block_cache_mb.unwrap_or_else(default_block_cache_mb) << 20, a.memtable_mb << 20);
     let factory = RocksFactory::with_roots(tablet_dirs(&dir, &a.data_dirs)?, shared);
     // RocksDB's files take at most a quarter of the descriptors (the rest: Raft
@@ -472,7 +523,7 @@ fn run(a: NodeArgs) -> Result<()> {
         std::thread::Builder::new().name("applier".into()).spawn(move || n.run_applier())?
     };
     // This node's PostgreSQL (if it has one) replays the other nodes' DDL.
-    let replayer = Arc::new(ddl::Replayer::new(node_id, addr.clone(), postgres::pgdata(&dir), a.pg_port, postgres::superuser()));
+    let replayer = Arc::new(ddl::Replayer::new(node_id, addrs.local.clone(), postgres::pgdata(&dir), a.pg_port, postgres::superuser()));
     node.set_ddl_applier(replayer.clone());
     let replay = ddl::spawn_catch_up(replayer, term.clone())?;
     tracing::info!(%addr, data_dir = %dir.display(), "pinax node serving");

@@ -84,8 +84,9 @@ fn psql(dir: &Path, port: u16, db: &str, sql: &str) -> Result<String> {
     run(c, &format!("psql ({sql})"))
 }
 
-/// Create (first time) and start PostgreSQL on `port`, using the node at `rpc_addr`.
-pub fn start(dir: &Path, port: u16, rpc_addr: &str) -> Result<()> {
+/// Create (first time) and start PostgreSQL on `port` of `listen` (its
+/// `listen_addresses`), using the node at `rpc_addr`.
+pub fn start(dir: &Path, port: u16, listen: &str, rpc_addr: &str) -> Result<()> {
     let d = pgdata(dir);
     let fresh = !d.join("PG_VERSION").exists();
     if fresh {
@@ -112,7 +113,7 @@ pub fn start(dir: &Path, port: u16, rpc_addr: &str) -> Result<()> {
         std::fs::write(&conf, text).context("writing postgresql.conf")?;
     }
     let mut settings = format!(
-        "listen_addresses = '127.0.0.1'\nport = {port}\nunix_socket_directories = '{}'\nshared_preload_libraries = 'pinax'\ndefault_table_access_method = 'pinax'\npinax.address = '{rpc_addr}'\nlogging_collector = off\n",
+        "listen_addresses = '{listen}'\nport = {port}\nunix_socket_directories = '{}'\nshared_preload_libraries = 'pinax'\ndefault_table_access_method = 'pinax'\npinax.address = '{rpc_addr}'\nlogging_collector = off\n",
         d.display()
     );
     // Backends reach this node through its Unix socket (see `crate::socket_file`).

@@ -487,3 +487,35 @@ fn a_node_whose_disk_fills_refuses_writes_keeps_serving_and_resumes_when_space_i
     assert_eq!(c.get("t", &key(1 << 30)).unwrap(), Some(b"after".to_vec()));
     assert_eq!(c.get("u", &key(1)).unwrap(), Some(b"u".to_vec()));
 }
+
+/// A node listens where `--listen` says (here an IPv6 literal, where the machine
+/// has ::1) and keeps the address it advertised: restarted with another one it
+/// refuses to start, saying why; restarted with its own it serves its rows.
+#[test]
+fn a_node_keeps_its_advertised_address_and_listens_on_ipv6() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let host = if std::net::TcpListener::bind(("::1", 0)).is_ok() { "[::1]" } else { "127.0.0.1" };
+    let addr = format!("{host}:{port}");
+    let mut node = spawn_run_with(dir.path(), port, &["--listen", host]);
+    let c = wait_client(&addr);
+    c.create_table("kept", Sharding::Hash { tablets: 2 }).unwrap();
+    c.write("kept", vec![WriteOp::put(key(1), b"one".to_vec())]).unwrap();
+    drop(c);
+    node.kill9();
+    let out = Command::new(bin())
+        .args(["run", "--data-dir"])
+        .arg(dir.path())
+        .args(["--port", &port.to_string(), "--listen", host, "--advertise", "10.1.2.3"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a node started at another address: {err}");
+    assert!(err.contains(&format!("is known to its cluster at {addr}, not 10.1.2.3:{port}")), "{err}");
+    let _node = spawn_run_with(dir.path(), port, &["--listen", host]);
+    let c = wait_client(&addr);
+    assert_eq!(c.get("kept", &key(1)).unwrap(), Some(b"one".to_vec()));
+    // A wildcard needs an address to advertise.
+    let out = Command::new(bin()).args(["run", "--data-dir"]).arg(dir.path()).args(["--listen", "0.0.0.0"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("needs --advertise"), "{}", String::from_utf8_lossy(&out.stderr));
+}

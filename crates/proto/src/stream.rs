@@ -65,10 +65,11 @@ impl Stream {
         }
     }
 
-    /// Send small messages at once (TCP: no Nagle delay; Unix sockets never delay).
-    pub fn set_nodelay(&self) -> io::Result<()> {
+    /// TCP: [`tune_tcp`] (no Nagle delay, dead peers found in seconds). Unix
+    /// sockets never delay and their peer cannot vanish unnoticed.
+    pub fn tune(&self) -> io::Result<()> {
         match self {
-            Stream::Tcp(s) => s.set_nodelay(true),
+            Stream::Tcp(s) => tune_tcp(s),
             Stream::Unix(_) => Ok(()),
         }
     }
@@ -136,6 +137,28 @@ impl AsRawFd for Stream {
     }
 }
 
+/// How long a TCP peer may leave this end's bytes unacknowledged, or stay
+/// silent to keepalive probes, before the connection fails: a partitioned or
+/// powered-off node is found out in seconds instead of TCP's ~15 minutes of
+/// retransmissions (or never, for a connection waiting for an answer).
+pub const TCP_DEAD_PEER: std::time::Duration = std::time::Duration::from_secs(4);
+
+/// Set up a TCP connection between nodes or between a client and a node: no
+/// Nagle delay, keepalive probes after 2 s of silence (every second, 3 unanswered
+/// fail it) and [`TCP_DEAD_PEER`] as `TCP_USER_TIMEOUT` (which also bounds the
+/// probes). A live peer that is merely slow to answer a request keeps the
+/// connection: its kernel acknowledges the probes.
+pub fn tune_tcp(s: &TcpStream) -> io::Result<()> {
+    use nix::sys::socket::{setsockopt, sockopt};
+    s.set_nodelay(true)?;
+    setsockopt(s, sockopt::KeepAlive, &true)?;
+    setsockopt(s, sockopt::TcpKeepIdle, &2)?;
+    setsockopt(s, sockopt::TcpKeepInterval, &1)?;
+    setsockopt(s, sockopt::TcpKeepCount, &3)?;
+    setsockopt(s, sockopt::TcpUserTimeout, &(TCP_DEAD_PEER.as_millis() as u32))?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -182,5 +205,17 @@ mod tests {
         std::thread::sleep(Duration::from_millis(20));
         drop(b);
         waiter.join().unwrap().unwrap();
+    }
+
+    #[test]
+    fn tcp_connections_find_a_dead_peer_in_seconds() {
+        use nix::sys::socket::{getsockopt, sockopt};
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        super::tune_tcp(&c).unwrap();
+        assert!(c.nodelay().unwrap());
+        assert!(getsockopt(&c, sockopt::KeepAlive).unwrap());
+        assert_eq!(getsockopt(&c, sockopt::TcpKeepIdle).unwrap(), 2);
+        assert_eq!(getsockopt(&c, sockopt::TcpUserTimeout).unwrap() as u128, super::TCP_DEAD_PEER.as_millis());
     }
 }

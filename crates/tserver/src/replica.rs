@@ -63,13 +63,18 @@ struct PeerConn {
 }
 
 impl PeerConn {
-    fn connect(addr: &str) -> std::io::Result<PeerConn> {
+    fn connect(addr: &str, within: Duration) -> std::io::Result<PeerConn> {
         let sockaddr = std::net::ToSocketAddrs::to_socket_addrs(addr)?.next().ok_or_else(|| std::io::Error::other("address did not resolve"))?;
-        let s = TcpStream::connect_timeout(&sockaddr, Duration::from_secs(1))?;
-        s.set_nodelay(true)?;
-        s.set_read_timeout(Some(Duration::from_secs(10)))?;
+        let s = TcpStream::connect_timeout(&sockaddr, within.min(PEER_CONNECT_TIMEOUT))?;
+        pinax_proto::stream::tune_tcp(&s)?;
+        s.set_read_timeout(Some(PEER_READ_TIMEOUT))?;
         let w = s.try_clone()?;
         Ok(PeerConn { reader: BufReader::with_capacity(64 << 10, s), writer: BufWriter::with_capacity(64 << 10, w), rbuf: Vec::new(), wbuf: Vec::new() })
+    }
+
+    /// A read timeout for the next calls (None: [`PEER_READ_TIMEOUT`]).
+    fn set_read_timeout(&mut self, t: Option<Duration>) -> std::io::Result<()> {
+        self.reader.get_ref().set_read_timeout(Some(t.unwrap_or(PEER_READ_TIMEOUT)))
     }
 
     fn call(&mut self, env: &RequestEnvelope) -> Result<ResponseEnvelope, FrameError> {
@@ -79,6 +84,11 @@ impl PeerConn {
             .ok_or_else(|| FrameError::Io(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "connection closed")))
     }
 }
+
+/// How long a connect to another node may take.
+const PEER_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+/// How long an answer from another node may take.
+const PEER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Raft messages over RPC connections, pooled per peer address.
 pub struct RpcTransport {
@@ -110,6 +120,20 @@ impl RpcTransport {
 impl RpcTransport {
     /// Send one request to the node at `addr` and wait for its answer.
     pub fn request(&self, addr: &str, request: Request) -> Result<Response, pinax_proto::RpcError> {
+        self.request_within(addr, request, None)
+    }
+
+    /// The id of the node at `addr` if it answers a `Ping` within `within` (its
+    /// connect included). A connection that timed out is dropped, never pooled
+    /// (its late answer would be read as the next request's).
+    pub fn ping(&self, addr: &str, within: Duration) -> Option<u64> {
+        match self.request_within(addr, Request::Ping, Some(within)) {
+            Ok(Response::Pong { node_id }) => Some(node_id),
+            _ => None,
+        }
+    }
+
+    fn request_within(&self, addr: &str, request: Request, within: Option<Duration>) -> Result<Response, pinax_proto::RpcError> {
         use pinax_common::ErrorCode;
         let unavailable = |e: &dyn std::fmt::Display| pinax_proto::RpcError::new(ErrorCode::Unavailable, format!("node {addr} is unavailable: {e}"));
         if self.unreachable.read().iter().any(|a| a == addr) {
@@ -118,11 +142,26 @@ impl RpcTransport {
         let pooled = self.pools.lock().get_mut(addr).and_then(|p| p.pop());
         let env = RequestEnvelope { ht: self.clock.now(), request };
         let fresh = || -> Result<(PeerConn, ResponseEnvelope), pinax_proto::RpcError> {
-            let mut c = PeerConn::connect(addr).map_err(|e| unavailable(&e))?;
+            let mut c = PeerConn::connect(addr, within.unwrap_or(PEER_CONNECT_TIMEOUT)).map_err(|e| unavailable(&e))?;
+            c.set_read_timeout(within).map_err(|e| unavailable(&e))?;
             let r = c.call(&env).map_err(|e| unavailable(&e))?;
+            c.set_read_timeout(None).map_err(|e| unavailable(&e))?;
             Ok((c, r))
         };
         let (conn, resp) = match pooled {
+            Some(mut c) if within.is_some() => {
+                let r = c.set_read_timeout(within).and_then(|_| c.call(&env).map_err(|e| std::io::Error::other(e.to_string())));
+                match r {
+                    Ok(r) => {
+                        c.set_read_timeout(None).map_err(|e| unavailable(&e))?;
+                        (c, r)
+                    }
+                    Err(e) => {
+                        self.pools.lock().remove(addr);
+                        return Err(unavailable(&e));
+                    }
+                }
+            }
             Some(mut c) => match c.call(&env) {
                 Ok(r) => (c, r),
                 // A pooled connection the node closed (it restarted): its other

@@ -239,7 +239,7 @@ impl Drop for RpcServer {
 }
 
 fn serve_connection<F: EngineFactory>(node: Arc<Node<F>>, stream: &Stream) {
-    let _ = stream.set_nodelay();
+    let _ = stream.tune();
     let mut reader = BufReader::with_capacity(64 << 10, stream);
     let mut writer = BufWriter::with_capacity(64 << 10, stream);
     let mut rbuf = Vec::new();

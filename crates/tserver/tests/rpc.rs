@@ -327,7 +327,7 @@ impl pinax_tserver::DdlApplier for RecordingApplier {
 fn published_ddl_is_logged_and_applied_by_the_other_nodes_and_names_share_a_table_or_sequence() {
     use pinax_proto::{DdlEntry, DdlStatement, Response};
     let master = start(NodeConfig { node_id: 1, ..NodeConfig::default() });
-    let second = start(NodeConfig { node_id: 2, join: Some(master.addr.clone()), ..NodeConfig::default() });
+    let second = start(NodeConfig { node_id: 2, join: vec![master.addr.clone()], ..NodeConfig::default() });
     let on_master = Arc::new(RecordingApplier { asked: Default::default(), fail: Default::default() });
     let on_second = Arc::new(RecordingApplier { asked: Default::default(), fail: Default::default() });
     master.node.set_ddl_applier(on_master.clone());
@@ -593,7 +593,8 @@ fn an_idle_replicated_tablet_quiesces_and_fails_over_when_its_leaders_node_goes(
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::time::Instant;
     let timing = pinax_raft::RaftTiming { quiesce_after_ms: 500, ..Default::default() };
-    let cfg = |id: u64, join: Option<String>| NodeConfig { node_id: id, join, sync: false, raft_timing: timing, ..NodeConfig::default() };
+    let cfg =
+        |id: u64, join: Option<String>| NodeConfig { node_id: id, join: join.into_iter().collect(), sync: false, raft_timing: timing, ..NodeConfig::default() };
     let first = start(cfg(1, None));
     let join = Some(first.addr.clone());
     let mut nodes = vec![first, start(cfg(2, join.clone())), start(cfg(3, join))];
@@ -656,4 +657,20 @@ fn an_idle_replicated_tablet_quiesces_and_fails_over_when_its_leaders_node_goes(
     for on in &ticking {
         on.store(false, Ordering::SeqCst);
     }
+}
+
+#[test]
+fn the_master_refuses_a_known_node_at_a_new_address() {
+    use pinax_proto::Response;
+    let master = start(NodeConfig { node_id: 1, ..NodeConfig::default() });
+    let c = Client::connect(&master.addr).unwrap();
+    let register = |addr: &str| c.call(Request::RegisterNode { node_id: 0, addr: addr.into(), leading: Vec::new() });
+    let Response::Registered { node_id, .. } = register("10.0.0.2:7100").unwrap() else { panic!("not registered") };
+    let again = |id: u64, addr: &str| c.call(Request::RegisterNode { node_id: id, addr: addr.into(), leading: Vec::new() });
+    again(node_id, "10.0.0.2:7100").unwrap();
+    let e = again(node_id, "10.0.0.9:7100").unwrap_err().to_string();
+    assert!(e.contains("cannot change") && e.contains("10.0.0.2:7100"), "{e}");
+    // A new node (id 0) may take over an address a wiped node left.
+    let Response::Registered { node_id: other, .. } = register("10.0.0.2:7100").unwrap() else { panic!("not registered") };
+    assert_ne!(other, node_id);
 }

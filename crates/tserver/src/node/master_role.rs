@@ -103,6 +103,12 @@ impl<F: EngineFactory> Node<F> {
     /// Master: `RegisterNode`.
     pub(super) fn register_node(&self, node_id: u64, addr: String, leading: Vec<TabletId>) -> Result<Response, RpcError> {
         let catalog = self.catalog()?;
+        // Replica lists and Raft memberships name a node by its address: a known
+        // node may not come back at another one.
+        if let Some(known) = self.directory.read().get(&node_id).filter(|a| node_id != 0 && **a != addr) {
+            tracing::warn!(node_id, %known, %addr, "refused a node's registration at a new address");
+            return Err(err(ErrorCode::InvalidRequest, format!("node {node_id} is registered at {known}, not {addr}: a node's address cannot change")));
+        }
         let node_id = if node_id == 0 { catalog.allocate_node_id().map_err(catalog_err)? } else { node_id };
         self.leaders.lock().insert(node_id, (leading, self.now()));
         catalog.put_node(node_id, &addr).map_err(catalog_err)?;
@@ -136,8 +142,11 @@ impl<F: EngineFactory> Node<F> {
         };
         let now = self.now();
         let mut nodes = self.nodes.lock();
+        // Every one of them, also those a previous stint as master heard from
+        // long ago: keeping those times left live nodes out of `live_nodes` (a
+        // DDL statement then did not wait for them, nor name them as behind).
         for (id, addr) in &known {
-            nodes.entry(*id).or_insert_with(|| (addr.clone(), now));
+            nodes.insert(*id, (addr.clone(), now));
         }
         drop(nodes);
         self.directory.write().extend(known);
@@ -198,6 +207,7 @@ impl<F: EngineFactory> Node<F> {
                 }
             }
             Ok(other) => tracing::warn!(?other, "unexpected answer to RegisterNode"),
+            Err(e) if e.code == ErrorCode::InvalidRequest => tracing::error!(error = %e, "the master refuses this node"),
             Err(e) => tracing::debug!(error = %e, "registering with the master"),
         }
     }

@@ -67,9 +67,9 @@ pub struct NodeConfig {
     pub history_retention: Duration,
     /// Heartbeat and election timeouts of the tablets' Raft groups.
     pub raft_timing: RaftTiming,
-    /// The RPC address of a node of the cluster to join; `None`: this node is the
-    /// cluster's first (it bootstraps the master group).
-    pub join: Option<String>,
+    /// The RPC addresses of nodes of the cluster to join (any live one will do);
+    /// empty: this node is the cluster's first (it bootstraps the master group).
+    pub join: Vec<String>,
     /// Replicas per tablet of new tables (fewer when fewer nodes are alive).
     pub replication_factor: u32,
     /// Master: a node not heard from for this long is gone; its replicas are
@@ -91,7 +91,7 @@ impl Default for NodeConfig {
             status_retention: Duration::from_secs(60),
             history_retention: Duration::from_secs(900),
             raft_timing: RaftTiming::default(),
-            join: None,
+            join: Vec::new(),
             replication_factor: 3,
             node_timeout: Duration::from_secs(60),
             fault_injection: false,
@@ -300,7 +300,7 @@ impl<F: EngineFactory> Node<F> {
         // Open every replica this node serves; drop engines of tablets it does not
         // (left by a crash between creating tablets and committing their table).
         let mut records = node.local.replicas().map_err(catalog_err)?;
-        if node.cfg.join.is_none() && fresh && !records.iter().any(|r| r.tablet.id == TabletId::MASTER) {
+        if node.cfg.join.is_empty() && fresh && !records.iter().any(|r| r.tablet.id == TabletId::MASTER) {
             // The cluster's first node bootstraps the master group.
             let me = vec![(node.cfg.node_id, node.cfg.rpc_addr.clone())];
             let t = single_tablet_table(MASTER_TABLE_NAME.to_string(), TabletId::MASTER, vec![node.cfg.rpc_addr.clone()]);

@@ -8,7 +8,6 @@
 
 use super::Node;
 use crate::factory::EngineFactory;
-use pinax_proto::{Request, Response};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
@@ -27,11 +26,25 @@ impl<F: EngineFactory> Node<F> {
         let lost_after = Duration::from_millis(self.cfg.raft_timing.election_max_ms);
         let mut answered = Vec::new();
         let mut silent = Vec::new();
-        for (id, addr) in &leaders {
-            // Another node at the address (it moved) is as good as lost.
-            match self.transport.request(addr, Request::Ping) {
-                Ok(Response::Pong { node_id }) if node_id == *id => answered.push(*id),
-                _ => silent.push(*id),
+        // Each ping is bounded (a partitioned node answers nothing: without a
+        // bound the tick waited for TCP to give up) and they go out together.
+        let within = lost_after / 2;
+        let answers: Vec<(u64, bool)> = std::thread::scope(|s| {
+            let pings: Vec<_> = leaders
+                .iter()
+                .map(|(id, addr)| {
+                    let t = &self.transport;
+                    // Another node at the address (it moved) is as good as lost.
+                    (*id, s.spawn(move || t.ping(addr, within) == Some(*id)))
+                })
+                .collect();
+            pings.into_iter().map(|(id, h)| (id, h.join().unwrap_or(false))).collect()
+        });
+        for (id, ok) in answers {
+            if ok {
+                answered.push(id);
+            } else {
+                silent.push(id);
             }
         }
         let now = Instant::now();

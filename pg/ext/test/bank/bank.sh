@@ -15,6 +15,8 @@
 # history exactly, client by client.
 #
 # Usage: bank.sh DB SECONDS CLIENTS ACCOUNTS   (PGHOST/PGPORT/PGUSER from the caller)
+# BANK_SERVERS="HOST:PORT HOST:PORT …" splits the clients over those servers (one
+# pgbench each, client numbers kept apart); set-up and checks use PGHOST/PGPORT.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 db=$1 secs=$2 clients=$3 accounts=$4
@@ -30,18 +32,34 @@ for iso in "read committed" "repeatable read" "serializable"; do
     -c "CREATE TABLE bank_accounts (id int PRIMARY KEY, balance bigint NOT NULL)" \
     -c "CREATE TABLE bank_transfers (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), src int, dst int, amount bigint, client int)" \
     -c "INSERT INTO bank_accounts SELECT g, 1000 FROM generate_series(1, $accounts) g"
-  rm -f "$logs"/tx*
-  out=$(PGOPTIONS="-c default_transaction_isolation=${iso// /\\ }" "$pgbench" -n -M prepared -l --log-prefix="$logs/tx" \
-          -c "$clients" -j "$clients" -T "$secs" --max-tries=1000 --verbose-errors -D accounts="$accounts" \
-          -f "$here/transfer.sql@8" -f "$here/audit.sql@1" -f "$here/counter.sql@1" "$db" 2>&1) || { grep -iE "error|fatal" <<<"$out" | head -5; echo "$out" | tail -3; status=1; }
+  rm -f "$logs"/tx* "$logs"/out*
+  servers=(${BANK_SERVERS:-"${PGHOST:-}:${PGPORT:-}"})
+  each=$(( clients / ${#servers[@]} ))
+  pids=()
+  for k in "${!servers[@]}"; do
+    server=(-h "${servers[k]%:*}" -p "${servers[k]##*:}")
+    [[ -z "${BANK_SERVERS:-}" ]] && server=()
+    # Clients of server k are numbered from k * each (the history's client column).
+    PGOPTIONS="-c default_transaction_isolation=${iso// /\\ }" "$pgbench" -n -M prepared -l --log-prefix="$logs/tx$k" "${server[@]}" \
+      -c "$each" -j "$each" -T "$secs" --max-tries=1000 --verbose-errors -D accounts="$accounts" -D base=$(( k * each )) \
+      -f "$here/transfer.sql@8" -f "$here/audit.sql@1" -f "$here/counter.sql@1" "$db" >"$logs/out$k" 2>&1 &
+    pids+=($!)
+  done
+  failed_runs=0
+  for pid in "${pids[@]}"; do wait "$pid" || failed_runs=$((failed_runs + 1)); done
+  out=$(cat "$logs"/out*)
+  # (`|| true`: head closing the pipe early must not end the script under pipefail.)
+  (( failed_runs == 0 )) || { echo "bank ($iso): $failed_runs pgbench run(s) failed:"; grep -iE "error|fatal|abort" <<<"$out" | grep -vE "repeats|could not serialize|deadlock detected" | head -10 || true; echo "$out" | tail -3; status=1; }
   # Log lines: client, transaction number, latency (or "failed"), script number, ...
-  # Committed transactions per script (transfers, audits, increments), then the
-  # committed transfers per client as "client:count,..." in client order.
-  read -r transfers audits increments per_client < <(cat "$logs"/tx* | awk -v clients="$clients" '
-    $3 ~ /^[0-9]+$/ { n[$4]++; if ($4 == 0) c[$1]++ }
-    END { for (k = 0; k < clients; k++) if (k in c) p = p (p == "" ? "" : ",") k ":" c[k]; print n[0] + 0, n[1] + 0, n[2] + 0, p }')
-  failed=$(awk -F'[: ]+' '/^number of failed transactions/ { print $5; exit }' <<<"$out")
-  retried=$(awk -F'[: ]+' '/^number of transactions retried/ { print $5; exit }' <<<"$out")
+  # (files tx<server>.<pid>…). Committed transactions per script (transfers,
+  # audits, increments), then the committed transfers per client as
+  # "client:count,..." in client order.
+  read -r transfers audits increments per_client < <(awk -v clients="$clients" -v each="$each" '
+    FNR == 1 { base = FILENAME; sub(/.*\/tx/, "", base); sub(/\..*/, "", base); base *= each }
+    $3 ~ /^[0-9]+$/ { n[$4]++; if ($4 == 0) c[$1 + base]++ }
+    END { for (k = 0; k < clients; k++) if (k in c) p = p (p == "" ? "" : ",") k ":" c[k]; print n[0] + 0, n[1] + 0, n[2] + 0, p }' "$logs"/tx*)
+  failed=$(awk -F'[: ]+' '/^number of failed transactions/ { n += $5; seen = 1 } END { if (seen) print n }' <<<"$out")
+  retried=$(awk -F'[: ]+' '/^number of transactions retried/ { n += $5; seen = 1 } END { if (seen) print n }' <<<"$out")
   check=$(psql_ -tA -F' ' -c "SELECT (SELECT sum(balance) FROM bank_accounts), (SELECT count(*) FROM bank_transfers), (SELECT sum(n) FROM bank_counters),
       (SELECT string_agg(client || ':' || n, ',' ORDER BY client) FROM (SELECT client, count(*) n FROM bank_transfers GROUP BY client) c),
       (SELECT count(*) FROM bank_accounts a WHERE a.balance <> 1000
@@ -57,7 +75,7 @@ for iso in "read committed" "repeatable read" "serializable"; do
     # Tell a miscount (count(*) is pushed down to the tablets) from a transfer
     # committed twice, and show the errors the clients retried after.
     psql_ -tA -F' ' -c "SELECT 'history: count(*) ' || (SELECT count(*) FROM bank_transfers) || ', count(DISTINCT id) ' || count(DISTINCT id) || ', rows scanned ' || (SELECT count(*) FROM (SELECT id FROM bank_transfers OFFSET 0) s) FROM bank_transfers"
-    grep -iE "error|repeats" <<<"$out" | head -20
+    grep -iE "error|repeats" <<<"$out" | head -20 || true
   fi
   psql_ -c "DROP TABLE bank_accounts, bank_transfers, bank_counters"
 done

@@ -35,6 +35,13 @@ impl<F: EngineFactory> Node<F> {
                 .collect();
             calls.into_iter().filter_map(|c| c.join().ok().flatten()).collect::<Vec<_>>()
         });
+        // Registered nodes not heard from lately were not asked: they are behind too.
+        let mut lagging = lagging;
+        let asked: Vec<u64> = others.iter().map(|(id, _)| *id).collect();
+        let mut silent: Vec<(u64, String)> =
+            self.nodes.lock().iter().filter(|(id, _)| **id != origin && !asked.contains(id)).map(|(id, (a, _))| (*id, a.clone())).collect();
+        silent.sort();
+        lagging.extend(silent);
         if !lagging.is_empty() {
             tracing::warn!(seq, ?lagging, "nodes have not applied a DDL log entry yet");
         }

@@ -40,7 +40,7 @@ impl<F: EngineFactory> Node<F> {
     /// node's tablets, status records and SQL clients share one clock, so no read
     /// is uncertain).
     fn max_clock_skew_micros(&self) -> u64 {
-        if self.directory.read().len() > 1 || self.cfg.join.is_some() {
+        if self.directory.read().len() > 1 || !self.cfg.join.is_empty() {
             self.clock.max_skew_micros()
         } else {
             0
