@@ -499,9 +499,9 @@ fn run(a: NodeArgs) -> Result<()> {
         let _ = std::fs::remove_file(&p);
         match std::os::unix::net::UnixListener::bind(&p) {
             Ok(l) => {
-                // Any local user may connect, as to the TCP port.
-                use std::os::unix::fs::PermissionsExt;
-                let _ = std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o666));
+                if let Err(e) = restrict_socket(&p) {
+                    tracing::warn!(path = %p.display(), error = %e, "could not restrict the Unix socket to PostgreSQL's OS user");
+                }
                 Some(l)
             }
             Err(e) => {
@@ -543,6 +543,23 @@ fn run(a: NodeArgs) -> Result<()> {
     }
     let _ = std::fs::remove_file(pid_file(&dir));
     tracing::info!("stopped");
+    Ok(())
+}
+
+/// The node's Unix socket bypasses PostgreSQL's privileges (what a backend asks
+/// for, the node does): only PostgreSQL's backends may connect. Mode 0600, owned
+/// by the OS user PostgreSQL runs as (`postgres` when the daemon runs as root;
+/// else the daemon's own user, which PostgreSQL runs as). Bound with the default
+/// umask first (no write bit for others: nobody else could connect meanwhile).
+fn restrict_socket(p: &Path) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o600))?;
+    if nix::unistd::geteuid().is_root() {
+        match nix::unistd::User::from_name(postgres::PG_OS_USER)? {
+            Some(u) => nix::unistd::chown(p, Some(u.uid), Some(u.gid))?,
+            None => tracing::info!(user = postgres::PG_OS_USER, "no such OS user: the Unix socket stays root's"),
+        }
+    }
     Ok(())
 }
 

@@ -29,7 +29,7 @@ fn is_root() -> bool {
 }
 
 /// The OS user PostgreSQL runs as when we are root.
-const PG_OS_USER: &str = "postgres";
+pub(crate) const PG_OS_USER: &str = "postgres";
 
 /// A command for PostgreSQL program `prog`, run as the PostgreSQL OS user.
 fn pg_command(prog: &str) -> Command {

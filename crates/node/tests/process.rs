@@ -519,3 +519,27 @@ fn a_node_keeps_its_advertised_address_and_listens_on_ipv6() {
     let out = Command::new(bin()).args(["run", "--data-dir"]).arg(dir.path()).args(["--listen", "0.0.0.0"]).output().unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains("needs --advertise"), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// The node's Unix socket (which bypasses PostgreSQL's privileges) is for
+/// PostgreSQL's backends only: mode 0600, owned by PostgreSQL's OS user (root's
+/// daemon: `postgres`, when that user exists).
+#[test]
+fn the_unix_socket_is_for_postgres_only() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let _node = spawn_run(dir.path(), port);
+    let _c = wait_client(&format!("127.0.0.1:{port}"));
+    let sock = dir.path().join("pinax.sock");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !sock.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let m = std::fs::metadata(&sock).unwrap();
+    assert_eq!(m.permissions().mode() & 0o777, 0o600);
+    let pg_user = nix::unistd::User::from_name("postgres").ok().flatten();
+    match pg_user {
+        Some(u) if nix::unistd::geteuid().is_root() => assert_eq!(m.uid(), u.uid.as_raw()),
+        _ => assert_eq!(m.uid(), nix::unistd::geteuid().as_raw()),
+    }
+}
