@@ -139,6 +139,24 @@ impl<C: Clock> Clock for SkewedClock<C> {
 pub const DEFAULT_MAX_CLOCK_SKEW_MICROS: u64 = 500_000;
 
 /// Hybrid logical clock: monotonic, and advanced past every hybrid time it hears of.
+/// A hybrid time refused by [`HybridClock::update_checked`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClockAhead {
+    pub ahead_micros: u64,
+    pub max_skew_micros: u64,
+}
+
+impl fmt::Display for ClockAhead {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "a hybrid time {} ms ahead of this node's clock, past the maximum clock skew of {} ms: refused (check the clocks' synchronisation)",
+            self.ahead_micros / 1000,
+            self.max_skew_micros / 1000
+        )
+    }
+}
+
 pub struct HybridClock {
     physical: Arc<dyn Clock>,
     last: Mutex<HybridTime>,
@@ -178,6 +196,26 @@ impl HybridClock {
         if seen > *last {
             *last = seen;
         }
+    }
+
+    /// [`HybridClock::update`] for a time heard from another process (a request,
+    /// an answer): refused, not taken in, when its physical part is more than the
+    /// clock's max skew ahead of this clock's physical time. A clock that far off,
+    /// or a forged time, would otherwise push every later time of this node (and,
+    /// through it, of the cluster) into the future, and nothing could bring it
+    /// back. A hybrid time cannot honestly be further ahead: it never exceeds the
+    /// fastest physical clock of the cluster. Without a max skew (0) any time is
+    /// taken.
+    pub fn update_checked(&self, seen: HybridTime) -> Result<(), ClockAhead> {
+        if self.max_skew_micros > 0 && seen != HybridTime::MAX {
+            let local = self.physical.now_micros();
+            let ahead = seen.physical_micros().saturating_sub(local);
+            if ahead > self.max_skew_micros {
+                return Err(ClockAhead { ahead_micros: ahead, max_skew_micros: self.max_skew_micros });
+            }
+        }
+        self.update(seen);
+        Ok(())
     }
 
     /// The latest hybrid time handed out or heard of, without advancing.
@@ -230,5 +268,20 @@ mod tests {
         assert_eq!(s.now_micros(), 750_000);
         s.set_skew(10);
         assert_eq!(s.now_micros(), 1_000_010);
+    }
+
+    #[test]
+    fn a_time_further_ahead_than_the_max_skew_is_refused_and_not_taken_in() {
+        let phys = Arc::new(ManualClock::new(10_000_000));
+        let c = HybridClock::new(phys.clone()).with_max_skew(500_000);
+        c.update_checked(HybridTime::from_micros(10_400_000)).unwrap();
+        assert_eq!(c.peek(), HybridTime::from_micros(10_400_000));
+        let e = c.update_checked(HybridTime::from_micros(10_000_000 + 3_600_000_000)).unwrap_err();
+        assert_eq!(e, ClockAhead { ahead_micros: 3_600_000_000, max_skew_micros: 500_000 });
+        assert!(e.to_string().contains("3600000 ms ahead"), "{e}");
+        assert_eq!(c.peek(), HybridTime::from_micros(10_400_000), "the refused time was taken in");
+        // Without a max skew, anything goes (a lone test clock).
+        let free = HybridClock::new(phys).with_max_skew(0);
+        free.update_checked(HybridTime::from_micros(u64::MAX >> 20)).unwrap();
     }
 }

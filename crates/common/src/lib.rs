@@ -22,7 +22,7 @@ pub mod recent;
 pub mod txn_status;
 
 pub use error_code::ErrorCode;
-pub use hybrid_time::{Clock, HybridClock, HybridTime, ManualClock, SkewedClock, SystemClock};
+pub use hybrid_time::{Clock, ClockAhead, HybridClock, HybridTime, ManualClock, SkewedClock, SystemClock};
 pub use ids::{NodeId, TableId, TabletId, TxnId};
 pub use recent::RecentRequests;
 pub use txn_status::TxnStatus;

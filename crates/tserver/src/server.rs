@@ -238,6 +238,17 @@ impl Drop for RpcServer {
     }
 }
 
+/// Log a refused hybrid time, at most once a second (a peer sending nothing
+/// else must not flood the log).
+fn log_refused_time(e: &pinax_common::ClockAhead) {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static LAST: AtomicU64 = AtomicU64::new(0);
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    if LAST.swap(now, Ordering::Relaxed) != now {
+        tracing::warn!(ahead_ms = e.ahead_micros / 1000, max_skew_ms = e.max_skew_micros / 1000, "refused a request whose hybrid time is too far ahead");
+    }
+}
+
 fn serve_connection<F: EngineFactory>(node: Arc<Node<F>>, stream: &Stream) {
     let _ = stream.tune();
     let mut reader = BufReader::with_capacity(64 << 10, stream);
@@ -268,7 +279,19 @@ fn serve_connection<F: EngineFactory>(node: Arc<Node<F>>, stream: &Stream) {
                 return;
             }
         };
-        node.clock().update(env.ht);
+        // A time too far ahead is refused, never adopted (see `update_checked`).
+        if let Err(e) = node.clock().update_checked(env.ht) {
+            log_refused_time(&e);
+            let resp = ResponseEnvelope {
+                ht: node.clock().now(),
+                uncertain: node.reads_uncertain(),
+                result: Err(RpcError::new(ErrorCode::InvalidRequest, e.to_string())),
+            };
+            if frame::write_frame(&mut writer, &resp, &mut wbuf).is_err() || writer.flush().is_err() {
+                return;
+            }
+            continue;
+        }
         let result = match std::panic::catch_unwind(AssertUnwindSafe(|| node.handle(env.request))) {
             Ok(r) => r,
             Err(p) => {

@@ -674,3 +674,33 @@ fn the_master_refuses_a_known_node_at_a_new_address() {
     let Response::Registered { node_id: other, .. } = register("10.0.0.2:7100").unwrap() else { panic!("not registered") };
     assert_ne!(other, node_id);
 }
+
+/// A request whose hybrid time is an hour ahead (a node with a broken clock, or
+/// a forged frame) is refused and its time not adopted: the node's clock stays
+/// put, and well-formed requests on the same connection are served.
+#[test]
+fn a_request_an_hour_ahead_is_refused_and_the_clock_stays_put() {
+    use pinax_common::HybridTime;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let cfg = NodeConfig { rpc_addr: addr.clone(), sync: false, ..NodeConfig::default() };
+    let node = Node::open(cfg, MemFactory::default(), Arc::new(HybridClock::system().with_max_skew(500_000))).unwrap();
+    let _server = RpcServer::serve(node.clone(), listener).unwrap();
+    let mut s = TcpStream::connect(&addr).unwrap();
+    let (mut rbuf, mut wbuf) = (Vec::new(), Vec::new());
+    let mut send = |ht: HybridTime| {
+        frame::write_frame(&mut s, &RequestEnvelope { ht, request: Request::Now }, &mut wbuf).unwrap();
+        s.flush().unwrap();
+        frame::read_frame::<ResponseEnvelope, _>(&mut s, &mut rbuf).unwrap().unwrap()
+    };
+    let now = HybridClock::system().now();
+    let resp = send(now.add_micros(3_600_000_000));
+    let e = resp.result.unwrap_err();
+    assert_eq!(e.code, ErrorCode::InvalidRequest);
+    assert!(e.message.contains("ahead of this node's clock"), "{e:?}");
+    assert!(node.clock().peek() < now.add_micros(2_000_000), "the node adopted the time: {:?}", node.clock().peek());
+    // Within the max skew: taken in, and answered.
+    let resp = send(now.add_micros(200_000));
+    assert!(resp.result.is_ok(), "{:?}", resp.result);
+    assert!(node.clock().peek() >= now.add_micros(200_000));
+}
