@@ -308,12 +308,10 @@ fn start_postgres(a: &NodeArgs, dir: &Path, addrs: &addr::Addresses) -> Result<(
     let listen = addr::pg_listen_addresses(a.pg_listen.as_deref(), &addrs.listen_host);
     postgres::start(dir, a.pg_port, &listen, &addrs.local).context("starting PostgreSQL")?;
     println!("PostgreSQL 15 with pinax started: data {}, log {}", postgres::pgdata(dir).display(), postgres::pgdata(dir).join("postgres.log").display());
-    // A host psql can reach: the first listen address, this machine's for a wildcard.
+    // A host psql can reach: the first listen address, the advertised host for a wildcard.
     let first = listen.split(',').next().unwrap_or("127.0.0.1");
-    let host = if first == "*" { addrs.advertise.rsplit_once(':').map_or("127.0.0.1", |(h, _)| h).to_string() } else { first.to_string() };
-    let url_host = addr::host_port(&host, a.pg_port);
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    println!("connect with: psql -h {host} -p {}   (postgresql://{url_host}/)", a.pg_port);
+    let host = if first == "*" { addr::split_host_port(&addrs.advertise).map_or_else(|_| "127.0.0.1".into(), |(h, _)| h) } else { first.to_string() };
+    println!("connect with: psql -h {host} -p {}   (postgresql://{}/)", a.pg_port, addr::host_port(&host, a.pg_port));
     Ok(())
 }
 
