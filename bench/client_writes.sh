@@ -15,4 +15,4 @@ trap '"$T/debug/pinax" stop --data-dir "$dir" >/dev/null 2>&1 || true; rm -rf "$
 # The Rust client only: no PostgreSQL (which could not run from mktemp's private dir).
 "$T/debug/pinax" start --data-dir "$dir" --port "$port" --no-postgres $sync_flag >/dev/null
 echo "# pinax client benchmark: $(date -u +%FT%TZ), $(nproc) cores, fsync: ${sync_flag:-on}"
-"$T/debug/pinax-bench" --addr "127.0.0.1:$port" "$@"
+"$T/debug/pinax-bench" --addr "127.0.0.1:$port" --certs-dir "$dir/certs" "$@"

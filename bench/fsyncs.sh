@@ -33,7 +33,7 @@ echo "# fsyncs per phase: $(date -u +%FT%TZ), daemon $bin, fsync: ${sync_flag:-o
 idle_from=$(date +%s.%N)
 sleep 5
 idle_to=$(date +%s.%N)
-"$bench" --addr "127.0.0.1:$port" --single-rows "$single" --batches "$batches" --threads "$threads" | while IFS= read -r line; do
+"$bench" --addr "127.0.0.1:$port" --certs-dir "$dir/node/certs" --single-rows "$single" --batches "$batches" --threads "$threads" | while IFS= read -r line; do
   echo "$(date +%s.%N) $line" >>"$marks"
 done
 sleep 0.5

@@ -33,6 +33,9 @@ pub struct ClientOptions {
     /// on. Connections to that address use the socket (cheaper than loopback TCP),
     /// or TCP when the socket does not answer.
     pub local_socket: Option<(String, std::path::PathBuf)>,
+    /// TLS for connections over TCP (a cluster running with certificates; see
+    /// `pinax_proto::tls`). None: plaintext (an `--insecure` cluster).
+    pub tls: Option<Arc<pinax_proto::tls::TlsConfig>>,
     /// Asked between the requests of a scan (which then visit at most
     /// `SCAN_REQUEST_KEYS` keys each): true stops the scan with
     /// `ClientError::Interrupted` (a canceled SQL statement).
@@ -61,6 +64,7 @@ impl Default for ClientOptions {
             heartbeat_interval: Duration::from_secs(1),
             leader_wait: Duration::from_secs(15),
             local_socket: None,
+            tls: None,
             interrupted: None,
         }
     }
@@ -179,7 +183,7 @@ impl Client {
             match pooled {
                 Some(c) if c.is_broken() => continue, // the node went away since: drop it
                 Some(c) => break c,
-                None => match Conn::connect(addr, self.inner.opts.connect_timeout, self.local_socket_for(addr)) {
+                None => match Conn::connect(addr, self.inner.opts.connect_timeout, self.local_socket_for(addr), self.inner.opts.tls.as_deref()) {
                     Ok(c) => {
                         self.inner.unreachable.lock().remove(addr);
                         break c;

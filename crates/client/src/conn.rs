@@ -3,12 +3,17 @@
 use crate::error::{ClientError, Result};
 use pinax_proto::frame::{self, FrameError};
 use pinax_proto::stream::Stream;
+use pinax_proto::tls::TlsConfig;
 use pinax_proto::{RequestEnvelope, ResponseEnvelope};
 use std::io::{BufReader, BufWriter, Write};
 use std::net::TcpStream;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::Duration;
+
+/// The least time a TLS handshake is given (a connect timeout may be shorter:
+/// the handshake takes two round trips and the peer's signature).
+const MIN_HANDSHAKE: Duration = Duration::from_secs(2);
 
 pub struct Conn {
     addr: String,
@@ -21,7 +26,9 @@ pub struct Conn {
 impl Conn {
     /// Connect to the node at `addr`: through the Unix socket `unix` when given
     /// (the node is on this machine; over TCP if the socket does not answer).
-    pub fn connect(addr: &str, timeout: Duration, unix: Option<&Path>) -> Result<Conn> {
+    /// Over TCP with TLS when `tls` is given (the node must present a
+    /// certificate naming `addr`'s host; this end presents `tls`'s).
+    pub fn connect(addr: &str, timeout: Duration, unix: Option<&Path>, tls: Option<&TlsConfig>) -> Result<Conn> {
         let unavailable = |e: std::io::Error| ClientError::Unavailable { addr: addr.to_string(), message: e.to_string() };
         let s = match unix.and_then(|p| UnixStream::connect(p).ok()) {
             Some(u) => Stream::Unix(u),
@@ -30,7 +37,11 @@ impl Conn {
                     .map_err(unavailable)?
                     .next()
                     .ok_or_else(|| ClientError::Unavailable { addr: addr.to_string(), message: "address did not resolve".into() })?;
-                Stream::Tcp(TcpStream::connect_timeout(&sockaddr, timeout).map_err(unavailable)?)
+                let tcp = TcpStream::connect_timeout(&sockaddr, timeout).map_err(unavailable)?;
+                match tls {
+                    Some(tls) => Stream::Tls(std::sync::Arc::new(tls.connect(tcp, addr, timeout.max(MIN_HANDSHAKE)).map_err(unavailable)?)),
+                    None => Stream::Tcp(tcp),
+                }
             }
         };
         s.tune().map_err(unavailable)?;

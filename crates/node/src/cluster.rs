@@ -27,6 +27,7 @@
 //! `start` refuses a directory whose nodes (or a single node) run, and ports
 //! another process serves; a start that fails stops what it started.
 
+use crate::certs;
 use crate::netns;
 use crate::{alive, default_data_dir, has_data, read_pid, start, stop, DirArgs, NodeArgs};
 use anyhow::{bail, Context, Result};
@@ -84,6 +85,9 @@ pub struct StartArgs {
     /// namespace SUBNET.254.
     #[arg(long, default_value = "10.88.0")]
     subnet: String,
+    /// No TLS between the nodes (see `pinax start --insecure`).
+    #[arg(long)]
+    insecure: bool,
 }
 
 #[derive(Args)]
@@ -111,6 +115,9 @@ struct Layout {
     disks: u32,
     /// `--netns` prefix and subnet.
     netns: Option<(String, String)>,
+    /// No TLS (else the cluster's CA is `<dir>/certs`, each node's identity
+    /// `node-i/certs`).
+    insecure: bool,
 }
 
 fn conf(dir: &Path) -> PathBuf {
@@ -119,8 +126,8 @@ fn conf(dir: &Path) -> PathBuf {
 
 fn save(dir: &Path, l: &Layout) -> Result<()> {
     let mut text = format!(
-        "nodes={}\nbase_port={}\npg_port={}\nreplication_factor={}\ntablets_per_node={}\nno_postgres={}\ndisks={}\n",
-        l.nodes, l.base_port, l.pg_port, l.replication_factor, l.tablets_per_node, l.no_postgres, l.disks
+        "nodes={}\nbase_port={}\npg_port={}\nreplication_factor={}\ntablets_per_node={}\nno_postgres={}\ndisks={}\ninsecure={}\n",
+        l.nodes, l.base_port, l.pg_port, l.replication_factor, l.tablets_per_node, l.no_postgres, l.disks, l.insecure
     );
     if let Some((prefix, subnet)) = &l.netns {
         text.push_str(&format!("netns={prefix}\nsubnet={subnet}\n"));
@@ -143,6 +150,8 @@ fn load(dir: &Path) -> Result<Layout> {
         // Written since disks were configurable.
         disks: get("disks").map_or(Ok(1), |d| d.parse())?,
         netns: get("netns").ok().map(|p| (p, get("subnet").unwrap_or_else(|_| "10.88.0".into()))),
+        // Written since clusters are secure by default.
+        insecure: get("insecure").map_or(Ok(false), |d| d.parse())?,
     })
 }
 
@@ -207,7 +216,34 @@ fn node_args(dir: &Path, l: &Layout, i: u32) -> NodeArgs {
         data_dirs: if l.disks > 1 { (1..=l.disks).map(|d| node_dir(dir, i).join(format!("disk-{d}"))).collect() } else { Vec::new() },
         max_connections: None,
         clock_offset_ms: 0,
+        certs_dir: None,
+        insecure: l.insecure,
+        allow_insecure_remote: l.insecure,
     }
+}
+
+/// The cluster CA's directory (`ca.crt`, `ca.key`).
+pub(crate) fn cluster_certs(dir: &Path) -> PathBuf {
+    dir.join("certs")
+}
+
+/// Node `i`'s certificates: the cluster CA (made with the cluster) and a node
+/// certificate naming its address, issued once.
+fn node_certs(dir: &Path, l: &Layout, i: u32) -> Result<()> {
+    if l.insecure {
+        return Ok(());
+    }
+    let ca = cluster_certs(dir);
+    if !ca.join(pinax_proto::tls::CA_CERT).exists() {
+        certs::create_ca(&ca, None)?;
+    }
+    let mine = node_dir(dir, i).join("certs");
+    if mine.join(pinax_proto::tls::NODE_CERT).exists() {
+        return Ok(());
+    }
+    std::fs::create_dir_all(&mine).with_context(|| format!("creating {}", mine.display()))?;
+    std::fs::copy(ca.join(pinax_proto::tls::CA_CERT), mine.join(pinax_proto::tls::CA_CERT)).context("copying the CA certificate")?;
+    certs::create_node(&mine, Some(&ca.join(certs::CA_KEY)), &[host(l, i)])
 }
 
 pub fn run(cmd: ClusterCmd) -> Result<()> {
@@ -236,6 +272,7 @@ pub fn run(cmd: ClusterCmd) -> Result<()> {
                 no_postgres: a.no_postgres,
                 disks: a.disks,
                 netns: a.netns.map(|p| (p, a.subnet)),
+                insecure: a.insecure,
             };
             refuse_if_taken(&dir, &l)?;
             save(&dir, &l)?;
@@ -265,7 +302,7 @@ pub fn run(cmd: ClusterCmd) -> Result<()> {
             let l = load(&dir)?;
             check_node(&l, a.node)?;
             kill(&node_dir(&dir, a.node))?;
-            start_node(&l, node_args(&dir, &l, a.node), a.node)
+            start_node(&dir, &l, node_args(&dir, &l, a.node), a.node)
         }
         ClusterCmd::Cut(a) => set_link(a, false),
         ClusterCmd::Heal(a) => set_link(a, true),
@@ -285,14 +322,24 @@ fn set_link(a: NodeSel, up: bool) -> Result<()> {
 fn start_all(dir: &Path, l: &Layout) -> Result<()> {
     let mut first = node_args(dir, l, 1);
     first.no_postgres = true;
-    start_node(l, first, 1)?;
+    start_node(dir, l, first, 1)?;
     for i in 2..=l.nodes {
-        start_node(l, node_args(dir, l, i), i)?;
+        start_node(dir, l, node_args(dir, l, i), i)?;
     }
     let master = addr(l, 1);
     let (n, masters) = (l.nodes as usize, l.replication_factor.min(l.nodes) as usize);
-    in_cluster_net(l, None, move || wait_joined(&master, n, masters))?;
-    start_node(l, node_args(dir, l, 1), 1)?;
+    let client = {
+        let (dir, insecure) = (dir.to_path_buf(), l.insecure);
+        move |a: &str| {
+            if insecure {
+                Client::connect(a).map_err(anyhow::Error::from)
+            } else {
+                Ok(Client::connect_with(a, crate::client_options(&node_dir(&dir, 1).join("certs"))?)?)
+            }
+        }
+    };
+    in_cluster_net(l, None, move || wait_joined(&master, n, masters, client))?;
+    start_node(dir, l, node_args(dir, l, 1), 1)?;
     println!("pinax cluster of {} nodes started (replication factor {}), data in {}", l.nodes, l.replication_factor.min(l.nodes), dir.display());
     if let Some((prefix, subnet)) = &l.netns {
         println!(
@@ -319,7 +366,8 @@ fn stop_all(dir: &Path, l: &Layout) -> Result<()> {
 
 /// `start` for node `i`, in its namespace in `--netns` mode (the daemon and
 /// PostgreSQL it launches are born there).
-fn start_node(l: &Layout, args: NodeArgs, i: u32) -> Result<()> {
+fn start_node(dir: &Path, l: &Layout, args: NodeArgs, i: u32) -> Result<()> {
+    node_certs(dir, l, i)?;
     in_cluster_net(l, Some(i), move || start(args))
 }
 
@@ -385,10 +433,10 @@ fn kill(dir: &Path) -> Result<()> {
 /// Wait until the master at `master` reports `n` live nodes and its own group
 /// has `masters` replicas. (The group grows by one replica a second as nodes
 /// register; until it is whole, losing a node may take the master with it.)
-fn wait_joined(master: &str, n: usize, masters: usize) -> Result<()> {
+fn wait_joined(master: &str, n: usize, masters: usize, connect: impl Fn(&str) -> Result<Client>) -> Result<()> {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        if let Ok(c) = Client::connect(master) {
+        if let Ok(c) = connect(master) {
             let joined = c.status().is_ok_and(|s| s.nodes.len() >= n);
             if joined && c.refresh_table(MASTER_TABLE_NAME).is_ok_and(|t| t.tablets[0].replicas.len() >= masters) {
                 return Ok(());
@@ -406,7 +454,17 @@ mod tests {
     use super::*;
 
     fn layout() -> Layout {
-        Layout { nodes: 3, base_port: 7100, pg_port: 5433, replication_factor: 3, tablets_per_node: 2, no_postgres: true, disks: 1, netns: None }
+        Layout {
+            nodes: 3,
+            base_port: 7100,
+            pg_port: 5433,
+            replication_factor: 3,
+            tablets_per_node: 2,
+            no_postgres: true,
+            disks: 1,
+            netns: None,
+            insecure: false,
+        }
     }
 
     fn set_running(dir: &Path, i: u32, on: bool) {

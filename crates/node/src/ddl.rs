@@ -33,6 +33,7 @@ const BATCH: u32 = 100;
 pub struct Replayer {
     node_id: u64,
     rpc_addr: String,
+    tls: Option<std::sync::Arc<pinax_proto::tls::TlsConfig>>,
     pgdata: PathBuf,
     pg_port: u16,
     superuser: String,
@@ -47,8 +48,15 @@ enum Failure {
 }
 
 impl Replayer {
-    pub fn new(node_id: u64, rpc_addr: String, pgdata: PathBuf, pg_port: u16, superuser: String) -> Self {
-        Replayer { node_id, rpc_addr, pgdata, pg_port, superuser, state: Mutex::new(HashMap::new()) }
+    pub fn new(
+        node_id: u64,
+        rpc_addr: String,
+        tls: Option<std::sync::Arc<pinax_proto::tls::TlsConfig>>,
+        pgdata: PathBuf,
+        pg_port: u16,
+        superuser: String,
+    ) -> Self {
+        Replayer { node_id, rpc_addr, tls, pgdata, pg_port, superuser, state: Mutex::new(HashMap::new()) }
     }
 
     fn applied_file(&self) -> PathBuf {
@@ -83,7 +91,8 @@ impl Replayer {
             return Err("another replay of the DDL log is still running".into());
         };
         let mut applied = self.applied();
-        let client = Client::connect(&self.rpc_addr).map_err(|e| e.to_string())?;
+        let opts = pinax_client::ClientOptions { tls: self.tls.clone(), ..Default::default() };
+        let client = Client::connect_with(&self.rpc_addr, opts).map_err(|e| e.to_string())?;
         while applied < upto {
             let entries = match client.call(Request::ReadDdl { after: applied, max: BATCH }) {
                 Ok(Response::Ddl(e)) => e,

@@ -9,6 +9,8 @@
 //! - `pinax status` — show the node, its tables and tablets.
 //! - `pinax cluster start|stop|kill|restart|cut|heal` — a local multi-node cluster
 //!   (`cluster.rs`).
+//! - `pinax cert create-ca|create-node|create-client|list` — a cluster's
+//!   certificates (`certs.rs`); nodes run with mutual TLS unless `--insecure`.
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
@@ -24,6 +26,7 @@ use pinax_tserver::{Node, NodeConfig, RocksFactory, RpcServer, ServerLimits};
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod addr;
+mod certs;
 mod cluster;
 mod ddl;
 mod netns;
@@ -54,6 +57,9 @@ enum Cmd {
     /// A local multi-node cluster on loopback.
     #[command(subcommand)]
     Cluster(cluster::ClusterCmd),
+    /// Create and list a cluster's certificates.
+    #[command(subcommand)]
+    Cert(certs::CertCmd),
 }
 
 #[derive(Args, Clone)]
@@ -141,6 +147,20 @@ struct NodeArgs {
     /// after the storage's share.
     #[arg(long)]
     max_connections: Option<usize>,
+    /// The node's certificates (default: `certs` in the data directory): ca.crt,
+    /// node.crt, node.key. A new cluster's first node creates them (with the CA's
+    /// key, ca.key); a joining node needs them copied in, issued by
+    /// `pinax cert create-node` where the CA key is.
+    #[arg(long)]
+    certs_dir: Option<PathBuf>,
+    /// No TLS between nodes: anyone who reaches the RPC port can read and write
+    /// every table. Refused with a listen address other than loopback unless
+    /// `--allow-insecure-remote` is given too.
+    #[arg(long)]
+    insecure: bool,
+    /// With `--insecure`: listen on addresses other than loopback all the same.
+    #[arg(long)]
+    allow_insecure_remote: bool,
     /// Run this node's clock this many milliseconds ahead (negative: behind) of
     /// the machine's (clock-skew tests).
     #[arg(long, hide = true, default_value_t = 0, allow_hyphen_values = true)]
@@ -161,6 +181,10 @@ struct DirArgs {
 struct StatusArgs {
     #[arg(long)]
     data_dir: Option<PathBuf>,
+    /// Certificates to reach the node with (default: the data directory's `certs`;
+    /// plaintext if it holds none).
+    #[arg(long)]
+    certs_dir: Option<PathBuf>,
     /// Address of the node (default: read from the data directory, else 127.0.0.1:7100).
     #[arg(long)]
     addr: Option<String>,
@@ -195,6 +219,22 @@ fn log_file(dir: &Path) -> PathBuf {
     dir.join("pinax.log")
 }
 
+/// The certificates directory of the node in `dir`.
+fn certs_dir(dir: &Path, given: Option<&Path>) -> PathBuf {
+    given.map(|d| std::path::absolute(d).unwrap_or_else(|_| d.to_path_buf())).unwrap_or_else(|| dir.join("certs"))
+}
+
+/// How a tool on this machine reaches nodes: TLS with the node identity in
+/// `certs`, plaintext when there is none (an `--insecure` node).
+pub(crate) fn client_options(certs: &Path) -> Result<pinax_client::ClientOptions> {
+    let tls = if certs.join(pinax_proto::tls::NODE_CERT).exists() {
+        Some(pinax_proto::tls::TlsConfig::node(certs).with_context(|| format!("loading the certificates in {}", certs.display()))?)
+    } else {
+        None
+    };
+    Ok(pinax_client::ClientOptions { tls, ..Default::default() })
+}
+
 fn read_pid(dir: &Path) -> Option<i32> {
     std::fs::read_to_string(pid_file(dir)).ok()?.trim().parse().ok()
 }
@@ -220,6 +260,7 @@ fn main() {
         Cmd::Stop(a) => stop(a),
         Cmd::Status(a) => status(a),
         Cmd::Cluster(c) => cluster::run(c),
+        Cmd::Cert(c) => certs::run(c),
     };
     if let Err(e) = res {
         eprintln!("pinax: {e:#}");
@@ -230,10 +271,11 @@ fn main() {
 /// Wait until the node started as process `pid` with data directory `dir`
 /// answers at `addr`. It writes its pid file once it serves: a node answering
 /// there before that may be another one (its port was taken).
-fn wait_ready(addr: &str, dir: &Path, pid: u32, timeout: Duration) -> Result<()> {
+fn wait_ready(addr: &str, dir: &Path, certs: &Path, pid: u32, timeout: Duration) -> Result<()> {
     let deadline = Instant::now() + timeout;
     loop {
-        if read_pid(dir) == Some(pid as i32) && Client::connect(addr).is_ok() {
+        // (The certificates may be the node's own making: read once it serves.)
+        if read_pid(dir) == Some(pid as i32) && Client::connect_with(addr, client_options(certs)?).is_ok() {
             return Ok(());
         }
         if !alive(pid as i32) {
@@ -293,10 +335,18 @@ fn start(a: NodeArgs) -> Result<()> {
     if a.clock_offset_ms != 0 {
         cmd.arg(format!("--clock-offset-ms={}", a.clock_offset_ms));
     }
+    let certs = certs_dir(&dir, a.certs_dir.as_deref());
+    cmd.arg("--certs-dir").arg(&certs);
+    if a.insecure {
+        cmd.arg("--insecure");
+    }
+    if a.allow_insecure_remote {
+        cmd.arg("--allow-insecure-remote");
+    }
     cmd.stdin(std::process::Stdio::null()).stdout(log.try_clone()?).stderr(log);
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     let child = cmd.spawn().context("starting the node")?;
-    wait_ready(&addrs.local, &dir, child.id(), Duration::from_secs(60)).with_context(|| format!("see {}", log_file(&dir).display()))?;
+    wait_ready(&addrs.local, &dir, &certs, child.id(), Duration::from_secs(60)).with_context(|| format!("see {}", log_file(&dir).display()))?;
     println!("pinax node started (pid {}): rpc {}, data dir {}, log {}", child.id(), addrs.advertise, dir.display(), log_file(&dir).display());
     start_postgres(&a, &dir, &addrs)
 }
@@ -306,7 +356,10 @@ fn start_postgres(a: &NodeArgs, dir: &Path, addrs: &addr::Addresses) -> Result<(
         return Ok(());
     }
     let listen = addr::pg_listen_addresses(a.pg_listen.as_deref(), &addrs.listen_host);
-    postgres::start(dir, a.pg_port, &listen, &addrs.local).context("starting PostgreSQL")?;
+    // The backends present the node's identity to other nodes (over TCP).
+    let certs = certs_dir(dir, a.certs_dir.as_deref());
+    let tls_dir = if a.insecure { None } else { Some(certs.as_path()) };
+    postgres::start(dir, a.pg_port, &listen, &addrs.local, tls_dir).context("starting PostgreSQL")?;
     println!("PostgreSQL 15 with pinax started: data {}, log {}", postgres::pgdata(dir).display(), postgres::pgdata(dir).join("postgres.log").display());
     // A host psql can reach: the first listen address, the advertised host for a wildcard.
     let first = listen.split(',').next().unwrap_or("127.0.0.1");
@@ -393,7 +446,7 @@ fn first_node_id(dir: &Path) -> Result<u64> {
 /// The id of a node joining the cluster of the nodes at `join`: kept in the data
 /// directory, assigned by the master on the first start (asked through whichever
 /// of them answers; a node that is not the master forwards the request).
-fn joined_node_id(dir: &Path, join: &[String], addr: &str) -> Result<u64> {
+fn joined_node_id(dir: &Path, join: &[String], addr: &str, tls: Option<Arc<pinax_proto::tls::TlsConfig>>) -> Result<u64> {
     let f = dir.join("node_id");
     if let Some(id) = recorded_node_id(dir)? {
         return Ok(id);
@@ -405,8 +458,8 @@ fn joined_node_id(dir: &Path, join: &[String], addr: &str) -> Result<u64> {
     let id = 'found: loop {
         let mut last = None;
         for node in join {
-            let res =
-                Client::connect(node).and_then(|c| c.call(pinax_proto::Request::RegisterNode { node_id: 0, addr: addr.to_string(), leading: Vec::new() }));
+            let res = Client::connect_with(node, pinax_client::ClientOptions { tls: tls.clone(), ..Default::default() })
+                .and_then(|c| c.call(pinax_proto::Request::RegisterNode { node_id: 0, addr: addr.to_string(), leading: Vec::new() }));
             match res {
                 Ok(pinax_proto::Response::Registered { node_id, .. }) => break 'found node_id,
                 Ok(other) => bail!("unexpected answer from the node at {node}: {other:?}"),
@@ -463,9 +516,10 @@ fn run(a: NodeArgs) -> Result<()> {
     let addrs = addr::resolve(a.listen.as_deref(), a.advertise.as_deref(), a.port)?;
     let addr = addrs.advertise.clone();
     check_identity(&dir, &addr)?;
+    let tls = node_tls(&a, &dir, &addrs)?;
     // Bind first: a port already in use fails before any data is touched.
     let listener = std::net::TcpListener::bind(&addrs.listen).with_context(|| format!("listening on {}", addrs.listen))?;
-    let node_id = if a.join.is_empty() { first_node_id(&dir)? } else { joined_node_id(&dir, &a.join, &addr)? };
+    let node_id = if a.join.is_empty() { first_node_id(&dir)? } else { joined_node_id(&dir, &a.join, &addr, tls.clone())? };
     let cfg = NodeConfig {
         node_id,
         join: a.join.clone(),
@@ -477,6 +531,7 @@ fn run(a: NodeArgs) -> Result<()> {
         tablets_per_node: a.tablets_per_node,
         sync: !a.no_sync,
         txn_heartbeat_timeout: Duration::from_secs(a.txn_timeout_secs),
+        tls: tls.clone(),
         ..NodeConfig::default()
     };
     let shared = SharedResources::new(a.block_cache_mb.unwrap_or_else(default_block_cache_mb) << 20, a.memtable_mb << 20);
@@ -516,16 +571,21 @@ fn run(a: NodeArgs) -> Result<()> {
     let term = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGTERM, term.clone())?;
     signal_hook::flag::register(signal_hook::consts::SIGINT, term.clone())?;
+    let hup = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGHUP, hup.clone())?;
     let applier = {
         let n = node.clone();
         std::thread::Builder::new().name("applier".into()).spawn(move || n.run_applier())?
     };
     // This node's PostgreSQL (if it has one) replays the other nodes' DDL.
-    let replayer = Arc::new(ddl::Replayer::new(node_id, addrs.local.clone(), postgres::pgdata(&dir), a.pg_port, postgres::superuser()));
+    let replayer = Arc::new(ddl::Replayer::new(node_id, addrs.local.clone(), tls.clone(), postgres::pgdata(&dir), a.pg_port, postgres::superuser()));
     node.set_ddl_applier(replayer.clone());
     let replay = ddl::spawn_catch_up(replayer, term.clone())?;
     tracing::info!(%addr, data_dir = %dir.display(), "pinax node serving");
     while !term.load(Ordering::SeqCst) {
+        if hup.swap(false, Ordering::SeqCst) {
+            reload_certificates(tls.as_deref(), &certs_dir(&dir, a.certs_dir.as_deref()));
+        }
         node.tick();
         std::thread::sleep(Duration::from_millis(200));
     }
@@ -542,6 +602,50 @@ fn run(a: NodeArgs) -> Result<()> {
     let _ = std::fs::remove_file(pid_file(&dir));
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The node's TLS settings: None with `--insecure` (refused on a non-loopback
+/// listen address unless `--allow-insecure-remote`), else its certificates,
+/// made first if this node can (see `certs::ensure_node`), and a copy of its
+/// identity for its PostgreSQL's backends.
+fn node_tls(a: &NodeArgs, dir: &Path, addrs: &addr::Addresses) -> Result<Option<Arc<pinax_proto::tls::TlsConfig>>> {
+    if a.insecure {
+        let loopback = addrs.listen_host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback()) || addrs.listen_host == "localhost";
+        if !loopback && !a.allow_insecure_remote {
+            bail!(
+                "--insecure on {}: every machine that reaches this address could read and write all data. \
+                 Run secure (the default), or add --allow-insecure-remote",
+                addrs.listen
+            );
+        }
+        tracing::warn!("running --insecure: no TLS between nodes, anyone who reaches the RPC port owns the data");
+        return Ok(None);
+    }
+    let certs = certs_dir(dir, a.certs_dir.as_deref());
+    let mut hosts = vec![addr::split_host_port(&addrs.advertise)?.0];
+    if !addr::is_wildcard(&addrs.listen_host) {
+        hosts.push(addrs.listen_host.clone());
+    }
+    certs::ensure_node(&certs, &hosts, a.join.is_empty())?;
+    let tls = pinax_proto::tls::TlsConfig::node(&certs).with_context(|| format!("loading the certificates in {}", certs.display()))?;
+    certs::prepare_backend_identity(&certs, nix::unistd::geteuid().is_root().then_some(postgres::PG_OS_USER))?;
+    tracing::info!(certs = %certs.display(), "TLS between nodes");
+    Ok(Some(tls))
+}
+
+/// SIGHUP: read the certificates again (rotation); connections made afterwards
+/// use the new ones. A bad set is logged and the old one stays.
+fn reload_certificates(tls: Option<&pinax_proto::tls::TlsConfig>, certs: &Path) {
+    let Some(tls) = tls else { return };
+    match tls.reload() {
+        Ok(()) => {
+            if let Err(e) = certs::prepare_backend_identity(certs, nix::unistd::geteuid().is_root().then_some(postgres::PG_OS_USER)) {
+                tracing::warn!(error = %e, "could not copy the new certificate for PostgreSQL's backends");
+            }
+            tracing::info!(certs = %certs.display(), "certificates reloaded");
+        }
+        Err(e) => tracing::error!(error = %e, "could not reload the certificates: the old ones stay in use"),
+    }
 }
 
 /// The node's Unix socket bypasses PostgreSQL's privileges (what a backend asks
@@ -657,7 +761,8 @@ fn stop(a: DirArgs) -> Result<()> {
 fn status(a: StatusArgs) -> Result<()> {
     let dir = default_data_dir(a.data_dir);
     let addr = a.addr.or_else(|| std::fs::read_to_string(addr_file(&dir)).ok().map(|s| s.trim().to_string())).unwrap_or_else(|| "127.0.0.1:7100".into());
-    let client = Client::connect(&addr).with_context(|| format!("no pinax node answers at {addr}"))?;
+    let opts = client_options(&certs_dir(&dir, a.certs_dir.as_deref()))?;
+    let client = Client::connect_with(&addr, opts).with_context(|| format!("no pinax node answers at {addr}"))?;
     let s = client.status()?;
     // Written with `writeln!`, not `println!`: a reader that stops early (`| head`)
     // must not make this panic on a broken pipe.

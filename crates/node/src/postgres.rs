@@ -86,7 +86,9 @@ fn psql(dir: &Path, port: u16, db: &str, sql: &str) -> Result<String> {
 
 /// Create (first time) and start PostgreSQL on `port` of `listen` (its
 /// `listen_addresses`), using the node at `rpc_addr`.
-pub fn start(dir: &Path, port: u16, listen: &str, rpc_addr: &str) -> Result<()> {
+/// `tls_dir`: the certs directory whose `backend.crt`/`.key` the backends present
+/// to other nodes (None: an `--insecure` node).
+pub fn start(dir: &Path, port: u16, listen: &str, rpc_addr: &str, tls_dir: Option<&Path>) -> Result<()> {
     let d = pgdata(dir);
     let fresh = !d.join("PG_VERSION").exists();
     if fresh {
@@ -119,6 +121,9 @@ pub fn start(dir: &Path, port: u16, listen: &str, rpc_addr: &str) -> Result<()> 
     // Backends reach this node through its Unix socket (see `crate::socket_file`).
     if let Some(sock) = crate::socket_file(dir) {
         settings.push_str(&format!("pinax.socket = '{}'\n", sock.display()));
+    }
+    if let Some(t) = tls_dir {
+        settings.push_str(&format!("pinax.tls_dir = '{}'\n", t.display()));
     }
     let pinax_conf = d.join("pinax.conf");
     std::fs::write(&pinax_conf, settings).context("writing pinax.conf")?;

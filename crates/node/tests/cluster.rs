@@ -9,7 +9,7 @@
 //! cluster keeps every row once a different node dies).
 
 mod common;
-use common::{bin, free_port, key, wait_client};
+use common::{bin, free_port, key};
 
 use pinax_client::{Client, ClientOptions};
 use pinax_common::HybridTime;
@@ -18,10 +18,32 @@ use std::path::Path;
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
+/// The cluster CA and loopback node certificate every node of these tests
+/// presents (nodes on 127.0.0.1 can share one): the clusters here run secure,
+/// as a user's do, so their failovers are over mutual TLS.
+fn certs() -> &'static Path {
+    static CERTS: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    CERTS.get_or_init(|| {
+        let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("cluster-test-certs-{}", std::process::id()));
+        common::make_certs(&d);
+        d
+    })
+}
+
+fn tls_options() -> ClientOptions {
+    common::tls_options(certs())
+}
+
+fn wait_client(addr: &str) -> Client {
+    common::wait_client_with(addr, tls_options())
+}
+
 fn spawn(dir: &Path, port: u16, join: Option<u16>, extra: &[String]) -> Child {
     let mut cmd = Command::new(bin());
     cmd.args(["run", "--data-dir"])
         .arg(dir)
+        .arg("--certs-dir")
+        .arg(certs())
         .args(["--port", &port.to_string(), "--block-cache-mb", "16", "--memtable-mb", "32", "--node-timeout-secs", "3", "--fault-injection"])
         .args(extra);
     if let Some(m) = join {
@@ -231,7 +253,7 @@ fn three_replicas_survive_a_node_kill_and_restart() {
     // A majority down: writes fail with a clear, retryable error (no hang), and
     // everything works again once the nodes are back.
     cluster.kill(1);
-    let short = Client::connect_with(&cluster.addr(0), ClientOptions { leader_wait: Duration::from_secs(2), ..Default::default() }).unwrap();
+    let short = Client::connect_with(&cluster.addr(0), ClientOptions { leader_wait: Duration::from_secs(2), ..tls_options() }).unwrap();
     let t = Instant::now();
     let e = short.write("rf3", vec![WriteOp::put(key(900), b"v900".to_vec())]).unwrap_err();
     assert!(e.is_retryable(), "{e}");
@@ -875,4 +897,63 @@ fn leaders_even_out_after_a_node_comes_back() {
         std::thread::sleep(Duration::from_millis(300));
     }
     check_all(&c, &acked);
+}
+
+/// Secure by default: a node serves only peers presenting a certificate of its
+/// cluster's CA. A process without one cannot call a data RPC or send a Raft
+/// vote; one with another cluster's certificate cannot call either, nor join;
+/// every refusal is logged and the node goes on serving its own cluster.
+#[test]
+fn a_node_refuses_peers_without_its_clusters_certificate() {
+    use pinax_proto::{frame, RequestEnvelope};
+    use std::io::{Read, Write};
+    let cluster = Cluster::start(1);
+    let addr = cluster.addr(0);
+    let c = wait_client(&addr);
+    c.create_table("guarded", Sharding::Hash { tablets: 2 }).unwrap();
+    c.write("guarded", vec![WriteOp::put(key(1), b"secret".to_vec())]).unwrap();
+    let table = c.refresh_table("guarded").unwrap();
+    let read = read_req(table.tablets[0].id, &key(1));
+
+    // No certificate: neither a client nor a raw frame gets an answer.
+    let plain = Client::connect_with(&addr, ClientOptions { leader_wait: Duration::from_secs(1), ..Default::default() });
+    assert!(plain.and_then(|p| p.call(read.clone())).is_err(), "a client without a certificate was served");
+    let vote = Request::Raft { group: table.tablets[0].id.0, target: 1, kind: 2, body: vec![0; 64] };
+    let mut frame_bytes = Vec::new();
+    frame::encode_frame(&RequestEnvelope { ht: HybridTime(1), request: vote.clone() }, &mut frame_bytes).unwrap();
+    let mut raw = std::net::TcpStream::connect(&addr).unwrap();
+    raw.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    raw.write_all(&frame_bytes).unwrap();
+    let mut answer = Vec::new();
+    let _ = raw.read_to_end(&mut answer);
+    assert!(frame::decode_frame::<pinax_proto::ResponseEnvelope>(&answer).is_err(), "a plaintext vote got an answer");
+
+    // Another cluster's certificate: refused the same way, and it cannot join.
+    let other = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("other-cluster-certs-{}", std::process::id()));
+    common::make_certs(&other);
+    let stranger = Client::connect_with(&addr, ClientOptions { leader_wait: Duration::from_secs(1), ..common::tls_options(&other) });
+    assert!(stranger.and_then(|s| s.call(vote)).is_err(), "a vote with another cluster's certificate was served");
+    let joiner_dir = tempfile::tempdir().unwrap();
+    let mut joiner = Command::new(bin())
+        .args(["run", "--data-dir"])
+        .arg(joiner_dir.path())
+        .args(["--port", &free_port().to_string(), "--block-cache-mb", "16", "--memtable-mb", "32", "--join", &addr, "--certs-dir"])
+        .arg(&other)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    let _ = joiner.kill();
+    let out = joiner.wait_with_output().unwrap();
+    let joiner_log = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(!joiner_dir.path().join("node_id").exists(), "a node with another cluster's certificate got a node id: {joiner_log}");
+    assert!(joiner_log.contains("waiting for the cluster"), "{joiner_log}");
+    let _ = std::fs::remove_dir_all(&other);
+
+    // The cluster's own clients are served throughout, and it has one node.
+    assert_eq!(c.get("guarded", &key(1)).unwrap(), Some(b"secret".to_vec()));
+    assert_eq!(c.status().unwrap().nodes.len(), 1);
+    let log = std::fs::read_to_string(cluster.dirs[0].path().join("test.log")).unwrap();
+    assert!(log.contains("refused a connection: TLS handshake failed"), "no refusal logged:\n{log}");
 }

@@ -19,7 +19,7 @@ fn spawn_run_with(dir: &std::path::Path, port: u16, extra: &[&str]) -> Daemon {
         Command::new(bin())
             .args(["run", "--data-dir"])
             .arg(dir)
-            .args(["--port", &port.to_string(), "--block-cache-mb", "16"])
+            .args(["--port", &port.to_string(), "--block-cache-mb", "16", "--insecure"])
             .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -142,7 +142,11 @@ fn cli_start_status_stop() {
     let again = Command::new(bin()).args(["start", "--no-postgres", "--data-dir", d, "--port", &port]).output().unwrap();
     assert!(again.status.success());
     assert!(String::from_utf8_lossy(&again.stdout).contains("already running"));
-    let c = Client::connect(&format!("127.0.0.1:{port}")).unwrap();
+    // Secure by default: the node made its cluster's CA and certificate, and
+    // answers only a client presenting one.
+    assert!(Client::connect(&format!("127.0.0.1:{port}")).is_err(), "a client without a certificate was served");
+    let tls = pinax_proto::tls::TlsConfig::node(&dir.path().join("certs")).unwrap();
+    let c = Client::connect_with(&format!("127.0.0.1:{port}"), pinax_client::ClientOptions { tls: Some(tls), ..Default::default() }).unwrap();
     c.create_table("shown", Sharding::Hash { tablets: 0 }).unwrap();
     let st = Command::new(bin()).args(["status", "--data-dir", d]).output().unwrap();
     assert!(st.status.success());
@@ -194,7 +198,7 @@ fn tablets_spread_over_data_dirs_and_a_missing_one_is_refused() {
         Command::new(bin())
             .args(["run", "--data-dir"])
             .arg(dir.path().join("node"))
-            .args(["--port", &port.to_string(), "--block-cache-mb", "16", "--memtable-mb", "32", "--data-dirs", dirs])
+            .args(["--port", &port.to_string(), "--block-cache-mb", "16", "--memtable-mb", "32", "--insecure", "--data-dirs", dirs])
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -286,7 +290,7 @@ fn the_node_raises_its_descriptor_limit() {
             .arg(bin())
             .args(["run", "--data-dir"])
             .arg(dir.path())
-            .args(["--port", &port.to_string(), "--block-cache-mb", "16", "--memtable-mb", "32"])
+            .args(["--port", &port.to_string(), "--block-cache-mb", "16", "--memtable-mb", "32", "--insecure"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -307,7 +311,7 @@ fn spawn_limited(dir: &std::path::Path, port: u16, nofile: u32, extra: &[&str]) 
             .arg(bin())
             .args(["run", "--data-dir"])
             .arg(dir)
-            .args(["--port", &port.to_string(), "--block-cache-mb", "16", "--memtable-mb", "32"])
+            .args(["--port", &port.to_string(), "--block-cache-mb", "16", "--memtable-mb", "32", "--insecure"])
             .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -538,4 +542,22 @@ fn the_unix_socket_is_for_postgres_only() {
         Some(u) if nix::unistd::geteuid().is_root() => assert_eq!(m.uid(), u.uid.as_raw()),
         _ => assert_eq!(m.uid(), nix::unistd::geteuid().as_raw()),
     }
+}
+
+/// `--insecure` stays on loopback unless also asked explicitly (as CockroachDB's
+/// does): a plaintext node on a reachable address is every neighbour's.
+#[test]
+fn insecure_is_refused_off_loopback_unless_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port().to_string();
+    let out = Command::new(bin())
+        .args(["run", "--data-dir"])
+        .arg(dir.path())
+        .args(["--port", &port, "--listen", "0.0.0.0", "--advertise", "10.1.2.3", "--insecure"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "an insecure node listened on every interface: {err}");
+    assert!(err.contains("--allow-insecure-remote"), "{err}");
+    assert!(!dir.path().join("pinax.pid").exists());
 }

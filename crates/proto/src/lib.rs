@@ -17,6 +17,7 @@
 pub mod filter;
 pub mod frame;
 pub mod stream;
+pub mod tls;
 pub mod types;
 pub mod wire;
 

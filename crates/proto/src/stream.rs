@@ -12,6 +12,8 @@ use std::os::unix::net::UnixStream;
 pub enum Stream {
     Tcp(TcpStream),
     Unix(UnixStream),
+    /// TCP with TLS (`crate::tls`); clones share the one TLS state.
+    Tls(std::sync::Arc<crate::tls::TlsStream>),
 }
 
 impl Stream {
@@ -19,6 +21,7 @@ impl Stream {
         Ok(match self {
             Stream::Tcp(s) => Stream::Tcp(s.try_clone()?),
             Stream::Unix(s) => Stream::Unix(s.try_clone()?),
+            Stream::Tls(s) => Stream::Tls(s.clone()),
         })
     }
 
@@ -26,6 +29,7 @@ impl Stream {
         match self {
             Stream::Tcp(s) => s.shutdown(Shutdown::Both),
             Stream::Unix(s) => s.shutdown(Shutdown::Both),
+            Stream::Tls(s) => s.tcp().shutdown(Shutdown::Both),
         }
     }
 
@@ -33,6 +37,7 @@ impl Stream {
         match self {
             Stream::Tcp(s) => s.set_nonblocking(on),
             Stream::Unix(s) => s.set_nonblocking(on),
+            Stream::Tls(s) => s.tcp().set_nonblocking(on),
         }
     }
 
@@ -62,6 +67,7 @@ impl Stream {
         match self {
             Stream::Tcp(s) => s.set_read_timeout(t),
             Stream::Unix(s) => s.set_read_timeout(t),
+            Stream::Tls(s) => s.tcp().set_read_timeout(t),
         }
     }
 
@@ -70,6 +76,7 @@ impl Stream {
     pub fn tune(&self) -> io::Result<()> {
         match self {
             Stream::Tcp(s) => tune_tcp(s),
+            Stream::Tls(s) => tune_tcp(s.tcp()),
             Stream::Unix(_) => Ok(()),
         }
     }
@@ -80,6 +87,7 @@ impl Read for Stream {
         match self {
             Stream::Tcp(s) => s.read(buf),
             Stream::Unix(s) => s.read(buf),
+            Stream::Tls(s) => (&**s).read(buf),
         }
     }
 }
@@ -89,6 +97,7 @@ impl Write for Stream {
         match self {
             Stream::Tcp(s) => s.write(buf),
             Stream::Unix(s) => s.write(buf),
+            Stream::Tls(s) => (&**s).write(buf),
         }
     }
 
@@ -96,6 +105,7 @@ impl Write for Stream {
         match self {
             Stream::Tcp(s) => s.flush(),
             Stream::Unix(s) => s.flush(),
+            Stream::Tls(s) => (&**s).flush(),
         }
     }
 }
@@ -108,6 +118,7 @@ impl Read for &Stream {
         match self {
             Stream::Tcp(s) => (&*s).read(buf),
             Stream::Unix(s) => (&*s).read(buf),
+            Stream::Tls(s) => (&**s).read(buf),
         }
     }
 }
@@ -117,6 +128,7 @@ impl Write for &Stream {
         match self {
             Stream::Tcp(s) => (&*s).write(buf),
             Stream::Unix(s) => (&*s).write(buf),
+            Stream::Tls(s) => (&**s).write(buf),
         }
     }
 
@@ -124,6 +136,7 @@ impl Write for &Stream {
         match self {
             Stream::Tcp(s) => (&*s).flush(),
             Stream::Unix(s) => (&*s).flush(),
+            Stream::Tls(s) => (&**s).flush(),
         }
     }
 }
@@ -133,6 +146,7 @@ impl AsRawFd for Stream {
         match self {
             Stream::Tcp(s) => s.as_raw_fd(),
             Stream::Unix(s) => s.as_raw_fd(),
+            Stream::Tls(s) => s.tcp().as_raw_fd(),
         }
     }
 }

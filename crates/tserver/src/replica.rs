@@ -7,6 +7,8 @@ use parking_lot::Mutex;
 use pinax_common::{HybridClock, HybridTime, TabletId};
 use pinax_engine::OwnedBatch;
 use pinax_proto::frame::{self, FrameError};
+use pinax_proto::stream::Stream;
+use pinax_proto::tls::TlsConfig;
 use pinax_proto::{Request, RequestEnvelope, Response, ResponseEnvelope};
 use pinax_raft::network::{MsgKind, Transport, TransportError};
 use pinax_raft::quiesce::PeerWatch;
@@ -56,17 +58,21 @@ impl Replicator for RaftReplicator {
 }
 
 struct PeerConn {
-    reader: BufReader<TcpStream>,
-    writer: BufWriter<TcpStream>,
+    reader: BufReader<Stream>,
+    writer: BufWriter<Stream>,
     rbuf: Vec<u8>,
     wbuf: Vec<u8>,
 }
 
 impl PeerConn {
-    fn connect(addr: &str, within: Duration) -> std::io::Result<PeerConn> {
+    fn connect(addr: &str, within: Duration, tls: Option<&TlsConfig>) -> std::io::Result<PeerConn> {
         let sockaddr = std::net::ToSocketAddrs::to_socket_addrs(addr)?.next().ok_or_else(|| std::io::Error::other("address did not resolve"))?;
-        let s = TcpStream::connect_timeout(&sockaddr, within.min(PEER_CONNECT_TIMEOUT))?;
-        pinax_proto::stream::tune_tcp(&s)?;
+        let tcp = TcpStream::connect_timeout(&sockaddr, within.min(PEER_CONNECT_TIMEOUT))?;
+        pinax_proto::stream::tune_tcp(&tcp)?;
+        let s = match tls {
+            Some(tls) => Stream::Tls(Arc::new(tls.connect(tcp, addr, within.max(PEER_HANDSHAKE))?)),
+            None => Stream::Tcp(tcp),
+        };
         s.set_read_timeout(Some(PEER_READ_TIMEOUT))?;
         let w = s.try_clone()?;
         Ok(PeerConn { reader: BufReader::with_capacity(64 << 10, s), writer: BufWriter::with_capacity(64 << 10, w), rbuf: Vec::new(), wbuf: Vec::new() })
@@ -87,6 +93,8 @@ impl PeerConn {
 
 /// How long a connect to another node may take.
 const PEER_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+/// The least time a TLS handshake with another node is given.
+const PEER_HANDSHAKE: Duration = Duration::from_secs(2);
 /// How long an answer from another node may take.
 const PEER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -99,11 +107,13 @@ pub struct RpcTransport {
     /// Followers held quiet by quiesced leaders on other nodes; the node pings
     /// those nodes (`node/peer_watch.rs`).
     watch: Arc<PeerWatch>,
+    /// This node's TLS identity (None: plaintext).
+    tls: Option<Arc<TlsConfig>>,
 }
 
 impl RpcTransport {
-    pub fn new(clock: Arc<HybridClock>) -> Self {
-        RpcTransport { clock, pools: Mutex::new(HashMap::new()), unreachable: Default::default(), watch: Arc::default() }
+    pub fn new(clock: Arc<HybridClock>, tls: Option<Arc<TlsConfig>>) -> Self {
+        RpcTransport { clock, pools: Mutex::new(HashMap::new()), unreachable: Default::default(), watch: Arc::default(), tls }
     }
 
     /// The node's watch of the leaders holding its followers quiet.
@@ -142,7 +152,7 @@ impl RpcTransport {
         let pooled = self.pools.lock().get_mut(addr).and_then(|p| p.pop());
         let env = RequestEnvelope { ht: self.clock.now(), request };
         let fresh = || -> Result<(PeerConn, ResponseEnvelope), pinax_proto::RpcError> {
-            let mut c = PeerConn::connect(addr, within.unwrap_or(PEER_CONNECT_TIMEOUT)).map_err(|e| unavailable(&e))?;
+            let mut c = PeerConn::connect(addr, within.unwrap_or(PEER_CONNECT_TIMEOUT), self.tls.as_deref()).map_err(|e| unavailable(&e))?;
             c.set_read_timeout(within).map_err(|e| unavailable(&e))?;
             let r = c.call(&env).map_err(|e| unavailable(&e))?;
             c.set_read_timeout(None).map_err(|e| unavailable(&e))?;

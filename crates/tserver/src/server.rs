@@ -73,6 +73,15 @@ fn accept_any(listener: &TcpListener, unix: Option<&UnixListener>) -> std::io::R
     }
 }
 
+/// A TCP connection wrapped in TLS when the node has TLS on (no I/O: the
+/// handshake is its thread's first step). Unix-domain connections stay as they are.
+fn secure<F: EngineFactory>(node: &Arc<Node<F>>, stream: Stream) -> std::io::Result<Stream> {
+    match (stream, node.config().tls.as_ref()) {
+        (Stream::Tcp(tcp), Some(tls)) => Ok(Stream::Tls(Arc::new(tls.accept(tcp)?))),
+        (stream, _) => Ok(stream),
+    }
+}
+
 /// Most connections being refused at once (each waits up to [`REFUSE_WAIT`] for its
 /// request); past that a connection is closed without an answer.
 const REFUSERS: usize = 4;
@@ -148,7 +157,7 @@ impl RpcServer {
                 if spare.is_none() {
                     spare = spare_descriptor();
                 }
-                match accept_any(&listener, unix.as_ref()) {
+                match accept_any(&listener, unix.as_ref()).and_then(|s| secure(&node, s)) {
                     Ok(stream) if spare.is_none() => {
                         // It took the descriptor the spare needs: serving it would
                         // leave none to refuse the next one with.
@@ -190,7 +199,7 @@ impl RpcServer {
                         // why, and take the spare back. Left waiting, its client
                         // would hang until its own timeout.
                         drop(spare.take());
-                        match accept_any(&listener, unix.as_ref()) {
+                        match accept_any(&listener, unix.as_ref()).and_then(|s| secure(&node, s)) {
                             Ok(stream) => {
                                 let msg = format!("node {} is out of file descriptors ({e}); try again", node.config().node_id);
                                 tracing::warn!(error = %e, "out of descriptors: refused a connection");
@@ -249,8 +258,30 @@ fn log_refused_time(e: &pinax_common::ClockAhead) {
     }
 }
 
+/// Log a refused TLS handshake, at most once a second.
+fn log_refused_handshake(stream: &Stream, e: &std::io::Error) {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static LAST: AtomicU64 = AtomicU64::new(0);
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    if LAST.swap(now, Ordering::Relaxed) != now {
+        let peer = match stream {
+            Stream::Tls(t) => t.tcp().peer_addr().map_or_else(|_| "?".into(), |a| a.to_string()),
+            _ => "?".into(),
+        };
+        tracing::warn!(%peer, error = %e, "refused a connection: TLS handshake failed (a peer without a certificate of this cluster's CA?)");
+    }
+}
+
 fn serve_connection<F: EngineFactory>(node: Arc<Node<F>>, stream: &Stream) {
     let _ = stream.tune();
+    // A peer must prove it holds a certificate of the cluster's CA before any
+    // request of its is read; one that does not, or stalls, is dropped.
+    if let Stream::Tls(t) = stream {
+        if let Err(e) = t.handshake(pinax_proto::tls::HANDSHAKE_TIMEOUT) {
+            log_refused_handshake(stream, &e);
+            return;
+        }
+    }
     let mut reader = BufReader::with_capacity(64 << 10, stream);
     let mut writer = BufWriter::with_capacity(64 << 10, stream);
     let mut rbuf = Vec::new();

@@ -5,6 +5,7 @@ use std::ffi::CString;
 
 static ADDRESS: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(c"127.0.0.1:7100"));
 static SOCKET: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
+static TLS_DIR: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 static TABLETS: GucSetting<i32> = GucSetting::<i32>::new(8);
 static INDEX_ONLY_FETCH_ROWS: GucSetting<bool> = GucSetting::<bool>::new(false);
 static STATEMENT_RESTARTS: GucSetting<i32> = GucSetting::<i32>::new(100);
@@ -40,6 +41,14 @@ pub fn init() {
         c"Unix-domain socket of the node daemon at pinax.address, used instead of TCP to reach it.",
         c"Set by `pinax start`. Empty, or a socket that does not answer: TCP.",
         &SOCKET,
+        GucContext::Sighup,
+        GucFlags::default(),
+    );
+    GucRegistry::define_string_guc(
+        c"pinax.tls_dir",
+        c"Certificates directory whose ca.crt, backend.crt and backend.key backends use to reach nodes over TCP (mutual TLS).",
+        c"Set by `pinax start` for a secure node. Empty: plaintext (an --insecure cluster).",
+        &TLS_DIR,
         GucContext::Sighup,
         GucFlags::default(),
     );
@@ -311,6 +320,11 @@ pub fn address() -> String {
 /// `pinax.socket`: the local node's Unix socket, if set.
 pub fn socket() -> Option<std::path::PathBuf> {
     SOCKET.get().map(|s| std::path::PathBuf::from(s.to_string_lossy().into_owned())).filter(|p| !p.as_os_str().is_empty())
+}
+
+/// The certs directory backends present `backend.crt` from (None: plaintext).
+pub fn tls_dir() -> Option<std::path::PathBuf> {
+    TLS_DIR.get().map(|s| std::path::PathBuf::from(s.to_string_lossy().into_owned())).filter(|p| !p.as_os_str().is_empty())
 }
 
 /// Default tablet count for new tables.

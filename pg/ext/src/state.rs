@@ -176,8 +176,21 @@ impl Backend {
             return Ok(c.clone());
         }
         let addr = guc::address();
-        let opts =
-            pinax_client::ClientOptions { local_socket: guc::socket().map(|p| (addr.clone(), p)), interrupted: Some(cancel_pending), ..Default::default() };
+        // Other nodes are reached over TCP with TLS, presenting the node's
+        // identity (copied for PostgreSQL's OS user as backend.crt/.key).
+        let tls = match guc::tls_dir() {
+            Some(dir) => {
+                let id = pinax_proto::tls::Identity { ca: dir.join("ca.crt"), cert: dir.join("backend.crt"), key: dir.join("backend.key") };
+                Some(pinax_proto::tls::TlsConfig::load(id).map_err(|e| ClientError::Unavailable { addr: addr.clone(), message: format!("TLS: {e}") })?)
+            }
+            None => None,
+        };
+        let opts = pinax_client::ClientOptions {
+            local_socket: guc::socket().map(|p| (addr.clone(), p)),
+            interrupted: Some(cancel_pending),
+            tls,
+            ..Default::default()
+        };
         let c = Client::connect_with(&addr, opts)?;
         self.client = Some(c.clone());
         Ok(c)

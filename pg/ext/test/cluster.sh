@@ -35,10 +35,10 @@ fi
 export PGHOST=127.0.0.1 PGPORT=$pg PGUSER=$superuser
 psql_() { psql -X -q -v ON_ERROR_STOP=1 "$@"; }
 psql_ -d postgres -c "CREATE DATABASE bank_cluster"
-st=$("$bin" status --addr "127.0.0.1:$rpc")
+st=$("$bin" status --certs-dir "$dir/node-1/certs" --addr "127.0.0.1:$rpc")
 grep -q "nodes: 3 live" <<<"$st" || { echo "cluster: the master does not see 3 nodes" >&2; exit 1; }
 psql_ -d bank_cluster -c "CREATE TABLE probe (id int PRIMARY KEY, v text)" -c "INSERT INTO probe SELECT g, 'x' FROM generate_series(1, 100) g"
-st=$("$bin" status --addr "127.0.0.1:$rpc")
+st=$("$bin" status --certs-dir "$dir/node-1/certs" --addr "127.0.0.1:$rpc")
 replicas=$(awk '/^    tablet/ { n = split($NF, r, ","); print n }' <<<"$st" | sort -u)
 [[ "$replicas" == 3 ]] || { echo "cluster: tablets of a new table have '$replicas' replicas, not 3" >&2; exit 1; }
 

@@ -51,7 +51,7 @@ for i in 1 2 3 4; do
   ip netns exec "$prefix-sw" bash -c "exec 3<>/dev/tcp/$subnet.$i/$((rpc + i - 1))" 2>/dev/null || fail "node $i does not answer at $subnet.$i"
   ! bash -c "exec 3<>/dev/tcp/127.0.0.1/$((rpc + i - 1))" 2>/dev/null || fail "node $i's port answers on this host's loopback"
 done
-st=$(ip netns exec "$prefix-sw" "$bin" status --addr "$subnet.1:$rpc")
+st=$(ip netns exec "$prefix-sw" "$bin" status --certs-dir "$dir/node-1/certs" --addr "$subnet.1:$rpc")
 grep -q "nodes: 4 live: 1@$subnet.1:$rpc 2@$subnet.2:$((rpc + 1)) 3@$subnet.3:$((rpc + 2)) 4@$subnet.4:$((rpc + 3))" <<<"$st" || fail "the master does not list the 4 nodes at their addresses: $st"
 
 # Clients use the nodes' PostgreSQL through their Unix sockets (a file: reachable

@@ -118,7 +118,7 @@ if [[ ${#@} == 0 ]]; then
   # storage_after SQL: run SQL, then print how many storage tables the node has.
   storage_after() {
     psql_ -d regress_pinax -c "$1" || return 1
-    "$bin" status --addr "127.0.0.1:$rpc" | grep -cE '^  [ti][0-9]+_'
+    "$bin" status --data-dir "$dir" --addr "127.0.0.1:$rpc" | grep -cE '^  [ti][0-9]+_'
   }
   n0=$(storage_after "CREATE TABLE leak_t (id int PRIMARY KEY, v text, w int); CREATE INDEX leak_v ON leak_t (v); CREATE UNIQUE INDEX leak_w ON leak_t (w); INSERT INTO leak_t SELECT g, 'v' || g, g FROM generate_series(1, 100) g")
   n1=$(storage_after "TRUNCATE leak_t")

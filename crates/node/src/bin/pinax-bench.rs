@@ -48,7 +48,12 @@ fn main() -> Result<()> {
     let single: u64 = get("--single-rows", "20000").parse()?;
     let batches: u64 = get("--batches", "100").parse()?;
     let threads: u64 = get("--threads", "4").parse()?;
-    let c = Client::connect(&addr)?;
+    // `--certs-dir D`: TLS with the node identity in D (a secure node); else plaintext.
+    let tls = match args.iter().position(|a| a == "--certs-dir").and_then(|i| args.get(i + 1)) {
+        Some(d) => Some(pinax_proto::tls::TlsConfig::node(std::path::Path::new(d))?),
+        None => None,
+    };
+    let c = Client::connect_with(&addr, pinax_client::ClientOptions { tls, ..Default::default() })?;
     let table = format!("bench_{}", std::process::id());
     c.create_table(&table, Sharding::Hash { tablets: 0 })?;
     // Marks where the measured phases start (bench/fsyncs.sh counts per phase).

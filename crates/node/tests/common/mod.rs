@@ -1,7 +1,7 @@
 //! Helpers shared by the process-level tests (each test file uses some of them).
 #![allow(dead_code)]
 
-use pinax_client::Client;
+use pinax_client::{Client, ClientOptions};
 use std::time::{Duration, Instant};
 
 pub fn bin() -> &'static str {
@@ -14,9 +14,14 @@ pub fn free_port() -> u16 {
 
 /// A client of the node at `addr`, once it answers (within 60 s).
 pub fn wait_client(addr: &str) -> Client {
+    wait_client_with(addr, ClientOptions::default())
+}
+
+/// [`wait_client`] with `opts`.
+pub fn wait_client_with(addr: &str, opts: ClientOptions) -> Client {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        if let Ok(c) = Client::connect(addr) {
+        if let Ok(c) = Client::connect_with(addr, opts.clone()) {
             return c;
         }
         assert!(Instant::now() < deadline, "node at {addr} did not come up");
@@ -51,4 +56,24 @@ impl Drop for Daemon {
             let _ = self.0.wait();
         }
     }
+}
+
+/// A cluster CA and a node certificate for 127.0.0.1 in `dir` (made with the
+/// `pinax cert` commands), shared by the loopback nodes of a test.
+pub fn make_certs(dir: &std::path::Path) {
+    let _ = std::fs::remove_dir_all(dir);
+    for args in [vec!["cert", "create-ca", "--certs-dir"], vec!["cert", "create-node", "--certs-dir"]] {
+        let mut cmd = std::process::Command::new(bin());
+        cmd.args(&args).arg(dir);
+        if args[1] == "create-node" {
+            cmd.arg("127.0.0.1");
+        }
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+}
+
+/// Client options presenting the node identity in `dir`.
+pub fn tls_options(dir: &std::path::Path) -> ClientOptions {
+    ClientOptions { tls: Some(pinax_proto::tls::TlsConfig::node(dir).unwrap()), ..Default::default() }
 }

@@ -77,6 +77,10 @@ pub struct NodeConfig {
     pub node_timeout: Duration,
     /// Accept `InjectFaults` (tests).
     pub fault_injection: bool,
+    /// Mutual TLS on TCP: the RPC server accepts only peers with a certificate
+    /// of the cluster's CA, and this node presents its own to the nodes it calls.
+    /// None: plaintext (`pinax run --insecure`, in-process tests).
+    pub tls: Option<Arc<pinax_proto::tls::TlsConfig>>,
 }
 
 impl Default for NodeConfig {
@@ -95,6 +99,7 @@ impl Default for NodeConfig {
             replication_factor: 3,
             node_timeout: Duration::from_secs(60),
             fault_injection: false,
+            tls: None,
         }
     }
 }
@@ -241,7 +246,7 @@ impl<F: EngineFactory> Node<F> {
             .enable_all()
             .build()
             .map_err(|e| err(ErrorCode::Internal, format!("starting the raft runtime: {e}")))?;
-        let transport = Arc::new(RpcTransport::new(clock.clone()));
+        let transport = Arc::new(RpcTransport::new(clock.clone(), cfg.tls.clone()));
         let placement_clock: Arc<dyn Clock> = Arc::new(MonotonicClock::new());
         let started = placement_clock.now_micros();
         let node = Node {

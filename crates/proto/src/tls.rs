@@ -1,0 +1,314 @@
+//! Mutual TLS on the connections between nodes (and from clients that reach a
+//! node over TCP): rustls with the `ring` provider, TLS 1.3 only.
+//!
+//! A cluster has its own certificate authority. Every node holds, in its certs
+//! directory, the CA's certificate (`ca.crt`) and a certificate of its own signed
+//! by it (`node.crt`, `node.key`) naming its addresses; a client holds one too
+//! (`client.<user>.crt` / `.key`, or a node's). A server accepts a connection
+//! only from a peer whose certificate the cluster CA signed (a process without
+//! one, or with another cluster's, fails the handshake and never reaches a
+//! request handler); a client accepts a server only if its certificate names the
+//! address it dialled. The node's Unix socket stays plaintext: only PostgreSQL's
+//! OS user can open it (`pinax.sock`, mode 0600).
+//!
+//! [`TlsConfig::reload`] re-reads the files (a rotated certificate is used by
+//! every connection made afterwards; established ones keep theirs).
+
+use parking_lot::{Mutex, RwLock};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use rustls::server::WebPkiClientVerifier;
+use rustls::{ClientConfig, ClientConnection, Connection, RootCertStore, ServerConfig, ServerConnection};
+use std::io::{self, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The CA certificate's file name in a certs directory.
+pub const CA_CERT: &str = "ca.crt";
+/// A node's certificate and key.
+pub const NODE_CERT: &str = "node.crt";
+pub const NODE_KEY: &str = "node.key";
+
+/// How long a TLS handshake may take (a peer that connects and sends nothing,
+/// or drips its bytes, loses its connection then).
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Why a certs directory could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("{path}: {message}")]
+    File { path: PathBuf, message: String },
+    #[error("TLS configuration: {0}")]
+    Config(String),
+}
+
+/// Which files make up an identity: the CA certificate to trust, and the
+/// certificate (with its chain) and key to present.
+#[derive(Clone, Debug)]
+pub struct Identity {
+    pub ca: PathBuf,
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+impl Identity {
+    /// A node's identity in certs directory `dir`.
+    pub fn node(dir: &Path) -> Identity {
+        Identity { ca: dir.join(CA_CERT), cert: dir.join(NODE_CERT), key: dir.join(NODE_KEY) }
+    }
+
+    /// A client's identity in certs directory `dir`: `client.<user>.crt`/`.key`.
+    pub fn client(dir: &Path, user: &str) -> Identity {
+        Identity { ca: dir.join(CA_CERT), cert: dir.join(format!("client.{user}.crt")), key: dir.join(format!("client.{user}.key")) }
+    }
+}
+
+/// The TLS settings of a node or client, reloadable.
+pub struct TlsConfig {
+    identity: Identity,
+    configs: RwLock<(Arc<ServerConfig>, Arc<ClientConfig>)>,
+}
+
+impl std::fmt::Debug for TlsConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TlsConfig").field("identity", &self.identity).finish()
+    }
+}
+
+fn file_err(path: &Path, e: impl std::fmt::Display) -> TlsError {
+    TlsError::File { path: path.to_path_buf(), message: e.to_string() }
+}
+
+fn build(id: &Identity) -> Result<(Arc<ServerConfig>, Arc<ClientConfig>), TlsError> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut roots = RootCertStore::empty();
+    let cas = CertificateDer::pem_file_iter(&id.ca).map_err(|e| file_err(&id.ca, e))?;
+    for c in cas {
+        roots.add(c.map_err(|e| file_err(&id.ca, e))?).map_err(|e| file_err(&id.ca, e))?;
+    }
+    if roots.is_empty() {
+        return Err(file_err(&id.ca, "holds no certificate"));
+    }
+    let roots = Arc::new(roots);
+    let chain: Vec<CertificateDer<'static>> =
+        CertificateDer::pem_file_iter(&id.cert).map_err(|e| file_err(&id.cert, e))?.collect::<Result<_, _>>().map_err(|e| file_err(&id.cert, e))?;
+    if chain.is_empty() {
+        return Err(file_err(&id.cert, "holds no certificate"));
+    }
+    let key = PrivateKeyDer::from_pem_file(&id.key).map_err(|e| file_err(&id.key, e))?;
+    let config = |e: rustls::Error| TlsError::Config(e.to_string());
+    let verifier = WebPkiClientVerifier::builder_with_provider(roots.clone(), provider.clone()).build().map_err(|e| TlsError::Config(e.to_string()))?;
+    let mut server = ServerConfig::builder_with_provider(provider.clone())
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .map_err(config)?
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(chain.clone(), key.clone_key())
+        .map_err(config)?;
+    // No session tickets: they follow the handshake, and a pooled connection's
+    // liveness check (a peek for unasked bytes) would take one for a closed link.
+    server.send_tls13_tickets = 0;
+    let mut client = ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .map_err(config)?
+        .with_root_certificates(roots)
+        .with_client_auth_cert(chain, key)
+        .map_err(config)?;
+    client.resumption = rustls::client::Resumption::disabled();
+    Ok((Arc::new(server), Arc::new(client)))
+}
+
+impl TlsConfig {
+    /// Load `identity`'s files.
+    pub fn load(identity: Identity) -> Result<Arc<TlsConfig>, TlsError> {
+        let configs = build(&identity)?;
+        Ok(Arc::new(TlsConfig { identity, configs: RwLock::new(configs) }))
+    }
+
+    /// A node's settings from its certs directory.
+    pub fn node(dir: &Path) -> Result<Arc<TlsConfig>, TlsError> {
+        Self::load(Identity::node(dir))
+    }
+
+    /// Read the files again (a rotated certificate or CA). On error the settings
+    /// in force stay.
+    pub fn reload(&self) -> Result<(), TlsError> {
+        let configs = build(&self.identity)?;
+        *self.configs.write() = configs;
+        Ok(())
+    }
+
+    pub fn identity(&self) -> &Identity {
+        &self.identity
+    }
+
+    pub fn server_config(&self) -> Arc<ServerConfig> {
+        self.configs.read().0.clone()
+    }
+
+    pub fn client_config(&self) -> Arc<ClientConfig> {
+        self.configs.read().1.clone()
+    }
+
+    /// The server end of an accepted TCP connection. No I/O yet: the handshake
+    /// happens at [`TlsStream::handshake`] (or the first read).
+    pub fn accept(&self, tcp: TcpStream) -> io::Result<TlsStream> {
+        let conn = ServerConnection::new(self.server_config()).map_err(io::Error::other)?;
+        Ok(TlsStream { sock: tcp, conn: Mutex::new(Connection::Server(conn)) })
+    }
+
+    /// The client end of a TCP connection to the server at `addr` (`HOST:PORT`;
+    /// its certificate must name HOST), handshake done within `timeout`.
+    pub fn connect(&self, tcp: TcpStream, addr: &str, timeout: Duration) -> io::Result<TlsStream> {
+        let name = server_name(addr)?;
+        let conn = ClientConnection::new(self.client_config(), name).map_err(io::Error::other)?;
+        let s = TlsStream { sock: tcp, conn: Mutex::new(Connection::Client(conn)) };
+        s.handshake(timeout)?;
+        Ok(s)
+    }
+}
+
+/// The name a server at `addr` (`HOST:PORT`, `[V6]:PORT`) must present.
+pub fn server_name(addr: &str) -> io::Result<ServerName<'static>> {
+    let host = match addr.rsplit_once(':') {
+        Some((h, p)) if p.parse::<u16>().is_ok() && (h.starts_with('[') || !h.contains(':')) => h,
+        _ => addr,
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    ServerName::try_from(host.to_string()).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("{addr}: not a server name: {e}")))
+}
+
+/// A TLS connection over TCP, read and written through shared references (as
+/// [`crate::stream::Stream`] is): the reader and writer of one connection take
+/// turns on its TLS state, so the lock is never contended.
+pub struct TlsStream {
+    sock: TcpStream,
+    conn: Mutex<Connection>,
+}
+
+impl std::fmt::Debug for TlsStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TlsStream").field("sock", &self.sock).finish()
+    }
+}
+
+/// A TLS error as an I/O error (the connection cannot go on).
+fn tls_io(e: rustls::Error) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, format!("TLS: {e}"))
+}
+
+impl TlsStream {
+    pub fn tcp(&self) -> &TcpStream {
+        &self.sock
+    }
+
+    /// Complete the handshake within `timeout` (the certificates are checked
+    /// here). TLS 1.3 lets a client finish before the server has checked the
+    /// client's certificate: a refused client learns it at its first read.
+    pub fn handshake(&self, timeout: Duration) -> io::Result<()> {
+        let before = self.sock.read_timeout()?;
+        self.sock.set_read_timeout(Some(timeout))?;
+        self.sock.set_write_timeout(Some(timeout))?;
+        let mut c = self.conn.lock();
+        let mut res = Ok(());
+        while c.is_handshaking() {
+            match c.complete_io(&mut &self.sock) {
+                Ok((0, 0)) if c.is_handshaking() => {
+                    res = Err(io::Error::new(io::ErrorKind::UnexpectedEof, "connection closed during the TLS handshake"));
+                    break;
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    res = Err(e);
+                    break;
+                }
+            }
+        }
+        drop(c);
+        self.sock.set_read_timeout(before)?;
+        self.sock.set_write_timeout(None)?;
+        res
+    }
+
+    /// The certificate the peer presented (verified against the cluster CA), once
+    /// the handshake is done.
+    pub fn peer_certificate(&self) -> Option<CertificateDer<'static>> {
+        self.conn.lock().peer_certificates().and_then(|c| c.first().cloned())
+    }
+
+    /// Tell the peer this end is closing (a `close_notify`), best effort.
+    pub fn close_notify(&self) {
+        let mut c = self.conn.lock();
+        c.send_close_notify();
+        let _ = c.write_tls(&mut &self.sock);
+    }
+
+    /// Send what the TLS state holds for the peer.
+    fn write_pending(c: &mut Connection, sock: &TcpStream) -> io::Result<()> {
+        while c.wants_write() {
+            c.write_tls(&mut &*sock)?;
+        }
+        Ok(())
+    }
+
+    fn read_plain(&self, buf: &mut [u8]) -> io::Result<usize> {
+        let mut c = self.conn.lock();
+        loop {
+            match c.reader().read(buf) {
+                Ok(n) => return Ok(n),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(e),
+            }
+            Self::write_pending(&mut c, &self.sock)?;
+            c.read_tls(&mut &self.sock)?;
+            if let Err(e) = c.process_new_packets() {
+                // The alert saying why, if it can be sent.
+                let _ = Self::write_pending(&mut c, &self.sock);
+                return Err(tls_io(e));
+            }
+        }
+    }
+
+    fn write_plain(&self, buf: &[u8]) -> io::Result<usize> {
+        let mut c = self.conn.lock();
+        let n = c.writer().write(buf)?;
+        Self::write_pending(&mut c, &self.sock)?;
+        Ok(n)
+    }
+
+    fn flush_plain(&self) -> io::Result<()> {
+        let mut c = self.conn.lock();
+        c.writer().flush()?;
+        Self::write_pending(&mut c, &self.sock)
+    }
+}
+
+impl Read for &TlsStream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.read_plain(buf)
+    }
+}
+
+impl Write for &TlsStream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.write_plain(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.flush_plain()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_names_are_the_host_of_the_dialled_address() {
+        assert_eq!(server_name("10.0.0.5:7100").unwrap(), ServerName::try_from("10.0.0.5").unwrap());
+        assert_eq!(server_name("[fd00::5]:7100").unwrap(), ServerName::try_from("fd00::5").unwrap());
+        assert_eq!(server_name("n1.example:7100").unwrap(), ServerName::try_from("n1.example").unwrap());
+        assert_eq!(server_name("n1.example").unwrap(), ServerName::try_from("n1.example").unwrap());
+        assert!(server_name("bad name:7100").is_err());
+    }
+}
