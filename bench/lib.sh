@@ -50,8 +50,13 @@ if [[ $nodes == 1 ]]; then
   # shellcheck disable=SC2086
   "$bin" start --data-dir "$dir/pinax" --port "$rpc" --pg-port "$pinax_pg" ${PINAX_START_ARGS:-} >/dev/null
 else
-  "$bin" cluster start --nodes "$nodes" --data-dir "$dir/pinax" --base-port "$rpc" --pg-port "$pinax_pg" >/dev/null
+  # shellcheck disable=SC2086
+  "$bin" cluster start --nodes "$nodes" --data-dir "$dir/pinax" --base-port "$rpc" --pg-port "$pinax_pg" ${PINAX_CLUSTER_ARGS:-} >/dev/null
 fi
+# Pinax's PostgreSQL wants the generated password (a secure node; none with
+# --insecure). Clients of both servers connect without TLS (loopback), so
+# neither pays for encryption the other does not.
+export PGPASSFILE="$dir/pinax/credentials" PGSSLMODE=disable
 mkdir -p "$dir/stock"
 [[ "$(id -u)" == 0 ]] && chown postgres "$dir/stock"
 "${run_pg[@]}" "$pgbin/initdb" -D "$dir/stock" --auth=trust --encoding=UTF8 --locale=C.UTF-8 -U "$user" >/dev/null

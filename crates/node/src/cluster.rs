@@ -217,6 +217,7 @@ fn node_args(dir: &Path, l: &Layout, i: u32) -> NodeArgs {
         max_connections: None,
         clock_offset_ms: 0,
         certs_dir: None,
+        pg_credentials: (!l.insecure).then(|| crate::postgres::credentials_file(dir)),
         insecure: l.insecure,
         allow_insecure_remote: l.insecure,
     }
@@ -236,6 +237,15 @@ fn node_certs(dir: &Path, l: &Layout, i: u32) -> Result<()> {
     let ca = cluster_certs(dir);
     if !ca.join(pinax_proto::tls::CA_CERT).exists() {
         certs::create_ca(&ca, None)?;
+    }
+    // One superuser password for every node's PostgreSQL.
+    let creds = crate::postgres::credentials_file(dir);
+    if !creds.exists() {
+        let mut users = vec![crate::postgres::superuser()];
+        if crate::postgres::os_user() != users[0] {
+            users.push(crate::postgres::os_user());
+        }
+        crate::postgres::write_credentials(&creds, &users, &crate::postgres::generate_password())?;
     }
     let mine = node_dir(dir, i).join("certs");
     if mine.join(pinax_proto::tls::NODE_CERT).exists() {

@@ -161,6 +161,10 @@ struct NodeArgs {
     /// With `--insecure`: listen on addresses other than loopback all the same.
     #[arg(long)]
     allow_insecure_remote: bool,
+    /// A credentials file whose superuser password PostgreSQL takes on its first
+    /// secure start (default: a generated one; kept in `<data-dir>/credentials`).
+    #[arg(long)]
+    pg_credentials: Option<PathBuf>,
     /// Run this node's clock this many milliseconds ahead (negative: behind) of
     /// the machine's (clock-skew tests).
     #[arg(long, hide = true, default_value_t = 0, allow_hyphen_values = true)]
@@ -343,6 +347,9 @@ fn start(a: NodeArgs) -> Result<()> {
     if a.allow_insecure_remote {
         cmd.arg("--allow-insecure-remote");
     }
+    if let Some(c) = &a.pg_credentials {
+        cmd.arg("--pg-credentials").arg(c);
+    }
     cmd.stdin(std::process::Stdio::null()).stdout(log.try_clone()?).stderr(log);
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     let child = cmd.spawn().context("starting the node")?;
@@ -358,13 +365,29 @@ fn start_postgres(a: &NodeArgs, dir: &Path, addrs: &addr::Addresses) -> Result<(
     let listen = addr::pg_listen_addresses(a.pg_listen.as_deref(), &addrs.listen_host);
     // The backends present the node's identity to other nodes (over TCP).
     let certs = certs_dir(dir, a.certs_dir.as_deref());
-    let tls_dir = if a.insecure { None } else { Some(certs.as_path()) };
-    postgres::start(dir, a.pg_port, &listen, &addrs.local, tls_dir).context("starting PostgreSQL")?;
+    let secure = postgres::Secure { certs: &certs, password_from: a.pg_credentials.as_deref() };
+    postgres::start(dir, a.pg_port, &listen, &addrs.local, (!a.insecure).then_some(&secure)).context("starting PostgreSQL")?;
     println!("PostgreSQL 15 with pinax started: data {}, log {}", postgres::pgdata(dir).display(), postgres::pgdata(dir).join("postgres.log").display());
     // A host psql can reach: the first listen address, the advertised host for a wildcard.
     let first = listen.split(',').next().unwrap_or("127.0.0.1");
     let host = if first == "*" { addr::split_host_port(&addrs.advertise).map_or_else(|_| "127.0.0.1".into(), |(h, _)| h) } else { first.to_string() };
-    println!("connect with: psql -h {host} -p {}   (postgresql://{}/)", a.pg_port, addr::host_port(&host, a.pg_port));
+    if a.insecure {
+        println!("connect with: psql -h {host} -p {}   (postgresql://{}/)", a.pg_port, addr::host_port(&host, a.pg_port));
+    } else {
+        let creds = postgres::credentials_file(dir);
+        println!(
+            "connect with: PGPASSFILE={} psql 'host={host} port={} user={} sslmode=verify-full sslrootcert={}'",
+            creds.display(),
+            a.pg_port,
+            postgres::superuser(),
+            certs.join(pinax_proto::tls::CA_CERT).display()
+        );
+        println!(
+            "  (the superuser's password is in {}; clients on this machine may also use the Unix socket in {})",
+            creds.display(),
+            postgres::pgdata(dir).display()
+        );
+    }
     Ok(())
 }
 

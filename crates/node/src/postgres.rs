@@ -1,11 +1,16 @@
 //! The PostgreSQL 15 server next to the node daemon.
 //!
 //! `pinax start` creates (first time) and starts a PostgreSQL cluster in
-//! `<data-dir>/pg`: initdb (UTF-8, C.UTF-8 locale so text keys sort by bytes, trust
-//! authentication on 127.0.0.1), the `pinax` extension preloaded and installed in
-//! template1 and postgres, `default_table_access_method = pinax`, and a role and
-//! database named after the invoking OS user so that plain `psql -h 127.0.0.1 -p
-//! 5433` works. As root, PostgreSQL runs as the `postgres` OS user (PostgreSQL
+//! `<data-dir>/pg`: initdb (UTF-8, C.UTF-8 locale so text keys sort by bytes), the
+//! `pinax` extension preloaded and installed in template1 and postgres,
+//! `default_table_access_method = pinax`, and a role and database named after the
+//! invoking OS user. A secure node (the default) takes TCP clients with SCRAM
+//! passwords only, over TLS with the node's certificate (`sslmode=verify-full`
+//! against the cluster's `ca.crt` works) except on loopback; the local socket by
+//! peer authentication; the superuser's password is generated once and kept in
+//! `<data-dir>/credentials` (a libpq password file, 0600). pg_hba.conf and
+//! pg_ident.conf are rewritten on every start. An `--insecure` node trusts
+//! loopback clients, as before. As root, PostgreSQL runs as the `postgres` OS user (PostgreSQL
 //! refuses to run as root). `pinax stop` stops it before the daemon.
 
 use anyhow::{bail, Context, Result};
@@ -52,7 +57,7 @@ fn run(mut c: Command, what: &str) -> Result<String> {
 }
 
 /// The invoking OS user's name.
-fn os_user() -> String {
+pub(crate) fn os_user() -> String {
     std::env::var("USER").ok().filter(|s| !s.is_empty()).unwrap_or_else(|| if is_root() { "root".into() } else { "postgres".into() })
 }
 
@@ -86,9 +91,99 @@ fn psql(dir: &Path, port: u16, db: &str, sql: &str) -> Result<String> {
 
 /// Create (first time) and start PostgreSQL on `port` of `listen` (its
 /// `listen_addresses`), using the node at `rpc_addr`.
-/// `tls_dir`: the certs directory whose `backend.crt`/`.key` the backends present
-/// to other nodes (None: an `--insecure` node).
-pub fn start(dir: &Path, port: u16, listen: &str, rpc_addr: &str, tls_dir: Option<&Path>) -> Result<()> {
+/// How a secure node's PostgreSQL takes clients: TLS with the node's
+/// certificate, passwords (SCRAM) for every TCP connection.
+pub struct Secure<'a> {
+    /// The certs directory: `backend.crt`/`.key` are PostgreSQL's server
+    /// certificate (signed by the cluster CA, naming the node's addresses) and
+    /// what its backends present to other nodes.
+    pub certs: &'a Path,
+    /// A credentials file (the format of [`credentials_file`]) whose superuser
+    /// password this node takes the first time (`pinax cluster start` gives its
+    /// nodes one); None: a generated one.
+    pub password_from: Option<&'a Path>,
+}
+
+/// `<data-dir>/credentials`: the superuser's password, in libpq's password file
+/// format (`PGPASSFILE=<it> psql …`), mode 0600.
+pub fn credentials_file(dir: &Path) -> PathBuf {
+    dir.join("credentials")
+}
+
+/// The password in a credentials file (its first entry).
+pub fn read_password(file: &Path) -> Result<String> {
+    let text = std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+    text.lines()
+        .find(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .and_then(|l| l.splitn(5, ':').nth(4))
+        .map(str::to_string)
+        .with_context(|| format!("{} holds no password", file.display()))
+}
+
+/// A new password: 24 characters of [A-Za-z0-9] from the OS's CSPRNG (~143 bits).
+pub fn generate_password() -> String {
+    use rand::Rng;
+    const CHARS: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    let mut rng = rand::rngs::OsRng;
+    (0..24).map(|_| CHARS[rng.gen_range(0..CHARS.len())] as char).collect()
+}
+
+/// Write credentials file `file` for `users` (mode 0600).
+pub fn write_credentials(file: &Path, users: &[String], password: &str) -> Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut text = String::from("# Pinax: PostgreSQL superuser password (libpq password file: PGPASSFILE=this-file psql -h HOST -p PORT -U USER)\n");
+    for u in users {
+        text.push_str(&format!("*:*:*:{}:{password}\n", u.replace('\\', "\\\\").replace(':', "\\:")));
+    }
+    let tmp = file.with_extension("tmp");
+    let _ = std::fs::remove_file(&tmp);
+    let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+    f.write_all(text.as_bytes()).and_then(|_| f.sync_all()).with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, file).with_context(|| format!("writing {}", file.display()))
+}
+
+/// pg_hba.conf and pg_ident.conf, rewritten on every start. Secure: the local
+/// socket by peer (an OS user as the role of its name; root, whose daemon
+/// replays DDL, also as the superuser), TCP by SCRAM password: over TLS from
+/// anywhere, without TLS only on loopback (nothing but this machine sees those
+/// bytes, and SCRAM sends no password). A non-loopback connection without TLS
+/// matches no line: refused. Insecure: today's trust, on loopback only.
+fn write_auth(d: &Path, secure: bool) -> Result<()> {
+    let hba = if secure {
+        "# Written by `pinax start` on every start (secure node).\n\
+         local   all all              peer map=pinax\n\
+         host    all all 127.0.0.1/32 scram-sha-256\n\
+         host    all all ::1/128      scram-sha-256\n\
+         hostssl all all 0.0.0.0/0    scram-sha-256\n\
+         hostssl all all ::/0         scram-sha-256\n"
+    } else {
+        "# Written by `pinax start` on every start (--insecure node: no passwords, loopback only).\n\
+         local   all all              trust\n\
+         host    all all 127.0.0.1/32 trust\n\
+         host    all all ::1/128      trust\n"
+    };
+    let mut ident = String::from("# Written by `pinax start`: map=pinax of pg_hba.conf.\n");
+    if is_root() {
+        ident.push_str(&format!("pinax root {}\n", superuser()));
+    }
+    ident.push_str("pinax /^(.*)$ \\1\n");
+    for (name, text) in [("pg_hba.conf", hba.to_string()), ("pg_ident.conf", ident)] {
+        let f = d.join(name);
+        std::fs::write(&f, text).with_context(|| format!("writing {}", f.display()))?;
+        if is_root() {
+            let mut c = Command::new("chown");
+            c.arg(format!("{PG_OS_USER}:{PG_OS_USER}")).arg(&f);
+            run(c, "chown")?;
+        }
+    }
+    Ok(())
+}
+
+/// Create (first time) and start PostgreSQL on `port` of `listen` (its
+/// `listen_addresses`), using the node at `rpc_addr`; `secure`: TLS and
+/// passwords (None: an `--insecure` node).
+pub fn start(dir: &Path, port: u16, listen: &str, rpc_addr: &str, secure: Option<&Secure>) -> Result<()> {
     let d = pgdata(dir);
     let fresh = !d.join("PG_VERSION").exists();
     if fresh {
@@ -122,9 +217,15 @@ pub fn start(dir: &Path, port: u16, listen: &str, rpc_addr: &str, tls_dir: Optio
     if let Some(sock) = crate::socket_file(dir) {
         settings.push_str(&format!("pinax.socket = '{}'\n", sock.display()));
     }
-    if let Some(t) = tls_dir {
-        settings.push_str(&format!("pinax.tls_dir = '{}'\n", t.display()));
+    if let Some(sec) = secure {
+        let c = sec.certs.display();
+        settings.push_str(&format!(
+            "pinax.tls_dir = '{c}'\nssl = on\nssl_cert_file = '{c}/{}'\nssl_key_file = '{c}/{}'\npassword_encryption = 'scram-sha-256'\n",
+            crate::certs::BACKEND_CERT,
+            crate::certs::BACKEND_KEY
+        ));
     }
+    write_auth(&d, secure.is_some())?;
     let pinax_conf = d.join("pinax.conf");
     std::fs::write(&pinax_conf, settings).context("writing pinax.conf")?;
     if is_root() {
@@ -132,7 +233,12 @@ pub fn start(dir: &Path, port: u16, listen: &str, rpc_addr: &str, tls_dir: Optio
         c.arg(format!("{PG_OS_USER}:{PG_OS_USER}")).arg(&pinax_conf);
         run(c, "chown")?;
     }
-    if !running(dir) {
+    if running(dir) {
+        // New settings, pg_hba.conf and certificates (PostgreSQL reads them on reload).
+        let mut c = pg_command("pg_ctl");
+        c.arg("-D").arg(&d).arg("reload");
+        run(c, "pg_ctl reload")?;
+    } else {
         let mut c = pg_command("pg_ctl");
         c.arg("-D").arg(&d).arg("-l").arg(d.join("postgres.log")).arg("-w").arg("-t").arg("120").arg("start");
         // Backtraces would end up in SQL error details.
@@ -159,6 +265,51 @@ pub fn start(dir: &Path, port: u16, listen: &str, rpc_addr: &str, tls_dir: Optio
             }
         }
         std::fs::write(d.join("pinax.initialized"), "1")?;
+    }
+    if let Some(sec) = secure {
+        set_password(dir, port, sec)?;
+    }
+    Ok(())
+}
+
+/// The first secure start (of a new node, or of one from before passwords):
+/// give the superuser (and the invoking OS user's role) the cluster's password
+/// or a new one, and keep it in [`credentials_file`]. Later starts leave it.
+fn set_password(dir: &Path, port: u16, sec: &Secure) -> Result<()> {
+    let file = credentials_file(dir);
+    if file.exists() {
+        return Ok(());
+    }
+    let password = match sec.password_from {
+        Some(f) => read_password(f)?,
+        None => generate_password(),
+    };
+    let mut users = vec![superuser()];
+    if os_user() != superuser() {
+        users.push(os_user());
+    }
+    // Sent on stdin, not the command line (which other users can read); stored
+    // by PostgreSQL as a SCRAM verifier.
+    let mut sql = String::from("SET pinax.replicate_ddl = off;\n");
+    for u in &users {
+        sql.push_str(&format!("ALTER ROLE \"{}\" PASSWORD '{password}';\n", u.replace('"', "\"\"")));
+    }
+    psql_stdin(dir, port, "postgres", &sql)?;
+    write_credentials(&file, &users, &password)
+}
+
+/// [`psql`] with the statements on standard input.
+fn psql_stdin(dir: &Path, port: u16, db: &str, sql: &str) -> Result<()> {
+    use std::io::Write;
+    let mut c = pg_command("psql");
+    c.arg("-X").arg("-q").arg("-v").arg("ON_ERROR_STOP=1").arg("-h").arg(pgdata(dir)).arg("-p").arg(port.to_string());
+    c.arg("-U").arg(superuser()).arg("-d").arg(db);
+    c.stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+    let mut child = c.spawn().context("running psql")?;
+    child.stdin.take().context("psql's stdin")?.write_all(sql.as_bytes()).context("writing to psql")?;
+    let out = child.wait_with_output().context("running psql")?;
+    if !out.status.success() {
+        bail!("psql failed: {}", String::from_utf8_lossy(&out.stderr));
     }
     Ok(())
 }

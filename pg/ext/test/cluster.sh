@@ -32,7 +32,7 @@ if ! "$bin" cluster start --nodes 3 --data-dir "$dir" --base-port "$rpc" --pg-po
   for l in "$dir"/node-*/pinax.log; do echo "--- $l"; tail -20 "$l"; done >&2
   exit 1
 fi
-export PGHOST=127.0.0.1 PGPORT=$pg PGUSER=$superuser
+export PGHOST=127.0.0.1 PGPORT=$pg PGUSER=$superuser PGPASSFILE="$dir/credentials"
 psql_() { psql -X -q -v ON_ERROR_STOP=1 "$@"; }
 psql_ -d postgres -c "CREATE DATABASE bank_cluster"
 st=$("$bin" status --certs-dir "$dir/node-1/certs" --addr "127.0.0.1:$rpc")
@@ -41,6 +41,15 @@ psql_ -d bank_cluster -c "CREATE TABLE probe (id int PRIMARY KEY, v text)" -c "I
 st=$("$bin" status --certs-dir "$dir/node-1/certs" --addr "127.0.0.1:$rpc")
 replicas=$(awk '/^    tablet/ { n = split($NF, r, ","); print n }' <<<"$st" | sort -u)
 [[ "$replicas" == 3 ]] || { echo "cluster: tablets of a new table have '$replicas' replicas, not 3" >&2; exit 1; }
+
+# Secure by default: TCP clients need the password (the cluster's, in
+# $dir/credentials); with it, sslmode=verify-full works against the cluster CA.
+for p in $pg $((pg + 1)) $((pg + 2)); do
+  ! PGPASSFILE="$dir/none" psql -X -w -h 127.0.0.1 -p "$p" -d postgres -c 'SELECT 1' >/dev/null 2>&1 || { echo "cluster: PostgreSQL on port $p took a client without a password" >&2; exit 1; }
+  got=$(psql -X -w -tA "host=127.0.0.1 port=$p dbname=postgres sslmode=verify-full sslrootcert=$dir/certs/ca.crt" -c 'SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()')
+  [[ "$got" == t ]] || { echo "cluster: no verify-full TLS connection to port $p ($got)" >&2; exit 1; }
+done
+echo "cluster: passwords and TLS for PostgreSQL clients: ok"
 
 # DDL on any node reaches the others before it is reported done.
 pg1=$pg pg2=$((pg + 1)) pg3=$((pg + 2))
@@ -73,9 +82,9 @@ on $pg3 -c "TRUNCATE d"
 expect "TRUNCATE on node 3, read on node 1" "$(on $pg1 -c "SELECT count(*) FROM d")" "0"
 on $pg1 -c "INSERT INTO d VALUES (1, 'again')"
 expect "a row written after TRUNCATE" "$(on $pg2 -c "SELECT v FROM d WHERE id = 1")" "again"
-psql_ -p $pg2 -d postgres -c "CREATE ROLE ddl_user LOGIN" -c "CREATE DATABASE ddl_db OWNER ddl_user"
-psql_ -p $pg3 -U ddl_user -d ddl_db -c "CREATE TABLE owned (id int PRIMARY KEY)" -c "INSERT INTO owned VALUES (1)"
-expect "a role's table in a new database" "$(psql_ -p $pg1 -U ddl_user -d ddl_db -tA -c "SELECT tableowner, (SELECT count(*) FROM owned) FROM pg_tables WHERE tablename = 'owned'")" "ddl_user|1"
+psql_ -p $pg2 -d postgres -c "CREATE ROLE ddl_user LOGIN PASSWORD 'ddl-secret'" -c "CREATE DATABASE ddl_db OWNER ddl_user"
+PGPASSWORD=ddl-secret psql_ -p $pg3 -U ddl_user -d ddl_db -c "CREATE TABLE owned (id int PRIMARY KEY)" -c "INSERT INTO owned VALUES (1)"
+expect "a role's table in a new database" "$(PGPASSWORD=ddl-secret psql_ -p $pg1 -U ddl_user -d ddl_db -tA -c "SELECT tableowner, (SELECT count(*) FROM owned) FROM pg_tables WHERE tablename = 'owned'")" "ddl_user|1"
 on $pg2 -c "DROP TABLE dcopy"
 expect "DROP TABLE on node 2, seen on node 1" "$(on $pg1 -c "SELECT to_regclass('dcopy') IS NULL")" "t"
 # A node whose PostgreSQL is down when DDL runs is named in a warning; a node

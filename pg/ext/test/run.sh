@@ -33,7 +33,7 @@ cleanup() {
 trap cleanup EXIT
 
 "$bin" start --data-dir "$dir" --port "$rpc" --pg-port "$pg" --tablets-per-node 4 >/dev/null
-export PGHOST=127.0.0.1 PGPORT=$pg PGUSER=$superuser
+export PGHOST=127.0.0.1 PGPORT=$pg PGUSER=$superuser PGPASSFILE="$dir/credentials"
 psql_() { psql -X -q -v ON_ERROR_STOP=1 "$@"; }
 psql_ -d postgres -c "CREATE DATABASE regress_pinax TEMPLATE template1"
 psql_ -d postgres -c "CREATE DATABASE regress_heap TEMPLATE template1"

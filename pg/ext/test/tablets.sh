@@ -36,7 +36,7 @@ trap cleanup EXIT
 fail() { echo "tablets.sh: FAIL: $*" >&2; exit 1; }
 
 start() { "$bin" start --data-dir "$dir" --port "$rpc" --pg-port "$pg" --tablets-per-node 4 >/dev/null; }
-export PGHOST=127.0.0.1 PGPORT=$pg PGUSER=$superuser PGOPTIONS="-c pinax.tablets=4"
+export PGHOST=127.0.0.1 PGPORT=$pg PGUSER=$superuser PGOPTIONS="-c pinax.tablets=4" PGPASSFILE="$dir/credentials"
 sql() { psql -X -q -v ON_ERROR_STOP=1 -d postgres "$@"; }
 pid() { cat "$dir/pinax.pid"; }
 fds() { find "/proc/$(pid)/fd" -mindepth 1 -maxdepth 1 | wc -l; }

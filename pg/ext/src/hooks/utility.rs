@@ -300,7 +300,7 @@ unsafe extern "C-unwind" fn process_utility(
             None => raw_standard_process_utility(pstmt, query_string, read_only_tree, context, params, query_env, dest, qc),
         });
         if replicate {
-            crate::ddl::end_statement(res.is_ok().then(|| crate::ddl::statement_text(pstmt, query_string)));
+            crate::ddl::end_statement(res.is_ok().then(|| crate::ddl::loggable_text(node, pstmt, query_string)));
         }
         crate::sequence::end_utility();
         if res.is_ok() {
