@@ -586,8 +586,11 @@ fn run(a: NodeArgs) -> Result<()> {
             }
         }
     });
-    let limits = ServerLimits { max_connections: a.max_connections.unwrap_or_else(|| max_connections(descriptors, per_store as u64 * roots as u64)) };
-    tracing::info!(max_connections = limits.max_connections, "connections");
+    let max_conns = a.max_connections.unwrap_or_else(|| max_connections(descriptors, per_store as u64 * roots as u64));
+    // One address (a node's backends and Raft traffic, or one client machine)
+    // gets at most half of them.
+    let limits = ServerLimits { max_connections: max_conns, max_per_peer: (max_conns / 2).max(16), ..ServerLimits::default() };
+    tracing::info!(max_connections = limits.max_connections, max_per_peer = limits.max_per_peer, "connections");
     let mut server = RpcServer::serve_limited(node.clone(), listener, unix, limits).with_context(|| format!("serving on {addr}"))?;
     std::fs::write(pid_file(&dir), std::process::id().to_string())?;
     std::fs::write(addr_file(&dir), &addr)?;

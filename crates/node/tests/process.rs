@@ -364,8 +364,10 @@ fn a_node_driven_past_its_descriptors_refuses_clients_and_recovers() {
         c.write("t", vec![WriteOp::put(key(1), b"one".to_vec())]).unwrap();
         let (held, refused) = connect_many(&addr, 600);
         assert!(!refused.is_empty(), "round {round}: all 600 clients were served with 512 descriptors");
-        let why = if round == 0 { "connections at once" } else { "out of file descriptors" };
-        assert!(refused.iter().any(|m| m.contains(why)), "round {round}: refusals {:?}", &refused[..refused.len().min(3)]);
+        // (One address gets half the connection budget: from 127.0.0.1 alone the
+        // surge meets that bound first.)
+        let why: &[&str] = if round == 0 { &["connections at once", "from one address"] } else { &["out of file descriptors"] };
+        assert!(refused.iter().any(|m| why.iter().any(|w| m.contains(w))), "round {round}: refusals {:?}", &refused[..refused.len().min(3)]);
         if round == 0 {
             assert!(held.len() <= 128, "{} clients served with a budget of 128", held.len());
         }

@@ -97,11 +97,17 @@ fn read_header<R: Read>(r: &mut R) -> Result<Option<(usize, u32)>, FrameError> {
 
 /// Read one frame from `r` into `buf` and decode it. `Ok(None)` on clean EOF
 /// before a frame starts.
+///
+/// The payload buffer grows as its bytes arrive, not to the length the header
+/// claims: a peer that announces 64 MiB and sends a few bytes costs the reader
+/// those bytes, not 64 MiB per connection.
 pub fn read_frame<T: DeserializeOwned, R: Read>(r: &mut R, buf: &mut Vec<u8>) -> Result<Option<T>, FrameError> {
     let Some((len, crc)) = read_header(r)? else { return Ok(None) };
     buf.clear();
-    buf.resize(len, 0);
-    r.read_exact(buf)?;
+    let got = (&mut *r).take(len as u64).read_to_end(buf)?;
+    if got < len {
+        return Err(FrameError::Io(io::ErrorKind::UnexpectedEof.into()));
+    }
     if crc32c::crc32c(buf) != crc {
         return Err(FrameError::Checksum);
     }

@@ -7,9 +7,12 @@
 //! envelope carries the sender's hybrid time (clock propagation). A frame over
 //! [`frame::MAX_FRAME`] or with a bad checksum is rejected without decoding.
 //!
-//! No message type is recursive, so decoding depth is bounded whatever a peer sends
-//! (a recursive `Batch(Vec<Request>)` would let one frame overflow the stack).
-//! Batching happens inside messages: one `Write` carries many row operations.
+//! Decoding depth is bounded whatever a peer sends: the only recursion is a
+//! boxed inner request (`Forwarded`, `CreateTxnAndWrite::write`), decoded by
+//! [`nested_request`], which refuses more than [`MAX_NESTING`] levels (a frame of
+//! a million nested `Forwarded` would otherwise overflow the decoding thread's
+//! stack and kill the node). Batching happens inside messages: one `Write`
+//! carries many row operations.
 //!
 //! Errors travel as [`RpcError`] with a stable [`pinax_common::ErrorCode`].
 //! Depends only on `pinax-common`. Start at [`Request`].
@@ -26,6 +29,33 @@ pub use types::*;
 
 use pinax_common::{ErrorCode, HybridTime, TableId, TabletId, TxnId};
 use serde::{Deserialize, Serialize};
+
+/// Most requests nested in a request (a forwarded `CreateTxnAndWrite` holds two).
+pub const MAX_NESTING: u32 = 4;
+
+thread_local! {
+    /// How deep in nested requests this thread's decoder is.
+    static NESTING: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Decodes a request nested in another, refusing more than [`MAX_NESTING`] levels.
+fn nested_request<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Box<Request>, D::Error> {
+    struct Level;
+    impl Drop for Level {
+        fn drop(&mut self) {
+            NESTING.with(|n| n.set(n.get() - 1));
+        }
+    }
+    let depth = NESTING.with(|n| {
+        n.set(n.get() + 1);
+        n.get()
+    });
+    let _level = Level;
+    if depth > MAX_NESTING {
+        return Err(serde::de::Error::custom(format!("requests nested more than {MAX_NESTING} deep")));
+    }
+    Request::deserialize(d).map(Box::new)
+}
 
 /// How a table is split into tablets.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -270,7 +300,7 @@ pub enum Request {
     /// received it to the leader of the record's status tablet, or a catalog
     /// request (and `Status`) passed on to the master's leader: handled there,
     /// or answered `NotLeader` (never passed on again).
-    Forwarded(Box<Request>),
+    Forwarded(#[serde(deserialize_with = "nested_request")] Box<Request>),
     /// To the master: node `node`'s status tablet, created (and placed with its
     /// first replica on that node) if it does not exist yet. Answers `Tablet`.
     EnsureStatusTablet {
@@ -296,6 +326,7 @@ pub enum Request {
     /// written); otherwise answers `TxnWritten` with the write's own outcome.
     CreateTxnAndWrite {
         txn: TxnId,
+        #[serde(deserialize_with = "nested_request")]
         write: Box<Request>,
     },
     /// A single-row write outside any transaction (committed at once, as `Write`

@@ -63,6 +63,52 @@ impl Stream {
         }
     }
 
+    /// Wait up to `timeout` until the stream has bytes to read (or is closed or
+    /// broken): Ok(false) if none came. Bytes TLS already decrypted count.
+    pub fn wait_readable_for(&self, timeout: std::time::Duration) -> io::Result<bool> {
+        use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+        use std::os::fd::AsFd;
+        if let Stream::Tls(t) = self {
+            if t.has_plaintext() {
+                return Ok(true);
+            }
+        }
+        let fd = match self {
+            Stream::Tcp(s) => s.as_fd(),
+            Stream::Unix(s) => s.as_fd(),
+            Stream::Tls(t) => t.tcp().as_fd(),
+        };
+        let ms = PollTimeout::try_from(timeout.as_millis().min(i32::MAX as u128) as i32).unwrap_or(PollTimeout::MAX);
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let mut fds = [PollFd::new(fd, PollFlags::POLLIN)];
+            match poll(&mut fds, ms) {
+                Ok(0) => return Ok(false),
+                Ok(_) => return Ok(true),
+                Err(nix::errno::Errno::EINTR) if std::time::Instant::now() < deadline => continue,
+                Err(nix::errno::Errno::EINTR) => return Ok(false),
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// The peer's IP address (TCP; None for a Unix-domain socket).
+    pub fn peer_ip(&self) -> Option<std::net::IpAddr> {
+        match self {
+            Stream::Tcp(s) => s.peer_addr().ok().map(|a| a.ip()),
+            Stream::Tls(t) => t.tcp().peer_addr().ok().map(|a| a.ip()),
+            Stream::Unix(_) => None,
+        }
+    }
+
+    pub fn set_write_timeout(&self, t: Option<std::time::Duration>) -> io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.set_write_timeout(t),
+            Stream::Unix(s) => s.set_write_timeout(t),
+            Stream::Tls(s) => s.tcp().set_write_timeout(t),
+        }
+    }
+
     pub fn set_read_timeout(&self, t: Option<std::time::Duration>) -> io::Result<()> {
         match self {
             Stream::Tcp(s) => s.set_read_timeout(t),

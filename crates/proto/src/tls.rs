@@ -237,6 +237,13 @@ impl TlsStream {
         self.conn.lock().peer_certificates().and_then(|c| c.first().cloned())
     }
 
+    /// Whether decrypted bytes wait to be read (a poll of the socket would not
+    /// see them).
+    pub fn has_plaintext(&self) -> bool {
+        let mut c = self.conn.lock();
+        c.process_new_packets().is_ok_and(|s| s.plaintext_bytes_to_read() > 0)
+    }
+
     /// Tell the peer this end is closing (a `close_notify`), best effort.
     pub fn close_notify(&self) {
         let mut c = self.conn.lock();

@@ -184,7 +184,11 @@ impl RpcTransport {
             },
             None => fresh()?,
         };
-        self.clock.update(resp.ht);
+        // An answer from a clock too far ahead is not believed (nor its time
+        // adopted): to Raft the node is unreachable until its clock is fixed.
+        if let Err(e) = self.clock.update_checked(resp.ht) {
+            return Err(unavailable(&format!("its answer was refused: {e}")));
+        }
         let mut pools = self.pools.lock();
         let pool = pools.entry(addr.to_string()).or_default();
         if pool.len() < POOL_PER_PEER {

@@ -24,12 +24,15 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+/// Open connections by id: the stream (shut down on stop) and the peer's address.
+type Registry = Arc<Mutex<HashMap<u64, (Arc<Stream>, Option<std::net::IpAddr>)>>>;
+
 pub struct RpcServer {
     addr: SocketAddr,
     stop: Arc<AtomicBool>,
     accept: Option<JoinHandle<()>>,
     /// Open connections, shut down on stop so their threads end.
-    conns: Arc<Mutex<HashMap<u64, Arc<Stream>>>>,
+    conns: Registry,
 }
 
 /// What an RPC server takes on at once.
@@ -41,11 +44,38 @@ pub struct ServerLimits {
     /// needs (a RocksDB flush or compaction that cannot open its file stops the
     /// store's writes).
     pub max_connections: usize,
+    /// Most TCP connections from one IP address: one peer (a runaway client, a
+    /// misbehaving node) cannot take every connection.
+    pub max_per_peer: usize,
+    /// A TCP connection with no request for this long is closed (its client
+    /// reconnects when it needs the node again). Unix-domain connections, the
+    /// local PostgreSQL's backends, are kept however long they idle.
+    pub idle_timeout: Duration,
+    /// A request frame, once begun, must arrive whole within this (and a
+    /// response be taken by the peer within it): a peer that drips its bytes or
+    /// stops reading loses its connection instead of holding a thread forever.
+    pub frame_timeout: Duration,
 }
 
 impl Default for ServerLimits {
     fn default() -> Self {
-        ServerLimits { max_connections: usize::MAX }
+        ServerLimits { max_connections: usize::MAX, max_per_peer: usize::MAX, idle_timeout: Duration::from_secs(600), frame_timeout: Duration::from_secs(30) }
+    }
+}
+
+/// A connection's reader that fails a read once its frame's deadline passed
+/// (each read is also bounded by the socket's timeout, `frame_timeout`).
+struct DeadlineReader<'a> {
+    stream: &'a Stream,
+    until: Option<std::time::Instant>,
+}
+
+impl std::io::Read for DeadlineReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.until.is_some_and(|t| std::time::Instant::now() > t) {
+            return Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "a request frame took too long to arrive"));
+        }
+        std::io::Read::read(&mut &*self.stream, buf)
     }
 }
 
@@ -147,7 +177,7 @@ impl RpcServer {
         }
         let stop = Arc::new(AtomicBool::new(false));
         let stop2 = stop.clone();
-        let conns: Arc<Mutex<HashMap<u64, Arc<Stream>>>> = Arc::default();
+        let conns: Registry = Arc::default();
         let conns2 = conns.clone();
         let accept = std::thread::Builder::new().name("rpc-accept".into()).spawn(move || {
             let mut next_id = 0u64;
@@ -172,15 +202,28 @@ impl RpcServer {
                             refuse(&node, stream, msg, &refusers);
                             continue;
                         }
+                        let peer = stream.peer_ip();
+                        if let Some(ip) = peer {
+                            let from_peer = conns2.lock().values().filter(|(_, p)| *p == Some(ip)).count();
+                            if from_peer >= limits.max_per_peer {
+                                let msg = format!(
+                                    "node {} serves at most {} connections from one address ({ip} has them all); try again",
+                                    node.config().node_id,
+                                    limits.max_per_peer
+                                );
+                                refuse(&node, stream, msg, &refusers);
+                                continue;
+                            }
+                        }
                         let _ = stream.set_nonblocking(false);
                         next_id += 1;
                         let id = next_id;
                         let stream = Arc::new(stream);
-                        conns2.lock().insert(id, stream.clone());
+                        conns2.lock().insert(id, (stream.clone(), peer));
                         let node = node.clone();
                         let conns3 = conns2.clone();
                         let spawned = std::thread::Builder::new().name("rpc-conn".into()).spawn(move || {
-                            serve_connection(node, &stream);
+                            serve_connection(node, &stream, limits);
                             // The registry holds the stream too: shut the socket so
                             // the peer sees EOF now.
                             let _ = stream.shutdown();
@@ -235,7 +278,7 @@ impl RpcServer {
         if let Some(h) = self.accept.take() {
             let _ = h.join();
         }
-        for (_, c) in self.conns.lock().drain() {
+        for (_, (c, _)) in self.conns.lock().drain() {
             let _ = c.shutdown();
         }
     }
@@ -272,7 +315,7 @@ fn log_refused_handshake(stream: &Stream, e: &std::io::Error) {
     }
 }
 
-fn serve_connection<F: EngineFactory>(node: Arc<Node<F>>, stream: &Stream) {
+fn serve_connection<F: EngineFactory>(node: Arc<Node<F>>, stream: &Stream, limits: ServerLimits) {
     let _ = stream.tune();
     // A peer must prove it holds a certificate of the cluster's CA before any
     // request of its is read; one that does not, or stalls, is dropped.
@@ -282,15 +325,26 @@ fn serve_connection<F: EngineFactory>(node: Arc<Node<F>>, stream: &Stream) {
             return;
         }
     }
-    let mut reader = BufReader::with_capacity(64 << 10, stream);
+    // Every read and write is bounded; the deadline below bounds a whole frame.
+    if stream.set_read_timeout(Some(limits.frame_timeout)).is_err() || stream.set_write_timeout(Some(limits.frame_timeout)).is_err() {
+        return;
+    }
+    let local = matches!(stream, Stream::Unix(_));
+    let mut reader = BufReader::with_capacity(64 << 10, DeadlineReader { stream, until: None });
     let mut writer = BufWriter::with_capacity(64 << 10, stream);
     let mut rbuf = Vec::new();
     let mut wbuf = Vec::new();
     loop {
-        // (Not a blocking read: see `Stream::wait_readable`.)
-        if reader.buffer().is_empty() && reader.get_ref().wait_readable().is_err() {
-            return;
+        // Wait for the next request (not in a blocking read: see
+        // `Stream::wait_readable`); a TCP connection idle too long is closed.
+        reader.get_mut().until = None;
+        if reader.buffer().is_empty() {
+            let ready = if local { stream.wait_readable().map(|_| true) } else { stream.wait_readable_for(limits.idle_timeout) };
+            if !matches!(ready, Ok(true)) {
+                return;
+            }
         }
+        reader.get_mut().until = Some(std::time::Instant::now() + limits.frame_timeout);
         let env: RequestEnvelope = match frame::read_frame(&mut reader, &mut rbuf) {
             Ok(Some(env)) => env,
             Ok(None) => return,

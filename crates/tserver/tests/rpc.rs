@@ -704,3 +704,120 @@ fn a_request_an_hour_ahead_is_refused_and_the_clock_stays_put() {
     assert!(resp.result.is_ok(), "{:?}", resp.result);
     assert!(node.clock().peek() >= now.add_micros(200_000));
 }
+
+/// This process's resident memory, in bytes (Linux).
+fn rss_bytes() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let kb: u64 = status.lines().find_map(|l| l.strip_prefix("VmRSS:")).unwrap().trim().trim_end_matches("kB").trim().parse().unwrap();
+    kb * 1024
+}
+
+/// A frame around `payload` (length and checksum).
+fn raw_frame(payload: &[u8]) -> Vec<u8> {
+    let mut f = (payload.len() as u32).to_be_bytes().to_vec();
+    f.extend_from_slice(&crc32c::crc32c(payload).to_be_bytes());
+    f.extend_from_slice(payload);
+    f
+}
+
+/// Hostile frames from many connections at once: requests nested a million
+/// deep (decoded recursively, they overflowed the serving thread's stack and
+/// killed the node), frames whose header claims 64 MiB and that send a few
+/// bytes (the reader allocated the claim), slow-drip frames and idle
+/// connections (each held a thread forever). The node stays up, its memory
+/// stays bounded, well-formed clients are served throughout, and one address
+/// cannot take every connection.
+#[test]
+fn hostile_frames_from_many_connections_leave_the_node_serving() {
+    use pinax_tserver::ServerLimits;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let cfg = NodeConfig { rpc_addr: addr.clone(), sync: false, ..NodeConfig::default() };
+    let node = Node::open(cfg, MemFactory::default(), Arc::new(HybridClock::system())).unwrap();
+    let limits = ServerLimits { max_connections: 500, max_per_peer: 200, idle_timeout: Duration::from_secs(2), frame_timeout: Duration::from_secs(1) };
+    let _server = RpcServer::serve_limited(node.clone(), listener, None, limits).unwrap();
+    let c = Client::connect(&addr).unwrap();
+    c.create_table("kept", Sharding::Hash { tablets: 2 }).unwrap();
+    c.write("kept", vec![WriteOp::put(hash_key(1), b"one".to_vec())]).unwrap();
+
+    // A request nested a million deep: built by hand (encoding it would recurse).
+    let mut one = Vec::new();
+    frame::encode_frame(&RequestEnvelope { ht: Default::default(), request: Request::Forwarded(Box::new(Request::Ping)) }, &mut one).unwrap();
+    let payload = &one[frame::HEADER_LEN..];
+    // [ht = 0][Forwarded's variant][Ping's variant = 0]
+    let (ht, forwarded) = (&payload[..1], &payload[1..payload.len() - 1]);
+    let mut deep = ht.to_vec();
+    for _ in 0..1_000_000 {
+        deep.extend_from_slice(forwarded);
+    }
+    deep.push(0);
+    let deep = raw_frame(&deep);
+    let rss_before = rss_bytes();
+    let attackers: Vec<_> = (0..40)
+        .map(|i| {
+            let (addr, deep) = (addr.clone(), deep.clone());
+            std::thread::spawn(move || {
+                let mut s = TcpStream::connect(&addr).unwrap();
+                s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+                match i % 4 {
+                    // nested: an error answer, then the connection is closed
+                    0 => {
+                        s.write_all(&deep).unwrap();
+                        let mut buf = Vec::new();
+                        let resp: ResponseEnvelope = frame::read_frame(&mut s, &mut buf).unwrap().unwrap();
+                        let e = resp.result.unwrap_err();
+                        assert_eq!(e.code, ErrorCode::InvalidRequest);
+                        assert!(e.message.contains("nested"), "{e:?}");
+                    }
+                    // 64 MiB claimed, 16 bytes sent, then nothing
+                    1 => {
+                        let mut f = ((frame::MAX_FRAME) as u32).to_be_bytes().to_vec();
+                        f.extend_from_slice(&[0; 4]);
+                        f.extend_from_slice(&[7; 16]);
+                        s.write_all(&f).unwrap();
+                    }
+                    // a frame dripped a byte every 300 ms
+                    2 => {
+                        let mut f = Vec::new();
+                        frame::encode_frame(&RequestEnvelope { ht: Default::default(), request: Request::Ping }, &mut f).unwrap();
+                        for b in f.iter().take(f.len() - 1) {
+                            if s.write_all(&[*b]).is_err() {
+                                break;
+                            }
+                            std::thread::sleep(Duration::from_millis(300));
+                        }
+                    }
+                    // connected, never a byte
+                    _ => {}
+                }
+                // Every such connection is closed by the node within its bounds.
+                let started = std::time::Instant::now();
+                let mut rest = Vec::new();
+                let _ = s.read_to_end(&mut rest);
+                started.elapsed()
+            })
+        })
+        .collect();
+    // Meanwhile, a well-formed client is served.
+    for i in 0..20 {
+        assert_eq!(c.get("kept", &hash_key(1)).unwrap(), Some(b"one".to_vec()), "round {i}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let grown = rss_bytes().saturating_sub(rss_before);
+    assert!(grown < 256 << 20, "memory grew by {} MiB with 10 connections claiming 64 MiB frames", grown >> 20);
+    for a in attackers {
+        let waited = a.join().unwrap();
+        assert!(waited < Duration::from_secs(10), "a hostile connection was kept {waited:?}");
+    }
+    assert!(matches!(c.call(Request::Ping).unwrap(), pinax_proto::Response::Pong { .. }));
+
+    // One address cannot take every connection.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr2 = listener.local_addr().unwrap().to_string();
+    let limits = ServerLimits { max_per_peer: 2, ..ServerLimits::default() };
+    let _server2 = RpcServer::serve_limited(node.clone(), listener, None, limits).unwrap();
+    let _held: Vec<TcpStream> = (0..2).map(|_| TcpStream::connect(&addr2).unwrap()).collect();
+    std::thread::sleep(Duration::from_millis(100));
+    let e = Client::connect(&addr2).and_then(|c| c.call(Request::Ping)).unwrap_err();
+    assert!(e.to_string().contains("from one address"), "{e}");
+}
