@@ -8,7 +8,7 @@ PINAX_DATA_DIR ?= $(if $(filter 0,$(shell id -u)),/var/lib/pinax,$(HOME)/.pinax)
 APT_PACKAGES := build-essential ccache clang iproute2 libclang-dev pkg-config postgresql-15 postgresql-server-dev-15 postgresql-contrib
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: start stop status test deps build check fmt fmt-check bench perf clean-cache ext ext-perf pgrx sqltest bank soak
+.PHONY: start stop status test deps build check fmt fmt-check bench perf clean-cache ext ext-perf pgrx sqltest bank soak fuzz
 
 ## Install what is missing (Debian 12): apt packages and a Rust toolchain check.
 deps:
@@ -115,3 +115,24 @@ bench: build ext-perf perf
 
 clean-cache:
 	rm -rf $(CARGO_TARGET_DIR)
+
+## Coverage-guided fuzzing of every decoder of bytes from the network or the disk:
+## cargo-fuzz (libFuzzer) on the stable toolchain (`-s none`: no sanitizer, so no
+## nightly flags), FUZZ_SECS seconds per target (default 60). Each target's corpus
+## is kept in `crates/*/fuzz/corpus/<target>` (committed, minimised); a crash
+## stops the run (its input is in `crates/*/fuzz/artifacts/<target>`) and
+## becomes a regression test. Prints executions and coverage per target.
+FUZZ_SECS ?= 60
+FUZZ_TOOLS := $(HOME)/.cache/pinax/tools
+CARGO_FUZZ := $(FUZZ_TOOLS)/bin/cargo-fuzz
+FUZZ_TARGETS := proto:decode_frame codec:decode_key codec:decode_stored raft:decode_raft master:decode_catalog
+fuzz: deps
+	@test -x $(CARGO_FUZZ) || $(CARGO) install cargo-fuzz@0.13.2 --locked --root $(FUZZ_TOOLS)
+	@set -eo pipefail; for t in $(FUZZ_TARGETS); do \
+	  crate=$${t%%:*}; name=$${t##*:}; \
+	  echo "== $$crate/$$name ($(FUZZ_SECS) s)"; \
+	  (cd crates/$$crate && CARGO_TARGET_DIR=$(HOME)/.cache/pinax/target-fuzz $(CARGO_FUZZ) run -s none $$name -- \
+	    -max_total_time=$(FUZZ_SECS) -print_final_stats=1 -rss_limit_mb=4096 2>&1 \
+	    | grep -E "^(stat::number_of_executed_units|stat::average_exec_per_sec|stat::peak_rss_mb)|^#[0-9]+[[:space:]]+DONE|ERROR|panicked|SUMMARY"); \
+	  (cd crates/$$crate && CARGO_TARGET_DIR=$(HOME)/.cache/pinax/target-fuzz $(CARGO_FUZZ) cmin -s none $$name >/dev/null 2>&1) || true; \
+	done

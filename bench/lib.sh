@@ -23,14 +23,14 @@ pick_port() {
     # there is free to connect() but can make the node's bind fail.
     p=$(( 20000 + RANDOM % 12000 ))
     ok=1
-    for i in $(seq 0 $((nodes + 1))); do port_free "$((p + i))" || ok=0; done
+    for i in $(seq 0 $((2 * nodes))); do port_free "$((p + i))" || ok=0; done
     if [[ $ok == 1 ]]; then echo "$p"; return; fi
   done
   exit 1
 }
 nodes="${PINAX_NODES:-1}"
 base=$(pick_port)
-rpc=$base; pinax_pg=$((base + nodes)); stock_pg=$((base + nodes + 1))
+rpc=$base; pinax_pg=$((base + nodes)); stock_pg=$((base + 2 * nodes))  # nodes RPC, nodes PostgreSQL, stock
 dir="$(mktemp -d /tmp/pinax-bench.XXXXXX)"
 chmod 755 "$dir"
 user=postgres; run_pg=(runuser -u postgres --)

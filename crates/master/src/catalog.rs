@@ -82,8 +82,13 @@ impl CatalogError {
     }
 }
 
-pub(crate) fn bincode_cfg() -> bincode::config::Configuration<bincode::config::BigEndian, bincode::config::Fixint> {
-    bincode::config::standard().with_big_endian().with_fixed_int_encoding()
+/// Most bytes one decoded record may claim (what an RPC frame can carry): a
+/// damaged length must fail the decode, not make it allocate petabytes and
+/// abort the node (as the fuzzer found the Raft decoder doing).
+const DECODE_LIMIT: usize = 64 << 20;
+
+pub(crate) fn bincode_cfg() -> bincode::config::Configuration<bincode::config::BigEndian, bincode::config::Fixint, bincode::config::Limit<DECODE_LIMIT>> {
+    bincode::config::standard().with_big_endian().with_fixed_int_encoding().with_limit::<DECODE_LIMIT>()
 }
 
 /// A value as a versioned blob: bincode of `v` under (`kind`, `version`).
@@ -106,6 +111,17 @@ pub(crate) fn decode_record<T: serde::de::DeserializeOwned>(kind: u8, version: u
 
 pub fn encode_table(t: &TableInfo) -> Vec<u8> {
     encode_record(BLOB_KIND, BLOB_VERSION, t)
+}
+
+/// Decode `data` as every catalog record read from the disk, discarding the
+/// results: the fuzz target's entry point (`crates/master/fuzz`). Never panics.
+#[doc(hidden)]
+pub fn fuzz_decode(data: &[u8]) {
+    let _ = decode_table(data);
+    if let [kind, version, rest @ ..] = data {
+        let _ = decode_record::<pinax_proto::DdlEntry>(*kind, *version, rest, "fuzz");
+        let _ = decode_record::<TableInfo>(*kind, *version, rest, "fuzz");
+    }
 }
 
 pub fn decode_table(b: &[u8]) -> Result<TableInfo, CatalogError> {

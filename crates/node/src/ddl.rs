@@ -39,6 +39,11 @@ pub struct Replayer {
     superuser: String,
     /// One replay at a time: (open connections per database).
     state: Mutex<HashMap<String, postgres::Client>>,
+    /// The client of this node, kept between replays (a new one each second
+    /// cost a TCP connection and, secure, a TLS handshake per second).
+    client: Mutex<Option<Client>>,
+    /// The node's Unix socket, which the client uses when it can.
+    socket: Option<PathBuf>,
 }
 
 /// Why a replay stopped: retry later, or the entry (statement) cannot apply here.
@@ -56,7 +61,21 @@ impl Replayer {
         pg_port: u16,
         superuser: String,
     ) -> Self {
-        Replayer { node_id, rpc_addr, tls, pgdata, pg_port, superuser, state: Mutex::new(HashMap::new()) }
+        let socket = pgdata.parent().and_then(crate::socket_file);
+        Replayer { node_id, rpc_addr, tls, pgdata, pg_port, superuser, state: Mutex::new(HashMap::new()), client: Mutex::new(None), socket }
+    }
+
+    /// This node's client: the one kept, else a new one.
+    fn client(&self) -> std::result::Result<Client, String> {
+        let mut kept = self.client.lock();
+        if let Some(c) = kept.as_ref() {
+            return Ok(c.clone());
+        }
+        let opts =
+            pinax_client::ClientOptions { tls: self.tls.clone(), local_socket: self.socket.clone().map(|p| (self.rpc_addr.clone(), p)), ..Default::default() };
+        let c = Client::connect_with(&self.rpc_addr, opts).map_err(|e| e.to_string())?;
+        *kept = Some(c.clone());
+        Ok(c)
     }
 
     fn applied_file(&self) -> PathBuf {
@@ -91,8 +110,7 @@ impl Replayer {
             return Err("another replay of the DDL log is still running".into());
         };
         let mut applied = self.applied();
-        let opts = pinax_client::ClientOptions { tls: self.tls.clone(), ..Default::default() };
-        let client = Client::connect_with(&self.rpc_addr, opts).map_err(|e| e.to_string())?;
+        let client = self.client()?;
         while applied < upto {
             let entries = match client.call(Request::ReadDdl { after: applied, max: BATCH }) {
                 Ok(Response::Ddl(e)) => e,

@@ -1,5 +1,4 @@
-//! Feeds arbitrary bytes to the datum decoders. Run from `crates/codec`:
-//! `cargo +nightly fuzz run decode_key`.
+//! Feeds arbitrary bytes to the datum decoders (`make fuzz`).
 //!
 //! Input layout: byte 0 picks the number of key columns (1..=3), the next bytes pick
 //! each column's type and order, the rest is the key. Decoders must never panic, and
@@ -7,9 +6,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use pinax_codec::datum::{
-    decode_datum, decode_key, encode_datum, encode_key, ColumnOrder, Datum, DatumType,
-};
+use pinax_codec::datum::{decode_datum, decode_key, encode_datum, encode_key, ColumnOrder, Datum, DatumType};
 
 fn column(b: u8) -> (DatumType, ColumnOrder) {
     let ty = DatumType::ALL[usize::from(b) % DatumType::ALL.len()];
@@ -29,17 +26,10 @@ fuzz_target!(|data: &[u8]| {
     let schema: Vec<(DatumType, ColumnOrder)> = spec.iter().map(|&b| column(b)).collect();
 
     if let Ok(row) = decode_key(key, &schema) {
-        let cols: Vec<(&Datum, ColumnOrder)> = row
-            .iter()
-            .zip(&schema)
-            .map(|(d, (_, co))| (d, *co))
-            .collect();
+        let cols: Vec<(&Datum, ColumnOrder)> = row.iter().zip(&schema).map(|(d, (_, co))| (d, *co)).collect();
         let mut again = Vec::new();
         encode_key(&mut again, &cols);
-        assert_eq!(
-            again, key,
-            "decoded key does not re-encode to the same bytes"
-        );
+        assert_eq!(again, key, "decoded key does not re-encode to the same bytes");
     }
 
     let (ty, co) = schema[0];
