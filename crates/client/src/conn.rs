@@ -6,14 +6,9 @@ use pinax_proto::stream::Stream;
 use pinax_proto::tls::TlsConfig;
 use pinax_proto::{RequestEnvelope, ResponseEnvelope};
 use std::io::{BufReader, BufWriter, Write};
-use std::net::TcpStream;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::Duration;
-
-/// The least time a TLS handshake is given (a connect timeout may be shorter:
-/// the handshake takes two round trips and the peer's signature).
-const MIN_HANDSHAKE: Duration = Duration::from_secs(2);
 
 pub struct Conn {
     addr: String,
@@ -32,19 +27,8 @@ impl Conn {
         let unavailable = |e: std::io::Error| ClientError::Unavailable { addr: addr.to_string(), message: e.to_string() };
         let s = match unix.and_then(|p| UnixStream::connect(p).ok()) {
             Some(u) => Stream::Unix(u),
-            None => {
-                let sockaddr = std::net::ToSocketAddrs::to_socket_addrs(addr)
-                    .map_err(unavailable)?
-                    .next()
-                    .ok_or_else(|| ClientError::Unavailable { addr: addr.to_string(), message: "address did not resolve".into() })?;
-                let tcp = TcpStream::connect_timeout(&sockaddr, timeout).map_err(unavailable)?;
-                match tls {
-                    Some(tls) => Stream::Tls(std::sync::Arc::new(tls.connect(tcp, addr, timeout.max(MIN_HANDSHAKE)).map_err(unavailable)?)),
-                    None => Stream::Tcp(tcp),
-                }
-            }
+            None => Stream::connect_tcp(addr, timeout, tls).map_err(unavailable)?,
         };
-        s.tune().map_err(unavailable)?;
         let w = s.try_clone().map_err(unavailable)?;
         Ok(Conn {
             addr: addr.to_string(),

@@ -105,7 +105,7 @@ fn now() -> OffsetDateTime {
 }
 
 /// Write `text` to `path` atomically, with `mode`.
-fn write_file(path: &Path, text: &str, mode: u32) -> Result<()> {
+pub(crate) fn write_file(path: &Path, text: &str, mode: u32) -> Result<()> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
@@ -279,22 +279,20 @@ pub fn ensure_node(dir: &Path, hosts: &[String], new_cluster: bool) -> Result<()
     Ok(())
 }
 
-/// Copy the node's identity to `backend.crt` / `backend.key`, owned by `owner`
-/// (PostgreSQL's OS user when the daemon runs as root): its backends present it
-/// to the other nodes. Returns the directory.
-pub fn prepare_backend_identity(dir: &Path, owner: Option<&str>) -> Result<PathBuf> {
+/// Copy the node's identity to `backend.crt` / `backend.key`, owned by
+/// PostgreSQL's OS user when the daemon runs as root: its backends present it
+/// to the other nodes.
+pub fn prepare_backend_identity(dir: &Path) -> Result<()> {
     let cert = std::fs::read_to_string(dir.join(NODE_CERT)).with_context(|| format!("reading {}", dir.join(NODE_CERT).display()))?;
     let key = std::fs::read_to_string(dir.join(NODE_KEY)).with_context(|| format!("reading {}", dir.join(NODE_KEY).display()))?;
     write_file(&dir.join(BACKEND_CERT), &cert, 0o644)?;
     write_file(&dir.join(BACKEND_KEY), &key, 0o600)?;
-    if let Some(user) = owner {
-        if let Some(u) = nix::unistd::User::from_name(user)? {
-            for f in [BACKEND_CERT, BACKEND_KEY] {
-                nix::unistd::chown(&dir.join(f), Some(u.uid), Some(u.gid)).with_context(|| format!("chown {}", dir.join(f).display()))?;
-            }
+    if let Some(u) = crate::postgres::pg_os_user()? {
+        for f in [BACKEND_CERT, BACKEND_KEY] {
+            nix::unistd::chown(&dir.join(f), Some(u.uid), Some(u.gid)).with_context(|| format!("chown {}", dir.join(f).display()))?;
         }
     }
-    Ok(dir.to_path_buf())
+    Ok(())
 }
 
 #[cfg(test)]

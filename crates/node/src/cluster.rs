@@ -338,16 +338,9 @@ fn start_all(dir: &Path, l: &Layout) -> Result<()> {
     }
     let master = addr(l, 1);
     let (n, masters) = (l.nodes as usize, l.replication_factor.min(l.nodes) as usize);
-    let client = {
-        let (dir, insecure) = (dir.to_path_buf(), l.insecure);
-        move |a: &str| {
-            if insecure {
-                Client::connect(a).map_err(anyhow::Error::from)
-            } else {
-                Ok(Client::connect_with(a, crate::client_options(&node_dir(&dir, 1).join("certs"))?)?)
-            }
-        }
-    };
+    // Node 1's certificates (made by its start) are read once, not at every poll.
+    let opts = if l.insecure { pinax_client::ClientOptions::default() } else { crate::client_options(&node_dir(dir, 1).join("certs"))? };
+    let client = move |a: &str| Ok(Client::connect_with(a, opts.clone())?);
     in_cluster_net(l, None, move || wait_joined(&master, n, masters, client))?;
     start_node(dir, l, node_args(dir, l, 1), 1)?;
     println!("pinax cluster of {} nodes started (replication factor {}), data in {}", l.nodes, l.replication_factor.min(l.nodes), dir.display());

@@ -654,7 +654,7 @@ fn node_tls(a: &NodeArgs, dir: &Path, addrs: &addr::Addresses) -> Result<Option<
     }
     certs::ensure_node(&certs, &hosts, a.join.is_empty())?;
     let tls = pinax_proto::tls::TlsConfig::node(&certs).with_context(|| format!("loading the certificates in {}", certs.display()))?;
-    certs::prepare_backend_identity(&certs, nix::unistd::geteuid().is_root().then_some(postgres::PG_OS_USER))?;
+    certs::prepare_backend_identity(&certs)?;
     tracing::info!(certs = %certs.display(), "TLS between nodes");
     Ok(Some(tls))
 }
@@ -665,7 +665,7 @@ fn reload_certificates(tls: Option<&pinax_proto::tls::TlsConfig>, certs: &Path) 
     let Some(tls) = tls else { return };
     match tls.reload() {
         Ok(()) => {
-            if let Err(e) = certs::prepare_backend_identity(certs, nix::unistd::geteuid().is_root().then_some(postgres::PG_OS_USER)) {
+            if let Err(e) = certs::prepare_backend_identity(certs) {
                 tracing::warn!(error = %e, "could not copy the new certificate for PostgreSQL's backends");
             }
             tracing::info!(certs = %certs.display(), "certificates reloaded");
@@ -682,11 +682,10 @@ fn reload_certificates(tls: Option<&pinax_proto::tls::TlsConfig>, certs: &Path) 
 fn restrict_socket(p: &Path) -> Result<()> {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o600))?;
-    if nix::unistd::geteuid().is_root() {
-        match nix::unistd::User::from_name(postgres::PG_OS_USER)? {
-            Some(u) => nix::unistd::chown(p, Some(u.uid), Some(u.gid))?,
-            None => tracing::info!(user = postgres::PG_OS_USER, "no such OS user: the Unix socket stays root's"),
-        }
+    match postgres::pg_os_user()? {
+        Some(u) => nix::unistd::chown(p, Some(u.uid), Some(u.gid))?,
+        None if nix::unistd::geteuid().is_root() => tracing::info!(user = postgres::PG_OS_USER, "no such OS user: the Unix socket stays root's"),
+        None => {}
     }
     Ok(())
 }

@@ -36,6 +36,25 @@ fn is_root() -> bool {
 /// The OS user PostgreSQL runs as when we are root.
 pub(crate) const PG_OS_USER: &str = "postgres";
 
+/// As root: give file `f` to PostgreSQL's OS user (its server reads it).
+fn chown_to_pg(f: &Path) -> Result<()> {
+    if is_root() {
+        let mut c = Command::new("chown");
+        c.arg(format!("{PG_OS_USER}:{PG_OS_USER}")).arg(f);
+        run(c, "chown")?;
+    }
+    Ok(())
+}
+
+/// As root, PostgreSQL's OS user (None: not root, PostgreSQL runs as this
+/// process's user; or no such user).
+pub(crate) fn pg_os_user() -> Result<Option<nix::unistd::User>> {
+    if !is_root() {
+        return Ok(None);
+    }
+    Ok(nix::unistd::User::from_name(PG_OS_USER)?)
+}
+
 /// A command for PostgreSQL program `prog`, run as the PostgreSQL OS user.
 fn pg_command(prog: &str) -> Command {
     let path = bindir().join(prog);
@@ -80,10 +99,18 @@ pub fn running(dir: &Path) -> bool {
     c.output().map(|o| o.status.success()).unwrap_or(false)
 }
 
-fn psql(dir: &Path, port: u16, db: &str, sql: &str) -> Result<String> {
+/// psql as the superuser on database `db` of the server of `dir`, through its
+/// Unix socket, stopping at the first error.
+fn psql_command(dir: &Path, port: u16, db: &str) -> Command {
     let mut c = pg_command("psql");
-    c.arg("-X").arg("-q").arg("-tA").arg("-v").arg("ON_ERROR_STOP=1").arg("-h").arg(pgdata(dir)).arg("-p").arg(port.to_string());
-    c.arg("-U").arg(superuser()).arg("-d").arg(db).arg("-c").arg(sql);
+    c.arg("-X").arg("-q").arg("-v").arg("ON_ERROR_STOP=1").arg("-h").arg(pgdata(dir)).arg("-p").arg(port.to_string());
+    c.arg("-U").arg(superuser()).arg("-d").arg(db);
+    c
+}
+
+fn psql(dir: &Path, port: u16, db: &str, sql: &str) -> Result<String> {
+    let mut c = psql_command(dir, port, db);
+    c.arg("-tA").arg("-c").arg(sql);
     // Every node sets itself up: its set-up DDL is not for the other nodes.
     c.env("PGOPTIONS", "-c pinax.replicate_ddl=off");
     run(c, &format!("psql ({sql})"))
@@ -130,17 +157,11 @@ pub fn generate_password() -> String {
 
 /// Write credentials file `file` for `users` (mode 0600).
 pub fn write_credentials(file: &Path, users: &[String], password: &str) -> Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
     let mut text = String::from("# Pinax: PostgreSQL superuser password (libpq password file: PGPASSFILE=this-file psql -h HOST -p PORT -U USER)\n");
     for u in users {
         text.push_str(&format!("*:*:*:{}:{password}\n", u.replace('\\', "\\\\").replace(':', "\\:")));
     }
-    let tmp = file.with_extension("tmp");
-    let _ = std::fs::remove_file(&tmp);
-    let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
-    f.write_all(text.as_bytes()).and_then(|_| f.sync_all()).with_context(|| format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, file).with_context(|| format!("writing {}", file.display()))
+    crate::certs::write_file(file, &text, 0o600)
 }
 
 /// pg_hba.conf and pg_ident.conf, rewritten on every start. Secure: the local
@@ -171,11 +192,7 @@ fn write_auth(d: &Path, secure: bool) -> Result<()> {
     for (name, text) in [("pg_hba.conf", hba.to_string()), ("pg_ident.conf", ident)] {
         let f = d.join(name);
         std::fs::write(&f, text).with_context(|| format!("writing {}", f.display()))?;
-        if is_root() {
-            let mut c = Command::new("chown");
-            c.arg(format!("{PG_OS_USER}:{PG_OS_USER}")).arg(&f);
-            run(c, "chown")?;
-        }
+        chown_to_pg(&f)?;
     }
     Ok(())
 }
@@ -228,11 +245,7 @@ pub fn start(dir: &Path, port: u16, listen: &str, rpc_addr: &str, secure: Option
     write_auth(&d, secure.is_some())?;
     let pinax_conf = d.join("pinax.conf");
     std::fs::write(&pinax_conf, settings).context("writing pinax.conf")?;
-    if is_root() {
-        let mut c = Command::new("chown");
-        c.arg(format!("{PG_OS_USER}:{PG_OS_USER}")).arg(&pinax_conf);
-        run(c, "chown")?;
-    }
+    chown_to_pg(&pinax_conf)?;
     if running(dir) {
         // New settings, pg_hba.conf and certificates (PostgreSQL reads them on reload).
         let mut c = pg_command("pg_ctl");
@@ -301,9 +314,7 @@ fn set_password(dir: &Path, port: u16, sec: &Secure) -> Result<()> {
 /// [`psql`] with the statements on standard input.
 fn psql_stdin(dir: &Path, port: u16, db: &str, sql: &str) -> Result<()> {
     use std::io::Write;
-    let mut c = pg_command("psql");
-    c.arg("-X").arg("-q").arg("-v").arg("ON_ERROR_STOP=1").arg("-h").arg(pgdata(dir)).arg("-p").arg(port.to_string());
-    c.arg("-U").arg(superuser()).arg("-d").arg(db);
+    let mut c = psql_command(dir, port, db);
     c.stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
     let mut child = c.spawn().context("running psql")?;
     child.stdin.take().context("psql's stdin")?.write_all(sql.as_bytes()).context("writing to psql")?;

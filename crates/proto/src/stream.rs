@@ -50,46 +50,35 @@ impl Stream {
     /// interrupt per message. poll's waiter ignores wake-ups for output. (TCP
     /// wakes writers only when one ran out of space: nothing to do there.)
     pub fn wait_readable(&self) -> io::Result<()> {
-        use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-        use std::os::fd::AsFd;
         let Stream::Unix(s) = self else { return Ok(()) };
-        loop {
-            let mut fds = [PollFd::new(s.as_fd(), PollFlags::POLLIN)];
-            match poll(&mut fds, PollTimeout::NONE) {
-                Ok(_) => return Ok(()),
-                Err(nix::errno::Errno::EINTR) => continue,
-                Err(e) => return Err(e.into()),
-            }
-        }
+        poll_input(std::os::fd::AsFd::as_fd(s), None).map(|_| ())
     }
 
     /// Wait up to `timeout` until the stream has bytes to read (or is closed or
     /// broken): Ok(false) if none came. Bytes TLS already decrypted count.
     pub fn wait_readable_for(&self, timeout: std::time::Duration) -> io::Result<bool> {
-        use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
         use std::os::fd::AsFd;
-        if let Stream::Tls(t) = self {
-            if t.has_plaintext() {
-                return Ok(true);
-            }
-        }
         let fd = match self {
             Stream::Tcp(s) => s.as_fd(),
             Stream::Unix(s) => s.as_fd(),
+            Stream::Tls(t) if t.has_plaintext() => return Ok(true),
             Stream::Tls(t) => t.tcp().as_fd(),
         };
-        let ms = PollTimeout::try_from(timeout.as_millis().min(i32::MAX as u128) as i32).unwrap_or(PollTimeout::MAX);
-        let deadline = std::time::Instant::now() + timeout;
-        loop {
-            let mut fds = [PollFd::new(fd, PollFlags::POLLIN)];
-            match poll(&mut fds, ms) {
-                Ok(0) => return Ok(false),
-                Ok(_) => return Ok(true),
-                Err(nix::errno::Errno::EINTR) if std::time::Instant::now() < deadline => continue,
-                Err(nix::errno::Errno::EINTR) => return Ok(false),
-                Err(e) => return Err(e.into()),
-            }
-        }
+        poll_input(fd, Some(timeout))
+    }
+
+    /// A TCP connection to `addr` (`HOST:PORT`) within `timeout`, tuned
+    /// ([`tune_tcp`]), with TLS when `tls` is given (the server must present a
+    /// certificate naming HOST; the handshake gets at least
+    /// [`crate::tls::MIN_HANDSHAKE`]).
+    pub fn connect_tcp(addr: &str, timeout: std::time::Duration, tls: Option<&crate::tls::TlsConfig>) -> io::Result<Stream> {
+        let sockaddr = std::net::ToSocketAddrs::to_socket_addrs(addr)?.next().ok_or_else(|| io::Error::other("address did not resolve"))?;
+        let tcp = TcpStream::connect_timeout(&sockaddr, timeout)?;
+        tune_tcp(&tcp)?;
+        Ok(match tls {
+            Some(tls) => Stream::Tls(std::sync::Arc::new(tls.connect(tcp, addr, timeout.max(crate::tls::MIN_HANDSHAKE))?)),
+            None => Stream::Tcp(tcp),
+        })
     }
 
     /// The peer's IP address (TCP; None for a Unix-domain socket).
@@ -193,6 +182,27 @@ impl AsRawFd for Stream {
             Stream::Tcp(s) => s.as_raw_fd(),
             Stream::Unix(s) => s.as_raw_fd(),
             Stream::Tls(s) => s.tcp().as_raw_fd(),
+        }
+    }
+}
+
+/// Wait in poll(2) until `fd` has input (or is closed or broken), for at most
+/// `timeout` (None: however long it takes): Ok(false) if the time ran out.
+fn poll_input(fd: std::os::fd::BorrowedFd<'_>, timeout: Option<std::time::Duration>) -> io::Result<bool> {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    let ms = match timeout {
+        Some(t) => PollTimeout::try_from(t.as_millis().min(i32::MAX as u128) as i32).unwrap_or(PollTimeout::MAX),
+        None => PollTimeout::NONE,
+    };
+    let deadline = timeout.map(|t| std::time::Instant::now() + t);
+    loop {
+        let mut fds = [PollFd::new(fd, PollFlags::POLLIN)];
+        match poll(&mut fds, ms) {
+            Ok(0) => return Ok(false),
+            Ok(_) => return Ok(true),
+            Err(nix::errno::Errno::EINTR) if deadline.is_none_or(|d| std::time::Instant::now() < d) => continue,
+            Err(nix::errno::Errno::EINTR) => return Ok(false),
+            Err(e) => return Err(e.into()),
         }
     }
 }

@@ -35,6 +35,10 @@ pub const NODE_KEY: &str = "node.key";
 /// or drips its bytes, loses its connection then).
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// The least time a client gives a handshake (a connect timeout may be shorter:
+/// the handshake takes two round trips and the peer's signature).
+pub const MIN_HANDSHAKE: Duration = Duration::from_secs(2);
+
 /// Why a certs directory could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
@@ -139,10 +143,6 @@ impl TlsConfig {
         Ok(())
     }
 
-    pub fn identity(&self) -> &Identity {
-        &self.identity
-    }
-
     pub fn server_config(&self) -> Arc<ServerConfig> {
         self.configs.read().0.clone()
     }
@@ -231,24 +231,11 @@ impl TlsStream {
         res
     }
 
-    /// The certificate the peer presented (verified against the cluster CA), once
-    /// the handshake is done.
-    pub fn peer_certificate(&self) -> Option<CertificateDer<'static>> {
-        self.conn.lock().peer_certificates().and_then(|c| c.first().cloned())
-    }
-
     /// Whether decrypted bytes wait to be read (a poll of the socket would not
     /// see them).
     pub fn has_plaintext(&self) -> bool {
         let mut c = self.conn.lock();
         c.process_new_packets().is_ok_and(|s| s.plaintext_bytes_to_read() > 0)
-    }
-
-    /// Tell the peer this end is closing (a `close_notify`), best effort.
-    pub fn close_notify(&self) {
-        let mut c = self.conn.lock();
-        c.send_close_notify();
-        let _ = c.write_tls(&mut &self.sock);
     }
 
     /// Send what the TLS state holds for the peer.

@@ -16,7 +16,6 @@ use pinax_raft::{Command, GroupError, NodeId, RaftGroup};
 use pinax_tablet::{Error as TabletError, Replicator};
 use std::collections::HashMap;
 use std::io::{BufReader, BufWriter, Write};
-use std::net::TcpStream;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -66,13 +65,7 @@ struct PeerConn {
 
 impl PeerConn {
     fn connect(addr: &str, within: Duration, tls: Option<&TlsConfig>) -> std::io::Result<PeerConn> {
-        let sockaddr = std::net::ToSocketAddrs::to_socket_addrs(addr)?.next().ok_or_else(|| std::io::Error::other("address did not resolve"))?;
-        let tcp = TcpStream::connect_timeout(&sockaddr, within.min(PEER_CONNECT_TIMEOUT))?;
-        pinax_proto::stream::tune_tcp(&tcp)?;
-        let s = match tls {
-            Some(tls) => Stream::Tls(Arc::new(tls.connect(tcp, addr, within.max(PEER_HANDSHAKE))?)),
-            None => Stream::Tcp(tcp),
-        };
+        let s = Stream::connect_tcp(addr, within.min(PEER_CONNECT_TIMEOUT), tls)?;
         s.set_read_timeout(Some(PEER_READ_TIMEOUT))?;
         let w = s.try_clone()?;
         Ok(PeerConn { reader: BufReader::with_capacity(64 << 10, s), writer: BufWriter::with_capacity(64 << 10, w), rbuf: Vec::new(), wbuf: Vec::new() })
@@ -93,8 +86,6 @@ impl PeerConn {
 
 /// How long a connect to another node may take.
 const PEER_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
-/// The least time a TLS handshake with another node is given.
-const PEER_HANDSHAKE: Duration = Duration::from_secs(2);
 /// How long an answer from another node may take.
 const PEER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
