@@ -47,6 +47,9 @@ pub enum ErrorCode {
     /// A write refused because the disk holding the tablet is below its free-space
     /// reserve (53100 disk_full; not retryable: space comes back only when freed).
     DiskFull = 35,
+    /// The peer may not make this request (a client certificate asking for
+    /// data, a process without one asking for anything but to join) (42501).
+    PermissionDenied = 36,
 }
 
 impl ErrorCode {
@@ -88,6 +91,7 @@ impl ErrorCode {
             ErrorCode::ShuttingDown => "57P01",
             ErrorCode::Cancelled => "57014",
             ErrorCode::DiskFull => "53100",
+            ErrorCode::PermissionDenied => "42501",
         }
     }
 }

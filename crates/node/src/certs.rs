@@ -41,6 +41,16 @@ pub enum CertCmd {
         args: CertArgs,
         user: String,
     },
+    /// Print a join token: a node started with `--join ADDR --token TOKEN` and
+    /// no certificates gets its certificate from a node holding the CA key.
+    /// A token admits one node, until it expires.
+    CreateJoinToken {
+        #[command(flatten)]
+        args: CertArgs,
+        /// Minutes until the token expires.
+        #[arg(long, default_value_t = 60)]
+        expires_in_mins: u64,
+    },
     /// Show the certificates of a certs directory: names and expiry.
     List(CertArgs),
 }
@@ -68,6 +78,10 @@ pub fn run(c: CertCmd) -> Result<()> {
         CertCmd::CreateClient { args, user } => {
             create_client(&args.certs_dir, args.ca_key.as_deref(), &user)?;
             println!("created {}", args.certs_dir.join(format!("client.{user}.crt")).display());
+        }
+        CertCmd::CreateJoinToken { args, expires_in_mins } => {
+            let token = crate::join::create_join_token(&args.certs_dir, args.ca_key.as_deref(), Duration::minutes(expires_in_mins.min(60 * 24 * 30) as i64))?;
+            println!("{token}");
         }
         CertCmd::List(a) => {
             let mut files: Vec<PathBuf> = std::fs::read_dir(&a.certs_dir)
@@ -117,7 +131,7 @@ pub(crate) fn write_file(path: &Path, text: &str, mode: u32) -> Result<()> {
     Ok(())
 }
 
-fn create_dir(dir: &Path) -> Result<()> {
+pub(crate) fn create_dir(dir: &Path) -> Result<()> {
     use std::os::unix::fs::PermissionsExt;
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     // Readable by PostgreSQL's OS user (its backends' identity is here); the keys
@@ -151,7 +165,7 @@ pub fn create_ca(dir: &Path, key: Option<&Path>) -> Result<()> {
 }
 
 /// The CA of `dir` as an issuer (its key at `key`, default `dir/ca.key`).
-fn issuer(dir: &Path, key: Option<&Path>) -> Result<Issuer<'static, KeyPair>> {
+pub(crate) fn issuer(dir: &Path, key: Option<&Path>) -> Result<Issuer<'static, KeyPair>> {
     let key_path = key.map(Path::to_path_buf).unwrap_or_else(|| dir.join(CA_KEY));
     let key_pem = std::fs::read_to_string(&key_path).with_context(|| format!("reading the CA key {}", key_path.display()))?;
     let key = KeyPair::from_pem(&key_pem).with_context(|| format!("parsing {}", key_path.display()))?;
@@ -160,11 +174,9 @@ fn issuer(dir: &Path, key: Option<&Path>) -> Result<Issuer<'static, KeyPair>> {
     Issuer::from_ca_cert_pem(&cert_pem, key).with_context(|| format!("parsing {}", cert_path.display()))
 }
 
-/// Issue a leaf certificate with `names` as subject alternative names.
-fn issue(dir: &Path, ca_key: Option<&Path>, common_name: &str, names: &[String], ekus: Vec<ExtendedKeyUsagePurpose>) -> Result<(String, String)> {
-    let issuer = issuer(dir, ca_key)?;
-    let key = KeyPair::generate().context("generating a key")?;
-    let mut p = CertificateParams::new(names.to_vec()).context("certificate names")?;
+/// What a leaf certificate of this CA says besides its names (`p` holds them).
+fn leaf_params(mut p: CertificateParams, common_name: &str, ekus: Vec<ExtendedKeyUsagePurpose>) -> CertificateParams {
+    p.distinguished_name = rcgen::DistinguishedName::new();
     p.distinguished_name.push(DnType::OrganizationName, "Pinax");
     p.distinguished_name.push(DnType::CommonName, common_name);
     p.is_ca = IsCa::ExplicitNoCa;
@@ -172,6 +184,25 @@ fn issue(dir: &Path, ca_key: Option<&Path>, common_name: &str, names: &[String],
     p.extended_key_usages = ekus;
     p.not_before = now() - Duration::hours(1);
     p.not_after = now() + Duration::days(5 * 365);
+    p
+}
+
+/// A node certificate's extended key usages: it serves and calls (a client
+/// certificate only calls; see `pinax_proto::tls::Peer`).
+fn node_ekus() -> Vec<ExtendedKeyUsagePurpose> {
+    vec![ExtendedKeyUsagePurpose::ServerAuth, ExtendedKeyUsagePurpose::ClientAuth]
+}
+
+/// A node certificate's parameters, its names taken from `p`.
+pub(crate) fn node_params(p: CertificateParams) -> CertificateParams {
+    leaf_params(p, "node", node_ekus())
+}
+
+/// Issue a leaf certificate with `names` as subject alternative names.
+fn issue(dir: &Path, ca_key: Option<&Path>, common_name: &str, names: &[String], ekus: Vec<ExtendedKeyUsagePurpose>) -> Result<(String, String)> {
+    let issuer = issuer(dir, ca_key)?;
+    let key = KeyPair::generate().context("generating a key")?;
+    let p = leaf_params(CertificateParams::new(names.to_vec()).context("certificate names")?, common_name, ekus);
     let cert = p.signed_by(&key, &issuer).context("signing the certificate")?;
     Ok((cert.pem(), key.serialize_pem()))
 }
@@ -189,7 +220,7 @@ pub fn node_names(hosts: &[String]) -> Vec<String> {
 
 /// Issue `dir/node.crt` and `node.key` for a node reachable at `hosts`.
 pub fn create_node(dir: &Path, ca_key: Option<&Path>, hosts: &[String]) -> Result<()> {
-    let (cert, key) = issue(dir, ca_key, "node", &node_names(hosts), vec![ExtendedKeyUsagePurpose::ServerAuth, ExtendedKeyUsagePurpose::ClientAuth])?;
+    let (cert, key) = issue(dir, ca_key, "node", &node_names(hosts), node_ekus())?;
     write_file(&dir.join(NODE_KEY), &key, 0o600)?;
     write_file(&dir.join(NODE_CERT), &cert, 0o644)?;
     Ok(())
@@ -243,7 +274,8 @@ pub fn ensure_node(dir: &Path, hosts: &[String], new_cluster: bool) -> Result<()
     if !dir.join(CA_CERT).exists() {
         if !new_cluster {
             bail!(
-                "{} has no {CA_CERT}: a node joining a secure cluster needs the cluster's certificates. On a machine with the CA key: \
+                "{} has no {CA_CERT}: a node joining a secure cluster needs the cluster's certificates. Start it with \
+                 --token $(pinax cert create-join-token --certs-dir CERTS) (run where the CA key is), or issue them there with \
                  `pinax cert create-node --certs-dir DIR HOST…` and copy ca.crt, node.crt and node.key to {} (or start every node with --insecure)",
                 dir.display(),
                 dir.display()

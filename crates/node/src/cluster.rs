@@ -116,7 +116,7 @@ struct Layout {
     /// `--netns` prefix and subnet.
     netns: Option<(String, String)>,
     /// No TLS (else the cluster's CA is `<dir>/certs`, each node's identity
-    /// `node-i/certs`).
+    /// `node-i/certs`; with `--netns`, nodes 2… join with a token).
     insecure: bool,
 }
 
@@ -209,6 +209,7 @@ fn node_args(dir: &Path, l: &Layout, i: u32) -> NodeArgs {
         pg_port: l.pg_port + (i - 1) as u16,
         no_postgres: l.no_postgres,
         join: join_for(dir, l, i),
+        token: None,
         replication_factor: l.replication_factor,
         node_timeout_secs: 60,
         fault_injection: false,
@@ -229,10 +230,13 @@ pub(crate) fn cluster_certs(dir: &Path) -> PathBuf {
 }
 
 /// Node `i`'s certificates: the cluster CA (made with the cluster) and a node
-/// certificate naming its address, issued once.
-fn node_certs(dir: &Path, l: &Layout, i: u32) -> Result<()> {
+/// certificate naming its address, issued once. With `--netns` the nodes are
+/// hosts of their own and join as on separate machines: node 1 holds the CA
+/// key, the others get a join token (returned) and their certificates from the
+/// cluster.
+fn node_certs(dir: &Path, l: &Layout, i: u32) -> Result<Option<String>> {
     if l.insecure {
-        return Ok(());
+        return Ok(None);
     }
     let ca = cluster_certs(dir);
     if !ca.join(pinax_proto::tls::CA_CERT).exists() {
@@ -249,11 +253,19 @@ fn node_certs(dir: &Path, l: &Layout, i: u32) -> Result<()> {
     }
     let mine = node_dir(dir, i).join("certs");
     if mine.join(pinax_proto::tls::NODE_CERT).exists() {
-        return Ok(());
+        return Ok(None);
+    }
+    if l.netns.is_some() && i > 1 {
+        return crate::join::create_join_token(&ca, None, time::Duration::minutes(10)).map(Some);
     }
     std::fs::create_dir_all(&mine).with_context(|| format!("creating {}", mine.display()))?;
     std::fs::copy(ca.join(pinax_proto::tls::CA_CERT), mine.join(pinax_proto::tls::CA_CERT)).context("copying the CA certificate")?;
-    certs::create_node(&mine, Some(&ca.join(certs::CA_KEY)), &[host(l, i)])
+    if l.netns.is_some() {
+        let key = std::fs::read_to_string(ca.join(certs::CA_KEY)).context("reading the cluster's CA key")?;
+        certs::write_file(&mine.join(certs::CA_KEY), &key, 0o600)?;
+    }
+    certs::create_node(&mine, Some(&ca.join(certs::CA_KEY)), &[host(l, i)])?;
+    Ok(None)
 }
 
 pub fn run(cmd: ClusterCmd) -> Result<()> {
@@ -369,8 +381,8 @@ fn stop_all(dir: &Path, l: &Layout) -> Result<()> {
 
 /// `start` for node `i`, in its namespace in `--netns` mode (the daemon and
 /// PostgreSQL it launches are born there).
-fn start_node(dir: &Path, l: &Layout, args: NodeArgs, i: u32) -> Result<()> {
-    node_certs(dir, l, i)?;
+fn start_node(dir: &Path, l: &Layout, mut args: NodeArgs, i: u32) -> Result<()> {
+    args.token = node_certs(dir, l, i)?;
     in_cluster_net(l, Some(i), move || start(args))
 }
 

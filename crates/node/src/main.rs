@@ -29,6 +29,7 @@ mod addr;
 mod certs;
 mod cluster;
 mod ddl;
+mod join;
 mod netns;
 mod postgres;
 
@@ -121,6 +122,12 @@ struct NodeArgs {
     /// cluster it recorded).
     #[arg(long, value_delimiter = ',')]
     join: Vec<String>,
+    /// A join token (`pinax cert create-join-token`, where the CA key is): with
+    /// `--join` and no certificates yet, the node gets its certificate from the
+    /// cluster with it (ignored once it has one). Also read from
+    /// `PINAX_JOIN_TOKEN`.
+    #[arg(long)]
+    token: Option<String>,
     /// Replicas per tablet of new tables (master only; capped by the live nodes).
     #[arg(long, default_value_t = 3)]
     replication_factor: u32,
@@ -149,8 +156,8 @@ struct NodeArgs {
     max_connections: Option<usize>,
     /// The node's certificates (default: `certs` in the data directory): ca.crt,
     /// node.crt, node.key. A new cluster's first node creates them (with the CA's
-    /// key, ca.key); a joining node needs them copied in, issued by
-    /// `pinax cert create-node` where the CA key is.
+    /// key, ca.key); a joining node gets them with `--token`, or has them copied
+    /// in, issued by `pinax cert create-node` where the CA key is.
     #[arg(long)]
     certs_dir: Option<PathBuf>,
     /// No TLS between nodes: anyone who reaches the RPC port can read and write
@@ -324,6 +331,10 @@ fn start(a: NodeArgs) -> Result<()> {
     }
     if !a.join.is_empty() {
         cmd.arg("--join").arg(a.join.join(","));
+    }
+    if let Some(t) = &a.token {
+        // In the environment: a command line is visible to every local user.
+        cmd.env(JOIN_TOKEN_ENV, t);
     }
     cmd.arg("--replication-factor").arg(a.replication_factor.to_string());
     cmd.arg("--pg-port").arg(a.pg_port.to_string());
@@ -555,6 +566,7 @@ fn run(a: NodeArgs) -> Result<()> {
         sync: !a.no_sync,
         txn_heartbeat_timeout: Duration::from_secs(a.txn_timeout_secs),
         tls: tls.clone(),
+        join_signer: tls.is_some().then(|| Arc::new(join::CertsSigner::new(&certs_dir(&dir, a.certs_dir.as_deref()))) as Arc<dyn pinax_tserver::JoinSigner>),
         ..NodeConfig::default()
     };
     let shared = SharedResources::new(a.block_cache_mb.unwrap_or_else(default_block_cache_mb) << 20, a.memtable_mb << 20);
@@ -610,7 +622,7 @@ fn run(a: NodeArgs) -> Result<()> {
     tracing::info!(%addr, data_dir = %dir.display(), "pinax node serving");
     while !term.load(Ordering::SeqCst) {
         if hup.swap(false, Ordering::SeqCst) {
-            reload_certificates(tls.as_deref(), &certs_dir(&dir, a.certs_dir.as_deref()));
+            reload_certificates(tls.as_deref(), &certs_dir(&dir, a.certs_dir.as_deref()), &dir);
         }
         node.tick();
         std::thread::sleep(Duration::from_millis(200));
@@ -652,6 +664,15 @@ fn node_tls(a: &NodeArgs, dir: &Path, addrs: &addr::Addresses) -> Result<Option<
     if !addr::is_wildcard(&addrs.listen_host) {
         hosts.push(addrs.listen_host.clone());
     }
+    let token = a.token.clone().or_else(|| std::env::var(JOIN_TOKEN_ENV).ok()).filter(|t| !t.trim().is_empty());
+    if let Some(token) = token {
+        if a.join.is_empty() {
+            bail!("--token is for joining a cluster: give --join too");
+        }
+        if !certs.join(pinax_proto::tls::CA_CERT).exists() || !certs.join(pinax_proto::tls::NODE_CERT).exists() {
+            join::join_with_token(&certs, &hosts, &a.join, &token)?;
+        }
+    }
     certs::ensure_node(&certs, &hosts, a.join.is_empty())?;
     let tls = pinax_proto::tls::TlsConfig::node(&certs).with_context(|| format!("loading the certificates in {}", certs.display()))?;
     certs::prepare_backend_identity(&certs)?;
@@ -659,14 +680,20 @@ fn node_tls(a: &NodeArgs, dir: &Path, addrs: &addr::Addresses) -> Result<Option<
     Ok(Some(tls))
 }
 
+/// Where `pinax start` hands a join token to the node it spawns.
+const JOIN_TOKEN_ENV: &str = "PINAX_JOIN_TOKEN";
+
 /// SIGHUP: read the certificates again (rotation); connections made afterwards
-/// use the new ones. A bad set is logged and the old one stays.
-fn reload_certificates(tls: Option<&pinax_proto::tls::TlsConfig>, certs: &Path) {
+/// use the new ones, PostgreSQL's server certificate too (`pg_ctl reload`). A
+/// bad set is logged and the old one stays.
+fn reload_certificates(tls: Option<&pinax_proto::tls::TlsConfig>, certs: &Path, dir: &Path) {
     let Some(tls) = tls else { return };
     match tls.reload() {
         Ok(()) => {
             if let Err(e) = certs::prepare_backend_identity(certs) {
                 tracing::warn!(error = %e, "could not copy the new certificate for PostgreSQL's backends");
+            } else if let Err(e) = postgres::reload(dir) {
+                tracing::warn!(error = %e, "could not have PostgreSQL reload its certificate");
             }
             tracing::info!(certs = %certs.display(), "certificates reloaded");
         }

@@ -325,6 +325,18 @@ fn psql_stdin(dir: &Path, port: u16, db: &str, sql: &str) -> Result<()> {
     Ok(())
 }
 
+/// Have PostgreSQL re-read its configuration files and its TLS certificate
+/// (`pg_ctl reload`), if it runs.
+pub fn reload(dir: &Path) -> Result<bool> {
+    if !running(dir) {
+        return Ok(false);
+    }
+    let mut c = pg_command("pg_ctl");
+    c.arg("-D").arg(pgdata(dir)).arg("reload");
+    run(c, "pg_ctl reload")?;
+    Ok(true)
+}
+
 /// Stop PostgreSQL (fast shutdown: clients are disconnected, data is safe).
 pub fn stop(dir: &Path) -> Result<bool> {
     if !running(dir) {

@@ -563,3 +563,232 @@ fn insecure_is_refused_off_loopback_unless_asked() {
     assert!(err.contains("--allow-insecure-remote"), "{err}");
     assert!(!dir.path().join("pinax.pid").exists());
 }
+
+/// A secure `pinax run` (no `--insecure`) on `dir` and `port`, its log in
+/// `dir/../<name>.log`.
+fn spawn_secure(dir: &std::path::Path, port: u16, extra: &[&str]) -> Daemon {
+    let log = std::fs::File::create(dir.with_extension("log")).unwrap();
+    Daemon(
+        Command::new(bin())
+            .args(["run", "--data-dir"])
+            .arg(dir)
+            .args(["--port", &port.to_string(), "--block-cache-mb", "16", "--memtable-mb", "32"])
+            .args(extra)
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap(),
+    )
+}
+
+fn join_token(certs: &std::path::Path) -> String {
+    let out = Command::new(bin()).args(["cert", "create-join-token", "--certs-dir"]).arg(certs).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// A client of the secure node at `addr` whose certificates are in `dir/certs`
+/// (made by the node as it starts).
+fn wait_secure(addr: &str, dir: &std::path::Path) -> Client {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !dir.join("certs/node.crt").exists() {
+        assert!(Instant::now() < deadline, "{} got no certificate", dir.display());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    common::wait_client_with(addr, common::tls_options(&dir.join("certs")))
+}
+
+fn wait_nodes(c: &Client, n: usize) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while c.status().map(|s| s.nodes.len()).unwrap_or(0) < n {
+        assert!(Instant::now() < deadline, "the cluster did not reach {n} nodes");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The zero-ceremony join: a node started with `--join` and a token from the
+/// first node (which made the CA) gets its certificate from the cluster, through
+/// a node without the CA key too; a token admits one node; a wrong one is
+/// refused. A client certificate reaches status, not data; a peer without a
+/// certificate may only ask to join.
+#[test]
+fn nodes_join_with_a_token_and_certificate_roles_hold() {
+    let root = tempfile::tempdir().unwrap();
+    let dirs: Vec<std::path::PathBuf> = (1..=4).map(|i| root.path().join(format!("n{i}"))).collect();
+    let ports: Vec<u16> = (0..4).map(|_| free_port()).collect();
+    let addrs: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+    let _n1 = spawn_secure(&dirs[0], ports[0], &[]);
+    let c1 = wait_secure(&addrs[0], &dirs[0]);
+    c1.create_table("joined", Sharding::Hash { tablets: 2 }).unwrap();
+
+    // Node 2 joins with a token; its certificate names its address, its CA is
+    // node 1's, and it holds no CA key.
+    let token = join_token(&dirs[0].join("certs"));
+    let _n2 = spawn_secure(&dirs[1], ports[1], &["--join", &addrs[0], "--token", &token]);
+    let c2 = wait_secure(&addrs[1], &dirs[1]);
+    wait_nodes(&c1, 2);
+    let read = |p: &std::path::PathBuf| std::fs::read(p).unwrap();
+    assert_eq!(read(&dirs[1].join("certs/ca.crt")), read(&dirs[0].join("certs/ca.crt")));
+    assert!(!dirs[1].join("certs/ca.key").exists());
+    c2.write("joined", vec![WriteOp::put(key(1), b"one".to_vec())]).unwrap();
+    assert_eq!(c1.get("joined", &key(1)).unwrap().as_deref(), Some(&b"one"[..]));
+
+    // The same token again: refused, the node does not start.
+    let run = |i: usize, join: &str, token: &str| {
+        Command::new(bin())
+            .args(["run", "--data-dir"])
+            .arg(&dirs[i])
+            .args(["--port", &ports[i].to_string(), "--join", join, "--token", token])
+            .output()
+            .unwrap()
+    };
+    let again = run(2, &addrs[0], &token);
+    let err = String::from_utf8_lossy(&again.stderr);
+    assert!(!again.status.success() && err.contains("used already"), "{err}");
+    assert!(!dirs[2].join("certs/node.crt").exists());
+    // Not a token, and one of another cluster's CA.
+    let bad = run(2, &addrs[0], "pinax-join1-AAAA");
+    assert!(!bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("not a Pinax join token"));
+    let other = root.path().join("other-ca");
+    assert!(Command::new(bin()).args(["cert", "create-ca", "--certs-dir"]).arg(&other).status().unwrap().success());
+    let foreign = run(2, &addrs[0], &join_token(&other));
+    let err = String::from_utf8_lossy(&foreign.stderr);
+    assert!(!foreign.status.success() && err.contains("did not present the CA of the join token"), "{err}");
+    // Without any token: told what to do.
+    let none = Command::new(bin()).args(["run", "--data-dir"]).arg(&dirs[2]).args(["--port", &ports[2].to_string(), "--join", &addrs[0]]).output().unwrap();
+    assert!(!none.status.success() && String::from_utf8_lossy(&none.stderr).contains("--token"));
+
+    // Node 3 joins through node 2, which has no CA key: node 2 passes the
+    // request on to node 1.
+    let token = join_token(&dirs[0].join("certs"));
+    let _n3 = spawn_secure(&dirs[2], ports[2], &["--join", &addrs[1], "--token", &token]);
+    let _c3 = wait_secure(&addrs[2], &dirs[2]);
+    wait_nodes(&c1, 3);
+
+    // An operator's client certificate: status, not data, not the cluster.
+    let certs = dirs[0].join("certs");
+    assert!(Command::new(bin()).args(["cert", "create-client", "--certs-dir"]).arg(&certs).arg("alice").status().unwrap().success());
+    let alice = pinax_proto::tls::TlsConfig::load(pinax_proto::tls::Identity::client(&certs, "alice")).unwrap();
+    let ca = Client::connect_with(&addrs[0], pinax_client::ClientOptions { tls: Some(alice), ..Default::default() }).unwrap();
+    assert_eq!(ca.status().unwrap().nodes.len(), 3);
+    for e in [ca.get("joined", &key(1)).unwrap_err(), ca.create_table("alice_t", Sharding::Hash { tablets: 1 }).unwrap_err()] {
+        assert_eq!(e.code(), pinax_common::ErrorCode::PermissionDenied, "{e}");
+    }
+    let ddl = ca.call(pinax_proto::Request::ReadDdl { after: 0, max: 10 }).unwrap_err();
+    assert_eq!(ddl.code(), pinax_common::ErrorCode::PermissionDenied, "{ddl}");
+
+    // A peer without a certificate: anything but a join is refused, and the
+    // connection closed.
+    use std::io::Write as _;
+    let fp = pinax_proto::tls::file_fingerprint(&certs.join("ca.crt")).unwrap();
+    let tcp = std::net::TcpStream::connect(&addrs[0]).unwrap();
+    let s = pinax_proto::tls::connect_pinned(tcp, &addrs[0], fp, Duration::from_secs(5)).unwrap();
+    let mut buf = Vec::new();
+    let env = pinax_proto::RequestEnvelope { ht: pinax_common::HybridTime::INVALID, request: pinax_proto::Request::Status };
+    pinax_proto::frame::write_frame(&mut &s, &env, &mut buf).unwrap();
+    (&s).flush().unwrap();
+    let resp: pinax_proto::ResponseEnvelope = pinax_proto::frame::read_frame(&mut &s, &mut buf).unwrap().unwrap();
+    assert_eq!(resp.result.unwrap_err().code, pinax_common::ErrorCode::PermissionDenied);
+    assert!(pinax_proto::frame::read_frame::<pinax_proto::ResponseEnvelope, _>(&mut &s, &mut buf).map_or(true, |r| r.is_none()), "the connection stayed open");
+    let log = std::fs::read_to_string(dirs[0].with_extension("log")).unwrap();
+    assert!(log.contains("refused a request its peer may not make"), "{log}");
+}
+
+fn hup(d: &Daemon) {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(d.0.id() as i32), nix::sys::signal::Signal::SIGHUP).unwrap();
+}
+
+/// Rotating the cluster's CA with reloads, as README says: both CAs in
+/// `ca.crt` on every node and SIGHUP, node certificates of the new CA and
+/// SIGHUP, then the old CA out and SIGHUP. The cluster serves throughout, a
+/// restarted node reconnects with the new certificates, and a certificate of
+/// the old CA is refused at the end.
+#[test]
+fn the_clusters_ca_rotates_with_reloads() {
+    let root = tempfile::tempdir().unwrap();
+    let dirs: Vec<std::path::PathBuf> = (1..=2).map(|i| root.path().join(format!("n{i}"))).collect();
+    let ports: Vec<u16> = (0..2).map(|_| free_port()).collect();
+    let addrs: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+    let n1 = spawn_secure(&dirs[0], ports[0], &[]);
+    let c1 = wait_secure(&addrs[0], &dirs[0]);
+    let token = join_token(&dirs[0].join("certs"));
+    let n2_args = ["--join", &addrs[0], "--token", &token];
+    let mut n2 = spawn_secure(&dirs[1], ports[1], &n2_args);
+    let _ = wait_secure(&addrs[1], &dirs[1]);
+    wait_nodes(&c1, 2);
+    c1.create_table("rot", Sharding::Hash { tablets: 2 }).unwrap();
+    c1.write("rot", vec![WriteOp::put(key(0), b"v0".to_vec())]).unwrap();
+    // The old identity, to try at the end.
+    let old = root.path().join("old");
+    std::fs::create_dir(&old).unwrap();
+    for f in ["ca.crt", "node.crt", "node.key"] {
+        std::fs::copy(dirs[0].join("certs").join(f), old.join(f)).unwrap();
+    }
+    let new = root.path().join("new");
+    assert!(Command::new(bin()).args(["cert", "create-ca", "--certs-dir"]).arg(&new).status().unwrap().success());
+    let settle = || std::thread::sleep(Duration::from_millis(600));
+    let write_through = |i: u32| {
+        let c = Client::connect_with(&addrs[1], common::tls_options(&dirs[1].join("certs"))).unwrap();
+        c.write("rot", vec![WriteOp::put(key(i), format!("v{i}").into_bytes())]).unwrap();
+        let c = Client::connect_with(&addrs[0], common::tls_options(&dirs[0].join("certs"))).unwrap();
+        assert_eq!(c.get("rot", &key(i)).unwrap(), Some(format!("v{i}").into_bytes()));
+    };
+    // 1. Both CAs trusted everywhere.
+    let both = std::fs::read_to_string(old.join("ca.crt")).unwrap() + &std::fs::read_to_string(new.join("ca.crt")).unwrap();
+    for d in &dirs {
+        std::fs::write(d.join("certs/ca.crt"), &both).unwrap();
+    }
+    hup(&n1);
+    hup(&n2);
+    settle();
+    write_through(1);
+    // 2. Node certificates of the new CA.
+    for d in &dirs {
+        assert!(Command::new(bin()).args(["cert", "create-node", "--certs-dir"]).arg(&new).arg("127.0.0.1").status().unwrap().success());
+        for f in ["node.crt", "node.key"] {
+            std::fs::copy(new.join(f), d.join("certs").join(f)).unwrap();
+        }
+    }
+    hup(&n1);
+    hup(&n2);
+    settle();
+    write_through(2);
+    // 3. The old CA out (and the new CA's key where tokens are made).
+    for d in &dirs {
+        std::fs::copy(new.join("ca.crt"), d.join("certs/ca.crt")).unwrap();
+    }
+    std::fs::copy(new.join("ca.key"), dirs[0].join("certs/ca.key")).unwrap();
+    hup(&n1);
+    hup(&n2);
+    settle();
+    write_through(3);
+    // A restarted node connects anew, with the new certificates only.
+    n2.kill9();
+    let _n2 = spawn_secure(&dirs[1], ports[1], &n2_args);
+    let _ = wait_secure(&addrs[1], &dirs[1]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let c = Client::connect_with(&addrs[1], common::tls_options(&dirs[1].join("certs"))).unwrap();
+        match c.write("rot", vec![WriteOp::put(key(4), b"v4".to_vec())]) {
+            Ok(_) => break,
+            Err(e) => assert!(e.is_retryable() && Instant::now() < deadline, "{e}"),
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // (c1 trusts the old CA only: a client of the new one.)
+    let c = Client::connect_with(&addrs[0], common::tls_options(&dirs[0].join("certs"))).unwrap();
+    for i in 0..5 {
+        loop {
+            match c.get("rot", &key(i)) {
+                Ok(v) => break assert_eq!(v, Some(format!("v{i}").into_bytes())),
+                Err(e) => assert!(e.is_retryable() && Instant::now() < deadline, "{e}"),
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+    assert!(Client::connect_with(&addrs[0], common::tls_options(&old)).is_err(), "a certificate of the retired CA was served");
+    // Tokens are made and honoured with the new CA.
+    let t = join_token(&dirs[0].join("certs"));
+    assert!(t.starts_with("pinax-join1-"));
+}

@@ -369,6 +369,32 @@ pub enum Request {
         seq: u32,
         read_ht: HybridTime,
     },
+    /// From a process without a certificate (the only request it may make): a
+    /// node joining with `token` (`pinax cert create-join-token`) asks for a
+    /// certificate for `csr` (PEM; its names are the joining node's addresses).
+    /// A node holding the CA key checks the token (unexpired, unused, of this
+    /// CA) and answers `Joined`; one without asks the other live nodes
+    /// (`forwarded`: never passed on again).
+    JoinCluster {
+        token: String,
+        csr: String,
+        forwarded: bool,
+    },
+}
+
+impl Request {
+    /// Whether `peer` may make this request. Nodes (and the node's own
+    /// PostgreSQL, over the Unix socket), and anyone on an `--insecure` node,
+    /// may make any; an operator's client certificate only asks for status; a
+    /// peer without a certificate only asks to join with a token.
+    pub fn allowed_for(&self, peer: &tls::Peer) -> bool {
+        use tls::Peer;
+        match peer {
+            Peer::Local | Peer::Insecure | Peer::Node => true,
+            Peer::Client(_) => matches!(self, Request::Ping | Request::Now | Request::Status),
+            Peer::Anonymous => matches!(self, Request::JoinCluster { forwarded: false, .. }),
+        }
+    }
 }
 
 /// What `Request::Sequence` does. A sequence's state is PostgreSQL's: the last
@@ -529,6 +555,12 @@ pub enum Response {
     /// Answer to `DeleteAll`: how many rows it deletes.
     DeletedAll {
         count: u64,
+    },
+    /// Answer to `JoinCluster`: the cluster's CA certificate and the joining
+    /// node's, both PEM.
+    Joined {
+        ca: String,
+        cert: String,
     },
 }
 

@@ -4,12 +4,15 @@
 //! A cluster has its own certificate authority. Every node holds, in its certs
 //! directory, the CA's certificate (`ca.crt`) and a certificate of its own signed
 //! by it (`node.crt`, `node.key`) naming its addresses; a client holds one too
-//! (`client.<user>.crt` / `.key`, or a node's). A server accepts a connection
-//! only from a peer whose certificate the cluster CA signed (a process without
-//! one, or with another cluster's, fails the handshake and never reaches a
-//! request handler); a client accepts a server only if its certificate names the
-//! address it dialled. The node's Unix socket stays plaintext: only PostgreSQL's
-//! OS user can open it (`pinax.sock`, mode 0600).
+//! (`client.<user>.crt` / `.key`, or a node's). A server accepts a certificate
+//! only if the cluster CA signed it (another cluster's fails the handshake and
+//! never reaches a request handler); a client accepts a server only if its
+//! certificate names the address it dialled. A peer without a certificate
+//! completes the handshake but may only ask to join the cluster with a token
+//! ([`Peer::Anonymous`]); a client certificate (clientAuth only) is an
+//! operator's, allowed status requests, not data or cluster requests ([`Peer`],
+//! `Request::allowed_for`). The node's Unix socket stays plaintext: only
+//! PostgreSQL's OS user can open it (`pinax.sock`, mode 0600).
 //!
 //! [`TlsConfig::reload`] re-reads the files (a rotated certificate is used by
 //! every connection made afterwards; established ones keep theirs).
@@ -88,9 +91,10 @@ fn file_err(path: &Path, e: impl std::fmt::Display) -> TlsError {
 fn build(id: &Identity) -> Result<(Arc<ServerConfig>, Arc<ClientConfig>), TlsError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut roots = RootCertStore::empty();
-    let cas = CertificateDer::pem_file_iter(&id.ca).map_err(|e| file_err(&id.ca, e))?;
-    for c in cas {
-        roots.add(c.map_err(|e| file_err(&id.ca, e))?).map_err(|e| file_err(&id.ca, e))?;
+    let cas: Vec<CertificateDer<'static>> =
+        CertificateDer::pem_file_iter(&id.ca).map_err(|e| file_err(&id.ca, e))?.collect::<Result<_, _>>().map_err(|e| file_err(&id.ca, e))?;
+    for c in &cas {
+        roots.add(c.clone()).map_err(|e| file_err(&id.ca, e))?;
     }
     if roots.is_empty() {
         return Err(file_err(&id.ca, "holds no certificate"));
@@ -103,12 +107,23 @@ fn build(id: &Identity) -> Result<(Arc<ServerConfig>, Arc<ClientConfig>), TlsErr
     }
     let key = PrivateKeyDer::from_pem_file(&id.key).map_err(|e| file_err(&id.key, e))?;
     let config = |e: rustls::Error| TlsError::Config(e.to_string());
-    let verifier = WebPkiClientVerifier::builder_with_provider(roots.clone(), provider.clone()).build().map_err(|e| TlsError::Config(e.to_string()))?;
+    // A client without a certificate completes the handshake as
+    // `Peer::Anonymous`, which may only ask to join with a token
+    // (`Request::allowed_for`); one presenting a certificate the cluster's CA
+    // did not sign is refused in the handshake.
+    let verifier = WebPkiClientVerifier::builder_with_provider(roots.clone(), provider.clone())
+        .allow_unauthenticated()
+        .build()
+        .map_err(|e| TlsError::Config(e.to_string()))?;
+    // The server sends the CA with its certificate: a joining node checks it
+    // against the fingerprint its token carries (`connect_pinned`).
+    let mut server_chain = chain.clone();
+    server_chain.extend(cas.iter().filter(|c| !chain.contains(c)).cloned());
     let mut server = ServerConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(&[&rustls::version::TLS13])
         .map_err(config)?
         .with_client_cert_verifier(verifier)
-        .with_single_cert(chain.clone(), key.clone_key())
+        .with_single_cert(server_chain, key.clone_key())
         .map_err(config)?;
     // No session tickets: they follow the handshake, and a pooled connection's
     // liveness check (a peek for unasked bytes) would take one for a closed link.
@@ -167,6 +182,122 @@ impl TlsConfig {
         s.handshake(timeout)?;
         Ok(s)
     }
+}
+
+/// The SHA-256 of a certificate's DER: what a join token pins the cluster's CA by.
+pub fn fingerprint(der: &[u8]) -> [u8; 32] {
+    let d = ring::digest::digest(&ring::digest::SHA256, der);
+    let mut f = [0u8; 32];
+    f.copy_from_slice(d.as_ref());
+    f
+}
+
+/// The fingerprint of the (first) certificate of PEM file `path`.
+pub fn file_fingerprint(path: &Path) -> Result<[u8; 32], TlsError> {
+    let der = CertificateDer::from_pem_file(path).map_err(|e| file_err(path, e))?;
+    Ok(fingerprint(&der))
+}
+
+/// Who is at the other end of a connection the server accepted, and so which
+/// requests it may make ([`crate::Request::allowed_for`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Peer {
+    /// The node's Unix socket (mode 0600: PostgreSQL's backends).
+    Local,
+    /// Plaintext TCP (`--insecure`): anyone.
+    Insecure,
+    /// A certificate of the cluster's CA with extended key usage serverAuth:
+    /// a node (or its PostgreSQL's backends, which hold the node's identity).
+    Node,
+    /// A client certificate (clientAuth only) of this user: an operator's tool.
+    Client(String),
+    /// TLS without a certificate: a node asking to join with a token.
+    Anonymous,
+}
+
+/// The role a peer certificate (DER) gives its holder (the CA signed it: the
+/// handshake checked that).
+pub fn peer_of_certificate(der: &[u8]) -> Peer {
+    let Ok((_, x)) = x509_parser::parse_x509_certificate(der) else { return Peer::Anonymous };
+    if let Ok(Some(eku)) = x.extended_key_usage() {
+        if eku.value.server_auth {
+            return Peer::Node;
+        }
+    }
+    let cn = x.subject().iter_common_name().next().and_then(|c| c.as_str().ok()).unwrap_or_default().to_string();
+    Peer::Client(cn)
+}
+
+/// A server verifier for a node that has no CA yet, only the fingerprint its
+/// join token carries: the server must send a CA certificate with that
+/// fingerprint, and its own certificate must be signed by it and name the
+/// dialled host.
+#[derive(Debug)]
+struct PinnedCa {
+    fingerprint: [u8; 32],
+    provider: Arc<rustls::crypto::CryptoProvider>,
+}
+
+impl rustls::client::danger::ServerCertVerifier for PinnedCa {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        let Some(ca) = intermediates.iter().find(|c| fingerprint(c) == self.fingerprint) else {
+            return Err(rustls::Error::General("the server did not present the CA of the join token (another cluster, or a token of another CA)".into()));
+        };
+        let mut roots = RootCertStore::empty();
+        roots.add(ca.clone().into_owned())?;
+        let inner = rustls::client::WebPkiServerVerifier::builder_with_provider(Arc::new(roots), self.provider.clone())
+            .build()
+            .map_err(|e| rustls::Error::General(e.to_string()))?;
+        inner.verify_server_cert(end_entity, &[], server_name, ocsp_response, now)
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.provider.signature_verification_algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.provider.signature_verification_algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.provider.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+/// A TLS connection without a client certificate to the server at `addr`,
+/// which must present a CA with `ca_fingerprint` and a certificate it signed
+/// naming `addr`'s host: how a node with a join token asks for its certificate.
+pub fn connect_pinned(tcp: TcpStream, addr: &str, ca_fingerprint: [u8; 32], timeout: Duration) -> io::Result<TlsStream> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let verifier = Arc::new(PinnedCa { fingerprint: ca_fingerprint, provider: provider.clone() });
+    let mut config = ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .map_err(io::Error::other)?
+        .dangerous()
+        .with_custom_certificate_verifier(verifier)
+        .with_no_client_auth();
+    config.resumption = rustls::client::Resumption::disabled();
+    let conn = ClientConnection::new(Arc::new(config), server_name(addr)?).map_err(io::Error::other)?;
+    let s = TlsStream { sock: tcp, conn: Mutex::new(Connection::Client(conn)) };
+    s.handshake(timeout)?;
+    Ok(s)
 }
 
 /// The name a server at `addr` (`HOST:PORT`, `[V6]:PORT`) must present.
@@ -229,6 +360,15 @@ impl TlsStream {
         self.sock.set_read_timeout(before)?;
         self.sock.set_write_timeout(None)?;
         res
+    }
+
+    /// Who the peer is, by the certificate it presented in the handshake.
+    pub fn peer(&self) -> Peer {
+        let c = self.conn.lock();
+        match c.peer_certificates().and_then(|certs| certs.first()) {
+            Some(cert) => peer_of_certificate(cert),
+            None => Peer::Anonymous,
+        }
     }
 
     /// Whether decrypted bytes wait to be read (a poll of the socket would not

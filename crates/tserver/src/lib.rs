@@ -34,5 +34,5 @@ pub mod replica;
 pub mod server;
 
 pub use factory::{EngineFactory, MemFactory, RocksFactory};
-pub use node::{DdlApplier, Node, NodeConfig};
+pub use node::{DdlApplier, JoinRefusal, JoinSigner, Node, NodeConfig};
 pub use server::{RpcServer, ServerLimits};

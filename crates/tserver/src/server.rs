@@ -13,6 +13,7 @@ use parking_lot::Mutex;
 use pinax_common::ErrorCode;
 use pinax_proto::frame::{self, FrameError};
 use pinax_proto::stream::Stream;
+use pinax_proto::tls::Peer;
 use pinax_proto::{RequestEnvelope, ResponseEnvelope, RpcError};
 use std::collections::HashMap;
 use std::io::{BufReader, BufWriter, Write};
@@ -315,6 +316,27 @@ fn log_refused_handshake(stream: &Stream, e: &std::io::Error) {
     }
 }
 
+fn describe(peer: &Peer) -> String {
+    match peer {
+        Peer::Client(user) => format!("a client certificate (user {user:?})"),
+        Peer::Anonymous => "a peer without a certificate of this cluster".into(),
+        other => format!("{other:?}"),
+    }
+}
+
+/// Log a request refused for who made it, at most once a second.
+fn log_refused_request(stream: &Stream, peer: &Peer, req: &pinax_proto::Request) {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static LAST: AtomicU64 = AtomicU64::new(0);
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    if LAST.swap(now, Ordering::Relaxed) != now {
+        let from = stream.peer_ip().map_or_else(|| "?".into(), |a| a.to_string());
+        let mut what = format!("{req:?}");
+        what.truncate(what.char_indices().nth(60).map_or(what.len(), |(i, _)| i));
+        tracing::warn!(peer = %from, who = %describe(peer), request = %what, "refused a request its peer may not make");
+    }
+}
+
 fn serve_connection<F: EngineFactory>(node: Arc<Node<F>>, stream: &Stream, limits: ServerLimits) {
     let _ = stream.tune();
     // A peer must prove it holds a certificate of the cluster's CA before any
@@ -330,6 +352,11 @@ fn serve_connection<F: EngineFactory>(node: Arc<Node<F>>, stream: &Stream, limit
         return;
     }
     let local = matches!(stream, Stream::Unix(_));
+    let peer = match stream {
+        Stream::Unix(_) => Peer::Local,
+        Stream::Tls(t) => t.peer(),
+        Stream::Tcp(_) => Peer::Insecure,
+    };
     let mut reader = BufReader::with_capacity(64 << 10, DeadlineReader { stream, until: None });
     let mut writer = BufWriter::with_capacity(64 << 10, stream);
     let mut rbuf = Vec::new();
@@ -373,6 +400,20 @@ fn serve_connection<F: EngineFactory>(node: Arc<Node<F>>, stream: &Stream, limit
                 result: Err(RpcError::new(ErrorCode::InvalidRequest, e.to_string())),
             };
             if frame::write_frame(&mut writer, &resp, &mut wbuf).is_err() || writer.flush().is_err() {
+                return;
+            }
+            continue;
+        }
+        // What the peer's certificate does not allow is refused, and logged;
+        // a peer without one gets one answer, then its connection closes.
+        if !env.request.allowed_for(&peer) {
+            log_refused_request(stream, &peer, &env.request);
+            let resp = ResponseEnvelope {
+                ht: node.clock().now(),
+                uncertain: node.reads_uncertain(),
+                result: Err(RpcError::new(ErrorCode::PermissionDenied, format!("{} may not make this request", describe(&peer)))),
+            };
+            if frame::write_frame(&mut writer, &resp, &mut wbuf).is_err() || writer.flush().is_err() || peer == Peer::Anonymous {
                 return;
             }
             continue;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Multi-host test: a 4-node cluster whose nodes are hosts of their own
 # (`pinax cluster start --netns`: each node in a network namespace with its own
-# address on a bridge, no shared loopback, joined with --join over the bridge).
+# address on a bridge, no shared loopback, joined with --join and a join token
+# over the bridge).
 # The bank test (bank/bank.sh, all three isolation levels) runs through nodes 3's
 # and 4's PostgreSQL while, in turn, node 1 (the first master) is killed and
 # restarted and node 2 is cut off the network (its link down) and healed. Its
@@ -53,6 +54,12 @@ for i in 1 2 3 4; do
 done
 st=$(ip netns exec "$prefix-sw" "$bin" status --certs-dir "$dir/node-1/certs" --addr "$subnet.1:$rpc")
 grep -q "nodes: 4 live: 1@$subnet.1:$rpc 2@$subnet.2:$((rpc + 1)) 3@$subnet.3:$((rpc + 2)) 4@$subnet.4:$((rpc + 3))" <<<"$st" || fail "the master does not list the 4 nodes at their addresses: $st"
+# Nodes 2-4 joined as on machines of their own: with a join token, their
+# certificates issued by node 1 (the CA key's holder) over the bridge.
+for i in 2 3 4; do
+  grep -q "joined with a token" "$dir/node-$i/pinax.log" || fail "node $i did not join with a token"
+  [[ ! -e "$dir/node-$i/certs/ca.key" ]] || fail "node $i holds the CA key"
+done
 
 # Clients use the nodes' PostgreSQL through their Unix sockets (a file: reachable
 # from any namespace); every node-to-node message crosses the bridge.

@@ -81,6 +81,8 @@ pub struct NodeConfig {
     /// of the cluster's CA, and this node presents its own to the nodes it calls.
     /// None: plaintext (`pinax run --insecure`, in-process tests).
     pub tls: Option<Arc<pinax_proto::tls::TlsConfig>>,
+    /// Issues certificates to nodes joining with a token (None: refused).
+    pub join_signer: Option<Arc<dyn JoinSigner>>,
 }
 
 impl Default for NodeConfig {
@@ -100,6 +102,7 @@ impl Default for NodeConfig {
             node_timeout: Duration::from_secs(60),
             fault_injection: false,
             tls: None,
+            join_signer: None,
         }
     }
 }
@@ -223,6 +226,23 @@ pub trait DdlApplier: Send + Sync {
     /// Apply every log entry through `upto` (entries of this node's own
     /// PostgreSQL excepted), giving up at `deadline`.
     fn apply_upto(&self, upto: u64, deadline: Instant) -> Result<(), String>;
+}
+
+/// Issues certificates to nodes that join with a token (`Request::JoinCluster`;
+/// the node daemon implements it over its certs directory).
+pub trait JoinSigner: Send + Sync + std::fmt::Debug {
+    /// Check `token` and sign the certificate request `csr` (PEM): the CA's
+    /// certificate and the new node's, PEM.
+    fn sign(&self, token: &str, csr: &str) -> Result<(String, String), JoinRefusal>;
+}
+
+/// Why a [`JoinSigner`] issued nothing.
+#[derive(Debug)]
+pub enum JoinRefusal {
+    /// This node does not hold the CA key (another node may).
+    NoCaKey,
+    /// The token or the request is not acceptable (why).
+    Refused(String),
 }
 
 impl<F: EngineFactory> Node<F> {

@@ -79,6 +79,7 @@ impl<F: EngineFactory> Node<F> {
             Request::TransferLeader { tablet, to } => self.transfer_leader(tablet, to),
             Request::Campaign { tablet } => self.campaign(tablet),
             Request::Raft { group, target, kind, body } => self.raft_message(group, target, kind, body),
+            Request::JoinCluster { token, csr, forwarded } => self.join_cluster(token, csr, forwarded),
         }
     }
 

@@ -3,6 +3,7 @@
 
 mod catalog;
 mod ddl;
+mod join;
 mod replica;
 mod sequence;
 mod status;
