@@ -170,7 +170,7 @@ impl TlsConfig {
     /// happens at [`TlsStream::handshake`] (or the first read).
     pub fn accept(&self, tcp: TcpStream) -> io::Result<TlsStream> {
         let conn = ServerConnection::new(self.server_config()).map_err(io::Error::other)?;
-        Ok(TlsStream { sock: tcp, conn: Mutex::new(Connection::Server(conn)) })
+        Ok(TlsStream { sock: tcp, conn: State::new(Connection::Server(conn)) })
     }
 
     /// The client end of a TCP connection to the server at `addr` (`HOST:PORT`;
@@ -178,7 +178,7 @@ impl TlsConfig {
     pub fn connect(&self, tcp: TcpStream, addr: &str, timeout: Duration) -> io::Result<TlsStream> {
         let name = server_name(addr)?;
         let conn = ClientConnection::new(self.client_config(), name).map_err(io::Error::other)?;
-        let s = TlsStream { sock: tcp, conn: Mutex::new(Connection::Client(conn)) };
+        let s = TlsStream { sock: tcp, conn: State::new(Connection::Client(conn)) };
         s.handshake(timeout)?;
         Ok(s)
     }
@@ -295,7 +295,7 @@ pub fn connect_pinned(tcp: TcpStream, addr: &str, ca_fingerprint: [u8; 32], time
         .with_no_client_auth();
     config.resumption = rustls::client::Resumption::disabled();
     let conn = ClientConnection::new(Arc::new(config), server_name(addr)?).map_err(io::Error::other)?;
-    let s = TlsStream { sock: tcp, conn: Mutex::new(Connection::Client(conn)) };
+    let s = TlsStream { sock: tcp, conn: State::new(Connection::Client(conn)) };
     s.handshake(timeout)?;
     Ok(s)
 }
@@ -315,7 +315,45 @@ pub fn server_name(addr: &str) -> io::Result<ServerName<'static>> {
 /// turns on its TLS state, so the lock is never contended.
 pub struct TlsStream {
     sock: TcpStream,
-    conn: Mutex<Connection>,
+    conn: Mutex<State>,
+}
+
+/// How many bytes of the socket one read takes (rustls reads at most 4 KiB
+/// at a time: a 64 KiB Raft append would cost 16 system calls).
+const READ_AHEAD: usize = 64 << 10;
+
+/// A connection's TLS state and the bytes read from its socket that rustls has
+/// not taken yet (`inbuf[start..end]`).
+struct State {
+    conn: Connection,
+    inbuf: Vec<u8>,
+    start: usize,
+    end: usize,
+}
+
+impl State {
+    fn new(conn: Connection) -> Mutex<State> {
+        Mutex::new(State { conn, inbuf: Vec::new(), start: 0, end: 0 })
+    }
+
+    /// Hand rustls the next bytes of the socket: buffered ones, else one read
+    /// of up to [`READ_AHEAD`] (its end of file, if so).
+    fn feed(&mut self, sock: &TcpStream) -> io::Result<()> {
+        if self.start == self.end {
+            if self.inbuf.len() < READ_AHEAD {
+                self.inbuf.resize(READ_AHEAD, 0);
+            }
+            let n = (&*sock).read(&mut self.inbuf)?;
+            (self.start, self.end) = (0, n);
+            if n == 0 {
+                self.conn.read_tls(&mut io::empty())?;
+                return Ok(());
+            }
+        }
+        let n = self.conn.read_tls(&mut &self.inbuf[self.start..self.end])?;
+        self.start += n;
+        Ok(())
+    }
 }
 
 impl std::fmt::Debug for TlsStream {
@@ -341,7 +379,8 @@ impl TlsStream {
         let before = self.sock.read_timeout()?;
         self.sock.set_read_timeout(Some(timeout))?;
         self.sock.set_write_timeout(Some(timeout))?;
-        let mut c = self.conn.lock();
+        let mut state = self.conn.lock();
+        let c = &mut state.conn;
         let mut res = Ok(());
         while c.is_handshaking() {
             match c.complete_io(&mut &self.sock) {
@@ -356,7 +395,7 @@ impl TlsStream {
                 }
             }
         }
-        drop(c);
+        drop(state);
         self.sock.set_read_timeout(before)?;
         self.sock.set_write_timeout(None)?;
         res
@@ -365,17 +404,31 @@ impl TlsStream {
     /// Who the peer is, by the certificate it presented in the handshake.
     pub fn peer(&self) -> Peer {
         let c = self.conn.lock();
-        match c.peer_certificates().and_then(|certs| certs.first()) {
+        match c.conn.peer_certificates().and_then(|certs| certs.first()) {
             Some(cert) => peer_of_certificate(cert),
             None => Peer::Anonymous,
         }
     }
 
-    /// Whether decrypted bytes wait to be read (a poll of the socket would not
-    /// see them).
+    /// Whether decrypted bytes wait to be read, or bytes read ahead hold some
+    /// (a poll of the socket would not see them). A TLS error counts as
+    /// readable: the read reports it.
     pub fn has_plaintext(&self) -> bool {
-        let mut c = self.conn.lock();
-        c.process_new_packets().is_ok_and(|s| s.plaintext_bytes_to_read() > 0)
+        let mut st = self.conn.lock();
+        loop {
+            match st.conn.process_new_packets() {
+                Ok(s) if s.plaintext_bytes_to_read() == 0 => {}
+                _ => return true,
+            }
+            if st.start == st.end {
+                return false;
+            }
+            let State { conn, inbuf, start, end } = &mut *st;
+            match conn.read_tls(&mut &inbuf[*start..*end]) {
+                Ok(n) if n > 0 => *start += n,
+                _ => return true,
+            }
+        }
     }
 
     /// Send what the TLS state holds for the peer.
@@ -387,34 +440,34 @@ impl TlsStream {
     }
 
     fn read_plain(&self, buf: &mut [u8]) -> io::Result<usize> {
-        let mut c = self.conn.lock();
+        let mut st = self.conn.lock();
         loop {
-            match c.reader().read(buf) {
+            match st.conn.reader().read(buf) {
                 Ok(n) => return Ok(n),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                 Err(e) => return Err(e),
             }
-            Self::write_pending(&mut c, &self.sock)?;
-            c.read_tls(&mut &self.sock)?;
-            if let Err(e) = c.process_new_packets() {
+            Self::write_pending(&mut st.conn, &self.sock)?;
+            st.feed(&self.sock)?;
+            if let Err(e) = st.conn.process_new_packets() {
                 // The alert saying why, if it can be sent.
-                let _ = Self::write_pending(&mut c, &self.sock);
+                let _ = Self::write_pending(&mut st.conn, &self.sock);
                 return Err(tls_io(e));
             }
         }
     }
 
     fn write_plain(&self, buf: &[u8]) -> io::Result<usize> {
-        let mut c = self.conn.lock();
-        let n = c.writer().write(buf)?;
-        Self::write_pending(&mut c, &self.sock)?;
+        let mut st = self.conn.lock();
+        let n = st.conn.writer().write(buf)?;
+        Self::write_pending(&mut st.conn, &self.sock)?;
         Ok(n)
     }
 
     fn flush_plain(&self) -> io::Result<()> {
-        let mut c = self.conn.lock();
-        c.writer().flush()?;
-        Self::write_pending(&mut c, &self.sock)
+        let mut st = self.conn.lock();
+        st.conn.writer().flush()?;
+        Self::write_pending(&mut st.conn, &self.sock)
     }
 }
 
@@ -436,6 +489,81 @@ impl Write for &TlsStream {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::net::TcpListener;
+
+    /// A CA and a node certificate for 127.0.0.1 in a new directory.
+    fn certs() -> tempfile::TempDir {
+        use rcgen::{BasicConstraints, CertificateParams, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair};
+        let d = tempfile::tempdir().unwrap();
+        let ca_key = KeyPair::generate().unwrap();
+        let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
+        let ca_cert = ca.self_signed(&ca_key).unwrap();
+        let issuer = Issuer::new(ca, ca_key);
+        let key = KeyPair::generate().unwrap();
+        let mut p = CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap();
+        p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth, ExtendedKeyUsagePurpose::ClientAuth];
+        let cert = p.signed_by(&key, &issuer).unwrap();
+        std::fs::write(d.path().join(CA_CERT), ca_cert.pem()).unwrap();
+        std::fs::write(d.path().join(NODE_CERT), cert.pem()).unwrap();
+        std::fs::write(d.path().join(NODE_KEY), key.serialize_pem()).unwrap();
+        d
+    }
+
+    /// Bytes rustls has not decrypted yet but the stream read ahead of the
+    /// socket count as readable (a poll would not see them), and a message far
+    /// larger than a TLS record or the read-ahead arrives whole and in order.
+    #[test]
+    fn bytes_read_ahead_are_readable_and_large_messages_arrive_whole() {
+        let d = certs();
+        let cfg = TlsConfig::node(d.path()).unwrap();
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        let big: Vec<u8> = (0..3_000_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        let server = {
+            let (cfg, big) = (cfg.clone(), big.clone());
+            std::thread::spawn(move || {
+                let (tcp, _) = l.accept().unwrap();
+                let s = cfg.accept(tcp).unwrap();
+                s.handshake(HANDSHAKE_TIMEOUT).unwrap();
+                assert_eq!(s.peer(), Peer::Node);
+                let mut got = vec![0u8; big.len()];
+                (&s).read_exact(&mut got).unwrap();
+                assert!(got == big, "the large message arrived altered");
+                (&s).write_all(b"ok").unwrap();
+                (&s).flush().unwrap();
+                // Two records waiting in the socket: one read takes both, rustls
+                // the first 4 KiB; once the first message is read, the second
+                // is here (read ahead), though the socket is empty.
+                std::thread::sleep(Duration::from_millis(300));
+                let mut first = [0u8; 5];
+                (&s).read_exact(&mut first).unwrap();
+                assert_eq!(&first, b"hello");
+                assert!(s.has_plaintext(), "bytes read ahead were not seen");
+                let mut second = vec![0u8; 10_000];
+                (&s).read_exact(&mut second).unwrap();
+                assert!(second.iter().all(|b| *b == b'w'));
+                assert!(!s.has_plaintext());
+            })
+        };
+        let tcp = TcpStream::connect(&addr).unwrap();
+        let c = cfg.connect(tcp, &addr, HANDSHAKE_TIMEOUT).unwrap();
+        for chunk in big.chunks(100_000) {
+            (&c).write_all(chunk).unwrap();
+        }
+        (&c).flush().unwrap();
+        let mut ok = [0u8; 2];
+        (&c).read_exact(&mut ok).unwrap();
+        assert_eq!(&ok, b"ok");
+        (&c).write_all(b"hello").unwrap();
+        (&c).flush().unwrap();
+        (&c).write_all(&[b'w'; 10_000]).unwrap();
+        (&c).flush().unwrap();
+        server.join().unwrap();
+        // The server closed: the client reads an end, not a hang.
+        let mut rest = [0u8; 1];
+        assert!(matches!((&c).read(&mut rest), Ok(0) | Err(_)));
+    }
 
     #[test]
     fn server_names_are_the_host_of_the_dialled_address() {
