@@ -20,7 +20,7 @@ use std::io::{BufReader, BufWriter, Write};
 use std::net::{SocketAddr, TcpListener};
 use std::os::unix::net::UnixListener;
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -291,28 +291,27 @@ impl Drop for RpcServer {
     }
 }
 
-/// Log a refused hybrid time, at most once a second (a peer sending nothing
-/// else must not flood the log).
-fn log_refused_time(e: &pinax_common::ClockAhead) {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static LAST: AtomicU64 = AtomicU64::new(0);
+/// Whether a refusal logged through `last` may be logged now: at most once a
+/// second (a peer sending nothing else must not flood the log).
+fn log_now(last: &AtomicU64) -> bool {
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    if LAST.swap(now, Ordering::Relaxed) != now {
+    last.swap(now, Ordering::Relaxed) != now
+}
+
+/// Log a refused hybrid time (rate-limited).
+fn log_refused_time(e: &pinax_common::ClockAhead) {
+    static LAST: AtomicU64 = AtomicU64::new(0);
+    if log_now(&LAST) {
         tracing::warn!(ahead_ms = e.ahead_micros / 1000, max_skew_ms = e.max_skew_micros / 1000, "refused a request whose hybrid time is too far ahead");
     }
 }
 
-/// Log a refused TLS handshake, at most once a second.
+/// Log a refused TLS handshake (rate-limited).
 fn log_refused_handshake(stream: &Stream, e: &std::io::Error) {
-    use std::sync::atomic::{AtomicU64, Ordering};
     static LAST: AtomicU64 = AtomicU64::new(0);
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    if LAST.swap(now, Ordering::Relaxed) != now {
-        let peer = match stream {
-            Stream::Tls(t) => t.tcp().peer_addr().map_or_else(|_| "?".into(), |a| a.to_string()),
-            _ => "?".into(),
-        };
-        tracing::warn!(%peer, error = %e, "refused a connection: TLS handshake failed (a peer without a certificate of this cluster's CA?)");
+    if log_now(&LAST) {
+        let peer = stream.peer_ip().map_or_else(|| "?".into(), |a| a.to_string());
+        tracing::warn!(%peer, error = %e, "refused a connection: TLS handshake failed (a peer with a certificate of another CA?)");
     }
 }
 
@@ -324,12 +323,10 @@ fn describe(peer: &Peer) -> String {
     }
 }
 
-/// Log a request refused for who made it, at most once a second.
+/// Log a request refused for who made it (rate-limited).
 fn log_refused_request(stream: &Stream, peer: &Peer, req: &pinax_proto::Request) {
-    use std::sync::atomic::{AtomicU64, Ordering};
     static LAST: AtomicU64 = AtomicU64::new(0);
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    if LAST.swap(now, Ordering::Relaxed) != now {
+    if log_now(&LAST) {
         let from = stream.peer_ip().map_or_else(|| "?".into(), |a| a.to_string());
         let mut what = format!("{req:?}");
         what.truncate(what.char_indices().nth(60).map_or(what.len(), |(i, _)| i));
@@ -391,19 +388,6 @@ fn serve_connection<F: EngineFactory>(node: Arc<Node<F>>, stream: &Stream, limit
                 return;
             }
         };
-        // A time too far ahead is refused, never adopted (see `update_checked`).
-        if let Err(e) = node.clock().update_checked(env.ht) {
-            log_refused_time(&e);
-            let resp = ResponseEnvelope {
-                ht: node.clock().now(),
-                uncertain: node.reads_uncertain(),
-                result: Err(RpcError::new(ErrorCode::InvalidRequest, e.to_string())),
-            };
-            if frame::write_frame(&mut writer, &resp, &mut wbuf).is_err() || writer.flush().is_err() {
-                return;
-            }
-            continue;
-        }
         // What the peer's certificate does not allow is refused, and logged;
         // a peer without one gets one answer, then its connection closes.
         if !env.request.allowed_for(&peer) {
@@ -414,6 +398,19 @@ fn serve_connection<F: EngineFactory>(node: Arc<Node<F>>, stream: &Stream, limit
                 result: Err(RpcError::new(ErrorCode::PermissionDenied, format!("{} may not make this request", describe(&peer)))),
             };
             if frame::write_frame(&mut writer, &resp, &mut wbuf).is_err() || writer.flush().is_err() || peer == Peer::Anonymous {
+                return;
+            }
+            continue;
+        }
+        // A time too far ahead is refused, never adopted (see `update_checked`).
+        if let Err(e) = node.clock().update_checked(env.ht) {
+            log_refused_time(&e);
+            let resp = ResponseEnvelope {
+                ht: node.clock().now(),
+                uncertain: node.reads_uncertain(),
+                result: Err(RpcError::new(ErrorCode::InvalidRequest, e.to_string())),
+            };
+            if frame::write_frame(&mut writer, &resp, &mut wbuf).is_err() || writer.flush().is_err() {
                 return;
             }
             continue;
