@@ -226,7 +226,10 @@ unsafe extern "C-unwind" fn process_utility(
                 let stmt = node as *mut pg_sys::CreateStmt;
                 let opts = take_pinax_options(&mut (*stmt).options);
                 let temp = (*(*stmt).relation).relpersistence as u8 == pg_sys::RELPERSISTENCE_TEMP;
-                if temp && (*stmt).accessMethod.is_null() {
+                // A partitioned table has no access method (PostgreSQL refuses one):
+                // its temporary partitions get heap here when they are created.
+                let partitioned = !(*stmt).partspec.is_null();
+                if temp && !partitioned && (*stmt).accessMethod.is_null() {
                     (*stmt).accessMethod = pg_sys::pstrdup(c"heap".as_ptr());
                 }
                 let parsed = parse_create_options(&opts, if opts.is_empty() { None } else { first_pk_type(stmt) });

@@ -48,6 +48,17 @@ SELECT * FROM mv_src;
 CREATE TEMP TABLE tmp1 (x int);
 INSERT INTO tmp1 VALUES (1);
 SELECT x, (SELECT amname FROM pg_am a JOIN pg_class c ON c.relam = a.oid WHERE c.relname = 'tmp1') FROM tmp1;
+-- Temporary partitioned tables: the parent has no access method, its
+-- temporary partitions are heap.
+CREATE TEMP TABLE tmp_parted (a int, b text) PARTITION BY LIST (a);
+CREATE TEMP TABLE tmp_parted_1 PARTITION OF tmp_parted FOR VALUES IN (1, 2);
+CREATE TEMP TABLE tmp_parted_3 PARTITION OF tmp_parted FOR VALUES IN (3) PARTITION BY LIST (b);
+CREATE TEMP TABLE tmp_parted_3x PARTITION OF tmp_parted_3 FOR VALUES IN ('x');
+INSERT INTO tmp_parted VALUES (1, 'one'), (2, 'two'), (3, 'x');
+SELECT c.relname, a.amname FROM pg_class c LEFT JOIN pg_am a ON a.oid = c.relam
+  WHERE c.relname LIKE 'tmp_parted%' ORDER BY 1;
+SELECT tableoid::regclass, * FROM tmp_parted ORDER BY a;
+DROP TABLE tmp_parted;
 -- Partitioned tables with Pinax partitions.
 CREATE TABLE parted (k int, v text, PRIMARY KEY (k)) PARTITION BY RANGE (k);
 CREATE TABLE parted_1 PARTITION OF parted FOR VALUES FROM (0) TO (100);
