@@ -394,6 +394,13 @@ pub fn free_bytes(path: &std::path::Path) -> Option<u64> {
     Some((st.blocks_available() as u64).saturating_mul(st.fragment_size() as u64))
 }
 
+/// Size in bytes of the filesystem holding `path`, or `None` if it cannot be
+/// asked.
+pub fn disk_bytes(path: &std::path::Path) -> Option<u64> {
+    let st = nix::sys::statvfs::statvfs(path).ok()?;
+    Some((st.blocks() as u64).saturating_mul(st.fragment_size() as u64))
+}
+
 /// [`WritePressure::NoSpace`] if `free` is below `reserve`.
 pub fn space_pressure(path: &std::path::Path, free: u64, reserve: u64) -> Option<WritePressure> {
     (free < reserve).then(|| {

@@ -29,7 +29,8 @@
 //!   ENOSPC after its one retry in a new file) come back as errors: the log store
 //!   reports them to openraft as a `StorageError` and acknowledges nothing.
 //! - Files are freed only by [`SharedLog::purge_expired_files`] (call it
-//!   periodically): once the files exceed [`PURGE_BYTES`] it rewrites the few
+//!   periodically): once the files exceed `purge_bytes` ([`LogOptions::for_disk`]:
+//!   a thirty-second of the disk, at most [`PURGE_BYTES`]) it rewrites the few
 //!   entries of idle groups that pin the oldest files, deletes or recycles the
 //!   files no group needs any more, and names groups whose many old entries pin
 //!   them (they should purge their log: the node asks them for a snapshot).
@@ -65,6 +66,21 @@ pub struct LogOptions {
 impl Default for LogOptions {
     fn default() -> Self {
         LogOptions { file_bytes: FILE_BYTES, purge_bytes: PURGE_BYTES }
+    }
+}
+
+/// The least [`LogOptions::purge_bytes`] a disk's size brings it down to.
+pub const MIN_PURGE_BYTES: u64 = 64 << 20;
+
+impl LogOptions {
+    /// Sizes for a log on a disk of `disk_bytes`: the log may hold about 2.5 ×
+    /// `purge_bytes`, so that is a thirty-second of the disk, between
+    /// [`MIN_PURGE_BYTES`] and [`PURGE_BYTES`] (on a 4 GiB disk 128 MiB instead
+    /// of 512, which with its recycled files would have taken a third of it),
+    /// in files of a sixteenth of that (at most [`FILE_BYTES`]).
+    pub fn for_disk(disk_bytes: u64) -> LogOptions {
+        let purge_bytes = (disk_bytes / 32).clamp(MIN_PURGE_BYTES, PURGE_BYTES);
+        LogOptions { file_bytes: (purge_bytes / 16).min(FILE_BYTES), purge_bytes }
     }
 }
 
@@ -237,4 +253,25 @@ pub(crate) fn entry_bytes(m: &BytesValue) -> Result<(u64, &[u8]), String> {
         return Err(format!("a Raft log entry of {} bytes has no index", m.value.len()));
     }
     Ok((EntryMsg::index(m), &m.value[8..]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_logs_share_of_a_disk_follows_its_size() {
+        let gib = 1u64 << 30;
+        // Large disks: today's sizes.
+        let big = LogOptions::for_disk(500 * gib);
+        assert_eq!((big.purge_bytes, big.file_bytes), (PURGE_BYTES, FILE_BYTES));
+        // A 4 GiB disk: 128 MiB before purging (about 320 MiB at most with
+        // recycled files, not 1.25 GiB), in 8 MiB files.
+        let small = LogOptions::for_disk(4 * gib);
+        assert_eq!((small.purge_bytes, small.file_bytes), (128 << 20, 8 << 20));
+        // Tiny or unknown sizes keep a floor.
+        let tiny = LogOptions::for_disk(256 << 20);
+        assert_eq!((tiny.purge_bytes, tiny.file_bytes), (MIN_PURGE_BYTES, 4 << 20));
+        assert!(LogOptions::for_disk(0).purge_bytes >= MIN_PURGE_BYTES);
+    }
 }

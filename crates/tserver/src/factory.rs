@@ -226,7 +226,9 @@ impl EngineFactory for RocksFactory {
         let mut opened = Vec::with_capacity(self.roots.len());
         for root in &self.roots {
             let dir = root.join(shared_log::DIR);
-            opened.push(SharedLog::open(&dir).map_err(|e| pinax_engine::Error::Io(e.to_string()))?);
+            // The log's share of a small disk is bounded by its size.
+            let opts = pinax_engine_rocks::disk_bytes(root).map(shared_log::LogOptions::for_disk).unwrap_or_default();
+            opened.push(SharedLog::open_with(&dir, opts).map_err(|e| pinax_engine::Error::Io(e.to_string()))?);
         }
         *logs = Some(opened.clone());
         Ok(opened)
