@@ -9,8 +9,10 @@
 //! - `pinax status` — show the node, its tables and tablets.
 //! - `pinax cluster start|stop|kill|restart|cut|heal` — a local multi-node cluster
 //!   (`cluster.rs`).
-//! - `pinax cert create-ca|create-node|create-client|list` — a cluster's
-//!   certificates (`certs.rs`); nodes run with mutual TLS unless `--insecure`.
+//! - `pinax cert create-ca|create-node|create-client|create-join-token|list` — a
+//!   cluster's certificates (`certs.rs`) and join tokens (`join.rs`: `pinax start
+//!   --join … --token T` gets a node its certificate); nodes run with mutual TLS
+//!   unless `--insecure`.
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
