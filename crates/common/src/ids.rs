@@ -65,8 +65,9 @@ impl TxnId {
 
 impl fmt::Debug for TxnId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "txn:")?;
-        for b in &self.0[..8] {
+        // The home node, then the random half (which tells transactions apart).
+        write!(f, "txn:{}:", self.status_node())?;
+        for b in &self.0[8..] {
             write!(f, "{b:02x}")?;
         }
         Ok(())

@@ -53,6 +53,8 @@ pub struct Pager {
     /// The relation (table or index OID) whose scan this walk is: its first read
     /// asks for the rows a LIMIT above needs, if one does (`limit.rs`).
     limit_relid: Option<u32>,
+    /// The key of the row returned last (empty: none yet; keys never are).
+    last: Vec<u8>,
 }
 
 impl Pager {
@@ -71,6 +73,7 @@ impl Pager {
             point: false,
             latest: false,
             limit_relid: None,
+            last: Vec::new(),
         }
     }
 
@@ -183,6 +186,8 @@ impl Pager {
     pub fn next_row(&mut self) -> Result<Option<Row>, FlushError> {
         loop {
             if let Some(r) = self.rows.pop_front() {
+                self.last.clear();
+                self.last.extend_from_slice(&r.0);
                 return Ok(Some(r));
             }
             if self.done {
@@ -241,6 +246,23 @@ impl Pager {
         }
     }
 
+    /// The key of the row [`Pager::next_row`] returned last, if any.
+    pub fn last_key(&self) -> Option<&[u8]> {
+        (!self.last.is_empty()).then_some(&self.last[..])
+    }
+
+    /// The read point the walk settled on (after its first read), if any.
+    pub fn settled_at(&self) -> Option<ReadPoint> {
+        self.at
+    }
+
+    /// Read at `at` (a read point another walk of the same scan settled on).
+    pub fn settle_at(&mut self, at: Option<ReadPoint>) {
+        if at.is_some() {
+            self.at = at;
+        }
+    }
+
     /// Point read of `key` at this walk's read point.
     pub fn get(&mut self, storage: &str, key: &[u8]) -> Result<Option<Vec<u8>>, FlushError> {
         let (v, read_ht, at) = self.reading(|client, _, _, at| client.read_at(storage, key, at), 0)?;
@@ -252,4 +274,113 @@ impl Pager {
 /// A storage error not tied to one table.
 fn storage_err(error: ClientError) -> FlushError {
     FlushError { table: String::new(), error }
+}
+
+/// Where a [`BiWalk`] stands in one of its ranges.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Bound {
+    /// Before the range's first row.
+    Start,
+    /// On this row (the last one returned).
+    Key(Vec<u8>),
+    /// After the range's last row.
+    End,
+}
+
+/// A walk over key ranges (in ascending order, disjoint) that may change
+/// direction at any row, as PostgreSQL's scans may (`FETCH BACKWARD` and
+/// `FETCH PRIOR` on a SCROLL cursor, `FETCH LAST`): a backward step returns the
+/// row before the last one returned, as heap's scans do, and a walk that ran off
+/// either end steps back onto the last row it passed. Each change of direction
+/// starts a [`Pager`] from the current row, in the new direction, at the read
+/// point of the first read (so both directions see one state); nothing is
+/// buffered.
+pub struct BiWalk {
+    ranges: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    /// The range the walk is in and where in it; None before the first row.
+    pos: Option<(usize, Bound)>,
+    backward: bool,
+    pager: Option<Pager>,
+    at: Option<ReadPoint>,
+}
+
+impl BiWalk {
+    pub fn new(ranges: Vec<(Vec<u8>, Option<Vec<u8>>)>) -> BiWalk {
+        BiWalk { ranges, pos: None, backward: false, pager: None, at: None }
+    }
+
+    /// A walk that carries on from where a forward walk of the same ranges
+    /// stands (`pos`: range and place in it; None before its first row), at
+    /// the read point it settled on.
+    pub fn resume(ranges: Vec<(Vec<u8>, Option<Vec<u8>>)>, pos: Option<(usize, Bound)>, at: Option<ReadPoint>) -> BiWalk {
+        BiWalk { ranges, pos, backward: false, pager: None, at }
+    }
+
+    /// The next row in direction `backward` (None past the last range's end, or
+    /// before the first's start). `make(start, end, reverse, whole)` makes the
+    /// pager of a range, or of part of it (`whole` false: what is left of it past
+    /// a row returned).
+    /// The pager of the row [`BiWalk::next`] returned last (to read at its read point).
+    pub fn pager(&mut self) -> Option<&mut Pager> {
+        self.pager.as_mut()
+    }
+
+    pub fn next(&mut self, backward: bool, make: &mut dyn FnMut(Vec<u8>, Option<Vec<u8>>, bool, bool) -> Pager) -> Result<Option<Row>, FlushError> {
+        if backward != self.backward {
+            self.backward = backward;
+            self.pager = None;
+        }
+        let n = self.ranges.len();
+        if n == 0 {
+            return Ok(None);
+        }
+        loop {
+            if self.pager.is_none() {
+                let (i, b) = self.pos.clone().unwrap_or(if backward { (n - 1, Bound::End) } else { (0, Bound::Start) });
+                let (start, end) = self.ranges[i].clone();
+                let whole = !matches!(b, Bound::Key(_));
+                let part = match (backward, b) {
+                    (false, Bound::End) | (true, Bound::Start) => {
+                        // Nothing left of this range this way: the next one's edge.
+                        let next = if backward { i.checked_sub(1).map(|j| (j, Bound::End)) } else { (i + 1 < n).then_some((i + 1, Bound::Start)) };
+                        match next {
+                            Some(p) => {
+                                self.pos = Some(p);
+                                continue;
+                            }
+                            None => {
+                                self.pos = Some((i, if backward { Bound::Start } else { Bound::End }));
+                                return Ok(None);
+                            }
+                        }
+                    }
+                    (_, Bound::Start) | (_, Bound::End) => (start, end),
+                    (false, Bound::Key(k)) => {
+                        let mut after = k;
+                        after.push(0);
+                        (after, end)
+                    }
+                    (true, Bound::Key(k)) => (start, Some(k)),
+                };
+                self.pos = Some((i, self.pos.clone().map_or(if backward { Bound::End } else { Bound::Start }, |p| p.1)));
+                let mut pager = make(part.0, part.1, backward, whole);
+                pager.settle_at(self.at);
+                self.pager = Some(pager);
+            }
+            let pager = self.pager.as_mut().expect("made above");
+            let row = pager.next_row()?;
+            self.at = self.at.or(pager.settled_at());
+            let i = self.pos.as_ref().map_or(0, |p| p.0);
+            match row {
+                Some(r) => {
+                    self.pos = Some((i, Bound::Key(r.0.clone())));
+                    return Ok(Some(r));
+                }
+                None => {
+                    self.pager = None;
+                    self.pos = Some((i, if backward { Bound::Start } else { Bound::End }));
+                }
+            }
+        }
+    }
 }

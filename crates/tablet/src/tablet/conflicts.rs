@@ -394,6 +394,7 @@ impl<E: KvEngine> Tablet<E> {
                     }
                 }
                 TxnStatus::Aborted => {
+                    tracing::debug!(target: "pinax_trace", tablet = self.id.0, "a writer removes intents of aborted {other} on key {key:02x?}");
                     finish_key_intents(batch, key, other, None, &recs, true, |_| Ok(false), false, true)?;
                 }
             }

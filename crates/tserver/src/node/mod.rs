@@ -29,6 +29,7 @@ mod resolution;
 mod revival;
 mod serve;
 mod status_routing;
+mod trace;
 mod waits;
 
 use crate::factory::EngineFactory;
@@ -407,7 +408,12 @@ impl<F: EngineFactory> Node<F> {
         if self.is_shutting_down() {
             return Err(err(ErrorCode::ShuttingDown, "the node is shutting down"));
         }
-        self.serve(req)
+        let traced = if trace::enabled() { trace::describe(&req) } else { None };
+        let res = self.serve(req);
+        if let Some(what) = traced {
+            tracing::debug!(target: trace::TARGET, node = self.cfg.node_id, "{what} -> {}", trace::outcome(&res));
+        }
+        res
     }
 
     /// Send `req` to the node at `addr` (this node: handle it here).

@@ -72,6 +72,7 @@ impl<F: EngineFactory> Node<F> {
                 Some(ht) => t.apply_intents(txn, ht),
                 None => t.remove_intents(txn),
             };
+            tracing::debug!(target: super::trace::TARGET, node = self.cfg.node_id, "resolved here tablet={} {txn} commit_ht={commit_ht:?} -> {res:?}", p.0);
             if let Err(e) = res {
                 tracing::warn!(tablet_id = p.0, %txn, error = %e, "could not resolve intents");
                 all = false;
@@ -165,6 +166,7 @@ impl<F: EngineFactory> Node<F> {
                         continue;
                     }
                 };
+                tracing::debug!(target: super::trace::TARGET, node = self.cfg.node_id, "swept tablet={} {txn} -> {res:?}", t.id().0);
                 if let Err(e) = res {
                     tracing::warn!(tablet_id = t.id().0, %txn, error = %e, "could not resolve intents");
                 }

@@ -130,7 +130,14 @@ impl<F: EngineFactory> Node<F> {
                 }
                 Ok(Response::Done)
             }
-            Request::TxnStatus { txn, read_ht } => st.status(txn, read_ht).map(Response::TxnStatus).map_err(tablet_err),
+            Request::TxnStatus { txn, read_ht } => {
+                let res = st.status(txn, read_ht);
+                if matches!(res, Ok(TxnStatus::Aborted)) && super::trace::enabled() {
+                    let known = st.record(txn).is_some();
+                    tracing::debug!(target: super::trace::TARGET, node = self.cfg.node_id, "TxnStatus {txn} -> Aborted (record known: {known})");
+                }
+                res.map(Response::TxnStatus).map_err(tablet_err)
+            }
             Request::WaitTxn { txn, timeout_ms, .. } => {
                 let ended = self.wait_local(st, txn, Duration::from_millis(timeout_ms as u64).min(MAX_WAIT))?;
                 Ok(Response::Waited { ended: ended.is_some(), committed: ended == Some(true) })

@@ -10,14 +10,13 @@ use super::ranges::{ranges, Range, Ranges};
 use crate::error;
 use crate::keys::decode_key;
 use crate::meta::IndexMeta;
-use crate::scan::{snapshot_cid, Pager};
+use crate::scan::{snapshot_cid, BiWalk, Bound, Pager};
 use crate::state;
 use crate::tid::Origin;
 use crate::tuple::store_tuple;
 use crate::violation::OrRaiseFlush;
 use pgrx::pg_guard;
 use pgrx::pg_sys;
-use std::collections::VecDeque;
 use std::rc::Rc;
 
 struct IndexScanState {
@@ -25,7 +24,16 @@ struct IndexScanState {
     /// Entries counted in storage not yet returned (count-only index-only scans).
     pending: u64,
     index: Rc<IndexMeta>,
-    ranges: VecDeque<Range>,
+    /// The ranges, in the order of the scan's first direction, and how many of
+    /// them the walk has begun.
+    ranges: Vec<Range>,
+    next_range: usize,
+    /// Once the scan has changed direction (a SCROLL cursor): the walk both ways.
+    walk: Option<BiWalk>,
+    /// The read point the first range's walk settled on: every later one reads
+    /// there too (one state for the whole scan, however many statements fetch
+    /// from it).
+    at: Option<pinax_proto::ReadPoint>,
     started: bool,
     reverse: bool,
     table_storage: String,
@@ -138,6 +146,7 @@ unsafe fn range_pager(scan: pg_sys::IndexScanDesc, st: &IndexScanState, (start, 
     // SAFETY: the caller upholds this function's contract (# Safety).
     unsafe {
         let mut pager = Pager::new(st.index_storage.clone(), start, end, st.reverse, st.curcid);
+        pager.settle_at(st.at);
         pager.point = st.point;
         pager.latest = st.latest;
         pager.under_limit_of((*(*scan).indexRelation).rd_id.to_u32());
@@ -177,7 +186,8 @@ pub unsafe fn take_count(scan: pg_sys::IndexScanDesc) -> Option<u64> {
         debug_assert!(counts_only(o, st), "a forward index-only scan reading no column counts");
         let mut n = 1 + std::mem::take(&mut st.pending);
         st.pager = None;
-        while let Some(range) = st.ranges.pop_front() {
+        while let Some(range) = st.ranges.get(st.next_range).cloned() {
+            st.next_range += 1;
             n += range_pager(scan, st, range).next_count().or_raise().unwrap_or(0);
         }
         Some(n)
@@ -211,9 +221,9 @@ pub(super) unsafe extern "C-unwind" fn amgettuple(scan: pg_sys::IndexScanDesc, d
                 std::slice::from_raw_parts((*scan).keyData, (*scan).numberOfKeys as usize)
             };
             let Ranges { ranges: found, point, exact } = ranges(&im, keys);
-            let mut rs: VecDeque<Range> = found.into();
+            let mut rs: Vec<Range> = found;
             if reverse {
-                rs = rs.into_iter().rev().collect();
+                rs.reverse();
             }
             if state::serializable_locking() {
                 // A SERIALIZABLE read locks what it reads: the rows of a primary-key
@@ -231,6 +241,9 @@ pub(super) unsafe extern "C-unwind" fn amgettuple(scan: pg_sys::IndexScanDesc, d
                 pending: 0,
                 index: im.clone(),
                 ranges: rs,
+                next_range: 0,
+                walk: None,
+                at: None,
                 started: false,
                 reverse,
                 table_storage: m.storage.clone(),
@@ -245,13 +258,32 @@ pub(super) unsafe extern "C-unwind" fn amgettuple(scan: pg_sys::IndexScanDesc, d
             (*o).state = Box::into_raw(Box::new(st));
         }
         let st = &mut *(*o).state;
-        if st.started && st.reverse != reverse {
-            error::not_supported("changing scan direction in an index scan of a Pinax table is not supported");
+        if st.started && st.reverse != reverse && st.walk.is_none() {
+            if counts_only(o, st) {
+                error::not_supported("changing scan direction in a counting index scan of a Pinax table is not supported");
+            }
+            st.walk = Some(walk_from_here(st));
         }
         st.started = true;
         loop {
+            if st.walk.is_some() {
+                let (storage, curcid, point, latest) = (st.index_storage.clone(), st.curcid, st.point, st.latest);
+                let mut make = |start, end, reverse, whole| {
+                    let mut p = Pager::new(storage.clone(), start, end, reverse, curcid);
+                    p.point = point && whole;
+                    p.latest = latest;
+                    p
+                };
+                let walk = st.walk.as_mut().expect("checked above");
+                let Some((key, value)) = walk.next(reverse, &mut make).or_raise() else { return false };
+                if hand_out(scan, o, st, key, value) {
+                    return true;
+                }
+                continue;
+            }
             if st.pager.is_none() {
-                let Some(range) = st.ranges.pop_front() else { return false };
+                let Some(range) = st.ranges.get(st.next_range).cloned() else { return false };
+                st.next_range += 1;
                 st.pager = Some(range_pager(scan, st, range));
             }
             if counts_only(o, st) {
@@ -276,47 +308,89 @@ pub(super) unsafe extern "C-unwind" fn amgettuple(scan: pg_sys::IndexScanDesc, d
                 return true;
             }
             let pager = st.pager.as_mut().expect("pager");
-            let Some((key, value)) = pager.next_row().or_raise() else {
+            let row = pager.next_row().or_raise();
+            st.at = st.at.or(pager.settled_at());
+            let Some((key, value)) = row else {
                 st.pager = None;
                 continue;
             };
-            if (*scan).xs_want_itup {
-                form_index_tuple(scan, o, &st.index, st.relid, &key, &value);
-                if (*o).no_tids {
-                    // An index entry is written and deleted with its row, by the same
-                    // command: the entry this read point sees names a row it sees.
-                    (*scan).xs_heaptid = NO_TID;
-                    (*scan).xs_recheck = true;
-                    return true;
-                }
+            if hand_out(scan, o, st, key, value) {
+                return true;
             }
-            let (row_key, row) = if st.is_pk {
-                (key, crate::tuple::merged((*(*scan).heapRelation).rd_att, value))
-            } else {
-                match pager.get(&st.table_storage, &value).or_raise() {
-                    Some(row) => {
-                        let row = crate::tuple::merged((*(*scan).heapRelation).rd_att, row);
-                        if state::serializable_locking() {
-                            state::with(|b| b.lock_read_row(&st.table_storage, &value)).or_raise();
-                        }
-                        (value, row)
-                    }
-                    None => continue, // entry of a row this read point does not see
-                }
-            };
-            let tid = if st.latest {
-                state::with(|b| match b.excl_row_tid(st.relid, &row_key) {
-                    Some(own) => own,
-                    None => b.tids.add(st.relid, &row_key, &row, Origin::Latest),
-                })
-            } else {
-                state::with(|b| b.tids.add(st.relid, &row_key, &row, Origin::Read))
-            };
-            (*scan).xs_heaptid = tid;
-            (*scan).xs_recheck = !st.exact_conflict_check;
-            return true;
         }
     }
+}
+
+/// Hand index entry `key` → `value`, just read by the scan's current pager, to
+/// the executor: the index tuple (index-only scans), the row's TID (the row
+/// fetched for a secondary index). False: the entry names a row the read point
+/// does not see (the scan goes on).
+///
+/// # Safety
+/// As for [`amgettuple`]; `o` is the scan's `Opaque` and `st` its state.
+unsafe fn hand_out(scan: pg_sys::IndexScanDesc, o: *mut Opaque, st: &mut IndexScanState, key: Vec<u8>, value: Vec<u8>) -> bool {
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        if (*scan).xs_want_itup {
+            form_index_tuple(scan, o, &st.index, st.relid, &key, &value);
+            if (*o).no_tids {
+                // An index entry is written and deleted with its row, by the same
+                // command: the entry this read point sees names a row it sees.
+                (*scan).xs_heaptid = NO_TID;
+                (*scan).xs_recheck = true;
+                return true;
+            }
+        }
+        let (row_key, row) = if st.is_pk {
+            (key, crate::tuple::merged((*(*scan).heapRelation).rd_att, value))
+        } else {
+            let pager = match st.walk.as_mut() {
+                Some(w) => w.pager(),
+                None => st.pager.as_mut(),
+            }
+            .expect("the pager of the entry");
+            match pager.get(&st.table_storage, &value).or_raise() {
+                Some(row) => {
+                    let row = crate::tuple::merged((*(*scan).heapRelation).rd_att, row);
+                    if state::serializable_locking() {
+                        state::with(|b| b.lock_read_row(&st.table_storage, &value)).or_raise();
+                    }
+                    (value, row)
+                }
+                None => return false, // entry of a row this read point does not see
+            }
+        };
+        let tid = if st.latest {
+            state::with(|b| match b.excl_row_tid(st.relid, &row_key) {
+                Some(own) => own,
+                None => b.tids.add(st.relid, &row_key, &row, Origin::Latest),
+            })
+        } else {
+            state::with(|b| b.tids.add(st.relid, &row_key, &row, Origin::Read))
+        };
+        (*scan).xs_heaptid = tid;
+        (*scan).xs_recheck = !st.exact_conflict_check;
+        true
+    }
+}
+
+/// The walk both ways of a scan that changes direction, from where its walk in
+/// its first direction stands: the ranges in ascending order, the range it is
+/// in, and its last entry there (or the edge of a range it finished), at the
+/// read point it settled on.
+fn walk_from_here(st: &IndexScanState) -> BiWalk {
+    let n = st.ranges.len();
+    let asc: Vec<Range> = if st.reverse { st.ranges.iter().rev().cloned().collect() } else { st.ranges.clone() };
+    // Index `i` of the first direction's order, in ascending order.
+    let ascending = |i: usize| if st.reverse { n - 1 - i } else { i };
+    // The edge a walk in the first direction leaves a range by, and enters one by.
+    let (exit, entry) = if st.reverse { (Bound::Start, Bound::End) } else { (Bound::End, Bound::Start) };
+    let pos = match (st.next_range, &st.pager) {
+        (0, _) => None,
+        (k, Some(p)) => Some((ascending(k - 1), p.last_key().map_or(entry, |key| Bound::Key(key.to_vec())))),
+        (k, None) => Some((ascending(k - 1), exit)),
+    };
+    BiWalk::resume(asc, pos, st.at)
 }
 
 /// The TID of rows an index-only scan returns without registering them (valid, but

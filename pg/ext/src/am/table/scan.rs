@@ -3,11 +3,13 @@
 //! table (`crate::scan::Pager`) and hands out each row with a TID from the
 //! backend's TID map. What the custom scan (`customscan/pushdown/`) and a
 //! counting sequential scan (`am/index_only.rs`) ask of a scan begun here: a
-//! filter, a count, aggregates. Parallel and sample scans are refused.
+//! filter, a count, aggregates. A scan may step backward (SCROLL cursors):
+//! then it walks both ways from where it stands ([`BiWalk`]). Parallel and
+//! sample scans are refused.
 
 use super::meta_of;
 use crate::error;
-use crate::scan::{snapshot_cid, Pager};
+use crate::scan::{snapshot_cid, BiWalk, Bound, Pager};
 use crate::state;
 use crate::tid::Origin;
 use crate::tuple::store_tuple;
@@ -33,6 +35,12 @@ pub(super) struct ScanState {
     pub(super) analyze_unshipped: u64,
     /// A counting scan ([`next_counted`]): the rows left to hand out, once counted.
     counted: Option<u64>,
+    /// The TID of the row the forward walk returned last, and whether it ran off
+    /// the end: where a backward step starts.
+    last_tid: Option<pg_sys::ItemPointerData>,
+    ended: bool,
+    /// Once the scan has stepped backward (a SCROLL cursor): the walk both ways.
+    walk: Option<BiWalk>,
 }
 
 /// A memory context reset callback (`MemoryContextCallback`).
@@ -88,7 +96,7 @@ pub(super) unsafe extern "C-unwind" fn scan_begin(
         (*d).base.rs_flags = flags;
         let mut pager = Pager::new(m.storage.clone(), Vec::new(), None, false, snapshot_cid(snapshot));
         pager.under_limit_of((*rel).rd_id.to_u32());
-        let st = ScanState { pager, relid: m.relid, analyze_block_done: false, analyze_unshipped: 0, counted: None };
+        let st = ScanState { pager, relid: m.relid, analyze_block_done: false, analyze_unshipped: 0, counted: None, last_tid: None, ended: false, walk: None };
         (*d).state = Box::into_raw(Box::new(st));
         (*d).cb.func = Some(free_scan_state);
         (*d).cb.arg = d.cast();
@@ -134,6 +142,9 @@ pub(super) unsafe extern "C-unwind" fn scan_rescan(
         st.pager = Pager::new(st.pager.storage.clone(), Vec::new(), None, false, snapshot_cid((*scan).rs_snapshot));
         st.pager.under_limit_of((*(*scan).rs_rd).rd_id.to_u32());
         st.counted = None;
+        st.last_tid = None;
+        st.ended = false;
+        st.walk = None;
     }
 }
 
@@ -256,12 +267,59 @@ pub(super) unsafe extern "C-unwind" fn scan_getnextslot(
 ) -> bool {
     // SAFETY: PostgreSQL calls this as documented (# Safety).
     unsafe {
-        if direction == pg_sys::ScanDirection::BackwardScanDirection {
-            error::not_supported("backward scans of Pinax tables are not supported");
-        }
         let d = scan as *mut PinaxScanDesc;
         let st = &mut *(*d).state;
-        next_into_slot(&mut st.pager, st.relid, slot)
+        let backward = direction == pg_sys::ScanDirection::BackwardScanDirection;
+        if !backward && st.walk.is_none() {
+            let found = next_into_slot(&mut st.pager, st.relid, slot);
+            if found {
+                st.last_tid = Some((*slot).tts_tid);
+            } else {
+                st.ended = true;
+            }
+            return found;
+        }
+        next_both_ways(st, backward, (*scan).rs_snapshot, slot)
+    }
+}
+
+/// A step of a scan that has gone backward (a SCROLL cursor's FETCH BACKWARD,
+/// PRIOR, LAST): through a [`BiWalk`] that starts where the forward walk
+/// stands, at its read point (so both directions see one state).
+///
+/// # Safety
+/// `slot` must be a valid slot, `snapshot` the scan's. Calls into PostgreSQL:
+/// only in a backend, where its errors can be raised.
+unsafe fn next_both_ways(st: &mut ScanState, backward: bool, snapshot: pg_sys::Snapshot, slot: *mut pg_sys::TupleTableSlot) -> bool {
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        let relid = st.relid;
+        if st.walk.is_none() {
+            let pos = if st.ended {
+                Some((0, Bound::End))
+            } else {
+                st.last_tid.and_then(|tid| state::with(|b| b.tids.get(relid, &tid).map(|r| (0, Bound::Key(r.key.to_vec())))))
+            };
+            st.walk = Some(BiWalk::resume(vec![(Vec::new(), None)], pos, st.pager.settled_at()));
+        }
+        let (storage, filter, curcid) = (st.pager.storage.clone(), st.pager.filter.clone(), snapshot_cid(snapshot));
+        let mut make = |start, end, reverse, _whole| {
+            let mut p = Pager::new(storage.clone(), start, end, reverse, curcid);
+            p.filter = filter.clone();
+            p
+        };
+        match st.walk.as_mut().expect("made above").next(backward, &mut make).or_raise() {
+            Some((key, value)) => {
+                let value = crate::tuple::merged((*slot).tts_tupleDescriptor, value);
+                let tid = state::with(|b| b.tids.add(relid, &key, &value, Origin::Read));
+                store_tuple(slot, &value, tid, pg_sys::Oid::from(relid), None);
+                true
+            }
+            None => {
+                pg_sys::ExecClearTuple(slot);
+                false
+            }
+        }
     }
 }
 
