@@ -4,8 +4,8 @@
 //! backend's TID map. What the custom scan (`customscan/pushdown/`) and a
 //! counting sequential scan (`am/index_only.rs`) ask of a scan begun here: a
 //! filter, a count, aggregates. A scan may step backward (SCROLL cursors):
-//! then it walks both ways from where it stands ([`BiWalk`]). Parallel and
-//! sample scans are refused.
+//! then it walks both ways from where it stands ([`BiWalk`]). TABLESAMPLE
+//! samples rows cut into blocks ([`Sample`]). Parallel scans are refused.
 
 use super::meta_of;
 use crate::error;
@@ -41,6 +41,31 @@ pub(super) struct ScanState {
     ended: bool,
     /// Once the scan has stepped backward (a SCROLL cursor): the walk both ways.
     walk: Option<BiWalk>,
+    /// A TABLESAMPLE scan's blocks, once its first block was asked for.
+    sample: Option<Sample>,
+}
+
+/// A TABLESAMPLE scan (`scan_sample_next_block`, `scan_sample_next_tuple`).
+/// Storage has no pages, so the rows, in scan order at one read point, are cut
+/// into blocks of as many rows as the planner assumes fill one (the table's
+/// average row width, as `relation_estimate_size`): the sampling method picks
+/// blocks among those (SYSTEM) and rows within a block (BERNOULLI) as it does
+/// on heap. The number of blocks comes from a count in storage at the sample's
+/// read point. Blocks are read in the order asked for; a method that goes back
+/// (tsm_system_rows) resumes at the first key of that block, noted in passing.
+pub(super) struct Sample {
+    nblocks: u32,
+    per_block: usize,
+    /// The block handed out last, and its rows.
+    block: Option<u32>,
+    rows: Vec<pinax_proto::Row>,
+    /// The first key of every block the walk has passed.
+    starts: Vec<Vec<u8>>,
+    /// The walk, standing at the start of block `next`.
+    pager: Pager,
+    next: u32,
+    at: Option<pinax_proto::ReadPoint>,
+    curcid: u32,
 }
 
 /// A memory context reset callback (`MemoryContextCallback`).
@@ -80,12 +105,9 @@ pub(super) unsafe extern "C-unwind" fn scan_begin(
         if !pscan.is_null() {
             error::not_supported("parallel scans of Pinax tables are not supported");
         }
-        if flags & pg_sys::ScanOptions::SO_TYPE_SAMPLESCAN != 0 {
-            error::not_supported("TABLESAMPLE is not supported on Pinax tables");
-        }
         let m = meta_of(rel);
-        if flags & pg_sys::ScanOptions::SO_TYPE_SEQSCAN != 0 && state::serializable_locking() {
-            // A SERIALIZABLE sequential scan reads every tablet's whole range.
+        if flags & (pg_sys::ScanOptions::SO_TYPE_SEQSCAN | pg_sys::ScanOptions::SO_TYPE_SAMPLESCAN) != 0 && state::serializable_locking() {
+            // A SERIALIZABLE sequential (or sampling) scan reads every tablet's whole range.
             state::with(|b| b.lock_ranges(&m.storage, &[], None)).or_raise();
         }
         let d = pg_sys::palloc0(std::mem::size_of::<PinaxScanDesc>()) as *mut PinaxScanDesc;
@@ -96,7 +118,17 @@ pub(super) unsafe extern "C-unwind" fn scan_begin(
         (*d).base.rs_flags = flags;
         let mut pager = Pager::new(m.storage.clone(), Vec::new(), None, false, snapshot_cid(snapshot));
         pager.under_limit_of((*rel).rd_id.to_u32());
-        let st = ScanState { pager, relid: m.relid, analyze_block_done: false, analyze_unshipped: 0, counted: None, last_tid: None, ended: false, walk: None };
+        let st = ScanState {
+            pager,
+            relid: m.relid,
+            analyze_block_done: false,
+            analyze_unshipped: 0,
+            counted: None,
+            last_tid: None,
+            ended: false,
+            walk: None,
+            sample: None,
+        };
         (*d).state = Box::into_raw(Box::new(st));
         (*d).cb.func = Some(free_scan_state);
         (*d).cb.arg = d.cast();
@@ -145,6 +177,7 @@ pub(super) unsafe extern "C-unwind" fn scan_rescan(
         st.last_tid = None;
         st.ended = false;
         st.walk = None;
+        st.sample = None;
     }
 }
 
@@ -356,28 +389,131 @@ pub(super) unsafe extern "C-unwind" fn parallelscan_reinitialize(_rel: pg_sys::R
     error::not_supported("parallel scans of Pinax tables are not supported")
 }
 
+/// Rows of `rel` the planner assumes one block holds (its average row width,
+/// as `relation_estimate_size`).
+///
+/// # Safety
+/// `rel` must be a valid relation.
+unsafe fn rows_per_block(rel: pg_sys::Relation) -> usize {
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    let width = unsafe { pg_sys::get_rel_data_width(rel, std::ptr::null_mut()) } as usize + 24;
+    (pg_sys::BLCKSZ as usize / width).max(1)
+}
+
+impl Sample {
+    /// Count the scan's rows at a read point, and stand before the first.
+    fn begin(storage: &str, curcid: u32, per_block: usize) -> Sample {
+        let mut counter = Pager::new(storage.to_string(), Vec::new(), None, false, curcid);
+        let n = counter.next_count().or_raise().unwrap_or(0);
+        let at = counter.settled_at();
+        let mut pager = Pager::new(storage.to_string(), Vec::new(), None, false, curcid);
+        pager.settle_at(at);
+        let nblocks = n.div_ceil(per_block as u64).min(u64::from(pg_sys::InvalidBlockNumber - 1)) as u32;
+        Sample { nblocks, per_block, block: None, rows: Vec::new(), starts: Vec::new(), pager, next: 0, at, curcid }
+    }
+
+    /// Read block `b` (< `nblocks`) into `rows`.
+    fn load(&mut self, b: u32) {
+        if b < self.next {
+            // Back to a block passed: from its first key.
+            let mut pager = Pager::new(self.pager.storage.clone(), self.starts[b as usize].clone(), None, false, self.curcid);
+            pager.settle_at(self.at);
+            self.pager = pager;
+            self.next = b;
+        }
+        self.rows.clear();
+        while self.next <= b {
+            let keep = self.next == b;
+            for i in 0..self.per_block {
+                let Some(row) = self.pager.next_row().or_raise() else { break };
+                if i == 0 && self.starts.len() == self.next as usize {
+                    self.starts.push(row.0.clone());
+                }
+                if keep {
+                    self.rows.push(row);
+                }
+            }
+            self.next += 1;
+        }
+        self.block = Some(b);
+    }
+}
+
 /// Table AM callback `scan_sample_next_block` (`TableAmRoutine`,
-/// access/tableam.h).
+/// access/tableam.h): the next block the sampling method picks (its own
+/// `NextSampleBlock`, else every block in turn), read; false when there is none.
 ///
 /// # Safety
 /// Called only by PostgreSQL, through the table AM routine, with the arguments
 /// `TableAmRoutine` documents.
 #[pg_guard]
-pub(super) unsafe extern "C-unwind" fn scan_sample_next_block(_scan: pg_sys::TableScanDesc, _scanstate: *mut pg_sys::SampleScanState) -> bool {
-    error::not_supported("TABLESAMPLE is not supported on Pinax tables")
+pub(super) unsafe extern "C-unwind" fn scan_sample_next_block(scan: pg_sys::TableScanDesc, scanstate: *mut pg_sys::SampleScanState) -> bool {
+    // SAFETY: PostgreSQL calls this as documented (# Safety).
+    unsafe {
+        let st = &mut *(*(scan as *mut PinaxScanDesc)).state;
+        if st.sample.is_none() {
+            let per_block = rows_per_block((*scan).rs_rd);
+            st.sample = Some(Sample::begin(&st.pager.storage, snapshot_cid((*scan).rs_snapshot), per_block));
+        }
+        let s = st.sample.as_mut().expect("begun above");
+        if s.nblocks == 0 {
+            return false;
+        }
+        let tsm = (*scanstate).tsmroutine;
+        let blockno = match (*tsm).NextSampleBlock {
+            Some(next) => pg_sys::ffi::pg_guard_ffi_boundary(|| next(scanstate, s.nblocks)),
+            None => s.block.map_or(0, |b| b + 1),
+        };
+        if blockno == pg_sys::InvalidBlockNumber || blockno >= s.nblocks {
+            s.block = None;
+            s.rows.clear();
+            return false;
+        }
+        s.load(blockno);
+        true
+    }
 }
 
 /// Table AM callback `scan_sample_next_tuple` (`TableAmRoutine`,
-/// access/tableam.h).
+/// access/tableam.h): the next row of the current block the sampling method
+/// picks (`NextSampleTuple`, offsets from 1), or false when it is done with the
+/// block.
 ///
 /// # Safety
 /// Called only by PostgreSQL, through the table AM routine, with the arguments
 /// `TableAmRoutine` documents.
 #[pg_guard]
 pub(super) unsafe extern "C-unwind" fn scan_sample_next_tuple(
-    _scan: pg_sys::TableScanDesc,
-    _scanstate: *mut pg_sys::SampleScanState,
-    _slot: *mut pg_sys::TupleTableSlot,
+    scan: pg_sys::TableScanDesc,
+    scanstate: *mut pg_sys::SampleScanState,
+    slot: *mut pg_sys::TupleTableSlot,
 ) -> bool {
-    error::not_supported("TABLESAMPLE is not supported on Pinax tables")
+    // SAFETY: PostgreSQL calls this as documented (# Safety).
+    unsafe {
+        let st = &mut *(*(scan as *mut PinaxScanDesc)).state;
+        let relid = st.relid;
+        let Some(s) = st.sample.as_mut() else {
+            pg_sys::ExecClearTuple(slot);
+            return false;
+        };
+        let Some(blockno) = s.block else {
+            pg_sys::ExecClearTuple(slot);
+            return false;
+        };
+        let next = (*(*scanstate).tsmroutine).NextSampleTuple.expect("every sampling method has NextSampleTuple");
+        let maxoffset = s.rows.len() as pg_sys::OffsetNumber;
+        loop {
+            pg_sys::check_for_interrupts!();
+            let off = pg_sys::ffi::pg_guard_ffi_boundary(|| next(scanstate, blockno, maxoffset));
+            if off == pg_sys::InvalidOffsetNumber {
+                pg_sys::ExecClearTuple(slot);
+                return false;
+            }
+            let Some((key, value)) = s.rows.get(off as usize - 1) else { continue };
+            let value = crate::tuple::merged((*slot).tts_tupleDescriptor, value.clone());
+            let tid = state::with(|b| b.tids.add(relid, key, &value, Origin::Read));
+            store_tuple(slot, &value, tid, pg_sys::Oid::from(relid), None);
+            return true;
+        }
+    }
 }
