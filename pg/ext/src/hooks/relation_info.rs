@@ -1,6 +1,7 @@
 //! get_relation_info_hook: planner facts for Pinax tables and their indexes.
 //!
-//! - no parallel scans;
+//! - parallel sequential scans (tablets shared out among the processes), no
+//!   parallel index scans;
 //! - Pinax indexes: index-only scans return the columns that decode exactly
 //!   (`index::scan::can_return`); no bitmap scans, no mark/restore; and no sort order unless the keys are stored in order (the
 //!   primary key of a range-sharded table on ordered types): hash-sharded keys come
@@ -49,7 +50,6 @@ unsafe extern "C-unwind" fn get_relation_info(root: *mut pg_sys::PlannerInfo, re
         if meta::is_pinax_table(r) {
             let m = meta::table_meta(r).or_raise();
             index::ensure_patched(r, &m);
-            (*rel).rel_parallel_workers = 0;
             let list = (*rel).indexlist;
             if !list.is_null() {
                 for i in 0..(*list).length as usize {

@@ -269,6 +269,11 @@ unsafe fn restartable(qd: *mut pg_sys::QueryDesc, count: u64, execute_once: bool
         if count != 0 || guc::statement_restarts() == 0 || !(execute_once || fetched_once(qd)) {
             return false;
         }
+        if pg_sys::ParallelWorkerNumber >= 0 {
+            // A parallel worker runs part of its leader's statement, which restarts
+            // as a whole (a worker cannot start a subtransaction).
+            return false;
+        }
         if (*qd).instrument_options != 0 || !(*qd).totaltime.is_null() || (*qd).estate.is_null() {
             return false;
         }

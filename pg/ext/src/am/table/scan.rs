@@ -5,10 +5,12 @@
 //! counting sequential scan (`am/index_only.rs`) ask of a scan begun here: a
 //! filter, a count, aggregates. A scan may step backward (SCROLL cursors):
 //! then it walks both ways from where it stands ([`BiWalk`]). TABLESAMPLE
-//! samples rows cut into blocks ([`Sample`]). Parallel scans are refused.
+//! samples rows cut into blocks ([`Sample`]). A parallel scan's processes
+//! claim tablets one at a time and read them at the leader's read point
+//! ([`SharedScan`]).
 
 use super::meta_of;
-use crate::error;
+use crate::error::OrRaise;
 use crate::scan::{snapshot_cid, BiWalk, Bound, Pager};
 use crate::state;
 use crate::tid::Origin;
@@ -43,6 +45,99 @@ pub(super) struct ScanState {
     walk: Option<BiWalk>,
     /// A TABLESAMPLE scan's blocks, once its first block was asked for.
     sample: Option<Sample>,
+    /// A parallel scan's share of the work: tablets claimed one at a time.
+    parallel: Option<Parallel>,
+}
+
+/// What the processes of a parallel scan share, in dynamic shared memory after
+/// PostgreSQL's header: the tablet to claim next, and the leader's read point
+/// (its statement's read time, transaction and command: the workers see what
+/// the leader would, its own earlier writes included), written by the leader's
+/// `scan_begin`, which runs before any worker starts.
+#[repr(C)]
+pub(super) struct SharedScan {
+    base: pg_sys::ParallelTableScanDescData,
+    next_tablet: std::sync::atomic::AtomicU64,
+    read_ht: u64,
+    uncertain_from: u64,
+    txn: [u8; 16],
+    seq: u32,
+    has_txn: bool,
+}
+
+/// A process's part in a parallel scan: each claims the next tablet not yet
+/// claimed (`SharedScan::next_tablet`) and walks it whole at the shared read
+/// point, until none is left. (The tablets are those the table has when each
+/// process looks them up: splitting one while a parallel scan runs is not
+/// handled yet.)
+pub(super) struct Parallel {
+    shared: *mut SharedScan,
+    tablets: std::sync::Arc<pinax_proto::TableInfo>,
+    at: pinax_proto::ReadPoint,
+    /// The scan's pager walks a claimed tablet.
+    walking: bool,
+}
+
+impl Parallel {
+    /// Join the parallel scan `shared` of storage table `storage`: the leader
+    /// publishes its read point, a worker takes it.
+    ///
+    /// # Safety
+    /// `shared` must point at the scan's shared state, initialized by
+    /// [`parallelscan_initialize`]; `snapshot` is the scan's.
+    unsafe fn join(shared: *mut SharedScan, storage: &str, snapshot: pg_sys::Snapshot, worker: bool) -> Parallel {
+        // SAFETY: the caller upholds this function's contract (# Safety).
+        unsafe {
+            if !worker {
+                let at = state::with(|b| b.read_point(snapshot_cid(snapshot))).or_raise();
+                (*shared).read_ht = at.read_ht.0;
+                (*shared).uncertain_from = at.uncertain_from.0;
+                (*shared).has_txn = at.txn.is_some();
+                if let Some((txn, seq)) = at.txn {
+                    (*shared).txn = txn.0;
+                    (*shared).seq = seq;
+                }
+            }
+            let at = pinax_proto::ReadPoint {
+                read_ht: pinax_common::HybridTime((*shared).read_ht),
+                txn: (*shared).has_txn.then(|| (pinax_common::TxnId((*shared).txn), (*shared).seq)),
+                uncertain_from: pinax_common::HybridTime((*shared).uncertain_from),
+            };
+            let client = state::with(|b| b.client()).or_raise();
+            let tablets = client.table(storage).or_raise();
+            Parallel { shared, tablets, at, walking: false }
+        }
+    }
+}
+
+/// The next row of a parallel scan: from the tablet this process walks, else
+/// from the next one it claims.
+///
+/// # Safety
+/// As for [`next_into_slot`]; `snapshot` is the scan's.
+unsafe fn next_parallel(st: &mut ScanState, snapshot: pg_sys::Snapshot, slot: *mut pg_sys::TupleTableSlot) -> bool {
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        loop {
+            let p = st.parallel.as_mut().expect("a parallel scan");
+            if !p.walking {
+                let i = (*p.shared).next_tablet.fetch_add(1, std::sync::atomic::Ordering::AcqRel) as usize;
+                let Some(t) = p.tablets.tablets.get(i) else {
+                    pg_sys::ExecClearTuple(slot);
+                    return false;
+                };
+                let mut pager = Pager::new(st.pager.storage.clone(), t.partition.start.clone(), t.partition.end.clone(), false, snapshot_cid(snapshot));
+                pager.filter = st.pager.filter.clone();
+                pager.settle_at(Some(p.at));
+                st.pager = pager;
+                p.walking = true;
+            }
+            if next_into_slot(&mut st.pager, st.relid, slot) {
+                return true;
+            }
+            st.parallel.as_mut().expect("a parallel scan").walking = false;
+        }
+    }
 }
 
 /// A TABLESAMPLE scan (`scan_sample_next_block`, `scan_sample_next_tuple`).
@@ -102,11 +197,9 @@ pub(super) unsafe extern "C-unwind" fn scan_begin(
 ) -> pg_sys::TableScanDesc {
     // SAFETY: PostgreSQL calls this as documented (# Safety).
     unsafe {
-        if !pscan.is_null() {
-            error::not_supported("parallel scans of Pinax tables are not supported");
-        }
         let m = meta_of(rel);
-        if flags & (pg_sys::ScanOptions::SO_TYPE_SEQSCAN | pg_sys::ScanOptions::SO_TYPE_SAMPLESCAN) != 0 && state::serializable_locking() {
+        let worker = pg_sys::ParallelWorkerNumber >= 0;
+        if flags & (pg_sys::ScanOptions::SO_TYPE_SEQSCAN | pg_sys::ScanOptions::SO_TYPE_SAMPLESCAN) != 0 && state::serializable_locking() && !worker {
             // A SERIALIZABLE sequential (or sampling) scan reads every tablet's whole range.
             state::with(|b| b.lock_ranges(&m.storage, &[], None)).or_raise();
         }
@@ -118,7 +211,9 @@ pub(super) unsafe extern "C-unwind" fn scan_begin(
         (*d).base.rs_flags = flags;
         let mut pager = Pager::new(m.storage.clone(), Vec::new(), None, false, snapshot_cid(snapshot));
         pager.under_limit_of((*rel).rd_id.to_u32());
+        let parallel = (!pscan.is_null()).then(|| Parallel::join(pscan as *mut SharedScan, &m.storage, snapshot, worker));
         let st = ScanState {
+            parallel,
             pager,
             relid: m.relid,
             analyze_block_done: false,
@@ -149,6 +244,10 @@ pub(super) unsafe extern "C-unwind" fn scan_end(scan: pg_sys::TableScanDesc) {
     unsafe {
         let d = scan as *mut PinaxScanDesc;
         free_scan_state(d.cast());
+        if (*scan).rs_flags & pg_sys::ScanOptions::SO_TEMP_SNAPSHOT != 0 {
+            // Registered for this scan (a parallel scan's restored snapshot).
+            pg_sys::UnregisterSnapshot((*scan).rs_snapshot);
+        }
         pg_sys::RelationDecrementReferenceCount((*scan).rs_rd);
     }
 }
@@ -178,6 +277,9 @@ pub(super) unsafe extern "C-unwind" fn scan_rescan(
         st.ended = false;
         st.walk = None;
         st.sample = None;
+        if let Some(p) = &mut st.parallel {
+            p.walking = false;
+        }
     }
 }
 
@@ -303,6 +405,9 @@ pub(super) unsafe extern "C-unwind" fn scan_getnextslot(
         let d = scan as *mut PinaxScanDesc;
         let st = &mut *(*d).state;
         let backward = direction == pg_sys::ScanDirection::BackwardScanDirection;
+        if st.parallel.is_some() {
+            return next_parallel(st, (*scan).rs_snapshot, slot);
+        }
         if !backward && st.walk.is_none() {
             let found = next_into_slot(&mut st.pager, st.relid, slot);
             if found {
@@ -357,36 +462,47 @@ unsafe fn next_both_ways(st: &mut ScanState, backward: bool, snapshot: pg_sys::S
 }
 
 /// Table AM callback `parallelscan_estimate` (`TableAmRoutine`,
-/// access/tableam.h).
+/// access/tableam.h): the size of [`SharedScan`].
 ///
 /// # Safety
 /// Called only by PostgreSQL, through the table AM routine, with the arguments
 /// `TableAmRoutine` documents.
 #[pg_guard]
 pub(super) unsafe extern "C-unwind" fn parallelscan_estimate(_rel: pg_sys::Relation) -> pg_sys::Size {
-    error::not_supported("parallel scans of Pinax tables are not supported")
+    std::mem::size_of::<SharedScan>()
 }
 
 /// Table AM callback `parallelscan_initialize` (`TableAmRoutine`,
-/// access/tableam.h).
+/// access/tableam.h): no tablet claimed yet (the leader's `scan_begin` writes
+/// the read point). Returns where PostgreSQL puts the snapshot after it.
 ///
 /// # Safety
 /// Called only by PostgreSQL, through the table AM routine, with the arguments
 /// `TableAmRoutine` documents.
 #[pg_guard]
-pub(super) unsafe extern "C-unwind" fn parallelscan_initialize(_rel: pg_sys::Relation, _pscan: pg_sys::ParallelTableScanDesc) -> pg_sys::Size {
-    error::not_supported("parallel scans of Pinax tables are not supported")
+pub(super) unsafe extern "C-unwind" fn parallelscan_initialize(rel: pg_sys::Relation, pscan: pg_sys::ParallelTableScanDesc) -> pg_sys::Size {
+    // SAFETY: PostgreSQL calls this as documented (# Safety).
+    unsafe {
+        let shared = pscan as *mut SharedScan;
+        std::ptr::write_bytes(shared, 0, 1);
+        (*shared).base.phs_relid = (*rel).rd_id;
+        (*shared).base.phs_syncscan = false;
+        std::mem::size_of::<SharedScan>()
+    }
 }
 
 /// Table AM callback `parallelscan_reinitialize` (`TableAmRoutine`,
-/// access/tableam.h).
+/// access/tableam.h): a rescan claims the tablets again from the first.
 ///
 /// # Safety
 /// Called only by PostgreSQL, through the table AM routine, with the arguments
 /// `TableAmRoutine` documents.
 #[pg_guard]
-pub(super) unsafe extern "C-unwind" fn parallelscan_reinitialize(_rel: pg_sys::Relation, _pscan: pg_sys::ParallelTableScanDesc) {
-    error::not_supported("parallel scans of Pinax tables are not supported")
+pub(super) unsafe extern "C-unwind" fn parallelscan_reinitialize(_rel: pg_sys::Relation, pscan: pg_sys::ParallelTableScanDesc) {
+    // SAFETY: PostgreSQL calls this as documented (# Safety).
+    unsafe {
+        (*(pscan as *mut SharedScan)).next_tablet.store(0, std::sync::atomic::Ordering::Release);
+    }
 }
 
 /// Rows of `rel` the planner assumes one block holds (its average row width,
