@@ -2,6 +2,7 @@
 //! (`install`) and called in turn.
 
 pub mod executor;
+mod maintenance;
 pub mod planner;
 pub mod relation_info;
 pub mod relcache;

@@ -279,6 +279,25 @@ unsafe extern "C-unwind" fn process_utility(
                 }
             }
         }
+        if is_tag(node, pg_sys::NodeTag::T_ClusterStmt) && meta::pinax_am_oid() != 0 && super::maintenance::cluster(node.cast()) {
+            return;
+        }
+        if is_tag(node, pg_sys::NodeTag::T_VacuumStmt) && meta::pinax_am_oid() != 0 {
+            // VACUUM FULL: the other tables first, then the Pinax ones as a plain VACUUM.
+            pstmt = pg_sys::copyObjectImpl(pstmt.cast()) as *mut pg_sys::PlannedStmt;
+            read_only_tree = false;
+            if let Some(first) = super::maintenance::vacuum_full((*pstmt).utilityStmt.cast()) {
+                let full = pg_sys::copyObjectImpl(pstmt.cast()) as *mut pg_sys::PlannedStmt;
+                (*full).utilityStmt = first.cast();
+                // VACUUM commits and starts transactions: come back to this
+                // statement's memory (the portal's, which outlives them), not the
+                // new transaction's, which the second VACUUM ends.
+                let cxt = pg_sys::CurrentMemoryContext;
+                process_utility(full, query_string, false, context, params, query_env, dest, qc);
+                pg_sys::CurrentMemoryContext = cxt;
+            }
+        }
+        let node = (*pstmt).utilityStmt;
         // DDL checks that no relation it changes is open in this session (REINDEX, DROP
         // INDEX, ALTER TABLE): give back the index references held since earlier
         // statements, and hold none while the utility command runs.

@@ -16,6 +16,12 @@ SELECT * FROM h WHERE id = 7;
 EXPLAIN (COSTS OFF) SELECT * FROM r WHERE id BETWEEN 5 AND 25 ORDER BY id;
 SELECT id FROM r WHERE id BETWEEN 5 AND 25 ORDER BY id;
 SELECT id FROM r WHERE id > 45 ORDER BY id DESC;
+-- A table rewrite (ALTER COLUMN TYPE) keeps the range sharding.
+ALTER TABLE r ALTER COLUMN v TYPE varchar(20) USING lower(v);
+ANALYZE r;
+EXPLAIN (COSTS OFF) SELECT * FROM r ORDER BY id LIMIT 3;
+SELECT id FROM r LIMIT 3;
+SELECT count(*) FROM r;
 -- A hash-sharded key has no order: the planner sorts.
 EXPLAIN (COSTS OFF) SELECT * FROM h ORDER BY id LIMIT 3;
 SELECT id FROM h ORDER BY id LIMIT 3;

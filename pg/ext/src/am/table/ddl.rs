@@ -44,7 +44,9 @@ pub(super) unsafe extern "C-unwind" fn relation_set_new_filenode(
         let db = pg_sys::MyDatabaseId.to_u32();
         let name = table_storage_name(db, (*newrnode).relNode.to_u32());
         let old_node = (*rel).rd_node.relNode.to_u32();
-        let old = (old_node != (*newrnode).relNode.to_u32() && old_node != 0).then(|| table_storage_name(db, old_node));
+        let old = (old_node != (*newrnode).relNode.to_u32() && old_node != 0)
+            .then(|| table_storage_name(db, old_node))
+            .or_else(|| rewritten_table(rel).map(|node| table_storage_name(db, node)));
         // The AM's OID is needed to free this storage if the transaction aborts, and
         // the old file node's at commit (hooks/xact.rs).
         meta::pinax_am_oid();
@@ -68,6 +70,30 @@ pub(super) unsafe extern "C-unwind" fn relation_set_new_filenode(
             }
         };
         client.call(Request::CreateTable { name, sharding, if_not_exists: true }).or_raise();
+    }
+}
+
+/// For the new relation a table rewrite creates (ALTER TABLE's rewrite, CLUSTER,
+/// VACUUM FULL: `make_new_heap` names it `pg_temp_<OID of the table>`, in the
+/// table's namespace, and later swaps the two relations' file nodes): the file
+/// node of the Pinax table it replaces, whose storage table's sharding the new
+/// one keeps.
+///
+/// # Safety
+/// `rel` must be a valid relation.
+unsafe fn rewritten_table(rel: pg_sys::Relation) -> Option<u32> {
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        let name = std::ffi::CStr::from_ptr((*(*rel).rd_rel).relname.data.as_ptr()).to_str().ok()?;
+        let oid: u32 = name.strip_prefix("pg_temp_")?.parse().ok()?;
+        let old = pg_sys::RelationIdGetRelation(pg_sys::Oid::from(oid));
+        if old.is_null() {
+            return None;
+        }
+        let same = (*(*old).rd_rel).relnamespace == (*(*rel).rd_rel).relnamespace && meta::is_pinax_table(old);
+        let node = (*old).rd_node.relNode.to_u32();
+        pg_sys::RelationClose(old);
+        same.then_some(node)
     }
 }
 
