@@ -65,3 +65,28 @@ COMMIT;
 DROP INDEX people_name;
 SELECT id FROM people WHERE last = 'Jones';
 DROP TABLE people, big, seqs;
+-- A primary key added to a populated table with secondary indexes (unique,
+-- partial, expression): every entry follows its row to the row's new key.
+CREATE TABLE nopk (a int NOT NULL, b text, c int);
+CREATE INDEX nopk_b ON nopk (b);
+CREATE UNIQUE INDEX nopk_c ON nopk (c);
+CREATE INDEX nopk_part ON nopk (c) WHERE c % 10 = 0;
+CREATE INDEX nopk_expr ON nopk (lower(b));
+INSERT INTO nopk SELECT g, 'B' || (g % 13), g * 3 FROM generate_series(1, 300) g;
+ALTER TABLE nopk ADD PRIMARY KEY (a);
+SET enable_seqscan = off;
+SET enable_bitmapscan = off;
+SELECT a, b, c FROM nopk WHERE b = 'B7' ORDER BY a LIMIT 5;
+SELECT a, c FROM nopk WHERE c = 300;
+SELECT count(*) FROM nopk WHERE c % 10 = 0 AND c > 450;
+SELECT count(*) FROM nopk WHERE lower(b) = 'b3';
+SELECT a FROM nopk WHERE a = 77;
+INSERT INTO nopk VALUES (301, 'x', 3);
+UPDATE nopk SET c = 5000 WHERE a = 10;
+SELECT a, c FROM nopk WHERE c IN (30, 5000) ORDER BY a;
+DELETE FROM nopk WHERE b = 'B1';
+SELECT count(*) FROM nopk WHERE b = 'B1';
+RESET enable_seqscan;
+RESET enable_bitmapscan;
+SELECT count(*), count(DISTINCT a) FROM nopk;
+DROP TABLE nopk;

@@ -65,15 +65,48 @@ pub unsafe fn build(heap: pg_sys::Relation, idx: pg_sys::Relation, ii: *mut pg_s
         let slot = pg_sys::MakeSingleTupleTableSlot((*heap).rd_att, &raw const pg_sys::TTSOpsHeapTuple);
         let mut n = 0.0;
         if im.is_pk {
-            // Rows stored under generated ids (or another primary key) move to this key.
+            // Rows stored under generated ids (or another primary key) move to this
+            // key, and the entries of the secondary indexes, which name the row by
+            // its key, follow them.
+            let estate = pg_sys::CreateExecutorState();
+            let econtext = pg_sys::MakePerTupleExprContext(estate);
+            (*econtext).ecxt_scantuple = slot;
+            let secondaries: Vec<(&meta::IndexMeta, *mut pg_sys::IndexInfo, *mut pg_sys::ExprState)> = m
+                .secondary
+                .iter()
+                .map(|sim| {
+                    let r = pg_sys::index_open(pg_sys::Oid::from(sim.oid), pg_sys::AccessShareLock as pg_sys::LOCKMODE);
+                    let sii = pg_sys::BuildIndexInfo(r);
+                    pg_sys::index_close(r, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
+                    let pred = if (*sii).ii_Predicate.is_null() { std::ptr::null_mut() } else { pg_sys::ExecPrepareQual((*sii).ii_Predicate, estate) };
+                    (&**sim, sii, pred)
+                })
+                .collect();
+            let mut values = [pg_sys::Datum::from(0usize); pg_sys::INDEX_MAX_KEYS as usize];
+            let mut isnull = [false; pg_sys::INDEX_MAX_KEYS as usize];
             while let Some((key, value)) = pager.next_row().or_raise() {
                 let value = crate::tuple::merged((*heap).rd_att, value);
                 store_tuple(slot, &value, pg_sys::ItemPointerData::default(), pg_sys::Oid::from(relid), None);
                 crate::tuple::slot_getallattrs(slot);
                 let nk = pk_key(&im, slot);
                 if nk != key {
-                    if !m.secondary.is_empty() {
-                        error::not_supported("adding a primary key to a populated Pinax table that has secondary indexes is not supported");
+                    for (sim, sii, pred) in &secondaries {
+                        pg_sys::MemoryContextReset((*econtext).ecxt_per_tuple_memory);
+                        if !exec_qual(*pred, econtext) {
+                            continue;
+                        }
+                        pg_sys::FormIndexDatum(*sii, slot, estate, values.as_mut_ptr(), isnull.as_mut_ptr());
+                        let vals: Vec<(pg_sys::Datum, bool)> = (0..sim.cols.len()).map(|i| (values[i], isnull[i])).collect();
+                        let old_ik = secondary_key(sim, slot, Some(&vals), &key);
+                        let new_ik = secondary_key(sim, slot, Some(&vals), &nk);
+                        state::with(|b| {
+                            if old_ik != new_ik {
+                                b.push(cid, &sim.storage, WriteOp::delete(old_ik))?;
+                            }
+                            // The same entry (a unique one) names the row's new key.
+                            b.push(cid, &sim.storage, WriteOp::put(new_ik, nk.clone()))
+                        })
+                        .or_raise();
                     }
                     state::with(|b| {
                         b.push(cid, &m.storage, WriteOp::delete(key))?;
@@ -83,6 +116,7 @@ pub unsafe fn build(heap: pg_sys::Relation, idx: pg_sys::Relation, ii: *mut pg_s
                 }
                 n += 1.0;
             }
+            pg_sys::FreeExecutorState(estate);
             meta::register_owner(&m.storage, im.oid);
         } else {
             crate::ddl::adopt_or_record(idx, &im.storage);
