@@ -3,8 +3,9 @@
 //! Layout (bytes in `codec`, see docs/key-encoding.md):
 //! - hash-sharded table, with primary key: `be16(hash16(enc(c1))) ++ enc(c1) ++ enc(c2)…`
 //! - range-sharded table, with primary key: `enc(c1) ++ enc(c2)…`
-//! - no primary key: `[hash16(id)] ++ 0x00 ++ id16` (0x00 can never start an encoded
-//!   datum, whose tags are 01–03, so generated ids never collide with primary keys)
+//! - no primary key: `[tablet prefix] ++ 0x00 ++ be64(µs) ++ random8` (0x00 can never
+//!   start an encoded datum, whose tags are 01–03, so generated ids never collide with
+//!   primary keys; ids sort in insertion order, see `am/table/rowid.rs`)
 //! - secondary index (always hash-sharded on its first column):
 //!   `be16(hash16(enc(c1))) ++ enc(c1)… [++ row key when not enforced unique]`,
 //!   value = the row key.
@@ -357,15 +358,27 @@ pub unsafe fn decode_key(cols: &[KeyColumn], key: &[u8], hashed: bool) -> Option
 /// Byte that starts a generated row id key (after the hash prefix, if any).
 pub const ROWID_MARKER: u8 = 0x00;
 
-/// A fresh generated row key for a table without a primary key.
-pub fn new_rowid_key(hashed: bool) -> Vec<u8> {
-    let id: [u8; 16] = rand::random();
-    let mut k = Vec::with_capacity(19);
-    if hashed {
-        encode_hash_prefix(&mut k, hash16(&id));
+/// A fresh generated row key for a table without a primary key: `prefix` (a
+/// hash-sharded table's: the start of the tablet the row goes to), the marker,
+/// then an id that sorts in insertion order: 8 bytes of microseconds since the
+/// epoch (strictly increasing within this backend), 8 random bytes.
+pub fn new_rowid_key(prefix: Option<[u8; HASH_PREFIX_LEN]>) -> Vec<u8> {
+    thread_local! {
+        static LAST: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    }
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as u64);
+    let t = LAST.with(|l| {
+        let t = now.max(l.get() + 1);
+        l.set(t);
+        t
+    });
+    let mut k = Vec::with_capacity(HASH_PREFIX_LEN + 17);
+    if let Some(p) = prefix {
+        k.extend_from_slice(&p);
     }
     k.push(ROWID_MARKER);
-    k.extend_from_slice(&id);
+    k.extend_from_slice(&t.to_be_bytes());
+    k.extend_from_slice(&rand::random::<[u8; 8]>());
     k
 }
 
@@ -420,10 +433,16 @@ mod tests {
 
     #[test]
     fn rowid_keys_never_look_like_datums() {
-        let k = new_rowid_key(true);
+        let k = new_rowid_key(Some([0x40, 0]));
         assert_eq!(k.len(), 19);
         assert_eq!(k[2], ROWID_MARKER);
-        let k = new_rowid_key(false);
+        let k = new_rowid_key(None);
         assert_eq!(k[0], ROWID_MARKER);
+    }
+
+    #[test]
+    fn rowid_keys_sort_in_insertion_order() {
+        let keys: Vec<Vec<u8>> = (0..1000).map(|_| new_rowid_key(Some([0x40, 0]))).collect();
+        assert!(keys.windows(2).all(|w| w[0] < w[1]));
     }
 }

@@ -24,6 +24,7 @@
 mod ddl;
 mod fetch;
 mod modify;
+mod rowid;
 pub mod scan;
 
 use self::ddl::{

@@ -9,7 +9,6 @@ use super::fetch::fetch_version;
 use super::meta_of;
 use crate::error;
 use crate::guc;
-use crate::keys::new_rowid_key;
 use crate::meta::{self, pk_key, secondary_key, TableMeta};
 use crate::state;
 use crate::tid::Origin;
@@ -38,7 +37,7 @@ unsafe fn insert_row(rel: pg_sys::Relation, slot: *mut pg_sys::TupleTableSlot, c
                 (k.clone(), WriteOp::insert(k, bytes.clone()))
             }
             None => {
-                let k = new_rowid_key(m.hashed);
+                let k = super::rowid::new_row_key(&m.storage, m.hashed);
                 (k.clone(), WriteOp::put(k, bytes.clone()))
             }
         };
