@@ -50,6 +50,9 @@ pub struct TableMeta {
     pub hashed: bool,
     pub pk: Option<Rc<IndexMeta>>,
     pub secondary: Vec<Rc<IndexMeta>>,
+    /// Indexes of other access methods (GIN, GiST, hash, BRIN, SP-GiST): kept in
+    /// the catalog, not stored nor used (`am/index/other.rs`).
+    pub others: Vec<u32>,
     /// Some secondary index is an exclusion constraint's: rows written are
     /// remembered with their TIDs for its checks (`Backend::note_excl_row`).
     pub exclusion: bool,
@@ -187,14 +190,20 @@ pub unsafe fn table_meta(rel: pg_sys::Relation) -> Result<Rc<TableMeta>, ClientE
         let pk_oid = (*rel).rd_pkindex.to_u32();
         let mut pk = None;
         let mut secondary = Vec::new();
+        let mut others = Vec::new();
         if !list.is_null() {
             for oid in list_oids(list) {
                 let idx = pg_sys::index_open(oid, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
                 let valid = (*(*idx).rd_index).indisvalid || (*(*idx).rd_index).indisready;
                 let is_btree = (*(*idx).rd_rel).relam.to_u32() == pg_sys::BTREE_AM_OID.to_u32();
+                if !is_btree {
+                    pg_sys::index_close(idx, pg_sys::NoLock as pg_sys::LOCKMODE);
+                    others.push(oid.to_u32());
+                    continue;
+                }
                 let m = index_meta(idx, hashed);
                 pg_sys::index_close(idx, pg_sys::NoLock as pg_sys::LOCKMODE);
-                if !is_btree || !valid {
+                if !valid {
                     continue;
                 }
                 if oid.to_u32() == pk_oid && m.is_pk {
@@ -216,7 +225,8 @@ pub unsafe fn table_meta(rel: pg_sys::Relation) -> Result<Rc<TableMeta>, ClientE
             g.get()
         });
         let exclusion = secondary.iter().any(|i| i.exclusion);
-        let meta = Rc::new(TableMeta { generation, relid, relnode, storage, hashed, pk, secondary, exclusion, patch_rules: std::cell::OnceCell::new() });
+        let meta =
+            Rc::new(TableMeta { generation, relid, relnode, storage, hashed, pk, secondary, others, exclusion, patch_rules: std::cell::OnceCell::new() });
         TABLES.with(|t| t.borrow_mut().insert(relid, meta.clone()));
         Ok(meta)
     }

@@ -2,6 +2,8 @@
 //!
 //! - parallel sequential scans (tablets shared out among the processes), no
 //!   parallel index scans;
+//! - indexes of other access methods than btree are left out (kept, not used:
+//!   `am/index/other.rs`);
 //! - Pinax indexes: index-only scans return the columns that decode exactly
 //!   (`index::scan::can_return`); no bitmap scans, no mark/restore; and no sort order unless the keys are stored in order (the
 //!   primary key of a range-sharded table on ordered types): hash-sharded keys come
@@ -50,7 +52,19 @@ unsafe extern "C-unwind" fn get_relation_info(root: *mut pg_sys::PlannerInfo, re
         if meta::is_pinax_table(r) {
             let m = meta::table_meta(r).or_raise();
             index::ensure_patched(r, &m);
-            let list = (*rel).indexlist;
+            // Indexes of other access methods are kept, not used (am/index/other.rs).
+            let mut list = (*rel).indexlist;
+            if !m.others.is_empty() && !list.is_null() {
+                let mut kept = std::ptr::null_mut();
+                for i in 0..(*list).length as usize {
+                    let info = (*(*list).elements.add(i)).ptr_value as *mut pg_sys::IndexOptInfo;
+                    if (*info).relam == pg_sys::BTREE_AM_OID {
+                        kept = pg_sys::lappend(kept, info.cast());
+                    }
+                }
+                (*rel).indexlist = kept;
+                list = kept;
+            }
             if !list.is_null() {
                 for i in 0..(*list).length as usize {
                     let info = (*(*list).elements.add(i)).ptr_value as *mut pg_sys::IndexOptInfo;

@@ -264,16 +264,8 @@ unsafe extern "C-unwind" fn process_utility(
                     if !rel.is_null() {
                         let pinax = meta::is_pinax_table(rel);
                         pg_sys::RelationClose(rel);
-                        if pinax {
-                            let am = cstr((*stmt).accessMethod);
-                            if !am.is_empty() && am != "btree" {
-                                error::not_supported(format!(
-                                    "access method \"{am}\" is not supported for indexes of Pinax tables; use btree (stored by Pinax)"
-                                ));
-                            }
-                            if (*stmt).concurrent {
-                                error::not_supported("CREATE INDEX CONCURRENTLY is not supported on Pinax tables");
-                            }
+                        if pinax && (*stmt).concurrent {
+                            error::not_supported("CREATE INDEX CONCURRENTLY is not supported on Pinax tables");
                         }
                     }
                 }

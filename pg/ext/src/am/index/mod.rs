@@ -21,11 +21,13 @@
 //! ambuildempty; the build in storage; ambulkdelete and amvacuumcleanup, which
 //! have nothing to do), `insert.rs` (aminsert: entries and uniqueness),
 //! `scan.rs` (ambeginscan, amrescan, amgettuple, amendscan; index-only and
-//! counting scans), `ranges.rs` (scan keys to key ranges). This file: the
+//! counting scans), `ranges.rs` (scan keys to key ranges), `other.rs` (indexes of
+//! other access methods: kept in the catalog, not stored or used). This file: the
 //! routine, and switching indexes of Pinax tables to it (held relcache entries).
 
 pub mod build;
 mod insert;
+pub mod other;
 mod ranges;
 pub mod scan;
 
@@ -125,20 +127,33 @@ impl Drop for OwnerGuard {
 /// Calls into PostgreSQL: only in a backend, where its errors can be raised.
 unsafe fn hold(oid: pg_sys::Oid) {
     // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe { hold_with(oid, false) }
+}
+
+/// [`hold`]; `other`: an index of another access method, switched to its
+/// kept-not-used routine (`other.rs`) instead of the Pinax one.
+///
+/// # Safety
+/// As for [`hold`].
+unsafe fn hold_with(oid: pg_sys::Oid, other: bool) {
+    // SAFETY: the caller upholds this function's contract (# Safety).
     unsafe {
+        let switch = |idx: pg_sys::Relation| {
+            (*idx).rd_indam = if other { self::other::routine((*(*idx).rd_rel).relam) } else { routine() };
+        };
         if HELD.with(|h| h.borrow().iter().any(|r| (**r).rd_id == oid)) {
             return;
         }
         if in_utility() {
             let idx = pg_sys::index_open(oid, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
-            (*idx).rd_indam = routine();
+            switch(idx);
             pg_sys::index_close(idx, pg_sys::NoLock as pg_sys::LOCKMODE);
             return;
         }
         let _g = OwnerGuard(pg_sys::CurrentResourceOwner);
         pg_sys::CurrentResourceOwner = pg_sys::TopTransactionResourceOwner;
         let idx = pg_sys::index_open(oid, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
-        (*idx).rd_indam = routine();
+        switch(idx);
         HELD.with(|h| h.borrow_mut().push(idx));
     }
 }
@@ -180,6 +195,9 @@ pub unsafe fn ensure_patched(rel: pg_sys::Relation, m: &Rc<TableMeta>) {
         }
         for im in &m.secondary {
             hold(pg_sys::Oid::from(im.oid));
+        }
+        for oid in &m.others {
+            hold_with(pg_sys::Oid::from(*oid), true);
         }
         PATCHED.with(|p| p.borrow_mut().insert(relid, id));
     }

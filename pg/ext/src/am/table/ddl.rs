@@ -277,7 +277,10 @@ pub(super) unsafe extern "C-unwind" fn index_build_range_scan(
     unsafe {
         // Pinax builds the index in storage itself; the btree code calling us (when the
         // index was not yet switched to the Pinax routine) receives no tuples and leaves
-        // an empty btree file behind.
+        // an empty btree file behind. Indexes of other methods are kept, not built.
+        if (*(*index_rel).rd_rel).relam != pg_sys::BTREE_AM_OID {
+            return index::other::build(index_rel, index_info);
+        }
         index::build::build(table_rel, index_rel, index_info)
     }
 }
