@@ -40,6 +40,7 @@ const TIMESTAMPOID: u32 = 1114;
 const TIMESTAMPTZOID: u32 = 1184;
 const NUMERICOID: u32 = 1700;
 const UUIDOID: u32 = 2950;
+const INTERVALOID: u32 = 1186;
 const C_COLLATION_OID: u32 = 950;
 const POSIX_COLLATION_OID: u32 = 951;
 
@@ -64,6 +65,9 @@ pub enum KeyKind {
     Timestamp,
     TimestampTz,
     Uuid,
+    /// By its span (btree's order and equality: '1 day' = '24 hours'), which
+    /// does not give the value back.
+    Interval,
     /// Any other type: its bytes (equality only).
     Raw {
         typlen: i16,
@@ -135,6 +139,7 @@ impl KeyColumn {
             TIMESTAMPOID => KeyKind::Timestamp,
             TIMESTAMPTZOID => KeyKind::TimestampTz,
             UUIDOID => KeyKind::Uuid,
+            INTERVALOID => KeyKind::Interval,
             _ => {
                 let mut typlen: i16 = 0;
                 let mut byval = false;
@@ -153,7 +158,7 @@ impl KeyColumn {
             KeyKind::Bytea | KeyKind::Date | KeyKind::Time | KeyKind::Timestamp | KeyKind::TimestampTz | KeyKind::Uuid => true,
             // SAFETY: a catalog lookup of the index column's collation.
             KeyKind::Text => coll == 0 || coll == DEFAULT_COLLATION_OID || unsafe { pg_sys::get_collation_isdeterministic(pg_sys::Oid::from(coll)) },
-            KeyKind::Float4 | KeyKind::Float8 | KeyKind::Numeric | KeyKind::BpChar | KeyKind::Name | KeyKind::Raw { .. } => false,
+            KeyKind::Float4 | KeyKind::Float8 | KeyKind::Numeric | KeyKind::BpChar | KeyKind::Name | KeyKind::Interval | KeyKind::Raw { .. } => false,
         };
         let desc = indoption & 0x0001 != 0; // INDOPTION_DESC
         let nulls_first = indoption & 0x0002 != 0; // INDOPTION_NULLS_FIRST
@@ -165,7 +170,7 @@ impl KeyColumn {
     /// (index-only scans may return it): not for floats (`-0` and NaN payloads are
     /// normalized), numeric (display scale), char(n) (padding) or cstring.
     pub fn returnable(&self) -> bool {
-        !matches!(self.kind, KeyKind::Float4 | KeyKind::Float8 | KeyKind::Numeric | KeyKind::BpChar | KeyKind::Raw { typlen: -2, .. })
+        !matches!(self.kind, KeyKind::Float4 | KeyKind::Float8 | KeyKind::Numeric | KeyKind::BpChar | KeyKind::Interval | KeyKind::Raw { typlen: -2, .. })
     }
 
     /// Append the encoding of `(value, isnull)` to `out`.
@@ -241,6 +246,12 @@ unsafe fn to_codec(kind: KeyKind, value: pg_sys::Datum) -> Datum {
                 std::ptr::copy_nonoverlapping(value.cast_mut_ptr::<u8>(), u.as_mut_ptr(), 16);
                 Datum::Uuid(u)
             }
+            KeyKind::Interval => {
+                // interval_cmp_value: (months * 30 + days) days plus the time, in µs.
+                let iv = value.cast_mut_ptr::<pg_sys::Interval>();
+                let span = i128::from((*iv).time) + (i128::from((*iv).month) * 30 + i128::from((*iv).day)) * 86_400_000_000;
+                Datum::Bytea(((span as u128) ^ (1u128 << 127)).to_be_bytes().to_vec())
+            }
             KeyKind::Raw { typlen, byval } => {
                 if byval {
                     Datum::Int8(raw as i64)
@@ -265,7 +276,7 @@ fn datum_type(kind: KeyKind) -> DatumType {
         KeyKind::Float4 => DatumType::Float4,
         KeyKind::Float8 => DatumType::Float8,
         KeyKind::Numeric => DatumType::Numeric,
-        KeyKind::Text | KeyKind::BpChar | KeyKind::Name | KeyKind::Bytea => DatumType::Bytea,
+        KeyKind::Text | KeyKind::BpChar | KeyKind::Name | KeyKind::Bytea | KeyKind::Interval => DatumType::Bytea,
         KeyKind::Date => DatumType::Date,
         KeyKind::Timestamp => DatumType::Timestamp,
         KeyKind::TimestampTz => DatumType::TimestampTz,
@@ -314,6 +325,15 @@ unsafe fn to_pg(col: &KeyColumn, d: &Datum) -> Option<pg_sys::Datum> {
             (KeyKind::Raw { typlen: -2, .. }, Datum::Bytea(b)) => {
                 let c = CString::new(b.clone()).ok()?;
                 pg_sys::Datum::from(pg_sys::pstrdup(c.as_ptr()))
+            }
+            (KeyKind::Interval, Datum::Bytea(b)) => {
+                // An equal interval (the span as days and time; months are not kept).
+                let span = (u128::from_be_bytes(<[u8; 16]>::try_from(&b[..]).ok()?) ^ (1u128 << 127)) as i128;
+                let p = pg_sys::palloc(std::mem::size_of::<pg_sys::Interval>()) as *mut pg_sys::Interval;
+                (*p).month = 0;
+                (*p).day = i32::try_from(span / 86_400_000_000).ok()?;
+                (*p).time = (span % 86_400_000_000) as i64;
+                pg_sys::Datum::from(p)
             }
             (KeyKind::BpChar, Datum::Bytea(b)) => {
                 // char(n) keys are stored without their padding; show them padded.

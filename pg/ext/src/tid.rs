@@ -44,6 +44,10 @@ struct Entry {
 pub struct TidMap {
     entries: Vec<Entry>,
     arena: Vec<u8>,
+    /// Relations whose rows keep one TID per version for the transaction (see
+    /// [`TidMap::keep_stable`]), and the entry of each (relation, key).
+    stable: Vec<u32>,
+    stable_entries: std::collections::HashMap<(u32, Vec<u8>), usize>,
 }
 
 /// A row version looked up by TID.
@@ -56,8 +60,29 @@ pub struct RowRef<'a> {
 }
 
 impl TidMap {
+    /// Rows of relation `relid` read again get the TID they were handed out with
+    /// (the same version), as heap's do: for REFRESH MATERIALIZED VIEW
+    /// CONCURRENTLY's new contents, which PostgreSQL checks for duplicates by
+    /// joining them with themselves on `ctid <>`. (Other relations' rows get a
+    /// fresh TID per read, which costs no look-up.)
+    pub fn keep_stable(&mut self, relid: u32) {
+        if !self.stable.contains(&relid) {
+            self.stable.push(relid);
+        }
+    }
+
     /// Record a row version and return its TID.
     pub fn add(&mut self, relid: u32, key: &[u8], tuple: &[u8], origin: Origin) -> pg_sys::ItemPointerData {
+        if !self.stable.is_empty() && self.stable.contains(&relid) {
+            if let Some(&i) = self.stable_entries.get(&(relid, key.to_vec())) {
+                let e = self.entries[i];
+                let k1 = e.key_off as usize + e.key_len as usize;
+                if e.superseded_by.is_none() && &self.arena[k1..k1 + e.tup_len as usize] == tuple {
+                    return tid_of(i as u64);
+                }
+            }
+            self.stable_entries.insert((relid, key.to_vec()), self.entries.len());
+        }
         let n = self.entries.len() as u64;
         let key_off = self.arena.len() as u64;
         self.arena.extend_from_slice(key);
@@ -119,6 +144,8 @@ impl TidMap {
     pub fn clear(&mut self) {
         self.entries.clear();
         self.arena.clear();
+        self.stable.clear();
+        self.stable_entries.clear();
         if self.arena.capacity() > KEEP_BYTES {
             self.arena = Vec::new();
             self.entries = Vec::new();

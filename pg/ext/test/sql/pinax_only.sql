@@ -38,6 +38,25 @@ SELECT pg_relation_size('h_gin') = :gin_bytes AS gin_unchanged, pg_relation_size
 DELETE FROM h WHERE id > 1000;
 DROP INDEX h_gin, h_hash;
 CREATE TABLE ex (r int4range, EXCLUDE USING gist (r WITH &&));
+-- Index keys compare bytes: a column whose equality is not byte equality
+-- (nondeterministic collation, citext) cannot be a key (lower(citext) can).
+CREATE COLLATION ci (provider = icu, locale = 'und-u-ks-level2', deterministic = false);
+CREATE TABLE ci_pk (w text COLLATE ci PRIMARY KEY);
+CREATE TABLE ci_t (id int PRIMARY KEY, w text COLLATE ci);
+CREATE INDEX ci_t_w ON ci_t (w);
+INSERT INTO ci_t VALUES (1, 'Hello'), (2, 'HELLO');
+SELECT id FROM ci_t WHERE w = 'hello' ORDER BY id;
+DROP TABLE ci_t;
+DROP COLLATION ci;
+CREATE EXTENSION citext;
+CREATE TABLE ct (id int PRIMARY KEY, e citext UNIQUE);
+CREATE TABLE ct (id int PRIMARY KEY, e citext);
+CREATE UNIQUE INDEX ct_e ON ct (lower(e));
+INSERT INTO ct VALUES (1, 'Alice@Example.com');
+INSERT INTO ct VALUES (2, 'ALICE@example.COM');
+SELECT id FROM ct WHERE e = 'alice@EXAMPLE.com';
+DROP TABLE ct;
+DROP EXTENSION citext;
 CREATE INDEX CONCURRENTLY h_v ON h (v);
 CLUSTER h USING h_pkey;
 CREATE TABLE dpk (id int PRIMARY KEY DEFERRABLE INITIALLY DEFERRED);

@@ -52,5 +52,10 @@ SELECT * FROM k_enum ORDER BY k;
 CREATE TABLE k_interval (k interval PRIMARY KEY);
 INSERT INTO k_interval VALUES ('1 day'), ('2 hours');
 SELECT * FROM k_interval WHERE k = '1 day';
+-- Keys equal under the type's equality are one key ('24 hours' = '1 day').
+DO $$ BEGIN INSERT INTO k_interval VALUES ('24 hours'); RAISE NOTICE 'inserted'; EXCEPTION WHEN unique_violation THEN RAISE NOTICE 'duplicate key'; END $$;
+SELECT * FROM k_interval WHERE k = '24 hours';
+INSERT INTO k_interval VALUES ('1 mon'), ('29 days'), ('-1 day');
+SELECT * FROM k_interval WHERE k > '2 hours' ORDER BY k;
 DROP TABLE t_types, t_big, k_num, k_ts, k_uuid, k_bpchar, k_float, k_enum, k_interval;
 DROP TYPE mood;

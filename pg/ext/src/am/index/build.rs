@@ -37,6 +37,7 @@ pub unsafe fn build(heap: pg_sys::Relation, idx: pg_sys::Relation, ii: *mut pg_s
         }
         let m = meta::table_meta(heap).or_raise();
         let im = index_meta(idx, m.hashed);
+        check_key_equality(idx);
         if im.is_pk && !(*(*idx).rd_index).indimmediate {
             // The primary key is the row key: two rows cannot share it even for a moment.
             error::not_supported("deferrable primary keys are not supported on Pinax tables (use a deferrable UNIQUE constraint)");
@@ -217,4 +218,39 @@ pub(super) unsafe extern "C-unwind" fn amvacuumcleanup(
     stats: *mut pg_sys::IndexBulkDeleteResult,
 ) -> *mut pg_sys::IndexBulkDeleteResult {
     stats
+}
+
+/// Refuse (0A000) an index of a Pinax table on a column whose equality is not
+/// equality of what Pinax stores for it: Pinax index keys compare encoded bytes,
+/// so under a nondeterministic collation ('Hello' = 'HELLO' case-insensitively)
+/// or for citext (which compares lower-cased) a unique key would let equal values
+/// in twice and a lookup would miss equal rows. Other types are either encoded
+/// by value (numbers, text under deterministic collations, times, intervals by
+/// their span, uuid, bytea) or compared by their bytes.
+///
+/// # Safety
+/// `idx` must be a valid open index relation.
+unsafe fn check_key_equality(idx: pg_sys::Relation) {
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        let nkey = (*(*idx).rd_index).indnkeyatts as usize;
+        for i in 0..nkey {
+            let att = (*(*idx).rd_att).attrs.as_ptr().add(i);
+            let coll = *(*idx).rd_indcollation.add(i);
+            let name = std::ffi::CStr::from_ptr((*att).attname.data.as_ptr()).to_string_lossy().into_owned();
+            if coll != pg_sys::InvalidOid && !pg_sys::get_collation_isdeterministic(coll) {
+                error::not_supported(format!(
+                    "column \"{name}\" of a Pinax index uses a nondeterministic collation: Pinax index keys compare bytes (use a deterministic collation, or compare with the collation without an index)"
+                ));
+            }
+            let base = pg_sys::getBaseType((*att).atttypid);
+            let tname = std::ffi::CStr::from_ptr(pg_sys::format_type_be(base)).to_string_lossy().into_owned();
+            let tname = tname.rsplit('.').next().unwrap_or(&tname).to_string();
+            if tname == "citext" {
+                error::not_supported(format!(
+                    "column \"{name}\" of type {tname} cannot be a key of a Pinax index: its equality is not equality of stored bytes (index lower(column) for citext)"
+                ));
+            }
+        }
+    }
 }

@@ -34,8 +34,20 @@ pub(super) unsafe extern "C-unwind" fn relation_set_new_filenode(
 ) {
     // SAFETY: PostgreSQL calls this as documented (# Safety).
     unsafe {
+        // Temporary tables are made heap by the utility hook; a temporary relation of
+        // this access method is a rewrite's new relation for a Pinax table (REFRESH
+        // MATERIALIZED VIEW CONCURRENTLY builds the new contents in one), which lives
+        // in storage like any other for its short life.
         if persistence as u8 == pg_sys::RELPERSISTENCE_TEMP {
-            error::not_supported("temporary tables cannot use the pinax access method; use USING heap");
+            let Some((_, view)) = rewritten_table(rel, true) else {
+                error::not_supported("temporary tables cannot use the pinax access method; use USING heap");
+            };
+            // PostgreSQL joins these rows with themselves on ctid, and deletes the
+            // view's rows by the ctids a join read them with (tid.rs).
+            state::with(|b| {
+                b.tids.keep_stable((*rel).rd_id.to_u32());
+                b.tids.keep_stable(view);
+            });
         }
         *freeze_xid = pg_sys::InvalidTransactionId;
         *minmulti = pg_sys::InvalidTransactionId;
@@ -46,7 +58,7 @@ pub(super) unsafe extern "C-unwind" fn relation_set_new_filenode(
         let old_node = (*rel).rd_node.relNode.to_u32();
         let old = (old_node != (*newrnode).relNode.to_u32() && old_node != 0)
             .then(|| table_storage_name(db, old_node))
-            .or_else(|| rewritten_table(rel).map(|node| table_storage_name(db, node)));
+            .or_else(|| rewritten_table(rel, persistence as u8 == pg_sys::RELPERSISTENCE_TEMP).map(|(node, _)| table_storage_name(db, node)));
         // The AM's OID is needed to free this storage if the transaction aborts, and
         // the old file node's at commit (hooks/xact.rs).
         meta::pinax_am_oid();
@@ -75,13 +87,14 @@ pub(super) unsafe extern "C-unwind" fn relation_set_new_filenode(
 
 /// For the new relation a table rewrite creates (ALTER TABLE's rewrite, CLUSTER,
 /// VACUUM FULL: `make_new_heap` names it `pg_temp_<OID of the table>`, in the
-/// table's namespace, and later swaps the two relations' file nodes): the file
-/// node of the Pinax table it replaces, whose storage table's sharding the new
-/// one keeps.
+/// table's namespace, and later swaps the two relations' file nodes; REFRESH
+/// MATERIALIZED VIEW CONCURRENTLY: the same name, a temporary relation in this
+/// session's temporary namespace, when `temp`): the file node of the Pinax
+/// relation it replaces (and its OID), whose storage table's sharding the new one keeps.
 ///
 /// # Safety
 /// `rel` must be a valid relation.
-unsafe fn rewritten_table(rel: pg_sys::Relation) -> Option<u32> {
+unsafe fn rewritten_table(rel: pg_sys::Relation, temp: bool) -> Option<(u32, u32)> {
     // SAFETY: the caller upholds this function's contract (# Safety).
     unsafe {
         let name = std::ffi::CStr::from_ptr((*(*rel).rd_rel).relname.data.as_ptr()).to_str().ok()?;
@@ -90,10 +103,12 @@ unsafe fn rewritten_table(rel: pg_sys::Relation) -> Option<u32> {
         if old.is_null() {
             return None;
         }
-        let same = (*(*old).rd_rel).relnamespace == (*(*rel).rd_rel).relnamespace && meta::is_pinax_table(old);
+        let here = if temp { pg_sys::isTempNamespace((*(*rel).rd_rel).relnamespace) } else { (*(*old).rd_rel).relnamespace == (*(*rel).rd_rel).relnamespace };
+        // (A table or a materialized view of this access method.)
+        let same = here && (*(*old).rd_rel).relam.to_u32() == meta::pinax_am_oid();
         let node = (*old).rd_node.relNode.to_u32();
         pg_sys::RelationClose(old);
-        same.then_some(node)
+        same.then_some((node, oid))
     }
 }
 

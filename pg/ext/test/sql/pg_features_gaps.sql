@@ -1,0 +1,95 @@
+-- Where Pinax tables behave differently from PostgreSQL: statements taken out of
+-- pg_features.sql (not in the schedule; numbering kept from when it was written:
+-- 2, REFRESH MATERIALIZED VIEW CONCURRENTLY, works now and is in pg_features.sql). Each section says what heap prints and what
+-- Pinax prints. Tables are created without USING (Pinax in a pinax database).
+SET client_min_messages = warning;
+
+-- 1. Deferrable UNIQUE: while a deferred unique constraint is violated inside a
+-- transaction (two rows with the same key, allowed until COMMIT), an equality scan
+-- of the unique index returns only one of them; a sequential scan finds both. (Once
+-- the duplicates are resolved and committed, the index finds every row again.)
+--   heap:  count = 2; with enable_seqscan = off the ids are 1 and 2
+--   pinax: count = 1 (Index Only Scan using pgf_gap_rank_pos_key; 2 with index scans
+--          off); with enable_seqscan = off only id 2 (the updated row 1 is missing)
+CREATE TABLE pgf_gap_rank (id int PRIMARY KEY, pos int UNIQUE DEFERRABLE INITIALLY IMMEDIATE);
+INSERT INTO pgf_gap_rank VALUES (1, 4), (2, 3), (3, 2);
+BEGIN;
+SET CONSTRAINTS ALL DEFERRED;
+UPDATE pgf_gap_rank SET pos = 3 WHERE id = 1;
+SELECT count(*) FROM pgf_gap_rank WHERE pos = 3;
+SET LOCAL enable_seqscan = off;
+SELECT id FROM pgf_gap_rank WHERE pos = 3 ORDER BY id;
+ROLLBACK;
+DROP TABLE pgf_gap_rank;
+
+-- 3. A unique violation in COPY FROM: the error has no CONTEXT line naming the COPY
+-- input line.
+--   heap:  ERROR:  duplicate key value violates unique constraint "pgf_gap_copy_pkey"
+--          DETAIL:  Key (id)=(1) already exists.
+--          CONTEXT:  COPY pgf_gap_copy, line 2
+--   pinax: the same ERROR and DETAIL, without the CONTEXT line
+CREATE TABLE pgf_gap_copy (id int PRIMARY KEY, name text);
+INSERT INTO pgf_gap_copy VALUES (1, 'one');
+COPY pgf_gap_copy FROM STDIN WITH (FORMAT csv);
+8,ok
+1,dup
+\.
+SELECT count(*) FROM pgf_gap_copy;
+DROP TABLE pgf_gap_copy;
+
+-- 4. Nondeterministic (ICU, case-insensitive) collation on a key column: Pinax
+-- indexes compare the bytes, not the collation, so equal keys that differ in case
+-- would not be duplicates and an index lookup would miss rows equal under the
+-- collation. Since this was found, such an index is refused (0A000; pinax_only.sql):
+-- the statements below now fail on Pinax where heap indexes the column.
+--   heap:  INSERT 'HELLO' fails: duplicate key value violates unique constraint
+--          "pgf_gap_ci_pkey" / DETAIL: Key (w)=(HELLO) already exists.
+--          WHERE w = 'hello' finds n = 1; the table has 2 rows;
+--          CREATE UNIQUE INDEX fails: could not create unique index "pgf_gap_ci2_w"
+--          / DETAIL: Key (w)=(Hello) is duplicated.
+--   pinax: the INSERT succeeds (3 rows: Hello, HELLO, World); WHERE w = 'hello'
+--          finds 0 rows through the primary key (1 and 3 with index scans off);
+--          CREATE UNIQUE INDEX succeeds.
+CREATE COLLATION pgf_gap_ci_coll (provider = icu, locale = 'und-u-ks-level2', deterministic = false);
+CREATE TABLE pgf_gap_ci (w text COLLATE pgf_gap_ci_coll PRIMARY KEY, n int);
+INSERT INTO pgf_gap_ci VALUES ('Hello', 1), ('World', 2);
+INSERT INTO pgf_gap_ci VALUES ('HELLO', 3);
+SELECT n FROM pgf_gap_ci WHERE w = 'hello' ORDER BY n;
+SELECT w, n FROM pgf_gap_ci ORDER BY w, n;
+CREATE TABLE pgf_gap_ci2 (id int PRIMARY KEY, w text COLLATE pgf_gap_ci_coll);
+INSERT INTO pgf_gap_ci2 VALUES (1, 'Hello'), (2, 'HELLO');
+CREATE UNIQUE INDEX pgf_gap_ci2_w ON pgf_gap_ci2 (w);
+DROP TABLE pgf_gap_ci, pgf_gap_ci2;
+DROP COLLATION pgf_gap_ci_coll;
+
+-- 5. citext UNIQUE column: the same as 4 for the citext type (its btree operator
+-- class compares case-insensitively, Pinax index keys do not). Now refused (0A000)
+-- on Pinax; an index on lower(column) works.
+--   heap:  INSERT 'ALICE@example.COM' fails: duplicate key value violates unique
+--          constraint "pgf_gap_accounts_email_key" / DETAIL: Key (email)=(ALICE@example.COM)
+--          already exists.  WHERE email = 'BOB@EXAMPLE.COM' finds id 2.
+--   pinax: the INSERT succeeds (3 rows); WHERE email = 'BOB@EXAMPLE.COM' finds 0 rows
+--          (Index Scan using pgf_gap_accounts_email_key; a sequential scan finds id 2).
+CREATE EXTENSION IF NOT EXISTS citext;
+CREATE TABLE pgf_gap_accounts (id int PRIMARY KEY, email citext UNIQUE);
+INSERT INTO pgf_gap_accounts VALUES (1, 'Alice@Example.com'), (2, 'bob@example.com');
+INSERT INTO pgf_gap_accounts VALUES (3, 'ALICE@example.COM');
+SELECT id FROM pgf_gap_accounts WHERE email = 'BOB@EXAMPLE.COM';
+SELECT email FROM pgf_gap_accounts ORDER BY email, id;
+DROP TABLE pgf_gap_accounts;
+DROP EXTENSION citext;
+
+-- 6. Not Pinax-vs-heap but Pinax-vs-stock PostgreSQL: with the extension loaded,
+-- sequences live in Pinax in every database (the heap database too), and the
+-- sequence relation itself is never updated: SELECT FROM the sequence,
+-- pg_sequences.last_value and pg_sequence_last_value() show the state of CREATE /
+-- ALTER SEQUENCE, not the values nextval() handed out.
+--   stock PostgreSQL 15: last_value 20, is_called t; pg_sequences.last_value 20
+--   pinax and heap databases on a Pinax node: last_value 15, is_called f;
+--          pg_sequences.last_value NULL
+CREATE SEQUENCE pgf_gap_seq START 5 INCREMENT 5 MAXVALUE 20;
+ALTER SEQUENCE pgf_gap_seq RESTART WITH 15;
+SELECT nextval('pgf_gap_seq'), nextval('pgf_gap_seq');
+SELECT last_value, is_called FROM pgf_gap_seq;
+SELECT last_value FROM pg_sequences WHERE sequencename = 'pgf_gap_seq';
+DROP SEQUENCE pgf_gap_seq;
