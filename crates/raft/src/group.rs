@@ -98,6 +98,10 @@ pub struct RaftGroup {
     group: u64,
     node_id: NodeId,
     raft: Raft,
+    /// openraft's metrics, subscribed once: the checks every tick makes of every
+    /// group (leads now, stopped, has a leader) borrow them without a new
+    /// subscription each.
+    metrics: tokio::sync::watch::Receiver<openraft::RaftMetrics<NodeId, openraft::BasicNode>>,
     /// The group's own runtime (see [`GroupRuntime`]).
     rt: Arc<GroupRuntime>,
     /// The term whose start this replica has applied through (0: none yet).
@@ -402,6 +406,7 @@ impl RaftGroup {
         Ok(RaftGroup {
             group,
             node_id,
+            metrics: raft.metrics(),
             raft,
             rt,
             synced_term: AtomicU64::new(0),
@@ -463,7 +468,7 @@ impl RaftGroup {
                 && m.last_applied == req.last_log_id
                 && m.last_log_index == req.last_log_id.map(|l| l.index)
         };
-        let addr = leader.and_then(|l| self.raft.metrics().borrow().membership_config.membership().get_node(&l).map(|n| n.addr.clone()));
+        let addr = leader.and_then(|l| self.metrics.borrow().membership_config.membership().get_node(&l).map(|n| n.addr.clone()));
         let held = match (ok, leader, addr, &self.watch) {
             (true, Some(l), Some(addr), Some(watch)) => {
                 self.hold.hold(l, &addr, watch);
@@ -515,10 +520,15 @@ impl RaftGroup {
 
     /// The leader as this replica knows it (id, address).
     pub fn leader(&self) -> Option<(NodeId, String)> {
-        let m = self.raft.metrics().borrow().clone();
+        let m = self.metrics.borrow();
         let id = m.current_leader?;
         let addr = m.membership_config.membership().get_node(&id).map(|n| n.addr.clone()).unwrap_or_default();
         Some((id, addr))
+    }
+
+    /// Whether this replica knows a leader of its group (itself included).
+    pub fn has_leader(&self) -> bool {
+        self.metrics.borrow().current_leader.is_some()
     }
 
     fn not_leader(&self) -> GroupError {
@@ -555,8 +565,7 @@ impl RaftGroup {
     }
 
     fn is_leader_now(&self) -> Option<u64> {
-        let m = self.raft.metrics();
-        let m = m.borrow();
+        let m = self.metrics.borrow();
         (m.state == ServerState::Leader).then_some(m.current_term)
     }
 
@@ -568,7 +577,7 @@ impl RaftGroup {
             Some(t) => t,
             None => {
                 // No leader known yet (start-up, an election): wait for one.
-                if self.raft.metrics().borrow().current_leader.is_none() {
+                if self.metrics.borrow().current_leader.is_none() {
                     self.wait_for_leader(ELECTION_WAIT);
                 }
                 self.is_leader_now().ok_or_else(|| self.not_leader())?
@@ -628,7 +637,7 @@ impl RaftGroup {
     /// The current term if a read served now cannot miss an acknowledged write.
     pub fn read_barrier(&self) -> Result<u64, GroupError> {
         let term = self.leader_term()?;
-        let single_voter = self.raft.metrics().borrow().membership_config.membership().voter_ids().count() <= 1;
+        let single_voter = self.metrics.borrow().membership_config.membership().voter_ids().count() <= 1;
         if single_voter {
             return Ok(term);
         }
@@ -712,7 +721,7 @@ impl RaftGroup {
     fn propose(&self, cmd: Command) -> Result<(), GroupError> {
         let res = self.rt.block_on(async { tokio::time::timeout(REPLICATE_TIMEOUT, self.raft.client_write(cmd)).await });
         let Ok(res) = res else {
-            let m = self.raft.metrics().borrow().clone();
+            let m = self.metrics.borrow().clone();
             *self.unsettled.lock() = Some((m.current_term, m.last_log_index.unwrap_or(0)));
             self.synced_term.store(0, Ordering::Release);
             return Err(GroupError::Timeout);
@@ -731,7 +740,7 @@ impl RaftGroup {
     /// it first joins as a learner and catches up (from the log, or a snapshot),
     /// then one membership change makes the new voter set.
     pub fn replace_voter(&self, add: (NodeId, String), remove: Option<NodeId>, timeout: Duration) -> Result<(), GroupError> {
-        let m = self.raft.metrics().borrow().clone();
+        let m = self.metrics.borrow().clone();
         if m.state != ServerState::Leader {
             return Err(self.not_leader());
         }
@@ -764,7 +773,7 @@ impl RaftGroup {
     fn check_not_handing_over(&self) -> Result<(), GroupError> {
         match self.handing_over_to() {
             Some(to) => {
-                let addr = self.raft.metrics().borrow().membership_config.membership().get_node(&to).map(|n| n.addr.clone());
+                let addr = self.metrics.borrow().membership_config.membership().get_node(&to).map(|n| n.addr.clone());
                 Err(GroupError::NotLeader { leader: Some(to), leader_addr: addr })
             }
             None => Ok(()),
@@ -779,7 +788,7 @@ impl RaftGroup {
     /// `to`, which has every entry of this leader's log, can win an election
     /// (the caller then tells it to [`RaftGroup::campaign`]). Returns `to`'s address.
     pub fn hand_over(&self, to: NodeId) -> Result<String, GroupError> {
-        let m = self.raft.metrics().borrow().clone();
+        let m = self.metrics.borrow().clone();
         if m.state != ServerState::Leader || self.handing_over_to().is_some() {
             return Err(self.not_leader());
         }
@@ -837,7 +846,7 @@ impl RaftGroup {
 
     /// The group's voters (this replica's view).
     pub fn voters(&self) -> Vec<NodeId> {
-        self.raft.metrics().borrow().membership_config.membership().voter_ids().collect()
+        self.metrics.borrow().membership_config.membership().voter_ids().collect()
     }
 
     /// Why the group's Raft core stopped on its own (openraft stops it for good at
@@ -845,7 +854,7 @@ impl RaftGroup {
     /// [`RaftGroup::shutdown`]. The group then answers every call with
     /// [`GroupError::Fatal`] until its owner opens the replica again.
     pub fn stopped_by(&self) -> Option<String> {
-        match &self.raft.metrics().borrow().running_state {
+        match &self.metrics.borrow().running_state {
             Ok(()) | Err(openraft::error::Fatal::Stopped) => None,
             Err(f) => Some(f.to_string()),
         }

@@ -98,7 +98,7 @@ impl<F: EngineFactory> Node<F> {
     /// the node timeout ([`placement::Leaderless`]) that the catalog does not
     /// place here ([`placement::is_orphan`]).
     pub(super) fn drop_orphan_replicas(&self) {
-        let groups: Vec<(TabletId, bool)> = self.groups.read().iter().map(|(id, g)| (*id, g.group.leader().is_some())).collect();
+        let groups: Vec<(TabletId, bool)> = self.groups.read().iter().map(|(id, g)| (*id, g.group.has_leader())).collect();
         let check = self.leaderless.lock().due(&groups, self.now(), self.cfg.node_timeout);
         for id in check {
             let answer = self.call_master(Request::LocateTablet { tablet: id });

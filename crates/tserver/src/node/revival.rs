@@ -5,7 +5,7 @@
 //! transient error (out of descriptors, a full disk that has room again) would
 //! otherwise take the replica out until the node restarts: the master's group
 //! once stopped this way and every later statement failed with "node 1 does not
-//! lead the master". At each tick the node looks for stopped groups and reopens
+//! lead the master". Every second the node looks for stopped groups and reopens
 //! their replicas from storage, as at a restart (the log replayed past the
 //! applied id: every acknowledged write is in it), backing off exponentially
 //! (1 s to 30 s) while opening fails; the replica's other members keep the tablet
@@ -26,12 +26,25 @@ const MAX_BACKOFF: Duration = Duration::from_secs(30);
 #[derive(Default)]
 pub(super) struct Revivals {
     next: std::collections::HashMap<TabletId, (Instant, Duration)>,
+    /// When every group was last looked at (once a second: a node of many
+    /// tablets would otherwise spend its idle time looking).
+    scanned: Option<Instant>,
 }
+
+/// How often the groups are looked at for stopped ones.
+const SCAN_EVERY: Duration = Duration::from_secs(1);
 
 impl<F: EngineFactory> Node<F> {
     /// Reopen the replicas whose group stopped on a storage error (see the module
     /// docs), and those a failed reopen left closed.
     pub(super) fn revive_stopped_replicas(&self) {
+        {
+            let mut r = self.revivals.lock();
+            if r.scanned.is_some_and(|t| t.elapsed() < SCAN_EVERY) {
+                return;
+            }
+            r.scanned = Some(Instant::now());
+        }
         let mut stopped: Vec<(TabletId, String)> = self.groups.read().iter().filter_map(|(id, g)| g.group.stopped_by().map(|why| (*id, why))).collect();
         // Replicas a failed reopen left closed are still due.
         stopped.extend(self.revivals.lock().next.keys().filter(|id| !self.has_replica(**id)).map(|id| (*id, "its last reopening failed".to_string())));
