@@ -42,32 +42,6 @@ unsafe extern "C-unwind" fn aminsert_none(
     false
 }
 
-/// Index AM callbacks `ambulkdelete` / `amvacuumcleanup` of a kept index: nothing to do.
-///
-/// # Safety
-/// Called only by PostgreSQL, through the index AM routine.
-#[pg_guard]
-unsafe extern "C-unwind" fn ambulkdelete_none(
-    _info: *mut pg_sys::IndexVacuumInfo,
-    stats: *mut pg_sys::IndexBulkDeleteResult,
-    _callback: pg_sys::IndexBulkDeleteCallback,
-    _state: *mut std::ffi::c_void,
-) -> *mut pg_sys::IndexBulkDeleteResult {
-    stats
-}
-
-/// See [`ambulkdelete_none`].
-///
-/// # Safety
-/// Called only by PostgreSQL, through the index AM routine.
-#[pg_guard]
-unsafe extern "C-unwind" fn amvacuumcleanup_none(
-    _info: *mut pg_sys::IndexVacuumInfo,
-    stats: *mut pg_sys::IndexBulkDeleteResult,
-) -> *mut pg_sys::IndexBulkDeleteResult {
-    stats
-}
-
 /// Index AM callback `amgettuple` of a kept index: never planned; refused if reached.
 ///
 /// # Safety
@@ -100,8 +74,9 @@ pub unsafe fn routine(am: pg_sys::Oid) -> *mut pg_sys::IndexAmRoutine {
         let own = pg_sys::GetIndexAmRoutineByAmId(am, false);
         let mut mine: pg_sys::IndexAmRoutine = *own;
         mine.aminsert = Some(aminsert_none);
-        mine.ambulkdelete = Some(ambulkdelete_none);
-        mine.amvacuumcleanup = Some(amvacuumcleanup_none);
+        // Nothing to vacuum (as for Pinax's own indexes).
+        mine.ambulkdelete = Some(super::build::ambulkdelete);
+        mine.amvacuumcleanup = Some(super::build::amvacuumcleanup);
         mine.amgettuple = if mine.amgettuple.is_some() { Some(amgettuple_none) } else { None };
         mine.amgetbitmap = if mine.amgetbitmap.is_some() { Some(amgetbitmap_none) } else { None };
         mine.amcanparallel = false;

@@ -373,8 +373,18 @@ pub unsafe fn take_counted(scan: pg_sys::TableScanDesc) -> u64 {
 /// its errors can be raised.
 pub(super) unsafe fn next_into_slot(pager: &mut Pager, relid: u32, slot: *mut pg_sys::TupleTableSlot) -> bool {
     // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe { row_into_slot(pager.next_row().or_raise(), relid, slot) }
+}
+
+/// Hand `row` (a row of relation `relid`, or None: the scan's end) to
+/// PostgreSQL in `slot`, with a TID; whether there was one.
+///
+/// # Safety
+/// As for [`next_into_slot`].
+unsafe fn row_into_slot(row: Option<pinax_proto::Row>, relid: u32, slot: *mut pg_sys::TupleTableSlot) -> bool {
+    // SAFETY: the caller upholds this function's contract (# Safety).
     unsafe {
-        match pager.next_row().or_raise() {
+        match row {
             Some((key, value)) => {
                 let value = crate::tuple::merged((*slot).tts_tupleDescriptor, value);
                 let tid = state::with(|b| b.tids.add(relid, &key, &value, Origin::Read));
@@ -446,18 +456,7 @@ unsafe fn next_both_ways(st: &mut ScanState, backward: bool, snapshot: pg_sys::S
             p.filter = filter.clone();
             p
         };
-        match st.walk.as_mut().expect("made above").next(backward, &mut make).or_raise() {
-            Some((key, value)) => {
-                let value = crate::tuple::merged((*slot).tts_tupleDescriptor, value);
-                let tid = state::with(|b| b.tids.add(relid, &key, &value, Origin::Read));
-                store_tuple(slot, &value, tid, pg_sys::Oid::from(relid), None);
-                true
-            }
-            None => {
-                pg_sys::ExecClearTuple(slot);
-                false
-            }
-        }
+        row_into_slot(st.walk.as_mut().expect("made above").next(backward, &mut make).or_raise(), relid, slot)
     }
 }
 
