@@ -28,6 +28,13 @@ fn hex_key(key: &[u8]) -> String {
     s
 }
 
+/// A short digest of a value (to tell the versions of a row apart in a trace).
+fn digest(value: &[u8]) -> String {
+    use std::hash::{BuildHasher, BuildHasherDefault};
+    let h = BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default().hash_one(value);
+    format!("#{:08x}", h as u32)
+}
+
 fn ops(ops: &[WriteOp]) -> String {
     let mut s = String::new();
     for (i, op) in ops.iter().enumerate().take(16) {
@@ -35,6 +42,9 @@ fn ops(ops: &[WriteOp]) -> String {
             s.push(' ');
         }
         let _ = write!(s, "{:?}:{}", op.kind, hex_key(&op.key));
+        if !op.value.is_empty() {
+            s.push_str(&digest(&op.value));
+        }
     }
     if ops.len() > 16 {
         let _ = write!(s, " … ({} ops)", ops.len());
@@ -59,6 +69,9 @@ pub(crate) fn describe(req: &Request) -> Option<String> {
         Request::CommitTxn { txn, participants } => format!("CommitTxn {txn} participants={:?}", participants.iter().map(|p| p.0).collect::<Vec<_>>()),
         Request::AbortTxn { txn, participants } => format!("AbortTxn {txn} participants={:?}", participants.iter().map(|p| p.0).collect::<Vec<_>>()),
         Request::Forwarded(inner) => format!("Forwarded {}", describe(inner)?),
+        // Reads of one row (a statement's read before its write): what they saw.
+        Request::Read { tablet, key, at } => format!("Read tablet={} {} at={at:?}", tablet.0, hex_key(key)),
+        Request::Scan { tablet, spec, at } if spec.point => format!("PointScan tablet={} {} at={at:?}", tablet.0, hex_key(&spec.start)),
         _ => return None,
     })
 }
@@ -67,6 +80,11 @@ pub(crate) fn describe(req: &Request) -> Option<String> {
 pub(crate) fn outcome(res: &Result<Response, RpcError>) -> String {
     match res {
         Ok(Response::TxnWritten { write }) => format!("TxnWritten({})", outcome(&write.as_ref().map(|r| (**r).clone()).map_err(|e| e.clone()))),
+        Ok(Response::Value { value, read_ht }) => format!("Value {} read_ht={read_ht:?}", value.as_deref().map_or("none".to_string(), digest)),
+        Ok(Response::Rows { result, read_ht }) => {
+            let rows: Vec<String> = result.rows.iter().take(4).map(|(k, v)| format!("{}{}", hex_key(k), digest(v))).collect();
+            format!("Rows [{}] read_ht={read_ht:?}", rows.join(" "))
+        }
         Ok(r) => {
             let mut s = format!("{r:?}");
             s.truncate(200);
