@@ -403,6 +403,9 @@ impl RaftGroup {
             watch: watch.clone(),
         };
         rt.handle().spawn(beats.run(stopped));
+        if tracing::enabled!(target: "pinax_trace", tracing::Level::DEBUG) {
+            rt.handle().spawn(trace_roles(raft.metrics(), group, node_id));
+        }
         Ok(RaftGroup {
             group,
             node_id,
@@ -864,6 +867,40 @@ impl RaftGroup {
     pub fn shutdown(&self) {
         if let Err(e) = self.rt.block_on(self.raft.shutdown()) {
             tracing::warn!(group = self.group, error = %e, "raft shutdown");
+        }
+    }
+}
+
+/// The transaction trace's view of a group (`RUST_LOG=…,pinax_trace=debug`):
+/// every change of this replica's role, term, known leader, vote or
+/// membership, with its log's last index and applied id then, so that an
+/// election can be followed across nodes (who voted for whom, with which log).
+async fn trace_roles(mut rx: tokio::sync::watch::Receiver<openraft::RaftMetrics<NodeId, openraft::BasicNode>>, group: u64, node: NodeId) {
+    let mut last = None;
+    loop {
+        let now = {
+            let m = rx.borrow_and_update();
+            let voters: Vec<NodeId> = m.membership_config.membership().voter_ids().collect();
+            let key = (format!("{:?}", m.state), m.current_term, m.current_leader, m.vote.to_string(), voters);
+            if last.as_ref() != Some(&key) {
+                tracing::debug!(
+                    target: "pinax_trace",
+                    node,
+                    "raft group={group} state={} term={} leader={:?} vote={} voters={:?} last_log={:?} applied={:?}",
+                    key.0,
+                    key.1,
+                    key.2,
+                    key.3,
+                    key.4,
+                    m.last_log_index,
+                    m.last_applied.map(|l| l.index)
+                );
+            }
+            key
+        };
+        last = Some(now);
+        if rx.changed().await.is_err() {
+            return;
         }
     }
 }
