@@ -38,12 +38,12 @@ impl<F: EngineFactory> Node<F> {
     /// `ResolveTxn`: this node's leader replica of `tablet` applies or removes.
     pub(super) fn resolve_txn_here(&self, tablet: TabletId, txn: TxnId, commit_ht: Option<HybridTime>) -> Result<Response, RpcError> {
         let t = self.get_tablet(tablet)?;
-        match commit_ht {
+        let res = match commit_ht {
             Some(ht) => t.apply_intents(txn, ht),
             None => t.remove_intents(txn),
-        }
-        .map(|_| Response::Done)
-        .map_err(tablet_err)
+        };
+        tracing::debug!(target: super::trace::TARGET, node = self.cfg.node_id, "resolved for another node tablet={} {txn} -> {res:?}", tablet.0);
+        res.map(|_| Response::Done).map_err(tablet_err)
     }
 
     /// Committed transactions the applier has had for less than `APPLIER_GRACE`
