@@ -403,7 +403,7 @@ impl RaftGroup {
             watch: watch.clone(),
         };
         rt.handle().spawn(beats.run(stopped));
-        if tracing::enabled!(target: "pinax_trace", tracing::Level::DEBUG) {
+        if tracing::enabled!(target: "pinax_raft_trace", tracing::Level::DEBUG) {
             rt.handle().spawn(trace_roles(raft.metrics(), group, node_id));
         }
         Ok(RaftGroup {
@@ -871,7 +871,9 @@ impl RaftGroup {
     }
 }
 
-/// The transaction trace's view of a group (`RUST_LOG=…,pinax_trace=debug`):
+/// The Raft side of the transaction trace (`RUST_LOG=…,pinax_raft_trace=debug`,
+/// apart from `pinax_trace`: a task per group, which may change when groups
+/// quiesce):
 /// every change of this replica's role, term, known leader, vote or
 /// membership, with its log's last index and applied id then, so that an
 /// election can be followed across nodes (who voted for whom, with which log).
@@ -884,7 +886,7 @@ async fn trace_roles(mut rx: tokio::sync::watch::Receiver<openraft::RaftMetrics<
             let key = (format!("{:?}", m.state), m.current_term, m.current_leader, m.vote.to_string(), voters);
             if last.as_ref() != Some(&key) {
                 tracing::debug!(
-                    target: "pinax_trace",
+                    target: "pinax_raft_trace",
                     node,
                     "raft group={group} state={} term={} leader={:?} vote={} voters={:?} last_log={:?} applied={:?}",
                     key.0,

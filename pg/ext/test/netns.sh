@@ -40,7 +40,8 @@ cleanup() {
   rm -rf "$dir"
 }
 trap cleanup EXIT
-# Logs kept for a failure carry the transaction trace (node/trace.rs).
+# Logs kept for a failure carry the transaction trace (node/trace.rs; add
+# pinax_raft_trace=debug for every group's elections, raft/group.rs).
 [[ -n "${PINAX_KEEP_LOGS:-}" ]] && export RUST_LOG="${RUST_LOG:-info,openraft=warn,pinax_trace=debug}"
 
 if ! "$bin" cluster start --nodes 4 --netns "$prefix" --subnet "$subnet" --data-dir "$dir" --base-port "$rpc" --pg-port "$pg" --tablets-per-node 2 >/dev/null; then
