@@ -130,6 +130,36 @@ pub unsafe fn is_pinax_table(rel: pg_sys::Relation) -> bool {
     }
 }
 
+/// Whether relation `relid` is a Pinax table (false when there is no such relation).
+///
+/// # Safety
+/// In a transaction.
+pub unsafe fn is_pinax_relid(relid: pg_sys::Oid) -> bool {
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        if relid == pg_sys::InvalidOid {
+            return false;
+        }
+        let rel = pg_sys::RelationIdGetRelation(relid);
+        if rel.is_null() {
+            return false;
+        }
+        let pinax = is_pinax_table(rel);
+        pg_sys::RelationClose(rel);
+        pinax
+    }
+}
+
+/// The relation a statement's RangeVar names, looked up without a lock
+/// (InvalidOid when there is none: the statement then reports it itself).
+///
+/// # Safety
+/// `rv` must be a valid RangeVar; in a transaction.
+pub unsafe fn relid_named(rv: *mut pg_sys::RangeVar) -> pg_sys::Oid {
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe { pg_sys::RangeVarGetRelidExtended(rv, pg_sys::NoLock as pg_sys::LOCKMODE, pg_sys::RVROption::RVR_MISSING_OK, None, std::ptr::null_mut()) }
+}
+
 /// Describe index relation `idx` of a table sharded by hash (`table_hashed`).
 ///
 /// # Safety

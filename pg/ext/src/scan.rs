@@ -53,7 +53,10 @@ pub struct Pager {
     /// The relation (table or index OID) whose scan this walk is: its first read
     /// asks for the rows a LIMIT above needs, if one does (`limit.rs`).
     limit_relid: Option<u32>,
-    /// The key of the row returned last (empty: none yet; keys never are).
+    /// Keep the key of the row returned last (`last`; empty: none yet, keys never
+    /// are): index scans, which may change direction from there. Off for other
+    /// walks, which would copy every key for nothing.
+    pub remember_last: bool,
     last: Vec<u8>,
 }
 
@@ -73,6 +76,7 @@ impl Pager {
             point: false,
             latest: false,
             limit_relid: None,
+            remember_last: false,
             last: Vec::new(),
         }
     }
@@ -186,8 +190,10 @@ impl Pager {
     pub fn next_row(&mut self) -> Result<Option<Row>, FlushError> {
         loop {
             if let Some(r) = self.rows.pop_front() {
-                self.last.clear();
-                self.last.extend_from_slice(&r.0);
+                if self.remember_last {
+                    self.last.clear();
+                    self.last.extend_from_slice(&r.0);
+                }
                 return Ok(Some(r));
             }
             if self.done {
@@ -246,7 +252,8 @@ impl Pager {
         }
     }
 
-    /// The key of the row [`Pager::next_row`] returned last, if any.
+    /// The key of the row [`Pager::next_row`] returned last, if any (kept only
+    /// with `remember_last`).
     pub fn last_key(&self) -> Option<&[u8]> {
         (!self.last.is_empty()).then_some(&self.last[..])
     }
@@ -305,10 +312,6 @@ pub struct BiWalk {
 }
 
 impl BiWalk {
-    pub fn new(ranges: Vec<(Vec<u8>, Option<Vec<u8>>)>) -> BiWalk {
-        BiWalk { ranges, pos: None, backward: false, pager: None, at: None }
-    }
-
     /// A walk that carries on from where a forward walk of the same ranges
     /// stands (`pos`: range and place in it; None before its first row), at
     /// the read point it settled on.
@@ -316,15 +319,15 @@ impl BiWalk {
         BiWalk { ranges, pos, backward: false, pager: None, at }
     }
 
-    /// The next row in direction `backward` (None past the last range's end, or
-    /// before the first's start). `make(start, end, reverse, whole)` makes the
-    /// pager of a range, or of part of it (`whole` false: what is left of it past
-    /// a row returned).
     /// The pager of the row [`BiWalk::next`] returned last (to read at its read point).
     pub fn pager(&mut self) -> Option<&mut Pager> {
         self.pager.as_mut()
     }
 
+    /// The next row in direction `backward` (None past the last range's end, or
+    /// before the first's start). `make(start, end, reverse, whole)` makes the
+    /// pager of a range, or of part of it (`whole` false: what is left of it past
+    /// a row returned).
     pub fn next(&mut self, backward: bool, make: &mut dyn FnMut(Vec<u8>, Option<Vec<u8>>, bool, bool) -> Pager) -> Result<Option<Row>, FlushError> {
         if backward != self.backward {
             self.backward = backward;

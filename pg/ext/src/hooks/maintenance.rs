@@ -15,38 +15,12 @@
 //!   VACUUM (ANALYZE if asked for) on the Pinax ones; a partitioned table named
 //!   is taken apart into its leaf partitions.
 
-use crate::meta;
+use crate::meta::{self, is_pinax_relid, relid_named};
 use pgrx::pg_sys;
 use std::ffi::CStr;
 
 unsafe extern "C-unwind" {
     fn find_all_inheritors(parent: pg_sys::Oid, lockmode: pg_sys::LOCKMODE, numparents: *mut *mut pg_sys::List) -> *mut pg_sys::List;
-}
-
-/// Whether relation `relid` is a Pinax table.
-///
-/// # Safety
-/// In a transaction.
-unsafe fn is_pinax(relid: pg_sys::Oid) -> bool {
-    // SAFETY: the caller upholds this function's contract (# Safety).
-    unsafe {
-        let rel = pg_sys::RelationIdGetRelation(relid);
-        if rel.is_null() {
-            return false;
-        }
-        let pinax = meta::is_pinax_table(rel);
-        pg_sys::RelationClose(rel);
-        pinax
-    }
-}
-
-/// The relation a RangeVar names (InvalidOid if none: PostgreSQL then reports it).
-///
-/// # Safety
-/// `rv` must be a valid RangeVar; in a transaction.
-unsafe fn relid_of(rv: *mut pg_sys::RangeVar) -> pg_sys::Oid {
-    // SAFETY: the caller upholds this function's contract (# Safety).
-    unsafe { pg_sys::RangeVarGetRelidExtended(rv, pg_sys::NoLock as pg_sys::LOCKMODE, pg_sys::RVROption::RVR_MISSING_OK, None, std::ptr::null_mut()) }
 }
 
 fn notice(what: &str, relid: pg_sys::Oid) {
@@ -73,8 +47,8 @@ pub unsafe fn cluster(stmt: *mut pg_sys::ClusterStmt) -> bool {
         if (*stmt).relation.is_null() {
             return false; // every table with a clustered index: never a Pinax one
         }
-        let relid = relid_of((*stmt).relation);
-        if relid == pg_sys::InvalidOid || !is_pinax(relid) {
+        let relid = relid_named((*stmt).relation);
+        if !is_pinax_relid(relid) {
             return false;
         }
         let rel = pg_sys::table_open(relid, pg_sys::AccessExclusiveLock as pg_sys::LOCKMODE);
@@ -193,27 +167,28 @@ pub unsafe fn vacuum_full(stmt: *mut pg_sys::VacuumStmt) -> Option<*mut pg_sys::
             others = o.into_iter().map(|r| by_oid(r, std::ptr::null_mut())).collect();
         } else {
             for vr in named {
-                let relid = if (*vr).oid != pg_sys::InvalidOid { (*vr).oid } else { relid_of((*vr).relation) };
+                let relid = if (*vr).oid != pg_sys::InvalidOid { (*vr).oid } else { relid_named((*vr).relation) };
                 if relid == pg_sys::InvalidOid {
                     others.push(vr.cast()); // PostgreSQL reports it
                     continue;
                 }
                 if pg_sys::get_rel_relkind(relid) as u8 == pg_sys::RELKIND_PARTITIONED_TABLE {
                     let parts = pg_sys::ffi::pg_guard_ffi_boundary(|| find_all_inheritors(relid, pg_sys::NoLock as pg_sys::LOCKMODE, std::ptr::null_mut()));
-                    let leaves: Vec<pg_sys::Oid> = crate::pg_list::list_oids(parts).into_iter().filter(|p| is_pinax(*p)).collect();
-                    if leaves.is_empty() {
+                    let (pinax_parts, other_parts): (Vec<pg_sys::Oid>, Vec<pg_sys::Oid>) =
+                        crate::pg_list::list_oids(parts).into_iter().partition(|p| is_pinax_relid(*p));
+                    if pinax_parts.is_empty() {
                         others.push(vr.cast());
                     } else {
-                        // Its partitions one by one: each to its side.
-                        for p in crate::pg_list::list_oids(parts) {
-                            if is_pinax(p) {
-                                pinax.push((p, (*vr).va_cols));
-                            } else if pg_sys::get_rel_relkind(p) as u8 != pg_sys::RELKIND_PARTITIONED_TABLE {
+                        // Its partitions one by one, each to its side (the
+                        // partitioned tables themselves have nothing to vacuum).
+                        pinax.extend(pinax_parts.into_iter().map(|p| (p, (*vr).va_cols)));
+                        for p in other_parts {
+                            if pg_sys::get_rel_relkind(p) as u8 != pg_sys::RELKIND_PARTITIONED_TABLE {
                                 others.push(by_oid(p, (*vr).va_cols));
                             }
                         }
                     }
-                } else if is_pinax(relid) {
+                } else if is_pinax_relid(relid) {
                     pinax.push((relid, (*vr).va_cols));
                 } else {
                     others.push(vr.cast());

@@ -252,22 +252,8 @@ unsafe extern "C-unwind" fn process_utility(
                 if !opts.is_empty() {
                     error::not_supported("pinax.* options are not supported on indexes yet");
                 }
-                let relid = pg_sys::RangeVarGetRelidExtended(
-                    (*stmt).relation,
-                    pg_sys::NoLock as pg_sys::LOCKMODE,
-                    pg_sys::RVROption::RVR_MISSING_OK,
-                    None,
-                    std::ptr::null_mut(),
-                );
-                if relid.to_u32() != 0 {
-                    let rel = pg_sys::RelationIdGetRelation(relid);
-                    if !rel.is_null() {
-                        let pinax = meta::is_pinax_table(rel);
-                        pg_sys::RelationClose(rel);
-                        if pinax && (*stmt).concurrent {
-                            error::not_supported("CREATE INDEX CONCURRENTLY is not supported on Pinax tables");
-                        }
-                    }
+                if (*stmt).concurrent && meta::is_pinax_relid(meta::relid_named((*stmt).relation)) {
+                    error::not_supported("CREATE INDEX CONCURRENTLY is not supported on Pinax tables");
                 }
             }
         }

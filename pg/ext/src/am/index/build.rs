@@ -79,12 +79,9 @@ pub unsafe fn build(heap: pg_sys::Relation, idx: pg_sys::Relation, ii: *mut pg_s
                     let r = pg_sys::index_open(pg_sys::Oid::from(sim.oid), pg_sys::AccessShareLock as pg_sys::LOCKMODE);
                     let sii = pg_sys::BuildIndexInfo(r);
                     pg_sys::index_close(r, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
-                    let pred = if (*sii).ii_Predicate.is_null() { std::ptr::null_mut() } else { pg_sys::ExecPrepareQual((*sii).ii_Predicate, estate) };
-                    (&**sim, sii, pred)
+                    (&**sim, sii, predicate(sii, estate))
                 })
                 .collect();
-            let mut values = [pg_sys::Datum::from(0usize); pg_sys::INDEX_MAX_KEYS as usize];
-            let mut isnull = [false; pg_sys::INDEX_MAX_KEYS as usize];
             while let Some((key, value)) = pager.next_row().or_raise() {
                 let value = crate::tuple::merged((*heap).rd_att, value);
                 store_tuple(slot, &value, pg_sys::ItemPointerData::default(), pg_sys::Oid::from(relid), None);
@@ -92,12 +89,7 @@ pub unsafe fn build(heap: pg_sys::Relation, idx: pg_sys::Relation, ii: *mut pg_s
                 let nk = pk_key(&im, slot);
                 if nk != key {
                     for (sim, sii, pred) in &secondaries {
-                        pg_sys::MemoryContextReset((*econtext).ecxt_per_tuple_memory);
-                        if !exec_qual(*pred, econtext) {
-                            continue;
-                        }
-                        pg_sys::FormIndexDatum(*sii, slot, estate, values.as_mut_ptr(), isnull.as_mut_ptr());
-                        let vals: Vec<(pg_sys::Datum, bool)> = (0..sim.cols.len()).map(|i| (values[i], isnull[i])).collect();
+                        let Some(vals) = entry_values(*sii, *pred, estate, sim.cols.len()) else { continue };
                         let old_ik = secondary_key(sim, slot, Some(&vals), &key);
                         let new_ik = secondary_key(sim, slot, Some(&vals), &nk);
                         state::with(|b| {
@@ -132,18 +124,11 @@ pub unsafe fn build(heap: pg_sys::Relation, idx: pg_sys::Relation, ii: *mut pg_s
             let estate = pg_sys::CreateExecutorState();
             let econtext = pg_sys::MakePerTupleExprContext(estate);
             (*econtext).ecxt_scantuple = slot;
-            let pred = if (*ii).ii_Predicate.is_null() { std::ptr::null_mut() } else { pg_sys::ExecPrepareQual((*ii).ii_Predicate, estate) };
-            let mut values = [pg_sys::Datum::from(0usize); pg_sys::INDEX_MAX_KEYS as usize];
-            let mut isnull = [false; pg_sys::INDEX_MAX_KEYS as usize];
+            let pred = predicate(ii, estate);
             while let Some((key, value)) = pager.next_row().or_raise() {
-                pg_sys::MemoryContextReset((*econtext).ecxt_per_tuple_memory);
                 let value = crate::tuple::merged((*heap).rd_att, value);
                 store_tuple(slot, &value, pg_sys::ItemPointerData::default(), pg_sys::Oid::from(relid), None);
-                if !exec_qual(pred, econtext) {
-                    continue;
-                }
-                pg_sys::FormIndexDatum(ii, slot, estate, values.as_mut_ptr(), isnull.as_mut_ptr());
-                let vals: Vec<(pg_sys::Datum, bool)> = (0..im.cols.len()).map(|i| (values[i], isnull[i])).collect();
+                let Some(vals) = entry_values(ii, pred, estate, im.cols.len()) else { continue };
                 let ik = secondary_key(&im, slot, Some(&vals), &key);
                 let op = if enforced_unique(&im, &vals) { WriteOp::insert(ik, key) } else { WriteOp::put(ik, key) };
                 if let Err(e) = state::with(|b| b.push(cid, &im.storage, op)) {
@@ -158,6 +143,47 @@ pub unsafe fn build(heap: pg_sys::Relation, idx: pg_sys::Relation, ii: *mut pg_s
             violation::raise_build(e, im.oid);
         }
         n
+    }
+}
+
+/// The partial-index predicate of `ii`, prepared in `estate` (null: none).
+///
+/// # Safety
+/// `ii` and `estate` must be valid.
+unsafe fn predicate(ii: *mut pg_sys::IndexInfo, estate: *mut pg_sys::EState) -> *mut pg_sys::ExprState {
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        if (*ii).ii_Predicate.is_null() {
+            std::ptr::null_mut()
+        } else {
+            pg_sys::ExecPrepareQual((*ii).ii_Predicate, estate)
+        }
+    }
+}
+
+/// The `ncols` key values index `ii` has for the row in the scan slot of
+/// `estate`'s per-tuple context, or None when its predicate `pred` (see
+/// [`predicate`]) leaves the row out. The values live until the next call.
+///
+/// # Safety
+/// `estate`'s per-tuple expression context must have the row in its scan slot.
+unsafe fn entry_values(
+    ii: *mut pg_sys::IndexInfo,
+    pred: *mut pg_sys::ExprState,
+    estate: *mut pg_sys::EState,
+    ncols: usize,
+) -> Option<Vec<(pg_sys::Datum, bool)>> {
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        let econtext = pg_sys::MakePerTupleExprContext(estate);
+        pg_sys::MemoryContextReset((*econtext).ecxt_per_tuple_memory);
+        if !exec_qual(pred, econtext) {
+            return None;
+        }
+        let mut values = [pg_sys::Datum::from(0usize); pg_sys::INDEX_MAX_KEYS as usize];
+        let mut isnull = [false; pg_sys::INDEX_MAX_KEYS as usize];
+        pg_sys::FormIndexDatum(ii, (*econtext).ecxt_scantuple, estate, values.as_mut_ptr(), isnull.as_mut_ptr());
+        Some((0..ncols).map(|i| (values[i], isnull[i])).collect())
     }
 }
 

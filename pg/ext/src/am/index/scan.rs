@@ -147,6 +147,8 @@ unsafe fn range_pager(scan: pg_sys::IndexScanDesc, st: &IndexScanState, (start, 
     unsafe {
         let mut pager = Pager::new(st.index_storage.clone(), start, end, st.reverse, st.curcid);
         pager.settle_at(st.at);
+        // Where a change of direction starts from (`walk_from_here`).
+        pager.remember_last = true;
         pager.point = st.point;
         pager.latest = st.latest;
         pager.under_limit_of((*(*scan).indexRelation).rd_id.to_u32());

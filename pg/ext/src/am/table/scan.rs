@@ -624,11 +624,8 @@ pub(super) unsafe extern "C-unwind" fn scan_sample_next_tuple(
                 pg_sys::ExecClearTuple(slot);
                 return false;
             }
-            let Some((key, value)) = s.rows.get(off as usize - 1) else { continue };
-            let value = crate::tuple::merged((*slot).tts_tupleDescriptor, value.clone());
-            let tid = state::with(|b| b.tids.add(relid, key, &value, Origin::Read));
-            store_tuple(slot, &value, tid, pg_sys::Oid::from(relid), None);
-            return true;
+            let Some(row) = s.rows.get(off as usize - 1) else { continue };
+            return row_into_slot(Some(row.clone()), relid, slot);
         }
     }
 }
