@@ -214,6 +214,8 @@ pub struct Node<F: EngineFactory> {
     engines: Mutex<HashMap<TabletId, std::sync::Weak<F::Engine>>>,
     /// Replicas whose Raft group stopped, and when each is opened again (`revival.rs`).
     revivals: Mutex<revival::Revivals>,
+    /// When the groups were last looked at for stopped ones (`revival.rs`).
+    last_revival_scan: Mutex<Instant>,
     /// Nodes of quiesced leaders that stopped answering, and since when (`peer_watch.rs`).
     peers_down: Mutex<peer_watch::PeersDown>,
     /// Applies the cluster's DDL log to this node's PostgreSQL (none: no
@@ -310,6 +312,7 @@ impl<F: EngineFactory> Node<F> {
             destroying: Mutex::new(std::collections::HashSet::new()),
             engines: Mutex::new(HashMap::new()),
             revivals: Mutex::new(revival::Revivals::default()),
+            last_revival_scan: Mutex::new(Instant::now()),
             peers_down: Mutex::new(peer_watch::PeersDown::default()),
         };
         node.directory.write().insert(node.cfg.node_id, node.cfg.rpc_addr.clone());
@@ -430,21 +433,14 @@ impl<F: EngineFactory> Node<F> {
         self.revive_stopped_replicas();
         self.heartbeat_master();
         self.finish_destroying();
-        let due = {
-            let mut last = self.last_placement_check.lock();
-            let due = last.elapsed() >= Duration::from_secs(1);
-            if due {
-                *last = Instant::now();
-            }
-            due
-        };
+        let placement_due = due(&self.last_placement_check, Duration::from_secs(1));
         let master = self.is_master();
         if !master {
             self.led_master.store(false, Ordering::SeqCst);
         } else if !self.led_master.load(Ordering::SeqCst) {
             self.take_over_as_master();
         }
-        if due {
+        if placement_due {
             if master {
                 if let Err(e) = self.ensure_master_table() {
                     tracing::warn!(error = %e, "could not record the master group's table");
@@ -454,7 +450,7 @@ impl<F: EngineFactory> Node<F> {
             self.drop_orphan_replicas();
         }
         let status_tablets: Vec<_> = self.status_tablets.read().values().cloned().collect();
-        if master && due {
+        if master && placement_due {
             self.ensure_status_tablets();
         }
         for st in status_tablets {
@@ -462,27 +458,10 @@ impl<F: EngineFactory> Node<F> {
         }
         // Every few seconds: intents whose transaction is decided (covers
         // participants the status record never heard of).
-        let sweep = {
-            let mut last = self.last_sweep.lock();
-            if last.elapsed() >= Duration::from_secs(2) {
-                *last = Instant::now();
-                true
-            } else {
-                false
-            }
-        };
-        if sweep {
+        if due(&self.last_sweep, Duration::from_secs(2)) {
             self.sweep_intents();
         }
-        let purge = {
-            let mut last = self.last_log_purge.lock();
-            let due = last.elapsed() >= RAFT_LOG_PURGE_EVERY;
-            if due {
-                *last = Instant::now();
-            }
-            due
-        };
-        if purge {
+        if due(&self.last_log_purge, RAFT_LOG_PURGE_EVERY) {
             self.purge_raft_logs();
         }
         // Move the history cutoff.
@@ -502,4 +481,15 @@ impl<F: EngineFactory> Node<F> {
     pub fn requests_served(&self) -> u64 {
         self.requests.load(Ordering::Relaxed)
     }
+}
+
+/// Whether `every` has passed since `last` (a periodic job of the tick is due);
+/// if so, `last` becomes now.
+fn due(last: &Mutex<Instant>, every: Duration) -> bool {
+    let mut last = last.lock();
+    let due = last.elapsed() >= every;
+    if due {
+        *last = Instant::now();
+    }
+    due
 }

@@ -26,24 +26,18 @@ const MAX_BACKOFF: Duration = Duration::from_secs(30);
 #[derive(Default)]
 pub(super) struct Revivals {
     next: std::collections::HashMap<TabletId, (Instant, Duration)>,
-    /// When every group was last looked at (once a second: a node of many
-    /// tablets would otherwise spend its idle time looking).
-    scanned: Option<Instant>,
 }
 
-/// How often the groups are looked at for stopped ones.
+/// How often the groups are looked at for stopped ones (a node of many tablets
+/// would otherwise spend its idle time looking).
 const SCAN_EVERY: Duration = Duration::from_secs(1);
 
 impl<F: EngineFactory> Node<F> {
     /// Reopen the replicas whose group stopped on a storage error (see the module
     /// docs), and those a failed reopen left closed.
     pub(super) fn revive_stopped_replicas(&self) {
-        {
-            let mut r = self.revivals.lock();
-            if r.scanned.is_some_and(|t| t.elapsed() < SCAN_EVERY) {
-                return;
-            }
-            r.scanned = Some(Instant::now());
+        if !super::due(&self.last_revival_scan, SCAN_EVERY) {
+            return;
         }
         let mut stopped: Vec<(TabletId, String)> = self.groups.read().iter().filter_map(|(id, g)| g.group.stopped_by().map(|why| (*id, why))).collect();
         // Replicas a failed reopen left closed are still due.
