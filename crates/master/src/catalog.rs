@@ -385,6 +385,31 @@ impl<E: KvEngine> Catalog<E> {
         Ok(t)
     }
 
+    /// Record tablet `tablet` of table `name` as replicated on `replicas` (RPC
+    /// addresses): what its Raft group's voters are, as its leader answered a
+    /// membership change. The leader stays if it is one of them, else the first
+    /// is named until the group reports.
+    pub fn set_replicas(&self, name: &str, tablet: TabletId, replicas: &[String]) -> Result<TableInfo, CatalogError> {
+        if replicas.is_empty() {
+            return Err(CatalogError::Invalid(format!("tablet {} of table {name} cannot have no replicas", tablet.0)));
+        }
+        let mut st = self.lock()?;
+        let mut t = st.tables.get(name).cloned().ok_or_else(|| CatalogError::NotFound(name.to_string()))?;
+        let ti = t.tablets.iter_mut().find(|ti| ti.id == tablet).ok_or_else(|| CatalogError::Invalid(format!("table {name} has no tablet {}", tablet.0)))?;
+        if ti.replicas == replicas {
+            return Ok(t);
+        }
+        ti.replicas = replicas.to_vec();
+        if !replicas.contains(&ti.leader) {
+            ti.leader = replicas[0].clone();
+        }
+        let mut b = OwnedBatch::new();
+        b.put(Cf::Regular, &table_key(name), &encode_table(&t));
+        self.write(&mut st, b)?;
+        st.tables.insert(name.to_string(), t.clone());
+        Ok(t)
+    }
+
     /// Drop name `name`: another name of a table goes alone; a table's own name
     /// takes the table and all its other names with it.
     pub fn drop_table(&self, name: &str) -> Result<Dropped, CatalogError> {
@@ -713,6 +738,26 @@ mod tests {
         let t = c.plan_table(name, Sharding::Hash { tablets: 2 }, "a").unwrap();
         c.commit_table(&t).unwrap();
         t
+    }
+
+    #[test]
+    fn a_tablets_replicas_are_recorded_as_its_group_has_them() {
+        let engine = pinax_engine_mem::MemEngine::new();
+        let c = Catalog::open(engine.clone()).unwrap();
+        let t = table(&c, "t1");
+        let id = t.tablets[1].id;
+        let got = c.set_replicas("t1", id, &["b".into(), "c".into(), "d".into()]).unwrap();
+        assert_eq!(got.tablets[1].replicas, vec!["b", "c", "d"]);
+        assert_eq!(got.tablets[1].leader, "b", "the leader left the group: the first replica is named");
+        assert_eq!(got.tablets[0], t.tablets[0], "another tablet changed");
+        let got = c.set_replicas("t1", id, &["d".into(), "b".into()]).unwrap();
+        assert_eq!(got.tablets[1].leader, "b", "a leader still in the group stays");
+        assert!(matches!(c.set_replicas("t1", id, &[]), Err(CatalogError::Invalid(_))));
+        assert!(matches!(c.set_replicas("t1", TabletId(999), &["a".into()]), Err(CatalogError::Invalid(_))));
+        assert!(matches!(c.set_replicas("missing", id, &["a".into()]), Err(CatalogError::NotFound(_))));
+        // Durable.
+        let c = Catalog::open(engine.clone()).unwrap();
+        assert_eq!(c.get("t1").unwrap().tablets[1].replicas, vec!["d", "b"]);
     }
 
     #[test]

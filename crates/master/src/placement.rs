@@ -349,6 +349,14 @@ pub fn is_orphan(lookup: Lookup<'_>, here: &str) -> bool {
     }
 }
 
+/// The RPC addresses of a group's `voters` (id, address as the group knows
+/// it) to record in the catalog: each node's address from `directory` where it
+/// has one. `None` when there are none (nothing to record).
+pub fn voter_addresses(voters: &[(u64, String)], directory: &BTreeMap<u64, String>) -> Option<Vec<String>> {
+    let addrs: Vec<String> = voters.iter().map(|(id, addr)| directory.get(id).cloned().unwrap_or_else(|| addr.clone())).filter(|a| !a.is_empty()).collect();
+    (!addrs.is_empty() && addrs.len() == voters.len()).then_some(addrs)
+}
+
 /// What carrying out a [`ReplicaMove`] sends, in order: `CreateReplica` of
 /// `tablet` (as it will be) with `members` to the new node; `ChangeReplicas`
 /// (add `add`, remove `remove`) to the tablet's leader, never calling `skip` (a
@@ -425,6 +433,15 @@ mod tests {
 
     fn entry(n: u64) -> NodeEntry {
         (n, addr(n))
+    }
+
+    #[test]
+    fn voters_are_recorded_at_their_nodes_addresses() {
+        let dir: BTreeMap<u64, String> = [(1, addr(1)), (2, "moved:7100".to_string())].into();
+        let voters = vec![(1, "old1".to_string()), (2, "old2".to_string()), (3, addr(3))];
+        assert_eq!(voter_addresses(&voters, &dir), Some(vec![addr(1), "moved:7100".into(), addr(3)]));
+        assert_eq!(voter_addresses(&[], &dir), None);
+        assert_eq!(voter_addresses(&[(4, String::new())], &dir), None, "a voter without an address records nothing");
     }
 
     fn moves(pass: &mut Pass<'_>) -> Vec<ReplicaMove> {

@@ -862,6 +862,65 @@ fn a_joining_node_gets_its_share_of_replicas() {
 }
 
 #[test]
+fn a_replica_is_dropped_as_stale_only_when_its_group_does_not_count_it() {
+    // A node's replica of a tablet is asked for again (`CreateReplica` with other
+    // members, as a master does that planned from a catalog lagging the group):
+    // a replica the group counts as a voter is kept with what it acknowledged
+    // (dropping it would let the group count a replica that forgot its writes);
+    // one the group does not count is dropped and the request fails as
+    // retryable, and the next request creates a fresh one.
+    let cluster = Cluster::start(4);
+    let c = wait_client(&cluster.addr(0));
+    create_rf3(&c, 1);
+    let mut acked = Vec::new();
+    write_all(&c, 0..50, &mut acked);
+    // Replicas stop moving once no node holds two more than another.
+    let started = Instant::now();
+    loop {
+        let mut load: std::collections::BTreeMap<String, usize> = (0..4).map(|i| (cluster.addr(i), 0)).collect();
+        let mut tables = vec![with_master("reading the placement", || c.refresh_table("rf3"))];
+        tables.extend((1..=4).filter_map(|n| c.refresh_table(&format!("$status.{n}")).ok()));
+        for r in tables.iter().flat_map(|t| t.tablets.iter()).flat_map(|ti| ti.replicas.iter()) {
+            *load.entry(r.clone()).or_default() += 1;
+        }
+        if load.values().max() <= load.values().min().map(|m| m + 1).as_ref() {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(60), "replicas never balanced: {load:?}");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let ti = with_master("locating the tablet", || c.refresh_table("rf3")).tablets[0].clone();
+    let ids: std::collections::BTreeMap<String, u64> = (0..4).map(|i| (cluster.addr(i), wait_client(&cluster.addr(i)).node_id())).collect();
+    let four = (0..4).map(|i| cluster.addr(i)).find(|a| !ti.replicas.contains(a)).unwrap();
+    let other_members = |ti: &pinax_proto::TabletInfo| -> Vec<(u64, String)> {
+        ti.replicas.iter().skip(1).map(|a| (ids[a], a.clone())).chain([(ids[&four], four.clone())]).collect()
+    };
+    let create = |addr: &str| c.call_at(addr, Request::CreateReplica { tablet: ti.clone(), members: other_members(&ti), bootstrap: false });
+    let members = || match c.call_tablet(&ti, Request::GroupMembers { tablet: ti.id }) {
+        Ok(Response::Members(m)) => m.into_iter().map(|(id, _)| id).collect::<Vec<_>>(),
+        other => panic!("GroupMembers: {other:?}"),
+    };
+    // Every replica of the group is kept, its data whole.
+    for r in &ti.replicas {
+        assert!(matches!(create(r), Ok(Response::Done)), "a voter of the group was not kept at {r}");
+        assert!(members().contains(&ids[r]));
+    }
+    check_all(&c, &acked);
+    // The fourth node gets a replica the group does not count (no membership change).
+    assert!(matches!(create(&four), Ok(Response::Done)));
+    assert!(!members().contains(&ids[&four]));
+    match create(&four) {
+        Err(e) => assert!(e.to_string().contains("stale replica"), "{e}"),
+        Ok(r) => panic!("a replica its group does not count was kept: {r:?}"),
+    }
+    assert!(matches!(create(&four), Ok(Response::Done)), "no fresh replica after the stale one was dropped");
+    // The group still has its three voters and every acknowledged write.
+    assert_eq!(members().len(), 3);
+    write_all(&c, 50..60, &mut acked);
+    check_all(&c, &acked);
+}
+
+#[test]
 fn leaders_even_out_after_a_node_comes_back() {
     // Three nodes lead two of six tablets each. One restarts: the others take
     // its leaderships (4/4/0... as elections fall). The master hands leaderships

@@ -246,7 +246,9 @@ pub enum Request {
     },
     /// To a tablet's leader: make node `add` (id, RPC address; its replica already
     /// created) a voter, in place of node `remove` if set. Returns when the new
-    /// membership is committed.
+    /// membership is committed. Answers `Members`: the group's voters after the
+    /// change (`add` a voter already: nothing changed, the voters as they are;
+    /// the caller's record lagged the group and is corrected from them).
     ChangeReplicas {
         tablet: TabletId,
         add: (u64, String),
@@ -379,6 +381,14 @@ pub enum Request {
         token: String,
         csr: String,
         forwarded: bool,
+    },
+    /// To a tablet's leader: every node of its Raft group's membership (voters
+    /// and learners), once a round with a quorum confirmed the leadership.
+    /// Answers `Members` (addresses as the group knows them). A node drops a
+    /// replica the catalog no longer places there only if its node is not among
+    /// them: the group may count on a replica the catalog lost track of.
+    GroupMembers {
+        tablet: TabletId,
     },
 }
 
@@ -562,6 +572,9 @@ pub enum Response {
         ca: String,
         cert: String,
     },
+    /// Answer to `ChangeReplicas` and `GroupMembers`: nodes of a Raft group (id,
+    /// RPC address).
+    Members(Vec<(u64, String)>),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]

@@ -382,12 +382,17 @@ impl RaftGroup {
     ) -> Result<Self, GroupError> {
         let log = LogStore::open(engine.clone(), log, group).map_err(|e| GroupError::Storage(e.to_string()))?;
         let tail_reads = log.tail_reads();
-        let sm = StateMachine::new(engine, clock);
+        let sm = StateMachine::new(engine, clock).in_group(group);
         let recent = sm.recent_requests();
         let watch = transport.peer_watch();
         let net = Network { transport, group, io: io.clone() };
         let rt = GroupRuntime::new().map_err(|e| GroupError::Fatal(format!("starting the group's runtime: {e}")))?;
         let raft = rt.block_on(Raft::new(node_id, config(timing), net.clone(), log, sm)).map_err(fatal)?;
+        if crate::trace_on() {
+            let m = raft.metrics().borrow().clone();
+            let membership = m.membership_config.membership().to_string();
+            tracing::debug!(target: "pinax_trace", group, vote = %m.vote, last_log = ?m.last_log_index, applied = ?m.last_applied, membership, "group started");
+        }
         let (stop, stopped) = tokio::sync::oneshot::channel();
         let handover = Arc::new(Mutex::new(None));
         let hold = Hold::new(raft.clone(), group, node_id, rt.quiescence().clone());
@@ -448,7 +453,7 @@ impl RaftGroup {
         if kind == MsgKind::Quiesce {
             return self.hold_quiet(body);
         }
-        let out = self.rt.block_on(crate::network::serve(&self.raft, kind, body));
+        let out = self.rt.block_on(crate::network::serve(&self.raft, self.group, kind, body));
         self.hold.release();
         out
     }
@@ -741,21 +746,26 @@ impl RaftGroup {
 
     /// Leader: make `add` (node id, address) a voter, in place of `remove` if set:
     /// it first joins as a learner and catches up (from the log, or a snapshot),
-    /// then one membership change makes the new voter set.
-    pub fn replace_voter(&self, add: (NodeId, String), remove: Option<NodeId>, timeout: Duration) -> Result<(), GroupError> {
+    /// then one membership change makes the new voter set. Returns the group's
+    /// voters (id, address) after it, for the caller to record.
+    ///
+    /// When `add` is a voter already, nothing changes, whatever `remove` says: the
+    /// caller decided from a record that lags the group (an earlier change that
+    /// it could not record), and removing `remove` now would leave the group a
+    /// voter short. The answer (the voters as they are) corrects the record.
+    pub fn replace_voter(&self, add: (NodeId, String), remove: Option<NodeId>, timeout: Duration) -> Result<Vec<(NodeId, String)>, GroupError> {
         let m = self.metrics.borrow().clone();
         if m.state != ServerState::Leader {
             return Err(self.not_leader());
         }
-        let mut voters: std::collections::BTreeSet<NodeId> = m.membership_config.membership().voter_ids().collect();
-        if voters.contains(&add.0) && remove.is_none_or(|r| !voters.contains(&r)) {
-            return Ok(()); // done before
+        let membership = m.membership_config.membership();
+        let mut voters: std::collections::BTreeSet<NodeId> = membership.voter_ids().collect();
+        if voters.contains(&add.0) {
+            return Ok(voter_nodes(membership)); // done before
         }
         let res = self.rt.block_on(async {
             tokio::time::timeout(timeout, async {
-                if !voters.contains(&add.0) {
-                    self.raft.add_learner(add.0, BasicNode::new(&add.1), true).await?;
-                }
+                self.raft.add_learner(add.0, BasicNode::new(&add.1), true).await?;
                 if let Some(r) = remove {
                     voters.remove(&r);
                 }
@@ -766,10 +776,33 @@ impl RaftGroup {
         });
         match res {
             Err(_) => Err(GroupError::Timeout),
-            Ok(Ok(_)) => Ok(()),
+            Ok(Ok(r)) => Ok(match &r.membership {
+                Some(m) => voter_nodes(m),
+                None => voter_nodes(self.metrics.borrow().membership_config.membership()),
+            }),
             Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_)))) => Err(self.not_leader()),
             Ok(Err(e)) => Err(fatal(e)),
         }
+    }
+
+    /// Leader, its leadership confirmed by a round with a quorum: every node of
+    /// the group's membership (the voters of each configuration of a joint one,
+    /// and the learners). A node not among them holds no replica the group can
+    /// count on, so its replica may be dropped: whatever adds that node back
+    /// adds it as a new learner that catches up first. (A node's own view cannot
+    /// say this: a replica cut off or down while a change made it a voter does
+    /// not know it is one.)
+    pub fn confirmed_members(&self) -> Result<Vec<(NodeId, String)>, GroupError> {
+        if self.metrics.borrow().state != ServerState::Leader {
+            return Err(self.not_leader());
+        }
+        self.linearize()?;
+        Ok(self.metrics.borrow().membership_config.membership().nodes().map(|(id, n)| (*id, n.addr.clone())).collect())
+    }
+
+    /// The addresses of every member of the group as this replica knows them.
+    pub fn member_addrs(&self) -> Vec<String> {
+        self.metrics.borrow().membership_config.membership().nodes().map(|(_, n)| n.addr.clone()).collect()
     }
 
     /// NotLeader naming the target while this leader hands over.
@@ -905,4 +938,9 @@ async fn trace_roles(mut rx: tokio::sync::watch::Receiver<openraft::RaftMetrics<
             return;
         }
     }
+}
+
+/// The voters of `membership` with their addresses.
+fn voter_nodes(membership: &openraft::Membership<NodeId, BasicNode>) -> Vec<(NodeId, String)> {
+    membership.voter_ids().map(|id| (id, membership.get_node(&id).map(|n| n.addr.clone()).unwrap_or_default())).collect()
 }

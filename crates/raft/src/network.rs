@@ -187,7 +187,7 @@ impl RaftNetwork<TypeConfig> for Peer {
 }
 
 /// Handle one received message with the group's `raft`; the reply bytes.
-pub async fn serve(raft: &Raft, kind: MsgKind, body: &[u8]) -> Result<Vec<u8>, String> {
+pub async fn serve(raft: &Raft, group: u64, kind: MsgKind, body: &[u8]) -> Result<Vec<u8>, String> {
     Ok(match kind {
         MsgKind::AppendEntries => {
             let req: AppendEntriesRequest<TypeConfig> = decode(body)?;
@@ -195,7 +195,12 @@ pub async fn serve(raft: &Raft, kind: MsgKind, body: &[u8]) -> Result<Vec<u8>, S
         }
         MsgKind::Vote => {
             let req: VoteRequest<NodeId> = decode(body)?;
-            encode(&raft.vote(req).await)
+            let summary = crate::trace_on().then(|| req.to_string());
+            let resp = raft.vote(req).await;
+            if let (Some(req), Ok(r)) = (summary, &resp) {
+                tracing::debug!(target: "pinax_trace", group, req, granted = r.vote_granted, vote = %r.vote, last_log = ?r.last_log_id, "vote request");
+            }
+            encode(&resp)
         }
         MsgKind::InstallSnapshot => {
             let req: InstallSnapshotRequest<TypeConfig> = decode(body)?;

@@ -58,11 +58,13 @@ pub struct StateMachine<E: KvEngine> {
     built: Arc<Mutex<Option<SnapshotMeta<u64, openraft::BasicNode>>>>,
     /// Request ids of the commands applied lately.
     recent: Arc<Mutex<RecentRequests>>,
+    /// The group's id (for the trace).
+    group: u64,
 }
 
 impl<E: KvEngine> Clone for StateMachine<E> {
     fn clone(&self) -> Self {
-        StateMachine { engine: self.engine.clone(), clock: self.clock.clone(), built: self.built.clone(), recent: self.recent.clone() }
+        StateMachine { engine: self.engine.clone(), clock: self.clock.clone(), built: self.built.clone(), recent: self.recent.clone(), group: self.group }
     }
 }
 
@@ -75,7 +77,13 @@ fn snapshot_id(applied: &Option<LogId>) -> String {
 
 impl<E: KvEngine> StateMachine<E> {
     pub fn new(engine: Arc<E>, clock: Arc<HybridClock>) -> Self {
-        StateMachine { engine, clock, built: Arc::default(), recent: Arc::default() }
+        StateMachine { engine, clock, built: Arc::default(), recent: Arc::default(), group: 0 }
+    }
+
+    /// This state machine, of group `group` (named in the trace).
+    pub fn in_group(mut self, group: u64) -> Self {
+        self.group = group;
+        self
     }
 
     /// The request ids this state machine records as it applies commands.
@@ -144,6 +152,9 @@ impl<E: KvEngine> RaftStateMachine<TypeConfig> for StateMachine<E> {
                     requests.extend(reqs.into_iter().map(|(id, ht)| (id, HybridTime(ht))));
                 }
                 EntryPayload::Membership(m) => {
+                    if crate::trace_on() {
+                        tracing::debug!(target: "pinax_trace", group = self.group, log_id = %e.log_id, membership = %m, "membership applied");
+                    }
                     b.put(Cf::Meta, MEMBERSHIP_KEY, &encode(&Membership::new(Some(e.log_id), m)));
                 }
             }
@@ -176,6 +187,9 @@ impl<E: KvEngine> RaftStateMachine<TypeConfig> for StateMachine<E> {
         // Checked whole before the engine is touched.
         let mut entries = snapshot.entries().map_err(|e| snapshot_err(meta, e))?;
         self.engine.replace_contents(&DATA_CFS, &mut entries).map_err(|e| sm_err(ErrorVerb::Write, e))?;
+        if crate::trace_on() {
+            tracing::debug!(target: "pinax_trace", group = self.group, snapshot = %meta.snapshot_id, last_log = ?meta.last_log_id, "snapshot installed");
+        }
         // The applied id and membership came in the snapshot's `Cf::Meta` (read from
         // the same engine snapshot as the meta): replaced with the rest, durably.
         *self.built.lock() = Some(meta.clone());
@@ -202,7 +216,10 @@ impl<E: KvEngine> RaftStateMachine<TypeConfig> for StateMachine<E> {
                 Err(e) => Some(Err(e)),
             })
         });
-        file.write_entries(&mut entries).map_err(|e| sm_err(ErrorVerb::Write, e))?;
+        let written = file.write_entries(&mut entries).map_err(|e| sm_err(ErrorVerb::Write, e))?;
+        if crate::trace_on() {
+            tracing::debug!(target: "pinax_trace", group = self.group, snapshot = snapshot_id(&applied), ?written, "snapshot built to send");
+        }
         let meta = SnapshotMeta { last_log_id: applied, last_membership: membership, snapshot_id: snapshot_id(&applied) };
         Ok(Some(Snapshot { meta, snapshot: Box::new(file) }))
     }

@@ -153,6 +153,41 @@ fn replicate_fail_over_and_catch_up() {
     back.group.shutdown();
 }
 
+/// A membership change asked for from a record that lags the group (the node
+/// to add is a voter already) changes nothing and answers the voters as they
+/// are; the leader names every member (learners too) once confirmed; a
+/// follower names none.
+#[test]
+fn replacing_a_voter_that_is_one_already_changes_nothing() {
+    let Group3 { rt, router, replicas, leader } = three_replicas();
+    let lg = &replicas[&leader].group;
+    lg.leader_term().unwrap();
+    lg.replicate(put("a")).unwrap();
+    let other = *replicas.keys().find(|id| **id != leader).unwrap();
+    let third = *replicas.keys().find(|id| **id != leader && **id != other).unwrap();
+    let voters = lg.replace_voter((other, format!("node-{other}")), Some(third), Duration::from_secs(10)).unwrap();
+    assert_eq!(voters.iter().map(|(id, _)| *id).collect::<Vec<_>>(), vec![1, 2, 3]);
+    assert_eq!(voters[0].1, "node-1");
+    assert_eq!(lg.voters(), vec![1, 2, 3], "a voter was removed on a stale request");
+    // Node 4 joins as a learner, then replaces the third voter.
+    let four = start(&rt, &router, 4, Arc::new(MemEngine::new()));
+    let voters = lg.replace_voter((4, "node-4".into()), Some(third), Duration::from_secs(10)).unwrap();
+    let mut expect: Vec<NodeId> = vec![1, 2, 3, 4].into_iter().filter(|id| *id != third).collect();
+    expect.sort();
+    assert_eq!(voters.iter().map(|(id, _)| *id).collect::<Vec<_>>(), expect);
+    let members: Vec<NodeId> = lg.confirmed_members().unwrap().into_iter().map(|(id, _)| id).collect();
+    assert_eq!(members, expect, "the removed voter is no member");
+    eventually("'a' on the new voter", || has(&four.engine, "a"));
+    assert!(matches!(replicas[&other].group.confirmed_members(), Err(GroupError::NotLeader { .. })));
+    // A learner is a member.
+    let five = start(&rt, &router, 5, Arc::new(MemEngine::new()));
+    lg.block_on(lg.raft().add_learner(5, openraft::BasicNode::new("node-5"), true)).unwrap();
+    assert!(lg.confirmed_members().unwrap().iter().any(|(id, a)| *id == 5 && a == "node-5"));
+    for g in replicas.values().map(|r| &r.group).chain([&four.group, &five.group]) {
+        g.shutdown();
+    }
+}
+
 /// Appends slower than the heartbeat interval still commit, and heartbeats keep
 /// the leader in place. (openraft 0.9 gives each AppendEntries its heartbeat
 /// interval; when that was the 100 ms heartbeat, megabyte appends at RF 3 timed

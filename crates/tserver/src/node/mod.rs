@@ -209,6 +209,11 @@ pub struct Node<F: EngineFactory> {
     /// Dropped replicas whose data could not be deleted yet (their engine was
     /// still closing): deleted by `tick`; not created again until then.
     destroying: Mutex<std::collections::HashSet<TabletId>>,
+    /// Held while a replica that may be stale is checked and dropped
+    /// (`CreateReplica` of a replica already here, the orphan check): one at a
+    /// time, so a replica is never dropped between the check that says its group
+    /// does not count it and a `CreateReplica` that keeps it.
+    replica_checks: Mutex<()>,
     /// Each open replica's engine, to know when a dropped one is closed (its data
     /// may be deleted only then: RocksDB keeps writing files until it closes).
     engines: Mutex<HashMap<TabletId, std::sync::Weak<F::Engine>>>,
@@ -310,6 +315,7 @@ impl<F: EngineFactory> Node<F> {
             locations: Mutex::new(HashMap::new()),
             ddl: std::sync::OnceLock::new(),
             destroying: Mutex::new(std::collections::HashSet::new()),
+            replica_checks: Mutex::new(()),
             engines: Mutex::new(HashMap::new()),
             revivals: Mutex::new(revival::Revivals::default()),
             last_revival_scan: Mutex::new(Instant::now()),

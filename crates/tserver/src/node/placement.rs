@@ -96,22 +96,37 @@ impl<F: EngineFactory> Node<F> {
     /// Drop this node's replicas that were moved away or whose table was dropped
     /// while it was down (nobody could tell it then): those without a leader for
     /// the node timeout ([`placement::Leaderless`]) that the catalog does not
-    /// place here ([`placement::is_orphan`]).
+    /// place here ([`placement::is_orphan`]) and, for a tablet that still exists,
+    /// whose group's leader does not count this node a member
+    /// ([`Node::member_of_group`]): the catalog can lag the group, and a replica
+    /// the group counts must keep what it acknowledged.
     pub(super) fn drop_orphan_replicas(&self) {
         let groups: Vec<(TabletId, bool)> = self.groups.read().iter().map(|(id, g)| (*id, g.group.has_leader())).collect();
         let check = self.leaderless.lock().due(&groups, self.now(), self.cfg.node_timeout);
         for id in check {
+            let _checks = self.replica_checks.lock();
             let answer = self.call_master(Request::LocateTablet { tablet: id });
             let lookup = match &answer {
                 Ok(Response::Tablet(ti)) => Lookup::Found(ti),
                 Err(e) if e.code == ErrorCode::TabletNotFound => Lookup::NotFound,
                 _ => Lookup::Unknown, // the master cannot say now: decide nothing
             };
-            if placement::is_orphan(lookup, &self.cfg.rpc_addr) {
-                tracing::info!(tablet_id = id.0, "dropping a replica the catalog no longer places here");
-                if let Err(e) = self.drop_replica(id) {
-                    tracing::warn!(tablet_id = id.0, error = %e, "could not drop an orphaned replica");
+            if !placement::is_orphan(lookup, &self.cfg.rpc_addr) {
+                continue;
+            }
+            if let Ok(Response::Tablet(ti)) = &answer {
+                match self.member_of_group(ti) {
+                    Some(false) => {}
+                    Some(true) => {
+                        tracing::info!(tablet_id = id.0, "keeping a replica the catalog does not place here: its group counts it");
+                        continue;
+                    }
+                    None => continue, // its leader cannot say now: decide nothing
                 }
+            }
+            tracing::info!(tablet_id = id.0, "dropping a replica the catalog no longer places here");
+            if let Err(e) = self.drop_replica(id) {
+                tracing::warn!(tablet_id = id.0, error = %e, "could not drop an orphaned replica");
             }
         }
     }
@@ -125,10 +140,32 @@ impl<F: EngineFactory> Node<F> {
         let new_addr = steps.add.1.clone();
         self.call_node(&new_addr, Request::CreateReplica { tablet: steps.tablet, members: steps.members, bootstrap: false })?;
         let req = || Request::ChangeReplicas { tablet: ti.id, add: steps.add.clone(), remove: steps.remove };
-        self.call_leader(ti, steps.skip.as_deref(), req, |_| false)?;
-        self.catalog()?.move_replica(&m.table, ti.id, m.from.as_ref().map(|f| f.1.as_str()), &new_addr).map_err(catalog_err)?;
+        let answer = self.call_leader(ti, steps.skip.as_deref(), req, |_| false)?;
+        // The catalog records the group's voters as its leader answered, not the
+        // move as planned: a change made earlier but not recorded (this master,
+        // or an earlier one, failed between the two) leaves the plan wrong.
+        let replicas = match answer {
+            Response::Members(voters) => placement::voter_addresses(&voters, &self.directory.read()),
+            _ => None,
+        };
+        let catalog = self.catalog()?;
+        let voters = match replicas {
+            Some(r) => {
+                let planned: Vec<&String> =
+                    ti.replicas.iter().filter(|a| Some(a.as_str()) != m.from.as_ref().map(|f| f.1.as_str())).chain([&new_addr]).collect();
+                if planned.len() != r.len() || planned.iter().any(|a| !r.contains(a)) {
+                    tracing::info!(tablet_id = ti.id.0, voters = ?r, ?planned, "the catalog lagged the tablet's group: recording its voters, not the planned move");
+                }
+                catalog.set_replicas(&m.table, ti.id, &r).map_err(catalog_err)?;
+                r
+            }
+            None => {
+                let t = catalog.move_replica(&m.table, ti.id, m.from.as_ref().map(|f| f.1.as_str()), &new_addr).map_err(catalog_err)?;
+                t.tablets.iter().find(|t| t.id == ti.id).map(|t| t.replicas.clone()).unwrap_or_default()
+            }
+        };
         self.locations.lock().remove(&ti.id);
-        if let Some(from) = steps.drop_after {
+        if let Some(from) = steps.drop_after.filter(|f| !voters.contains(f)) {
             self.drop_replicas(&[(from, ti.id)]);
         }
         Ok(())

@@ -73,25 +73,45 @@ impl<F: EngineFactory> Node<F> {
 
     /// `CreateReplica`: remember the replica, then open it.
     ///
-    /// A replica already here with other members is a stale one (moved away
-    /// while this node was down, not dropped yet). Added back, it could depose the
-    /// leader (a term raised by campaigning alone): it is dropped now, and this
-    /// request fails as retryable; the caller's next try creates a fresh one.
+    /// A replica already here may be a stale one (moved away while this node was
+    /// down, not dropped yet): added back, it could depose the leader (a term
+    /// raised by campaigning alone). Or it may be one its group counts as a
+    /// member although the catalog lost track of it (a membership change the
+    /// master could not record): dropping that one would let the group count a
+    /// replica that forgot what it acknowledged. So the group's leader is asked
+    /// ([`Node::member_of_group`]): a member is kept (the request is done); a
+    /// replica of a group that does not count this node is dropped, and the
+    /// request fails as retryable (the next try creates a fresh one); when
+    /// nobody can say, nothing is dropped and the request fails as retryable.
     pub(in crate::node) fn create_replica(&self, r: ReplicaRecord) -> Result<Response, RpcError> {
         let id = r.tablet.id;
+        let _checks = self.replica_checks.lock();
         if self.destroying.lock().contains(&id) {
             return Err(err(ErrorCode::Unavailable, format!("an earlier replica of tablet {} is still being removed here; try again", id.0)));
         }
-        let here = |id: &TabletId| self.has_replica(*id);
-        if here(&id) && !r.bootstrap {
-            let stale = self.local.replicas().map_err(catalog_err)?.into_iter().any(|old| old.tablet.id == id && old.members != r.members);
-            if stale {
-                tracing::info!(tablet_id = id.0, "dropping a stale replica before it is added again");
-                self.drop_replica(id)?;
-                return Err(err(ErrorCode::Unavailable, format!("a stale replica of tablet {} was here; dropped, try again", id.0)));
+        if self.has_replica(id) && !r.bootstrap {
+            let mut ti = r.tablet.clone();
+            for (_, addr) in &r.members {
+                if !ti.replicas.contains(addr) {
+                    ti.replicas.push(addr.clone());
+                }
+            }
+            match self.member_of_group(&ti) {
+                Some(true) => {}
+                Some(false) => {
+                    tracing::info!(tablet_id = id.0, "dropping a stale replica (its group does not count it) before it is added again");
+                    self.drop_replica(id)?;
+                    return Err(err(ErrorCode::Unavailable, format!("a stale replica of tablet {} was here; dropped, try again", id.0)));
+                }
+                None => {
+                    return Err(err(
+                        ErrorCode::Unavailable,
+                        format!("tablet {} has a replica here and its leader cannot say whether it counts it; try again", id.0),
+                    ));
+                }
             }
         }
-        if !here(&id) {
+        if !self.has_replica(id) {
             self.local.put_replica(&r).map_err(catalog_err)?;
             self.open_tablet(&r)?;
         }
@@ -99,6 +119,36 @@ impl<F: EngineFactory> Node<F> {
         // node timeout before the orphan check looks at it.
         self.leaderless.lock().forget(r.tablet.id);
         Ok(Response::Done)
+    }
+
+    /// Whether tablet `ti`'s Raft group counts this node as a member (voter or
+    /// learner), as its leader says after confirming its leadership
+    /// (`GroupMembers`): `None` when no leader answered. The leader is looked for
+    /// among `ti`'s replicas and the members this node's own replica knows of.
+    pub(in crate::node) fn member_of_group(&self, ti: &pinax_proto::TabletInfo) -> Option<bool> {
+        let mut ti = ti.clone();
+        let mine = self.groups.read().get(&ti.id).cloned();
+        let answer = match mine {
+            Some(g) if g.group.leads_now() => g.group.confirmed_members().map(Response::Members).map_err(|e| tablet_err(crate::replica::group_err(ti.id, e))),
+            _ => {
+                for addr in mine.map(|g| g.group.member_addrs()).unwrap_or_default() {
+                    if !ti.replicas.contains(&addr) {
+                        ti.replicas.push(addr);
+                    }
+                }
+                self.call_leader(&ti, None, || Request::GroupMembers { tablet: ti.id }, |_| false)
+            }
+        };
+        match answer {
+            Ok(Response::Members(m)) => Some(m.iter().any(|(node, _)| *node == self.cfg.node_id)),
+            _ => None,
+        }
+    }
+
+    /// `GroupMembers`, at the tablet's leader.
+    pub(in crate::node) fn group_members(&self, tablet: TabletId) -> Result<Response, RpcError> {
+        let g = self.replica_group(tablet)?;
+        g.group.confirmed_members().map(Response::Members).map_err(|e| tablet_err(crate::replica::group_err(tablet, e)))
     }
 
     /// Close this node's replica of `id` (its tablet, status tablet or catalog, and
@@ -212,7 +262,7 @@ impl<F: EngineFactory> Node<F> {
     /// `ChangeReplicas`, at the tablet's leader.
     pub(in crate::node) fn change_replicas(&self, tablet: TabletId, add: (u64, String), remove: Option<u64>) -> Result<Response, RpcError> {
         let g = self.replica_group(tablet)?;
-        g.group.replace_voter(add, remove, Duration::from_secs(60)).map(|_| Response::Done).map_err(|e| tablet_err(crate::replica::group_err(tablet, e)))
+        g.group.replace_voter(add, remove, Duration::from_secs(60)).map(Response::Members).map_err(|e| tablet_err(crate::replica::group_err(tablet, e)))
     }
 
     /// `TransferLeader`, at the tablet's leader: hand over, then tell `to` to
