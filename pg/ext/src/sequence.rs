@@ -21,9 +21,13 @@
 //!   (the object-access hook, through the DDL log's relation names). Dropping
 //!   drops the name at commit. ALTER SEQUENCE ... RESTART and TRUNCATE ... RESTART
 //!   IDENTITY reset the cluster's state.
-//! - **Local only:** temporary sequences (the built-in functions run); reading a
-//!   sequence relation (`SELECT last_value FROM s`, `pg_sequences`) shows the
-//!   node's own, unused state.
+//! - **Local only:** temporary sequences (the built-in functions run).
+//! - **The relation** mirrors what this node did: each range of values taken
+//!   and each setval is written into the local sequence relation with
+//!   PostgreSQL's own setval (see [`mirror`]), so `SELECT last_value, is_called
+//!   FROM s`, `pg_sequences` and `pg_sequence_last_value()` show the last value
+//!   this node took, as stock PostgreSQL with a CACHE shows the end of the range
+//!   its backends took.
 
 use crate::ddl;
 use crate::error::{self, OrRaise};
@@ -648,6 +652,34 @@ unsafe fn open_checked(relid: pg_sys::Oid, mode: pg_sys::AclMode) {
     }
 }
 
+/// Write the cluster sequence's state as this node knows it into its local
+/// relation (PostgreSQL's own setval: WAL-logged, not transactional), so that
+/// `SELECT last_value, is_called FROM s`, `pg_sequences` and
+/// `pg_sequence_last_value` show what nextval and setval did, as on stock
+/// PostgreSQL. `as_owner`: with the bootstrap superuser's privileges (nextval
+/// needs only USAGE, PostgreSQL's setval wants UPDATE); otherwise the caller's
+/// were checked. Each SQL node's relation shows the values that node took.
+///
+/// # Safety
+/// Calls into PostgreSQL: only in a backend, where its errors can be raised.
+unsafe fn mirror(relid: pg_sys::Oid, value: i64, is_called: bool, as_owner: bool) {
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        let (mut user, mut context) = (pg_sys::Oid::INVALID, 0);
+        if as_owner {
+            pg_sys::GetUserIdAndSecContext(&mut user, &mut context);
+            pg_sys::SetUserIdAndSecContext(pg_sys::Oid::from(pg_sys::BOOTSTRAP_SUPERUSERID), context | pg_sys::SECURITY_LOCAL_USERID_CHANGE as i32);
+        }
+        // An error (raised through) ends the transaction, which restores the
+        // user (AbortTransaction); on success it is restored here.
+        let args = [Some(pg_sys::Datum::from(relid)), Some(pg_sys::Datum::from(value)), Some(pg_sys::Datum::from(is_called))];
+        pgrx::fcinfo::direct_function_call_as_datum(pg_sys::setval3_oid, &args);
+        if as_owner {
+            pg_sys::SetUserIdAndSecContext(user, context);
+        }
+    }
+}
+
 fn remember(relid: u32, value: i64) {
     LAST.with(|l| l.borrow_mut().insert(relid, value));
     LAST_USED.with(|l| l.set(Some(relid)));
@@ -714,6 +746,9 @@ unsafe fn next_value(relid: pg_sys::Oid) -> i64 {
                     );
                 }
                 CACHES.with(|c| c.borrow_mut().insert(id, Cached { next: first.wrapping_add(o.increment), left: got - 1, increment: o.increment }));
+                // As PostgreSQL's nextval with a cache: the relation shows the
+                // last value taken (this node's), called.
+                mirror(relid, first.wrapping_add((got as i64 - 1).wrapping_mul(o.increment)), true, true);
                 first
             }
         };
@@ -804,6 +839,7 @@ pub unsafe extern "C-unwind" fn pinax_setval(fcinfo: pg_sys::FunctionCallInfo) -
             );
         }
         call(key(relid), SequenceOp::Set { value, is_called });
+        mirror(relid, value, is_called, false);
         forget(relid.to_u32());
         if is_called {
             LAST.with(|l| l.borrow_mut().insert(relid.to_u32(), value));

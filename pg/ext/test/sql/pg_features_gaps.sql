@@ -1,6 +1,8 @@
 -- Where Pinax tables behave differently from PostgreSQL: statements taken out of
 -- pg_features.sql (not in the schedule; numbering kept from when it was written:
--- 2, REFRESH MATERIALIZED VIEW CONCURRENTLY, works now and is in pg_features.sql). Each section says what heap prints and what
+-- 2, REFRESH MATERIALIZED VIEW CONCURRENTLY, works now and is in pg_features.sql;
+-- 6, sequence relations showing the values handed out, works now and is in
+-- sequences.sql). Each section says what heap prints and what
 -- Pinax prints. Tables are created without USING (Pinax in a pinax database).
 SET client_min_messages = warning;
 
@@ -78,18 +80,3 @@ SELECT id FROM pgf_gap_accounts WHERE email = 'BOB@EXAMPLE.COM';
 SELECT email FROM pgf_gap_accounts ORDER BY email, id;
 DROP TABLE pgf_gap_accounts;
 DROP EXTENSION citext;
-
--- 6. Not Pinax-vs-heap but Pinax-vs-stock PostgreSQL: with the extension loaded,
--- sequences live in Pinax in every database (the heap database too), and the
--- sequence relation itself is never updated: SELECT FROM the sequence,
--- pg_sequences.last_value and pg_sequence_last_value() show the state of CREATE /
--- ALTER SEQUENCE, not the values nextval() handed out.
---   stock PostgreSQL 15: last_value 20, is_called t; pg_sequences.last_value 20
---   pinax and heap databases on a Pinax node: last_value 15, is_called f;
---          pg_sequences.last_value NULL
-CREATE SEQUENCE pgf_gap_seq START 5 INCREMENT 5 MAXVALUE 20;
-ALTER SEQUENCE pgf_gap_seq RESTART WITH 15;
-SELECT nextval('pgf_gap_seq'), nextval('pgf_gap_seq');
-SELECT last_value, is_called FROM pgf_gap_seq;
-SELECT last_value FROM pg_sequences WHERE sequencename = 'pgf_gap_seq';
-DROP SEQUENCE pgf_gap_seq;

@@ -60,6 +60,25 @@ SELECT nextval('ts'), nextval('ts'), currval('ts'), lastval();
 DROP SEQUENCE s4;
 CREATE SEQUENCE s4;
 SELECT nextval('s4');
+-- the relation, pg_sequences and pg_sequence_last_value show what nextval and
+-- setval did (a role with USAGE only takes values too)
+CREATE SEQUENCE s5 START 5 INCREMENT 5 MAXVALUE 20;
+SELECT last_value, is_called FROM s5;
+SELECT last_value FROM pg_sequences WHERE sequencename = 's5';
+ALTER SEQUENCE s5 RESTART WITH 15;
+SELECT nextval('s5'), nextval('s5');
+SELECT last_value, is_called FROM s5;
+SELECT last_value FROM pg_sequences WHERE sequencename = 's5';
+SELECT setval('s5', 10, false);
+SELECT last_value, is_called, pg_sequence_last_value('s5') FROM s5;
+SELECT setval('s5', 20);
+SELECT last_value, is_called, pg_sequence_last_value('s5') FROM s5;
+CREATE SEQUENCE s6 START 3 MAXVALUE 3;
+GRANT USAGE ON SEQUENCE s6 TO seq_reader;
+SET ROLE seq_reader;
+SELECT nextval('s6');
+RESET ROLE;
+SELECT last_value, is_called FROM s6;
 DROP TABLE seq_serial, seq_ident;
-DROP SEQUENCE s1, s2, s3, s4;
+DROP SEQUENCE s1, s2, s3, s4, s5, s6;
 DROP ROLE seq_reader;
