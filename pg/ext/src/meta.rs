@@ -24,6 +24,9 @@ pub struct IndexMeta {
     pub storage: String,
     pub is_pk: bool,
     pub unique: bool,
+    /// A DEFERRABLE unique constraint's index: while the constraint is deferred a
+    /// key may have several entries (see `am/index/insert.rs`).
+    pub deferrable: bool,
     pub nulls_not_distinct: bool,
     /// The index of an exclusion constraint (`EXCLUDE USING btree (c WITH =)`).
     pub exclusion: bool,
@@ -187,6 +190,7 @@ pub unsafe fn index_meta(idx: pg_sys::Relation, table_hashed: bool) -> IndexMeta
             storage: index_storage_name(db, (*idx).rd_node.relNode.to_u32()),
             is_pk,
             unique: (*ind).indisunique,
+            deferrable: (*ind).indisunique && !(*ind).indimmediate,
             nulls_not_distinct: (*ind).indnullsnotdistinct,
             exclusion: (*ind).indisexclusion,
             simple: heap_attnums.iter().all(|a| *a != 0),
@@ -300,6 +304,16 @@ unsafe fn column_values(attnums: &[i16], slot: *mut pg_sys::TupleTableSlot) -> V
 /// `slot` must hold a deformed row of the index's table.
 pub unsafe fn secondary_key(im: &IndexMeta, slot: *mut pg_sys::TupleTableSlot, values: Option<&[(pg_sys::Datum, bool)]>, row_key: &[u8]) -> Vec<u8> {
     // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe { secondary_entry(im, slot, values, row_key).0 }
+}
+
+/// [`secondary_key`], and whether the entry is enforced-unique (its key holds no
+/// row key: [`enforced_unique`]).
+///
+/// # Safety
+/// As [`secondary_key`].
+pub unsafe fn secondary_entry(im: &IndexMeta, slot: *mut pg_sys::TupleTableSlot, values: Option<&[(pg_sys::Datum, bool)]>, row_key: &[u8]) -> (Vec<u8>, bool) {
+    // SAFETY: the caller upholds this function's contract (# Safety).
     unsafe {
         let owned;
         let vals: &[(pg_sys::Datum, bool)] = match values {
@@ -310,10 +324,11 @@ pub unsafe fn secondary_key(im: &IndexMeta, slot: *mut pg_sys::TupleTableSlot, v
             }
         };
         let mut k = build_key(&im.cols, vals, true);
-        if !enforced_unique(im, vals) {
+        let enforced = enforced_unique(im, vals);
+        if !enforced {
             k.extend_from_slice(row_key);
         }
-        k
+        (k, enforced)
     }
 }
 

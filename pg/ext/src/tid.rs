@@ -48,7 +48,15 @@ pub struct TidMap {
     /// [`TidMap::keep_stable`]), and the entry of each (relation, key).
     stable: Vec<u32>,
     stable_entries: std::collections::HashMap<(u32, Vec<u8>), usize>,
+    /// Relations whose rows' replacements are remembered by row key (see
+    /// [`TidMap::track_rows`]), and for each (relation, key) when (the entry
+    /// count then) and by which command each replacement was.
+    tracked: Vec<u32>,
+    replaced: Replacements,
 }
+
+/// By (relation, row key): the entry count and command of each replacement.
+type Replacements = std::collections::HashMap<(u32, Vec<u8>), Vec<(usize, u32)>>;
 
 /// A row version looked up by TID.
 pub struct RowRef<'a> {
@@ -114,9 +122,33 @@ impl TidMap {
 
     /// Mark the version behind `tid` as replaced or deleted by command `cid`.
     pub fn supersede(&mut self, tid: &pg_sys::ItemPointerData, cid: u32) {
+        let n = self.entries.len();
         if let Some(e) = Self::index(tid).and_then(|i| self.entries.get_mut(i)) {
             e.superseded_by = Some(cid);
+            if !self.tracked.is_empty() && self.tracked.contains(&e.relid) {
+                let (k0, k1) = (e.key_off as usize, e.key_off as usize + e.key_len as usize);
+                self.replaced.entry((e.relid, self.arena[k0..k1].to_vec())).or_default().push((n, cid));
+            }
         }
+    }
+
+    /// Remember, for relation `relid`, when each row was replaced or deleted
+    /// (by row key, whichever TID the command was given): a deferred unique
+    /// constraint's recheck asks [`TidMap::replaced_since`] about the version its
+    /// index entry was made for, which a later command may have replaced through
+    /// another TID of the same row (each read hands out a fresh one).
+    pub fn track_rows(&mut self, relid: u32) {
+        if !self.tracked.contains(&relid) {
+            self.tracked.push(relid);
+        }
+    }
+
+    /// Whether the row of the version behind `tid` (of a tracked relation) was
+    /// replaced or deleted after that version was handed out.
+    pub fn replaced_since(&self, relid: u32, tid: &pg_sys::ItemPointerData) -> bool {
+        let Some(i) = Self::index(tid) else { return false };
+        let Some(r) = self.get(relid, tid) else { return false };
+        r.superseded_by.is_some() || self.replaced.get(&(relid, r.key.to_vec())).is_some_and(|marks| marks.iter().any(|(at, _)| *at > i))
     }
 
     /// Undo the marks of commands `cid` and later (their subtransaction rolled
@@ -126,6 +158,9 @@ impl TidMap {
             if e.superseded_by.is_some_and(|c| c >= cid) {
                 e.superseded_by = None;
             }
+        }
+        for marks in self.replaced.values_mut() {
+            marks.retain(|(_, c)| *c < cid);
         }
     }
 
@@ -146,6 +181,8 @@ impl TidMap {
         self.arena.clear();
         self.stable.clear();
         self.stable_entries.clear();
+        self.tracked.clear();
+        self.replaced.clear();
         if self.arena.capacity() > KEEP_BYTES {
             self.arena = Vec::new();
             self.entries = Vec::new();
@@ -162,6 +199,28 @@ fn tid_of(n: u64) -> pg_sys::ItemPointerData {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tracked_rows_replacement_through_another_tid_is_seen() {
+        let mut m = TidMap::default();
+        m.track_rows(7);
+        let written = m.add(7, b"k", b"v1", Origin::Written);
+        let read_again = m.add(7, b"k", b"v1", Origin::Read);
+        let other = m.add(7, b"j", b"v1", Origin::Written);
+        assert!(!m.replaced_since(7, &written));
+        m.supersede(&read_again, 3);
+        assert!(m.replaced_since(7, &written), "the row was deleted through the TID of a later read");
+        assert!(!m.replaced_since(7, &other));
+        let newer = m.add(7, b"k", b"v2", Origin::Written);
+        assert!(!m.replaced_since(7, &newer), "a version made after the replacement is current");
+        m.unsupersede_from(3);
+        assert!(!m.replaced_since(7, &written), "the replacing command's subtransaction rolled back");
+        // An untracked relation keeps no marks.
+        let u = m.add(8, b"k", b"v", Origin::Written);
+        let u2 = m.add(8, b"k", b"v", Origin::Read);
+        m.supersede(&u2, 4);
+        assert!(!m.replaced_since(8, &u));
+    }
 
     #[test]
     fn tids_round_trip_and_are_valid() {

@@ -3,10 +3,21 @@
 //! PostgreSQL asks (`UNIQUE_CHECK_YES`, `_PARTIAL` for ON CONFLICT arbiters and
 //! deferrable constraints, `_EXISTING` for their recheck). The primary key's
 //! "entries" are the rows themselves.
+//!
+//! A deferrable unique constraint's index while the constraint is deferred: a
+//! row whose key is taken gets a *deferred duplicate* entry, the key followed by
+//! its row key (the layout of a non-unique entry), so an equality scan (a range
+//! over the key) finds every row holding the key, as heap's index does. The
+//! recheck at COMMIT (`_EXISTING`) moves it to the key itself if the key is free
+//! by then, else raises the violation. A row leaving the key removes its
+//! deferred entry and the key's own entry only if that one is its
+//! ([`entry_deletes`]).
 
 use super::meta_for;
 use crate::error;
-use crate::meta::{enforced_unique, secondary_key};
+use crate::meta::{enforced_unique, secondary_key, IndexMeta};
+#[cfg(doc)]
+use crate::meta::secondary_entry;
 use crate::scan::Pager;
 use crate::state;
 use crate::violation::{self, OrRaiseFlush};
@@ -76,11 +87,18 @@ pub(super) unsafe extern "C-unwind" fn aminsert(
                         true
                     }
                     Err(e) if e.error.code() == pinax_common::ErrorCode::DuplicateKey && e.table == im.storage => {
-                        state::with(|b| {
-                            if let Some(s) = &mut b.spec {
-                                s.index_conflict = Some(key);
-                            }
+                        let speculative = state::with(|b| {
+                            let Some(s) = &mut b.spec else { return false };
+                            s.index_conflict = Some(key.clone());
+                            true
                         });
+                        if !speculative && im.deferrable {
+                            // A deferred constraint's duplicate: found by scans now,
+                            // checked at COMMIT (see the module docs).
+                            let mut dup = key;
+                            dup.extend_from_slice(&row_key);
+                            state::with(|b| b.push(cid, &im.storage, WriteOp::put(dup, row_key))).or_raise();
+                        }
                         false
                     }
                     Err(e) => violation::raise(e),
@@ -88,9 +106,7 @@ pub(super) unsafe extern "C-unwind" fn aminsert(
             }
             pg_sys::IndexUniqueCheck::UNIQUE_CHECK_EXISTING => {
                 // Deferred recheck: the entry must be ours or absent.
-                let mut pager = Pager::new(im.storage.clone(), Vec::new(), None, false, u32::MAX);
-                let existing = pager.get(&im.storage, &key).or_raise();
-                match existing {
+                match entry_owner(&im, &key) {
                     Some(owner) if owner != row_key => {
                         violation::raise(state::FlushError {
                             table: im.storage.clone(),
@@ -99,7 +115,17 @@ pub(super) unsafe extern "C-unwind" fn aminsert(
                     }
                     Some(_) => true,
                     None => {
-                        state::with(|b| b.push(cid, &im.storage, WriteOp::put(key, row_key))).or_raise();
+                        // The key is free: this row's entry moves to it (from its
+                        // deferred duplicate entry, if it has one). Insert-if-absent:
+                        // a key another transaction took meanwhile is a violation.
+                        let mut dup = key.clone();
+                        dup.extend_from_slice(&row_key);
+                        state::with(|b| {
+                            b.push(cid, &im.storage, WriteOp::delete(dup))?;
+                            b.push(cid, &im.storage, WriteOp::insert(key, row_key))?;
+                            b.flush()
+                        })
+                        .or_raise();
                         true
                     }
                 }
@@ -116,5 +142,39 @@ pub(super) unsafe extern "C-unwind" fn aminsert(
                 true
             }
         }
+    }
+}
+
+/// The row key index `im`'s entry at `key` names, as this transaction sees it
+/// (its own writes included).
+///
+/// # Safety
+/// Calls into PostgreSQL: only in a backend, where its errors can be raised.
+unsafe fn entry_owner(im: &IndexMeta, key: &[u8]) -> Option<Vec<u8>> {
+    let mut pager = Pager::new(im.storage.clone(), Vec::new(), None, false, u32::MAX);
+    pager.get(&im.storage, key).or_raise()
+}
+
+/// The writes that take row `row_key`'s entry `entry` (its key in index `im`
+/// and whether it is enforced-unique, [`secondary_entry`]) out of the index. An enforced-unique key of a deferrable
+/// constraint's index may be another row's (this row then holds a deferred
+/// duplicate entry, see the module docs): the key's own entry goes only if it
+/// is this row's, the deferred one in any case.
+///
+/// # Safety
+/// Calls into PostgreSQL: only in a backend, where its errors can be raised.
+pub(crate) unsafe fn entry_deletes(im: &IndexMeta, (entry, enforced): (Vec<u8>, bool), row_key: &[u8]) -> Vec<WriteOp> {
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        if !im.deferrable || !enforced {
+            return vec![WriteOp::delete(entry)];
+        }
+        let mut dup = entry.clone();
+        dup.extend_from_slice(row_key);
+        let mut ops = vec![WriteOp::delete(dup)];
+        if entry_owner(im, &entry).as_deref() == Some(row_key) {
+            ops.push(WriteOp::delete(entry));
+        }
+        ops
     }
 }

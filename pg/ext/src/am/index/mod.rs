@@ -26,7 +26,7 @@
 //! routine, and switching indexes of Pinax tables to it (held relcache entries).
 
 pub mod build;
-mod insert;
+pub mod insert;
 pub mod other;
 mod ranges;
 pub mod scan;

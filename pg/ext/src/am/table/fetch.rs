@@ -69,12 +69,18 @@ pub(super) unsafe fn fetch_version(rel: pg_sys::Relation, tid: pg_sys::ItemPoint
             (*snapshot).speculativeToken = 0;
         }
         let cid = snapshot_cid(snapshot);
+        // SnapshotSelf (a deferred unique constraint's recheck) sees every change
+        // of this transaction: a version any of its commands replaced is gone.
+        let self_snapshot = !snapshot.is_null() && (*snapshot).snapshot_type == pg_sys::SnapshotType::SNAPSHOT_SELF;
         // The row goes into the slot straight from the map (no copy of it first);
         // nothing store_tuple calls comes back to the backend state.
         state::with(|b| {
             let Some(r) = b.tids.get(relid.to_u32(), &*tid) else { return false };
             // A version replaced by a command the snapshot already sees is gone.
             if cid != u32::MAX && r.superseded_by.is_some_and(|c| c < cid) {
+                return false;
+            }
+            if self_snapshot && b.tids.replaced_since(relid.to_u32(), &*tid) {
                 return false;
             }
             let own = (r.origin == Origin::Written).then(|| pg_sys::GetCurrentTransactionId());

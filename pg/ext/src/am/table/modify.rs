@@ -9,7 +9,8 @@ use super::fetch::fetch_version;
 use super::meta_of;
 use crate::error;
 use crate::guc;
-use crate::meta::{self, pk_key, secondary_key, TableMeta};
+use crate::am::index::insert::entry_deletes;
+use crate::meta::{self, pk_key, secondary_entry, secondary_key, TableMeta};
 use crate::state;
 use crate::tid::Origin;
 use crate::tuple::{form_tuple_bytes, slot_getallattrs, store_tuple};
@@ -324,13 +325,18 @@ pub(super) unsafe extern "C-unwind" fn tuple_delete(
         if !m.secondary.is_empty() {
             let slot = temp_slot(rel, &old);
             for im in &m.secondary {
-                ops.push((im.storage.clone(), WriteOp::delete(secondary_key(im, slot, None, &key))));
+                for op in entry_deletes(im, secondary_entry(im, slot, None, &key), &key) {
+                    ops.push((im.storage.clone(), op));
+                }
             }
             pg_sys::ExecDropSingleTupleTableSlot(slot);
         }
         state::with(|b| {
             b.last_cid = cid;
             b.unchanged.clear();
+            if m.secondary.iter().any(|im| im.deferrable) {
+                b.tids.track_rows(m.relid);
+            }
             b.tids.supersede(&*tid, cid);
             for (s, op) in ops {
                 b.push(cid, &s, op)?;
@@ -469,13 +475,15 @@ pub(super) unsafe extern "C-unwind" fn tuple_update(
         if !m.secondary.is_empty() {
             let oslot = temp_slot(rel, &old);
             for im in &m.secondary {
-                let ok = secondary_key(im, oslot, None, &old_key);
+                let ok = secondary_entry(im, oslot, None, &old_key);
                 let nk = secondary_key(im, slot, None, &new_key);
                 // Entries hold the row key: when it changes, every entry is rewritten.
-                if ok == nk && !key_changed {
+                if ok.0 == nk && !key_changed {
                     unchanged.push((im.oid, nk));
                 } else {
-                    ops.push((im.storage.clone(), WriteOp::delete(ok)));
+                    for op in entry_deletes(im, ok, &old_key) {
+                        ops.push((im.storage.clone(), op));
+                    }
                 }
             }
             pg_sys::ExecDropSingleTupleTableSlot(oslot);
@@ -485,6 +493,9 @@ pub(super) unsafe extern "C-unwind" fn tuple_update(
             b.unchanged = unchanged;
             if b.spec_cid == Some(cid) {
                 b.spec_rows.insert((m.relid, new_key.clone()), cid);
+            }
+            if m.secondary.iter().any(|im| im.deferrable) {
+                b.tids.track_rows(m.relid);
             }
             b.tids.supersede(&*otid, cid);
             let t = b.tids.add(m.relid, &new_key, &bytes, Origin::Written);
