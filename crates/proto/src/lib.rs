@@ -390,6 +390,11 @@ pub enum Request {
     GroupMembers {
         tablet: TabletId,
     },
+    /// To a node holding a replica of `tablet`: its replica's figures as that
+    /// replica knows them. Answers `TabletStats`.
+    TabletStats {
+        tablet: TabletId,
+    },
 }
 
 impl Request {
@@ -575,6 +580,14 @@ pub enum Response {
     /// Answer to `ChangeReplicas` and `GroupMembers`: nodes of a Raft group (id,
     /// RPC address).
     Members(Vec<(u64, String)>),
+    /// Answer to `TabletStats`: the replica's approximate size on disk (its
+    /// key interval's SST files; not what is still in memtables), the leader
+    /// it knows (node id, address) and its group's voters (node ids).
+    TabletStats {
+        approximate_bytes: u64,
+        leader: Option<(u64, String)>,
+        voters: Vec<u64>,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]

@@ -46,6 +46,7 @@ pub mod pgtry;
 pub mod scan;
 pub mod sequence;
 pub mod state;
+pub mod tablets;
 pub mod tid;
 pub mod tuple;
 pub mod update_deps;

@@ -41,6 +41,9 @@ psql_ -d bank_cluster -c "CREATE TABLE probe (id int PRIMARY KEY, v text)" -c "I
 st=$("$bin" status --certs-dir "$dir/node-1/certs" --addr "127.0.0.1:$rpc")
 replicas=$(awk '/^    tablet/ { n = split($NF, r, ","); print n }' <<<"$st" | sort -u)
 [[ "$replicas" == 3 ]] || { echo "cluster: tablets of a new table have '$replicas' replicas, not 3" >&2; exit 1; }
+# The same from SQL, on another node: every tablet with its three replicas and a leader among them.
+got=$(psql_ -p $((pg + 1)) -d bank_cluster -tA -c "SELECT count(*) > 1, bool_and(cardinality(replicas) = 3), bool_and(leader = ANY (replicas)) FROM pinax_tablets('probe')")
+[[ "$got" == "t|t|t" ]] || { echo "cluster: pinax_tablets('probe') on node 2 says '$got', not tablets of 3 replicas with their leaders" >&2; exit 1; }
 
 # Secure by default: TCP clients need the password (the cluster's, in
 # $dir/credentials); with it, sslmode=verify-full works against the cluster CA.

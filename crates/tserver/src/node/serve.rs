@@ -58,6 +58,7 @@ impl<F: EngineFactory> Node<F> {
             Request::CreateReplica { tablet, members, bootstrap } => self.create_replica(ReplicaRecord { tablet, members, bootstrap }),
             Request::DropReplica { tablet } => self.drop_replica(tablet),
             Request::GroupMembers { tablet } => self.group_members(tablet),
+            Request::TabletStats { tablet } => self.tablet_stats(tablet),
             Request::Write { tablet, ops, read_ht, txn, request } => self.write(tablet, ops, read_ht, txn, request),
             Request::WriteIfLive { tablet, op, read_ht, full, request } => self.write_if_live(tablet, op, read_ht, full, request),
             Request::WriteIntentIfLive { tablet, op, txn, seq, request } => self.write_intent_if_live(tablet, op, txn, seq, request),

@@ -139,3 +139,15 @@ UPDATE wb SET v = 'z' WHERE id % 2 = 0;
 SELECT v, count(*) FROM wb GROUP BY v ORDER BY v;
 RESET pinax.write_buffer_size;
 DROP TABLE wb;
+-- pinax_tablets: a table's tablets and its indexes' (key intervals in hex, leader,
+-- replicas, bytes on disk); the intervals of each relation cover every key once.
+CREATE TABLE tabs (id int PRIMARY KEY, v text) WITH (pinax.sharding = 'range', pinax.split_at = '10,20');
+CREATE INDEX tabs_v ON tabs (v);
+INSERT INTO tabs SELECT g, 'v' || g FROM generate_series(1, 30) g;
+SELECT relation, count(*) AS tablets, bool_and(leader IS NOT NULL) AS led, bool_and(cardinality(replicas) = 1) AS one_replica,
+  bool_and(approximate_bytes >= 0) AS sized, count(*) FILTER (WHERE start_key = '') AS first, count(*) FILTER (WHERE end_key IS NULL) AS last
+  FROM pinax_tablets('tabs') GROUP BY relation ORDER BY relation::text;
+SELECT count(*) AS gaps FROM (SELECT end_key, lead(start_key) OVER (PARTITION BY relation ORDER BY start_key) AS next FROM pinax_tablets('tabs')) s
+  WHERE end_key IS DISTINCT FROM next;
+SELECT * FROM pinax_tablets('pg_class');
+DROP TABLE tabs;

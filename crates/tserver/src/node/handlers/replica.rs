@@ -145,6 +145,14 @@ impl<F: EngineFactory> Node<F> {
         }
     }
 
+    /// `TabletStats`, at a node holding a replica.
+    pub(in crate::node) fn tablet_stats(&self, tablet: TabletId) -> Result<Response, RpcError> {
+        let g = self.replica_group(tablet)?;
+        let engine = self.engines.lock().get(&tablet).and_then(|w| w.upgrade());
+        let approximate_bytes = engine.map_or(0, |e| pinax_engine::KvEngine::stats(&*e).approximate_bytes);
+        Ok(Response::TabletStats { approximate_bytes, leader: g.group.leader(), voters: g.group.voters() })
+    }
+
     /// `GroupMembers`, at the tablet's leader.
     pub(in crate::node) fn group_members(&self, tablet: TabletId) -> Result<Response, RpcError> {
         let g = self.replica_group(tablet)?;

@@ -15,9 +15,9 @@
 
 use super::meta_for;
 use crate::error;
-use crate::meta::{enforced_unique, secondary_key, IndexMeta};
 #[cfg(doc)]
 use crate::meta::secondary_entry;
+use crate::meta::{enforced_unique, secondary_key, IndexMeta};
 use crate::scan::Pager;
 use crate::state;
 use crate::violation::{self, OrRaiseFlush};

@@ -7,9 +7,9 @@
 
 use super::fetch::fetch_version;
 use super::meta_of;
+use crate::am::index::insert::entry_deletes;
 use crate::error;
 use crate::guc;
-use crate::am::index::insert::entry_deletes;
 use crate::meta::{self, pk_key, secondary_entry, secondary_key, TableMeta};
 use crate::state;
 use crate::tid::Origin;
