@@ -257,6 +257,9 @@ unsafe extern "C-unwind" fn process_utility(
                 }
             }
         }
+        if meta::pinax_am_oid() != 0 {
+            super::maintenance::refuse_index_tablespace_moves(node);
+        }
         if is_tag(node, pg_sys::NodeTag::T_ClusterStmt) && meta::pinax_am_oid() != 0 && super::maintenance::cluster(node.cast()) {
             return;
         }

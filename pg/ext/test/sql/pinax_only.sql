@@ -150,4 +150,13 @@ SELECT relation, count(*) AS tablets, bool_and(leader IS NOT NULL) AS led, bool_
 SELECT count(*) AS gaps FROM (SELECT end_key, lead(start_key) OVER (PARTITION BY relation ORDER BY start_key) AS next FROM pinax_tablets('tabs')) s
   WHERE end_key IS DISTINCT FROM next;
 SELECT * FROM pinax_tablets('pg_class');
+-- Moving a Pinax table's index to a tablespace is refused (0A000; the index
+-- would lose its entries) and the index keeps working; a table's move to the
+-- tablespace it is in does nothing (to another one: 0A000 as well).
+ALTER TABLE tabs SET TABLESPACE pg_default;
+ALTER INDEX tabs_v SET TABLESPACE pg_default;
+ALTER INDEX ALL IN TABLESPACE pg_default SET TABLESPACE pg_default;
+SET enable_seqscan = off;
+SELECT id FROM tabs WHERE v = 'v7';
+RESET enable_seqscan;
 DROP TABLE tabs;
