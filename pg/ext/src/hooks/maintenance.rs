@@ -84,14 +84,22 @@ pub unsafe fn refuse_index_tablespace_moves(node: *mut pg_sys::Node) {
         const REFUSED: &str = "ALTER INDEX SET TABLESPACE is not supported on indexes of Pinax tables";
         if (*node).type_ == pg_sys::NodeTag::T_AlterTableStmt {
             let stmt = node as *mut pg_sys::AlterTableStmt;
-            let moves = crate::pg_list::list_ptrs::<pg_sys::AlterTableCmd>((*stmt).cmds)
-                .into_iter()
-                .any(|c| (*c).subtype == pg_sys::AlterTableType::AT_SetTableSpace);
+            let moves =
+                crate::pg_list::list_ptrs::<pg_sys::AlterTableCmd>((*stmt).cmds).into_iter().any(|c| (*c).subtype == pg_sys::AlterTableType::AT_SetTableSpace);
             if !moves || (*stmt).relation.is_null() {
                 return;
             }
-            let relid = pg_sys::RangeVarGetRelidExtended((*stmt).relation, pg_sys::NoLock as pg_sys::LOCKMODE, pg_sys::RVROption::RVR_MISSING_OK, None, std::ptr::null_mut());
-            if relid != pg_sys::InvalidOid && pg_sys::get_rel_relkind(relid) as u8 == pg_sys::RELKIND_INDEX && is_pinax_relid(pg_sys::IndexGetRelation(relid, true)) {
+            let relid = pg_sys::RangeVarGetRelidExtended(
+                (*stmt).relation,
+                pg_sys::NoLock as pg_sys::LOCKMODE,
+                pg_sys::RVROption::RVR_MISSING_OK,
+                None,
+                std::ptr::null_mut(),
+            );
+            if relid != pg_sys::InvalidOid
+                && pg_sys::get_rel_relkind(relid) as u8 == pg_sys::RELKIND_INDEX
+                && is_pinax_relid(pg_sys::IndexGetRelation(relid, true))
+            {
                 crate::error::not_supported(REFUSED);
             }
         } else if (*node).type_ == pg_sys::NodeTag::T_AlterTableMoveAllStmt {
