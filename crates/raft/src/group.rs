@@ -83,6 +83,10 @@ pub enum GroupError {
     /// The group was shut down (its replica is being dropped or the node closes).
     #[error("this replica was closed")]
     Stopped,
+    /// A leadership or membership change that cannot be made now (the target has
+    /// not caught up, is no voter, another change is under way); the group is fine.
+    #[error("{0}")]
+    Refused(String),
 }
 
 /// How long a write waits to be committed.
@@ -781,6 +785,7 @@ impl RaftGroup {
                 None => voter_nodes(self.metrics.borrow().membership_config.membership()),
             }),
             Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_)))) => Err(self.not_leader()),
+            Ok(Err(RaftError::APIError(e))) => Err(GroupError::Refused(e.to_string())),
             Ok(Err(e)) => Err(fatal(e)),
         }
     }
@@ -831,11 +836,11 @@ impl RaftGroup {
         let membership = m.membership_config.membership();
         let addr = match membership.get_node(&to) {
             Some(n) if to != self.node_id && membership.voter_ids().any(|v| v == to) => n.addr.clone(),
-            _ => return Err(GroupError::Fatal(format!("node {to} is not another voter of group {}", self.group))),
+            _ => return Err(GroupError::Refused(format!("node {to} is not another voter of group {}", self.group))),
         };
         let matched = m.replication.as_ref().and_then(|r| r.get(&to).cloned().flatten()).map(|l| l.index);
         if matched != m.last_log_index {
-            return Err(GroupError::Fatal(format!("node {to} has not caught up ({matched:?} of {:?})", m.last_log_index)));
+            return Err(GroupError::Refused(format!("node {to} has not caught up ({matched:?} of {:?})", m.last_log_index)));
         }
         *self.handover.lock() = Some(Handover { until: Instant::now() + HANDOVER, to, term: m.current_term });
         Ok(addr)

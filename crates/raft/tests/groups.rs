@@ -256,7 +256,7 @@ fn concurrent_writes_share_entries_and_keep_their_request_ids() {
 #[test]
 fn leadership_is_handed_over_to_a_chosen_follower() {
     let Group3 { rt: _rt, router: _router, replicas, mut leader } = three_replicas();
-    assert!(matches!(replicas[&leader].group.hand_over(9), Err(GroupError::Fatal(_))), "not a voter");
+    assert!(matches!(replicas[&leader].group.hand_over(9), Err(GroupError::Refused(_))), "not a voter");
     replicas[&leader].group.leader_term().unwrap();
     for round in 0..4 {
         replicas[&leader].group.replicate(put(&format!("k{round}"))).unwrap();

@@ -31,6 +31,8 @@ pub(crate) fn group_err(tablet_id: TabletId, e: GroupError) -> TabletError {
         GroupError::Timeout => TabletError::Unavailable { tablet_id, message: GroupError::Timeout.to_string() },
         // A replica closing (dropped after a move): another replica serves.
         GroupError::Stopped => TabletError::Unavailable { tablet_id, message: GroupError::Stopped.to_string() },
+        // A change refused for now (the group is fine): the caller may try again.
+        GroupError::Refused(message) => TabletError::Unavailable { tablet_id, message },
         other => TabletError::Engine(pinax_engine::Error::Other(format!("tablet {}: {other}", tablet_id.0))),
     }
 }
