@@ -536,6 +536,50 @@ fn recorded_cf_option(dir: &std::path::Path, cf: &str, name: &str) -> Option<Str
 // ---------------------------------------------------------------------------
 // engines of one store
 
+/// A tablet's middle key by size (for a split): between 30% and 70% of its rows
+/// below it, for sequential keys and for hash-led ones (of other lengths and
+/// values), with neighbours on both sides in the store; none for an engine
+/// without rows or with a single key.
+#[test]
+fn the_approximate_middle_key_halves_an_engines_rows() {
+    let (_dir, store, engines) = store_with(&[3, 4, 5]);
+    // Values that do not compress (a file's data, not its index, is most of it).
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut value = || {
+        (0..300)
+            .map(|_| {
+                seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+                (seed >> 56) as u8
+            })
+            .collect::<Vec<u8>>()
+    };
+    let hashed = |i: u32| {
+        let h = (i.wrapping_mul(2_654_435_761) >> 16) as u16;
+        let mut k = h.to_be_bytes().to_vec();
+        k.extend_from_slice(&key(i));
+        k
+    };
+    for i in 0..5000 {
+        put(&engines[0], Cf::Regular, &key(i), &value(), false);
+        put(&engines[1], Cf::Regular, &hashed(i), &value(), false);
+        put(&engines[2], Cf::Regular, &key(i), &value(), false);
+    }
+    store.flush().unwrap();
+    let empty = store.engine(KeySpace::of_id(7), None, None).unwrap();
+    assert_eq!(empty.approximate_middle_key(), None, "an engine with no rows");
+    for e in &engines[..2] {
+        let keys = all_keys(e, Cf::Regular, IterOptions::default());
+        let mid = e.approximate_middle_key().expect("a middle key");
+        assert!(keys.contains(&mid), "the middle is a key of the engine");
+        let below = keys.iter().filter(|k| **k < mid).count();
+        assert!((1500..=3500).contains(&below), "{below} of 5000 rows below the middle key");
+    }
+    let (_d, store2, one) = store_with(&[9]);
+    put(&one[0], Cf::Regular, b"only", &value(), false);
+    store2.flush().unwrap();
+    assert_eq!(one[0].approximate_middle_key(), None, "one key cannot be split");
+}
+
 fn store_with(ids: &[u64]) -> (tempfile::TempDir, RocksStore, Vec<RocksEngine>) {
     let dir = tempfile::tempdir().unwrap();
     let store = RocksStore::open(dir.path(), &small_config()).unwrap();

@@ -173,6 +173,55 @@ impl RocksEngine {
         &self.store.inner.db
     }
 
+    /// A row key near the middle of this engine's rows by bytes on disk: where a
+    /// tablet splits into two halves of about equal size without reading its rows.
+    /// Bisects RocksDB's approximate sizes (flushed files of [`Cf::Regular`],
+    /// index look-ups, no data read) between the engine's first and last keys,
+    /// then takes the first key at or after the point found. `None` when the
+    /// files hold nothing of the engine, or no key follows its first one.
+    pub fn approximate_middle_key(&self) -> Option<Vec<u8>> {
+        const CF: Cf = Cf::Regular;
+        let prefix = self.space.prefix(CF);
+        let snap = self.snapshot();
+        let mut it = snap.iter(CF, IterOptions::default());
+        it.seek_to_first();
+        let first = it.valid().ok()?.then(|| it.key().to_vec())?;
+        it.seek_to_last();
+        let last = it.valid().ok()?.then(|| it.key().to_vec())?;
+        // Up to the last key, not the interval's end: a file's index and filter
+        // blocks sit past its last key and would count as the top's.
+        let (lower, end) = (concat(prefix, &first), concat(prefix, &last));
+        let size = |a: &[u8], b: &[u8]| self.db().get_approximate_sizes_cf(self.cf(CF), &[rocksdb::Range::new(a, b)]).first().copied().unwrap_or(0);
+        let total = size(&lower, &end);
+        if total == 0 {
+            return None;
+        }
+        // Keys as numbers: the 8 bytes after the interval's common prefix.
+        let common = lower.iter().zip(&end).take_while(|(a, b)| a == b).count();
+        let number = |k: &[u8]| {
+            let mut b = [0u8; 8];
+            for (i, x) in k.iter().skip(common).take(8).enumerate() {
+                b[i] = *x;
+            }
+            u64::from_be_bytes(b)
+        };
+        let key_at = |n: u64| concat(&lower[..common], &n.to_be_bytes());
+        let (mut lo, mut hi) = (number(&lower), number(&end));
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            if size(&lower, &key_at(mid)) * 2 < total {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        let point = key_at(hi);
+        let from = point.strip_prefix(prefix)?;
+        it.seek(from);
+        let found = it.valid().ok()?.then(|| it.key().to_vec())?;
+        (found > first).then_some(found)
+    }
+
     fn cf(&self, cf: Cf) -> &ColumnFamily {
         handle(self.db(), cf)
     }
