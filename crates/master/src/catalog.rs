@@ -363,26 +363,21 @@ impl<E: KvEngine> Catalog<E> {
     /// replica moved off a dead node; the leader becomes `new` if it was `old`), or
     /// without `old` add `new` (an under-replicated tablet got a replica).
     pub fn move_replica(&self, name: &str, tablet: TabletId, old: Option<&str>, new: &str) -> Result<TableInfo, CatalogError> {
-        let mut st = self.lock()?;
-        let mut t = st.tables.get(name).cloned().ok_or_else(|| CatalogError::NotFound(name.to_string()))?;
-        let ti = t.tablets.iter_mut().find(|ti| ti.id == tablet).ok_or_else(|| CatalogError::Invalid(format!("table {name} has no tablet {}", tablet.0)))?;
-        match old {
-            Some(old) => {
-                for r in ti.replicas.iter_mut().filter(|r| *r == old) {
-                    *r = new.to_string();
+        self.change_tablet(name, tablet, |ti| {
+            match old {
+                Some(old) => {
+                    for r in ti.replicas.iter_mut().filter(|r| *r == old) {
+                        *r = new.to_string();
+                    }
+                    if ti.leader == old {
+                        ti.leader = new.to_string();
+                    }
                 }
-                if ti.leader == old {
-                    ti.leader = new.to_string();
-                }
+                None if !ti.replicas.iter().any(|r| r == new) => ti.replicas.push(new.to_string()),
+                None => {}
             }
-            None if !ti.replicas.iter().any(|r| r == new) => ti.replicas.push(new.to_string()),
-            None => {}
-        }
-        let mut b = OwnedBatch::new();
-        b.put(Cf::Regular, &table_key(name), &encode_table(&t));
-        self.write(&mut st, b)?;
-        st.tables.insert(name.to_string(), t.clone());
-        Ok(t)
+            true
+        })
     }
 
     /// Record tablet `tablet` of table `name` as replicated on `replicas` (RPC
@@ -393,15 +388,26 @@ impl<E: KvEngine> Catalog<E> {
         if replicas.is_empty() {
             return Err(CatalogError::Invalid(format!("tablet {} of table {name} cannot have no replicas", tablet.0)));
         }
+        self.change_tablet(name, tablet, |ti| {
+            if ti.replicas == replicas {
+                return false;
+            }
+            ti.replicas = replicas.to_vec();
+            if !replicas.contains(&ti.leader) {
+                ti.leader = replicas[0].clone();
+            }
+            true
+        })
+    }
+
+    /// Change tablet `tablet` of table `name` with `change` and persist the table
+    /// if it says it changed something; the table as it is after.
+    fn change_tablet(&self, name: &str, tablet: TabletId, change: impl FnOnce(&mut TabletInfo) -> bool) -> Result<TableInfo, CatalogError> {
         let mut st = self.lock()?;
         let mut t = st.tables.get(name).cloned().ok_or_else(|| CatalogError::NotFound(name.to_string()))?;
         let ti = t.tablets.iter_mut().find(|ti| ti.id == tablet).ok_or_else(|| CatalogError::Invalid(format!("table {name} has no tablet {}", tablet.0)))?;
-        if ti.replicas == replicas {
+        if !change(ti) {
             return Ok(t);
-        }
-        ti.replicas = replicas.to_vec();
-        if !replicas.contains(&ti.leader) {
-            ti.leader = replicas[0].clone();
         }
         let mut b = OwnedBatch::new();
         b.put(Cf::Regular, &table_key(name), &encode_table(&t));

@@ -392,11 +392,6 @@ impl RaftGroup {
         let net = Network { transport, group, io: io.clone() };
         let rt = GroupRuntime::new().map_err(|e| GroupError::Fatal(format!("starting the group's runtime: {e}")))?;
         let raft = rt.block_on(Raft::new(node_id, config(timing), net.clone(), log, sm)).map_err(fatal)?;
-        if crate::trace_on() {
-            let m = raft.metrics().borrow().clone();
-            let membership = m.membership_config.membership().to_string();
-            tracing::debug!(target: "pinax_trace", group, vote = %m.vote, last_log = ?m.last_log_index, applied = ?m.last_applied, membership, "group started");
-        }
         let (stop, stopped) = tokio::sync::oneshot::channel();
         let handover = Arc::new(Mutex::new(None));
         let hold = Hold::new(raft.clone(), group, node_id, rt.quiescence().clone());

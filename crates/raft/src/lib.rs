@@ -205,8 +205,9 @@ impl Default for RaftTiming {
 }
 
 /// Whether the consensus trace is on (`RUST_LOG=…,pinax_trace=debug`, the
-/// target of the node's transaction trace): vote requests served, membership
-/// entries applied, snapshots sent and installed, each with its group. Elections
+/// target of the node's transaction trace): each group's log as opened (vote,
+/// last and purged ids), vote requests served, membership entries applied,
+/// snapshots sent and installed, each with its group. Elections
 /// and membership changes are rare, so it costs nothing when nothing happens.
 pub(crate) fn trace_on() -> bool {
     tracing::enabled!(target: "pinax_trace", tracing::Level::DEBUG)

@@ -213,6 +213,10 @@ impl<E: KvEngine> LogStore<E> {
         let store = LogStore { backend, cached: Arc::default() };
         let last_purged = store.get_id(PURGED_KEY, ErrorSubject::Logs)?;
         let last_log = store.last_entry()?.or(last_purged);
+        if crate::trace_on() {
+            let vote = store.get_raw(VOTE_KEY, ErrorSubject::Vote)?.and_then(|b| decode::<Vote>(&b).ok());
+            tracing::debug!(target: "pinax_trace", group, ?vote, ?last_log, ?last_purged, "raft log opened");
+        }
         *store.cached.lock() = Cached { last_purged, last_log, ..Cached::default() };
         Ok(store)
     }

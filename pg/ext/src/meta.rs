@@ -59,6 +59,10 @@ pub struct TableMeta {
     /// Some secondary index is an exclusion constraint's: rows written are
     /// remembered with their TIDs for its checks (`Backend::note_excl_row`).
     pub exclusion: bool,
+    /// Some secondary index is a deferrable unique constraint's: the versions
+    /// its rows' updates and deletes replace are tracked by row key
+    /// (`TidMap::track_rows`) for the constraint's recheck.
+    pub deferrable_unique: bool,
     /// What an update of some columns adds to what it depends on (made on first
     /// use by `am/table/modify.rs`; DDL changing indexes or constraints invalidates the
     /// whole entry).
@@ -259,8 +263,20 @@ pub unsafe fn table_meta(rel: pg_sys::Relation) -> Result<Rc<TableMeta>, ClientE
             g.get()
         });
         let exclusion = secondary.iter().any(|i| i.exclusion);
-        let meta =
-            Rc::new(TableMeta { generation, relid, relnode, storage, hashed, pk, secondary, others, exclusion, patch_rules: std::cell::OnceCell::new() });
+        let deferrable_unique = secondary.iter().any(|i| i.deferrable);
+        let meta = Rc::new(TableMeta {
+            generation,
+            relid,
+            relnode,
+            storage,
+            hashed,
+            pk,
+            secondary,
+            others,
+            exclusion,
+            deferrable_unique,
+            patch_rules: std::cell::OnceCell::new(),
+        });
         TABLES.with(|t| t.borrow_mut().insert(relid, meta.clone()));
         Ok(meta)
     }

@@ -32,6 +32,7 @@
 use crate::ddl;
 use crate::error::{self, OrRaise};
 use crate::guc;
+use crate::meta::relid_named;
 use crate::state;
 use pgrx::{pg_guard, pg_sys, PgSqlErrorCode};
 use pinax_proto::{Request, Response, SequenceOp};
@@ -378,13 +379,7 @@ pub unsafe fn before_utility(node: *mut pg_sys::Node) {
         if !(*stmt).is_from || (*stmt).relation.is_null() {
             return;
         }
-        let relid = pg_sys::RangeVarGetRelidExtended(
-            (*stmt).relation,
-            pg_sys::NoLock as pg_sys::LOCKMODE,
-            pg_sys::RVROption::RVR_MISSING_OK,
-            None,
-            std::ptr::null_mut(),
-        );
+        let relid = relid_named((*stmt).relation);
         if relid.to_u32() == 0 {
             return;
         }
@@ -503,13 +498,7 @@ pub unsafe fn after_utility(node: *mut pg_sys::Node) {
                 let Some(value) = restart else {
                     return;
                 };
-                let relid = pg_sys::RangeVarGetRelidExtended(
-                    (*stmt).sequence,
-                    pg_sys::NoLock as pg_sys::LOCKMODE,
-                    pg_sys::RVROption::RVR_MISSING_OK,
-                    None,
-                    std::ptr::null_mut(),
-                );
+                let relid = relid_named((*stmt).sequence);
                 if relid.to_u32() != 0 {
                     restart_sequence(relid, value);
                 }
@@ -522,8 +511,7 @@ pub unsafe fn after_utility(node: *mut pg_sys::Node) {
                 }
                 for i in 0..(*rels).length as usize {
                     let rv = (*(*rels).elements.add(i)).ptr_value as *mut pg_sys::RangeVar;
-                    let relid =
-                        pg_sys::RangeVarGetRelidExtended(rv, pg_sys::NoLock as pg_sys::LOCKMODE, pg_sys::RVROption::RVR_MISSING_OK, None, std::ptr::null_mut());
+                    let relid = relid_named(rv);
                     if relid.to_u32() == 0 {
                         continue;
                     }

@@ -89,13 +89,7 @@ pub unsafe fn refuse_index_tablespace_moves(node: *mut pg_sys::Node) {
             if !moves || (*stmt).relation.is_null() {
                 return;
             }
-            let relid = pg_sys::RangeVarGetRelidExtended(
-                (*stmt).relation,
-                pg_sys::NoLock as pg_sys::LOCKMODE,
-                pg_sys::RVROption::RVR_MISSING_OK,
-                None,
-                std::ptr::null_mut(),
-            );
+            let relid = relid_named((*stmt).relation);
             if relid != pg_sys::InvalidOid
                 && pg_sys::get_rel_relkind(relid) as u8 == pg_sys::RELKIND_INDEX
                 && is_pinax_relid(pg_sys::IndexGetRelation(relid, true))

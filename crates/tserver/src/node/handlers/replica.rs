@@ -129,7 +129,7 @@ impl<F: EngineFactory> Node<F> {
         let mut ti = ti.clone();
         let mine = self.groups.read().get(&ti.id).cloned();
         let answer = match mine {
-            Some(g) if g.group.leads_now() => g.group.confirmed_members().map(Response::Members).map_err(|e| tablet_err(crate::replica::group_err(ti.id, e))),
+            Some(g) if g.group.leads_now() => self.group_members(ti.id),
             _ => {
                 for addr in mine.map(|g| g.group.member_addrs()).unwrap_or_default() {
                     if !ti.replicas.contains(&addr) {

@@ -95,9 +95,7 @@ pub(super) unsafe extern "C-unwind" fn aminsert(
                         if !speculative && im.deferrable {
                             // A deferred constraint's duplicate: found by scans now,
                             // checked at COMMIT (see the module docs).
-                            let mut dup = key;
-                            dup.extend_from_slice(&row_key);
-                            state::with(|b| b.push(cid, &im.storage, WriteOp::put(dup, row_key))).or_raise();
+                            state::with(|b| b.push(cid, &im.storage, WriteOp::put(deferred_entry(&key, &row_key), row_key))).or_raise();
                         }
                         false
                     }
@@ -118,10 +116,8 @@ pub(super) unsafe extern "C-unwind" fn aminsert(
                         // The key is free: this row's entry moves to it (from its
                         // deferred duplicate entry, if it has one). Insert-if-absent:
                         // a key another transaction took meanwhile is a violation.
-                        let mut dup = key.clone();
-                        dup.extend_from_slice(&row_key);
                         state::with(|b| {
-                            b.push(cid, &im.storage, WriteOp::delete(dup))?;
+                            b.push(cid, &im.storage, WriteOp::delete(deferred_entry(&key, &row_key)))?;
                             b.push(cid, &im.storage, WriteOp::insert(key, row_key))?;
                             b.flush()
                         })
@@ -145,6 +141,15 @@ pub(super) unsafe extern "C-unwind" fn aminsert(
     }
 }
 
+/// Row `row_key`'s deferred duplicate entry for unique key `key` (see the
+/// module docs): the key followed by the row key.
+fn deferred_entry(key: &[u8], row_key: &[u8]) -> Vec<u8> {
+    let mut e = Vec::with_capacity(key.len() + row_key.len());
+    e.extend_from_slice(key);
+    e.extend_from_slice(row_key);
+    e
+}
+
 /// The row key index `im`'s entry at `key` names, as this transaction sees it
 /// (its own writes included).
 ///
@@ -156,10 +161,11 @@ unsafe fn entry_owner(im: &IndexMeta, key: &[u8]) -> Option<Vec<u8>> {
 }
 
 /// The writes that take row `row_key`'s entry `entry` (its key in index `im`
-/// and whether it is enforced-unique, [`secondary_entry`]) out of the index. An enforced-unique key of a deferrable
-/// constraint's index may be another row's (this row then holds a deferred
-/// duplicate entry, see the module docs): the key's own entry goes only if it
-/// is this row's, the deferred one in any case.
+/// and whether it is enforced-unique, [`secondary_entry`]) out of the index.
+/// An enforced-unique key of a deferrable constraint's index may be another
+/// row's (this row then holds a deferred duplicate entry, see the module
+/// docs): the key's own entry goes only if it is this row's, the deferred one
+/// in any case.
 ///
 /// # Safety
 /// Calls into PostgreSQL: only in a backend, where its errors can be raised.
@@ -169,9 +175,7 @@ pub(crate) unsafe fn entry_deletes(im: &IndexMeta, (entry, enforced): (Vec<u8>, 
         if !im.deferrable || !enforced {
             return vec![WriteOp::delete(entry)];
         }
-        let mut dup = entry.clone();
-        dup.extend_from_slice(row_key);
-        let mut ops = vec![WriteOp::delete(dup)];
+        let mut ops = vec![WriteOp::delete(deferred_entry(&entry, row_key))];
         if entry_owner(im, &entry).as_deref() == Some(row_key) {
             ops.push(WriteOp::delete(entry));
         }

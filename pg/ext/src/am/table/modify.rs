@@ -334,7 +334,7 @@ pub(super) unsafe extern "C-unwind" fn tuple_delete(
         state::with(|b| {
             b.last_cid = cid;
             b.unchanged.clear();
-            if m.secondary.iter().any(|im| im.deferrable) {
+            if m.deferrable_unique {
                 b.tids.track_rows(m.relid);
             }
             b.tids.supersede(&*tid, cid);
@@ -494,7 +494,7 @@ pub(super) unsafe extern "C-unwind" fn tuple_update(
             if b.spec_cid == Some(cid) {
                 b.spec_rows.insert((m.relid, new_key.clone()), cid);
             }
-            if m.secondary.iter().any(|im| im.deferrable) {
+            if m.deferrable_unique {
                 b.tids.track_rows(m.relid);
             }
             b.tids.supersede(&*otid, cid);
