@@ -2491,3 +2491,87 @@ fn writes_after_a_transactions_own_deletion_of_every_row() {
     assert_eq!((w.get_at("a", w.now()).as_deref(), w.get_at("c", w.now()).as_deref()), (Some("new"), Some("33")));
     assert_eq!(w.get_at("a", commit.decremented()).as_deref(), Some("1"));
 }
+
+/// A replica's log that is behind: batches replicated while `lagging` are
+/// committed by the other replicas but not yet applied here; they are applied
+/// when the replica next proves its leadership ([`Replicator::leader_term`], as
+/// a new Raft leader applies its predecessors' entries before it decides).
+#[derive(Default)]
+struct LaggingLog {
+    inner: Option<pinax_tablet::DirectWrite<MemEngine>>,
+    behind: parking_lot::Mutex<Vec<(HybridTime, pinax_engine::OwnedBatch, u128)>>,
+    lagging: std::sync::atomic::AtomicBool,
+    term: std::sync::atomic::AtomicU64,
+}
+
+impl LaggingLog {
+    fn inner(&self) -> &pinax_tablet::DirectWrite<MemEngine> {
+        self.inner.as_ref().expect("a log over an engine")
+    }
+    /// A new term begins here: later batches are applied at once.
+    fn new_term(&self) {
+        self.lagging.store(false, std::sync::atomic::Ordering::SeqCst);
+        self.term.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl pinax_tablet::Replicator for LaggingLog {
+    fn replicate(&self, ht: HybridTime, batch: pinax_engine::OwnedBatch, request: u128) -> pinax_tablet::Result<()> {
+        if self.lagging.load(std::sync::atomic::Ordering::SeqCst) {
+            self.behind.lock().push((ht, batch, request));
+            return Ok(());
+        }
+        self.inner().replicate(ht, batch, request)
+    }
+    fn applied_request(&self, request: u128) -> Option<HybridTime> {
+        self.inner().applied_request(request)
+    }
+    fn leader_term(&self) -> pinax_tablet::Result<u64> {
+        for (ht, batch, request) in std::mem::take(&mut *self.behind.lock()) {
+            self.inner().replicate(ht, batch, request)?;
+        }
+        Ok(self.term.load(std::sync::atomic::Ordering::SeqCst))
+    }
+    fn leads_now(&self) -> bool {
+        true
+    }
+    fn read_barrier(&self) -> pinax_tablet::Result<u64> {
+        self.leader_term()
+    }
+}
+
+#[test]
+fn a_new_leader_resolves_intents_it_has_not_applied_yet() {
+    // Regression (the netns bank test, read committed: a transfer's credit was
+    // lost): a replica that had just become leader was asked to apply a committed
+    // transaction's intents before it had applied the entry that wrote them. It
+    // listed the intents from its engine first and proved its leadership (which
+    // catches the state machine up) after, so it found none, answered "done", and
+    // the status tablet forgot the transaction: the intent was later read as
+    // aborted.
+    let w = World::new();
+    let engine = Arc::new(MemEngine::new());
+    let log = Arc::new(LaggingLog { inner: Some(pinax_tablet::DirectWrite::new(engine.clone(), false)), term: 1.into(), ..Default::default() });
+    let part = Partition { start: vec![], end: None };
+    let t = Tablet::open_replicated(TabletId(9), engine, log.clone(), w.clock.clone(), part, HistoryCutoff::default()).unwrap();
+    let resolver = w.resolver();
+    t.write_fast(1, &[WriteOp::put("a", "old")], None, &resolver).unwrap();
+    let txn = tid(93);
+    w.status.create(txn).unwrap();
+    log.lagging.store(true, std::sync::atomic::Ordering::SeqCst);
+    t.write_intents(2, txn, 1, w.now(), &[WriteOp::put("a", "new")], &resolver).unwrap();
+    let commit = w.status.commit(txn, vec![TabletId(9)]).unwrap();
+    log.new_term();
+    assert_eq!(t.apply_intents(txn, commit).unwrap(), 1, "the intent written in the earlier term is applied");
+    assert_eq!(t.read(ReadContext::at(w.now()), b"a", &resolver).unwrap(), Some(b"new".to_vec()));
+    assert!(t.txns_with_intents().unwrap().is_empty());
+    // An abort likewise removes intents the replica had not applied yet.
+    let txn = tid(94);
+    w.status.create(txn).unwrap();
+    log.lagging.store(true, std::sync::atomic::Ordering::SeqCst);
+    t.write_intents(3, txn, 1, w.now(), &[WriteOp::put("b", "x")], &resolver).unwrap();
+    w.status.abort(txn, vec![TabletId(9)]).unwrap();
+    log.new_term();
+    assert_eq!(t.remove_intents(txn).unwrap(), 1);
+    assert!(t.txns_with_intents().unwrap().is_empty());
+}

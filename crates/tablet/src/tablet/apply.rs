@@ -348,6 +348,11 @@ impl<E: KvEngine> Tablet<E> {
     /// larger than one entry, or its deletion of every row is among them): the
     /// caller resolves it drained.
     pub(super) fn finish_txn_keyed(&self, txn: TxnId, commit_ht: Option<HybridTime>) -> Result<Option<usize>> {
+        // Leadership first: a replica that has just become leader may not have
+        // applied its predecessors' entries yet (proving leadership catches it up),
+        // and the keys are read from its engine: read before, an intent written in
+        // an earlier term would be missed and the transaction taken as resolved.
+        self.log.leader_term()?;
         let Some(keys) = self.intent_keys(txn, FINISH_KEYED_MAX_KEYS)? else {
             return Ok(None);
         };
