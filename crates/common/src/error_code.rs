@@ -50,6 +50,9 @@ pub enum ErrorCode {
     /// The peer may not make this request (a client certificate asking for
     /// data, a process without one asking for anything but to join) (42501).
     PermissionDenied = 36,
+    /// A DDL statement could not take its table locks on another SQL node in
+    /// time (55P03 lock_not_available).
+    LockNotAvailable = 37,
 }
 
 impl ErrorCode {
@@ -92,6 +95,7 @@ impl ErrorCode {
             ErrorCode::Cancelled => "57014",
             ErrorCode::DiskFull => "53100",
             ErrorCode::PermissionDenied => "42501",
+            ErrorCode::LockNotAvailable => "55P03",
         }
     }
 }

@@ -41,7 +41,8 @@ const NEXT_NODE_ID: &[u8] = b"next_node_id";
 const ALIAS_PREFIX: &[u8] = b"a/";
 const DDL_PREFIX: &[u8] = b"d/";
 const DDL_KIND: u8 = b'D';
-const DDL_VERSION: u8 = 1;
+/// v2 added `DdlEntry::lock`; v1 entries (without it) are still read.
+const DDL_VERSION: u8 = 2;
 const SEQUENCE_PREFIX: &[u8] = b"s/";
 const NODE_PREFIX: &[u8] = b"n/";
 
@@ -109,6 +110,34 @@ pub(crate) fn decode_record<T: serde::de::DeserializeOwned>(kind: u8, version: u
     Ok(v)
 }
 
+/// A DDL log entry as written before `DdlEntry::lock` (record version 1).
+#[derive(serde::Deserialize)]
+struct DdlEntryV1 {
+    seq: u64,
+    origin: u64,
+    database: String,
+    user: String,
+    search_path: String,
+    statements: Vec<pinax_proto::DdlStatement>,
+}
+
+/// A DDL log entry record, of either version.
+fn decode_ddl_entry(b: &[u8]) -> Result<DdlEntry, CatalogError> {
+    if b.get(1) == Some(&1) {
+        let v: DdlEntryV1 = decode_record(DDL_KIND, 1, b, "DDL log entry")?;
+        return Ok(DdlEntry {
+            seq: v.seq,
+            origin: v.origin,
+            database: v.database,
+            user: v.user,
+            search_path: v.search_path,
+            statements: v.statements,
+            lock: 0,
+        });
+    }
+    decode_record(DDL_KIND, DDL_VERSION, b, "DDL log entry")
+}
+
 pub fn encode_table(t: &TableInfo) -> Vec<u8> {
     encode_record(BLOB_KIND, BLOB_VERSION, t)
 }
@@ -120,6 +149,7 @@ pub fn fuzz_decode(data: &[u8]) {
     let _ = decode_table(data);
     if let [kind, version, rest @ ..] = data {
         let _ = decode_record::<pinax_proto::DdlEntry>(*kind, *version, rest, "fuzz");
+        let _ = decode_ddl_entry(data);
         let _ = decode_record::<TableInfo>(*kind, *version, rest, "fuzz");
     }
 }
@@ -560,7 +590,7 @@ impl<E: KvEngine> Catalog<E> {
         it.seek_to_first();
         let mut out = Vec::new();
         while out.len() < max && it.valid()? {
-            out.push(decode_record(DDL_KIND, DDL_VERSION, it.value(), "DDL log entry")?);
+            out.push(decode_ddl_entry(it.value())?);
             it.next();
         }
         Ok(out)
@@ -795,6 +825,18 @@ mod tests {
     }
 
     #[test]
+    fn ddl_log_entries_written_before_the_lock_field_are_read() {
+        #[derive(serde::Serialize)]
+        struct V1<'a>(u64, u64, &'a str, &'a str, &'a str, Vec<pinax_proto::DdlStatement>);
+        let st = pinax_proto::DdlStatement { sql: "create table a()".into(), names: vec![] };
+        let old = encode_record(DDL_KIND, 1, &V1(7, 2, "db", "u", "public", vec![st.clone()]));
+        let e = decode_ddl_entry(&old).unwrap();
+        assert_eq!((e.seq, e.origin, e.database.as_str(), e.statements, e.lock), (7, 2, "db", vec![st], 0));
+        let new = DdlEntry { seq: 8, origin: 3, database: "d".into(), user: "u".into(), search_path: "p".into(), statements: vec![], lock: 99 };
+        assert_eq!(decode_ddl_entry(&encode_record(DDL_KIND, DDL_VERSION, &new)).unwrap(), new);
+    }
+
+    #[test]
     fn the_ddl_log_numbers_entries_in_order_and_survives_a_restart() {
         let engine = pinax_engine_mem::MemEngine::new();
         let c = Catalog::open(engine.clone()).unwrap();
@@ -805,6 +847,7 @@ mod tests {
             user: "u".into(),
             search_path: "public".into(),
             statements: vec![pinax_proto::DdlStatement { sql: sql.into(), names: vec![("public.t".into(), "n2_t1_2".into())] }],
+            lock: 0,
         };
         assert_eq!(c.append_ddl(entry("create table a()")).unwrap(), 1);
         assert_eq!(c.append_ddl(entry("create table b()")).unwrap(), 2);

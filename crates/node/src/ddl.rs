@@ -18,6 +18,19 @@
 //!
 //! Progress is the last applied sequence number, in `<pgdata>/pinax.ddl_applied`:
 //! next to the catalogs it describes, so a re-created PostgreSQL starts over.
+//!
+//! **DDL locks** (`Request::HoldDdlLock`): a DDL statement on another node's
+//! PostgreSQL first has every SQL node take the PostgreSQL table locks it takes
+//! itself (SHARE for CREATE INDEX, ACCESS EXCLUSIVE for a rewrite, ...), so that
+//! no writer here works on those tables while it changes them. Here each lock is
+//! a session of its own, in a transaction holding `LOCK TABLE`s (taking them waits
+//! for this node's writers to finish, as PostgreSQL's own DDL would). The DDL's
+//! log entry names its lock: applied in that session, then committed, so the
+//! locks go in the same instant the change becomes visible here, and no writer
+//! here ever works with the old definition after the DDL committed. A lock whose
+//! entry never comes goes when its origin says so (`ReleaseDdlLock`, after the
+//! log has been applied as far as it goes) or says it is no longer held
+//! (`DdlLockHeld`, asked every second: a backend or node that died).
 
 use anyhow::{anyhow, Result};
 use parking_lot::Mutex;
@@ -44,7 +57,28 @@ pub struct Replayer {
     client: Mutex<Option<Client>>,
     /// The node's Unix socket, which the client uses when it can.
     socket: Option<PathBuf>,
+    /// DDL locks held here for other nodes' DDL transactions, by lock id.
+    locks: Mutex<HashMap<u128, LockSession>>,
 }
+
+/// A DDL lock held in this node's PostgreSQL: a session in a transaction that
+/// holds the lock's table locks.
+struct LockSession {
+    conn: postgres::Client,
+    database: String,
+    origin_addr: String,
+    /// Relations locked so far, with their modes.
+    held: Vec<(String, String)>,
+    /// When its origin last said it holds the lock (or when it was taken).
+    confirmed: Instant,
+}
+
+/// How long a DDL lock is kept while its origin cannot be reached.
+const ORIGIN_SILENT_FOR: Duration = Duration::from_secs(15);
+
+/// The lock modes of `LOCK TABLE` (anything else in a request is refused).
+const LOCK_MODES: [&str; 8] =
+    ["ACCESS SHARE", "ROW SHARE", "ROW EXCLUSIVE", "SHARE UPDATE EXCLUSIVE", "SHARE", "SHARE ROW EXCLUSIVE", "EXCLUSIVE", "ACCESS EXCLUSIVE"];
 
 /// Why a replay stopped: retry later, or the entry (statement) cannot apply here.
 enum Failure {
@@ -62,7 +96,18 @@ impl Replayer {
         superuser: String,
     ) -> Self {
         let socket = pgdata.parent().and_then(crate::socket_file);
-        Replayer { node_id, rpc_addr, tls, pgdata, pg_port, superuser, state: Mutex::new(HashMap::new()), client: Mutex::new(None), socket }
+        Replayer {
+            node_id,
+            rpc_addr,
+            tls,
+            pgdata,
+            pg_port,
+            superuser,
+            state: Mutex::new(HashMap::new()),
+            client: Mutex::new(None),
+            socket,
+            locks: Mutex::new(HashMap::new()),
+        }
     }
 
     /// This node's client: the one kept, else a new one.
@@ -142,9 +187,14 @@ impl Replayer {
 
     /// Apply one entry; an error means: try again later.
     fn apply(&self, conns: &mut HashMap<String, postgres::Client>, e: &DdlEntry) -> std::result::Result<(), String> {
-        let res = match self.connection(conns, &e.database) {
-            Ok(c) => run_entry(c, e),
-            Err(f) => Err(f),
+        let session = if e.lock != 0 { self.locks.lock().remove(&e.lock) } else { None };
+        let res = match session {
+            // In the lock's session, which commits it: the locks go as the change shows.
+            Some(mut s) => run_entry(&mut s.conn, e, true),
+            None => match self.connection(conns, &e.database) {
+                Ok(c) => run_entry(c, e, false),
+                Err(f) => Err(f),
+            },
         };
         match res {
             Ok(()) => {
@@ -205,8 +255,10 @@ fn classify(e: postgres::Error) -> Failure {
     }
 }
 
-/// Run entry `e` on connection `c`.
-fn run_entry(c: &mut postgres::Client, e: &DdlEntry) -> std::result::Result<(), Failure> {
+/// Run entry `e` on connection `c`; `locked`: `c` is a DDL lock's session, in
+/// its transaction, which the entry's statements join and which commits after
+/// them (rolls back if they cannot apply now).
+fn run_entry(c: &mut postgres::Client, e: &DdlEntry, locked: bool) -> std::result::Result<(), Failure> {
     let set = |c: &mut postgres::Client, name: &str, value: &str, local: bool| {
         c.execute("SELECT set_config($1, $2, $3)", &[&name, &value, &local]).map(|_| ()).map_err(classify)
     };
@@ -217,12 +269,14 @@ fn run_entry(c: &mut postgres::Client, e: &DdlEntry) -> std::result::Result<(), 
     }
     let res = (|| {
         set(c, "search_path", &e.search_path, false)?;
-        if let [only] = e.statements.as_slice() {
+        if let (false, [only]) = (locked, e.statements.as_slice()) {
             // Alone, outside a transaction block (CREATE DATABASE cannot run in one).
             set(c, "pinax.replay_names", &only.encoded_names(), false)?;
             return c.batch_execute(&only.sql).map_err(classify);
         }
-        c.batch_execute("BEGIN").map_err(classify)?;
+        if !locked {
+            c.batch_execute("BEGIN").map_err(classify)?;
+        }
         for st in &e.statements {
             c.batch_execute("SAVEPOINT pinax_replay").map_err(classify)?;
             set(c, "pinax.replay_names", &st.encoded_names(), true)?;
@@ -244,9 +298,132 @@ fn run_entry(c: &mut postgres::Client, e: &DdlEntry) -> std::result::Result<(), 
     res.and(reset)
 }
 
+impl Replayer {
+    /// Take `lock`'s table locks in its session here (a new one for a lock not
+    /// held yet), waiting until `deadline`. A relation this node does not have
+    /// (created by the same transaction, or dropped here) is not locked: nobody
+    /// here can write it. On failure the lock goes altogether (the DDL fails).
+    pub fn hold_lock(&self, lock: &pinax_proto::DdlLock, deadline: Instant) -> std::result::Result<(), String> {
+        match self.postgres() {
+            (true, true) => {}
+            _ => return Ok(()), // no PostgreSQL here (yet): no writer to hold back
+        }
+        if let Some((_, m)) = lock.relations.iter().find(|(_, m)| !LOCK_MODES.contains(&m.as_str())) {
+            return Err(format!("unknown lock mode {m:?}"));
+        }
+        // The log first, as far as it goes: a relation created by earlier DDL is
+        // then here to be locked (best effort: the lock is what matters).
+        let _ = self.apply_upto(u64::MAX, Instant::now() + Duration::from_secs(2));
+        let mut locks = self.locks.lock();
+        let mut session = match locks.remove(&lock.lock) {
+            Some(s) => s,
+            None => {
+                let conn = postgres::Config::new()
+                    .host_path(&self.pgdata)
+                    .port(self.pg_port)
+                    .user(&self.superuser)
+                    .dbname(&lock.database)
+                    .options("-c pinax.replaying=on")
+                    .application_name("pinax ddl lock")
+                    .connect(postgres::NoTls)
+                    .map_err(|e| format!("connecting to PostgreSQL: {e}"))?;
+                LockSession { conn, database: lock.database.clone(), origin_addr: lock.origin_addr.clone(), held: Vec::new(), confirmed: Instant::now() }
+            }
+        };
+        drop(locks);
+        if session.database != lock.database {
+            return Err(format!("DDL lock {} is held in database {}, not {}", lock.lock, session.database, lock.database));
+        }
+        let res = (|| -> std::result::Result<(), postgres::Error> {
+            if session.held.is_empty() {
+                session.conn.batch_execute("BEGIN")?;
+            }
+            for (rel, mode) in &lock.relations {
+                if session.held.iter().any(|(r, m)| r == rel && m == mode) {
+                    continue;
+                }
+                let left = deadline.saturating_duration_since(Instant::now()).as_millis().max(1);
+                session.conn.batch_execute(&format!("SET LOCAL lock_timeout = {left}"))?;
+                // PostgreSQL's own spelling of the name (quoted as needed), if it exists here.
+                let row = session.conn.query_one("SELECT to_regclass($1)::text", &[rel])?;
+                if let Some(name) = row.get::<_, Option<String>>(0) {
+                    session.conn.batch_execute(&format!("LOCK TABLE {name} IN {mode} MODE"))?;
+                }
+                session.held.push((rel.clone(), mode.clone()));
+            }
+            Ok(())
+        })();
+        match res {
+            Ok(()) => {
+                self.locks.lock().insert(lock.lock, session);
+                Ok(())
+            }
+            Err(e) => {
+                let _ = session.conn.batch_execute("ROLLBACK");
+                let why = e.as_db_error().map(|d| format!("{} ({})", d.message(), d.code().code())).unwrap_or_else(|| e.to_string());
+                tracing::warn!(lock = %format!("{:032x}", lock.lock), origin = lock.origin, error = %why, "could not take a DDL lock");
+                Err(why)
+            }
+        }
+    }
+
+    /// Let DDL lock `lock` go: the log is applied first, as far as it goes (an
+    /// entry naming the lock then commits in its session; what is left rolls back).
+    pub fn release_lock(&self, lock: u128) {
+        if !self.locks.lock().contains_key(&lock) {
+            return;
+        }
+        if let Err(e) = self.apply_upto(u64::MAX, Instant::now() + Duration::from_secs(10)) {
+            tracing::warn!(error = %e, "applying the DDL log before letting a DDL lock go");
+        }
+        if let Some(mut s) = self.locks.lock().remove(&lock) {
+            let _ = s.conn.batch_execute("ROLLBACK");
+            tracing::info!(lock = %format!("{lock:032x}"), "DDL lock let go");
+        }
+    }
+
+    /// Let go the DDL locks whose origin no longer holds them (asked once a
+    /// second each), or could not be reached for [`ORIGIN_SILENT_FOR`].
+    fn check_locks(&self) {
+        let due: Vec<(u128, String, Instant)> = self
+            .locks
+            .lock()
+            .iter()
+            .filter(|(_, s)| s.confirmed.elapsed() >= Duration::from_secs(1))
+            .map(|(id, s)| (*id, s.origin_addr.clone(), s.confirmed))
+            .collect();
+        for (id, addr, confirmed) in due {
+            let opts = pinax_client::ClientOptions { tls: self.tls.clone(), ..Default::default() };
+            let held = Client::connect_with(&addr, opts).and_then(|c| c.call(Request::DdlLockHeld { lock: id }));
+            match held {
+                Ok(Response::Held(true)) => {
+                    if let Some(s) = self.locks.lock().get_mut(&id) {
+                        s.confirmed = Instant::now();
+                    }
+                }
+                Ok(_) => {
+                    tracing::info!(lock = %format!("{id:032x}"), origin = %addr, "the origin of a DDL lock no longer holds it");
+                    self.release_lock(id);
+                }
+                Err(e) if confirmed.elapsed() >= ORIGIN_SILENT_FOR => {
+                    tracing::warn!(lock = %format!("{id:032x}"), origin = %addr, error = %e, "the origin of a DDL lock is out of reach; letting it go");
+                    self.release_lock(id);
+                }
+                Err(_) => {}
+            }
+        }
+    }
+}
+
 impl pinax_tserver::DdlApplier for Replayer {
     fn apply_upto(&self, upto: u64, deadline: Instant) -> std::result::Result<(), String> {
         Replayer::apply_upto(self, upto, deadline)
+    }
+    fn hold_lock(&self, lock: &pinax_proto::DdlLock, deadline: Instant) -> std::result::Result<(), String> {
+        Replayer::hold_lock(self, lock, deadline)
+    }
+    fn release_lock(&self, lock: u128) {
+        Replayer::release_lock(self, lock)
     }
 }
 
@@ -270,6 +447,7 @@ pub fn spawn_catch_up(r: std::sync::Arc<Replayer>, stop: std::sync::Arc<std::syn
                     }
                     Err(_) => {}
                 }
+                r.check_locks();
                 std::thread::sleep(Duration::from_secs(1));
             }
         })

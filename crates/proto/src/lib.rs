@@ -395,6 +395,61 @@ pub enum Request {
     TabletStats {
         tablet: TabletId,
     },
+    /// From a SQL node's PostgreSQL, before a DDL statement on existing
+    /// relations runs (to its node, which passes it on to the master): take
+    /// these PostgreSQL table locks in every other live SQL node's PostgreSQL,
+    /// for the DDL's transaction `lock` (see [`DdlLock`]). Answers `Now`: the
+    /// highest clock reading of the nodes once they held the locks (every write
+    /// their sessions made before is older). Fails if a node could not take them
+    /// in time; what was taken is let go.
+    LockDdl {
+        lock: DdlLock,
+    },
+    /// The transaction of DDL lock `lock` ended without logging DDL that names
+    /// it (to its node, passed on to the master, which passes it on to every
+    /// node): the nodes let its locks go.
+    UnlockDdl {
+        lock: u128,
+    },
+    /// From the master to a node: hold `lock` in this node's PostgreSQL (a
+    /// session of its own, in a transaction that ends when the DDL log entry
+    /// naming the lock is applied in it, or at `ReleaseDdlLock`). Answers `Now`.
+    HoldDdlLock {
+        lock: DdlLock,
+    },
+    /// From the master to a node: let DDL lock `lock` go (idempotent).
+    ReleaseDdlLock {
+        lock: u128,
+    },
+    /// To the origin node of DDL lock `lock`: whether the PostgreSQL backend that
+    /// took it still runs its transaction. Answers `Held`. A node holding the
+    /// lock asks every second, and lets it go when the answer is no (or the
+    /// origin stayed out of reach), so a backend or node that died does not
+    /// leave tables locked cluster-wide.
+    DdlLockHeld {
+        lock: u128,
+    },
+}
+
+/// The PostgreSQL table locks a DDL transaction takes on every SQL node
+/// (`Request::LockDdl`): PostgreSQL takes them on its own node as the statement
+/// runs; the other nodes take them in a session of theirs, so that their writers
+/// wait (and those writing already finish) before the DDL changes the table.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DdlLock {
+    /// The DDL transaction's lock id (random, nonzero; one per transaction:
+    /// statements after the first add their locks to it).
+    pub lock: u128,
+    /// Node of the PostgreSQL running the DDL, and the backend's process id.
+    pub origin: u64,
+    pub origin_addr: String,
+    pub pid: u32,
+    pub database: String,
+    /// (relation as a quoted `schema.name`, PostgreSQL lock mode as `LOCK TABLE`
+    /// spells it, e.g. `SHARE`, `ACCESS EXCLUSIVE`).
+    pub relations: Vec<(String, String)>,
+    /// How long a node may wait for its locks (milliseconds).
+    pub timeout_ms: u64,
 }
 
 impl Request {
@@ -490,6 +545,10 @@ pub struct DdlEntry {
     pub user: String,
     pub search_path: String,
     pub statements: Vec<DdlStatement>,
+    /// The DDL lock its transaction held (0: none; see [`DdlLock`]): a node
+    /// holding it applies the entry in the lock's session and commits there, so
+    /// the lock goes only once the change is visible to that node's writers.
+    pub lock: u128,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -588,6 +647,8 @@ pub enum Response {
         leader: Option<(u64, String)>,
         voters: Vec<u64>,
     },
+    /// Answer to `DdlLockHeld`.
+    Held(bool),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]

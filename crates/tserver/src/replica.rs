@@ -136,7 +136,8 @@ impl RpcTransport {
         }
     }
 
-    fn request_within(&self, addr: &str, request: Request, within: Option<Duration>) -> Result<Response, pinax_proto::RpcError> {
+    /// [`RpcTransport::request`] with its answer awaited at most `within` (None: the usual read timeout).
+    pub fn request_within(&self, addr: &str, request: Request, within: Option<Duration>) -> Result<Response, pinax_proto::RpcError> {
         use pinax_common::ErrorCode;
         let unavailable = |e: &dyn std::fmt::Display| pinax_proto::RpcError::new(ErrorCode::Unavailable, format!("node {addr} is unavailable: {e}"));
         if self.unreachable.read().iter().any(|a| a == addr) {

@@ -307,10 +307,14 @@ fn conflicts_name_the_blocker_who_can_be_waited_for_and_deadlocks_are_refused() 
     assert_eq!(c.get("w", &hash_key(1)).unwrap().as_deref(), Some(&b"t3"[..]));
 }
 
-/// Records the log positions it is asked to apply through; fails when told to.
+/// Records the log positions it is asked to apply through, and the DDL locks it
+/// holds; fails when told to.
+#[derive(Default)]
 struct RecordingApplier {
     asked: parking_lot::Mutex<Vec<u64>>,
     fail: std::sync::atomic::AtomicBool,
+    /// (lock id, relations) held.
+    locks: parking_lot::Mutex<Vec<(u128, Vec<(String, String)>)>>,
 }
 
 impl pinax_tserver::DdlApplier for RecordingApplier {
@@ -321,6 +325,71 @@ impl pinax_tserver::DdlApplier for RecordingApplier {
         }
         Ok(())
     }
+    fn hold_lock(&self, lock: &pinax_proto::DdlLock, _deadline: std::time::Instant) -> Result<(), String> {
+        if self.fail.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err("canceling statement due to lock timeout".into());
+        }
+        self.locks.lock().push((lock.lock, lock.relations.clone()));
+        Ok(())
+    }
+    fn release_lock(&self, lock: u128) {
+        self.locks.lock().retain(|(id, _)| *id != lock);
+    }
+}
+
+#[test]
+fn ddl_locks_are_held_on_the_other_nodes_until_let_go() {
+    use pinax_proto::{DdlLock, Response};
+    let master = start(NodeConfig { node_id: 1, ..NodeConfig::default() });
+    let second = start(NodeConfig { node_id: 2, join: vec![master.addr.clone()], ..NodeConfig::default() });
+    let third = start(NodeConfig { node_id: 3, join: vec![master.addr.clone()], ..NodeConfig::default() });
+    let appliers: Vec<Arc<RecordingApplier>> = (0..3).map(|_| Arc::new(RecordingApplier::default())).collect();
+    for (n, a) in [&master, &second, &third].iter().zip(&appliers) {
+        n.node.set_ddl_applier(a.clone());
+    }
+    let c2 = Client::connect(&second.addr).unwrap();
+    for (id, n) in [(2, &second), (3, &third)] {
+        Client::connect(&n.addr).unwrap().call(Request::RegisterNode { node_id: id, addr: n.addr.clone(), leading: Vec::new() }).unwrap();
+    }
+    let lock = |id: u128, pid: u32| DdlLock {
+        lock: id,
+        origin: 2,
+        origin_addr: String::new(),
+        pid,
+        database: "db".into(),
+        relations: vec![("\"public\".\"t\"".into(), "SHARE".into())],
+        timeout_ms: 1000,
+    };
+    // Taken through node 2 (the origin): held on nodes 1 and 3, not on node 2
+    // (its PostgreSQL takes its own); the answer is a clock reading.
+    let me = std::process::id();
+    match c2.call(Request::LockDdl { lock: lock(7, me) }).unwrap() {
+        Response::Now(ht) => assert!(ht > pinax_common::HybridTime::INVALID),
+        other => panic!("{other:?}"),
+    }
+    let held = |a: &RecordingApplier| a.locks.lock().iter().map(|(id, _)| *id).collect::<Vec<_>>();
+    assert_eq!((held(&appliers[0]), held(&appliers[1]), held(&appliers[2])), (vec![7], vec![], vec![7]));
+    assert_eq!(appliers[0].locks.lock()[0].1, vec![("\"public\".\"t\"".to_string(), "SHARE".to_string())]);
+    // The origin says it is held while its backend lives, then not once let go.
+    let c3 = Client::connect(&third.addr).unwrap();
+    let asked = |c: &Client, id: u128| c.call(Request::DdlLockHeld { lock: id }).unwrap();
+    assert_eq!(asked(&c2, 7), Response::Held(true));
+    assert_eq!(asked(&c3, 7), Response::Held(false), "only the origin knows its locks");
+    c2.call(Request::UnlockDdl { lock: 7 }).unwrap();
+    assert_eq!((held(&appliers[0]), held(&appliers[2])), (vec![], vec![]));
+    assert_eq!(asked(&c2, 7), Response::Held(false));
+    // A backend that died holds nothing (a pid no process has).
+    c2.call(Request::LockDdl { lock: lock(8, u32::MAX - 1) }).unwrap();
+    assert_eq!(asked(&c2, 8), Response::Held(false));
+    c2.call(Request::UnlockDdl { lock: 8 }).unwrap();
+    // A node that cannot take it: the DDL fails (55P03) and nobody keeps it.
+    appliers[2].fail.store(true, std::sync::atomic::Ordering::SeqCst);
+    let e = c2.call(Request::LockDdl { lock: lock(9, me) }).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::LockNotAvailable, "{e}");
+    assert!(e.to_string().contains("lock timeout"), "{e}");
+    assert_eq!((held(&appliers[0]), held(&appliers[2])), (vec![], vec![]));
+    // Lock modes are checked where they are used (nodes refuse unknown ones).
+    assert!(c2.call(Request::LockDdl { lock: DdlLock { lock: 0, ..lock(1, me) } }).is_err(), "lock id 0");
 }
 
 #[test]
@@ -328,8 +397,8 @@ fn published_ddl_is_logged_and_applied_by_the_other_nodes_and_names_share_a_tabl
     use pinax_proto::{DdlEntry, DdlStatement, Response};
     let master = start(NodeConfig { node_id: 1, ..NodeConfig::default() });
     let second = start(NodeConfig { node_id: 2, join: vec![master.addr.clone()], ..NodeConfig::default() });
-    let on_master = Arc::new(RecordingApplier { asked: Default::default(), fail: Default::default() });
-    let on_second = Arc::new(RecordingApplier { asked: Default::default(), fail: Default::default() });
+    let on_master = Arc::new(RecordingApplier::default());
+    let on_second = Arc::new(RecordingApplier::default());
     master.node.set_ddl_applier(on_master.clone());
     second.node.set_ddl_applier(on_second.clone());
     let c2 = Client::connect(&second.addr).unwrap();
@@ -341,6 +410,7 @@ fn published_ddl_is_logged_and_applied_by_the_other_nodes_and_names_share_a_tabl
         user: "u".into(),
         search_path: "public".into(),
         statements: vec![DdlStatement { sql: sql.into(), names: vec![("public.t".into(), "n2_t5_100".into())] }],
+        lock: 0,
     };
     // Published through node 2 (its origin): node 1 applies it, node 2 is not asked.
     match c2.call(Request::PublishDdl { entry: entry("CREATE TABLE t ()") }).unwrap() {

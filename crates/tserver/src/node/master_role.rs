@@ -38,7 +38,17 @@ impl<F: EngineFactory> Node<F> {
         self.call_master_within(req, MASTER_FAILOVER_WAIT)
     }
 
+    /// [`Node::call_master`] of a request whose answer may take up to `answer`
+    /// (a DDL lock waiting for other nodes' writers), not the usual read timeout.
+    pub(super) fn call_master_waiting(&self, req: Request, answer: Duration) -> Result<Response, RpcError> {
+        self.call_master_answering(req, MASTER_FAILOVER_WAIT, Some(answer))
+    }
+
     fn call_master_within(&self, req: Request, wait: Duration) -> Result<Response, RpcError> {
+        self.call_master_answering(req, wait, None)
+    }
+
+    fn call_master_answering(&self, req: Request, wait: Duration, answer: Option<Duration>) -> Result<Response, RpcError> {
         let deadline = Instant::now() + wait;
         let retryable = |e: &RpcError| matches!(e.code, ErrorCode::NotLeader | ErrorCode::Unavailable);
         loop {
@@ -50,7 +60,9 @@ impl<F: EngineFactory> Node<F> {
                     continue;
                 }
                 tried.push(addr.clone());
-                match self.call_node(&addr, Request::Forwarded(Box::new(req.clone()))) {
+                let fwd = Request::Forwarded(Box::new(req.clone()));
+                let res = if addr == self.cfg.rpc_addr { self.handle(fwd) } else { self.transport.request_within(&addr, fwd, answer) };
+                match res {
                     Ok(r) => {
                         *self.master_hint.lock() = Some(addr);
                         return Ok(r);

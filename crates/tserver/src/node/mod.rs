@@ -226,6 +226,9 @@ pub struct Node<F: EngineFactory> {
     /// Applies the cluster's DDL log to this node's PostgreSQL (none: no
     /// PostgreSQL here, nothing to apply).
     ddl: std::sync::OnceLock<Arc<dyn DdlApplier>>,
+    /// DDL locks this node's PostgreSQL backends took and have not let go yet:
+    /// lock id → backend process id (`Request::DdlLockHeld` is answered here).
+    ddl_locks: Mutex<HashMap<u128, u32>>,
 }
 
 /// Applies the cluster's DDL log to a node's PostgreSQL (the node daemon
@@ -234,6 +237,13 @@ pub trait DdlApplier: Send + Sync {
     /// Apply every log entry through `upto` (entries of this node's own
     /// PostgreSQL excepted), giving up at `deadline`.
     fn apply_upto(&self, upto: u64, deadline: Instant) -> Result<(), String>;
+
+    /// Take `lock`'s table locks in a session of this node's PostgreSQL (added
+    /// to the session if it holds the lock already), waiting until `deadline`.
+    fn hold_lock(&self, lock: &pinax_proto::DdlLock, deadline: Instant) -> Result<(), String>;
+
+    /// Let DDL lock `lock` go (its session's transaction rolls back). Idempotent.
+    fn release_lock(&self, lock: u128);
 }
 
 /// Issues certificates to nodes that join with a token (`Request::JoinCluster`;
@@ -314,6 +324,7 @@ impl<F: EngineFactory> Node<F> {
             remote_outcomes: Mutex::new(HashMap::new()),
             locations: Mutex::new(HashMap::new()),
             ddl: std::sync::OnceLock::new(),
+            ddl_locks: Mutex::new(HashMap::new()),
             destroying: Mutex::new(std::collections::HashSet::new()),
             replica_checks: Mutex::new(()),
             engines: Mutex::new(HashMap::new()),

@@ -40,7 +40,8 @@ macro_rules! master_request {
 }
 
 fn is_master_request(req: &Request) -> bool {
-    matches!(req, master_request!())
+    // (DDL locks: first at the origin's node, which keeps track of them.)
+    matches!(req, master_request!() | Request::LockDdl { .. } | Request::UnlockDdl { .. })
 }
 
 impl<F: EngineFactory> Node<F> {
@@ -55,6 +56,11 @@ impl<F: EngineFactory> Node<F> {
             // then at the new leader), else at the master's leader.
             req @ (master_request!()) => self.at_master(req),
             Request::ApplyDdl { upto } => self.apply_ddl(upto),
+            Request::LockDdl { lock } => self.lock_ddl(lock),
+            Request::UnlockDdl { lock } => self.unlock_ddl(lock),
+            Request::HoldDdlLock { lock } => self.hold_ddl_lock(lock),
+            Request::ReleaseDdlLock { lock } => self.release_ddl_lock(lock),
+            Request::DdlLockHeld { lock } => Ok(Response::Held(self.ddl_lock_held(lock))),
             Request::CreateReplica { tablet, members, bootstrap } => self.create_replica(ReplicaRecord { tablet, members, bootstrap }),
             Request::DropReplica { tablet } => self.drop_replica(tablet),
             Request::GroupMembers { tablet } => self.group_members(tablet),
@@ -87,7 +93,7 @@ impl<F: EngineFactory> Node<F> {
 
     /// A catalog request: here when this node leads the master (a leader change
     /// may cut in: then at the new leader), else at the master's leader.
-    fn at_master(&self, req: Request) -> Result<Response, RpcError> {
+    pub(super) fn at_master(&self, req: Request) -> Result<Response, RpcError> {
         if self.is_master() {
             match self.handle_master(req.clone()) {
                 Err(e) if e.code == ErrorCode::NotLeader => self.call_master(req),

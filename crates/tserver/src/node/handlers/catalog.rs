@@ -33,6 +33,8 @@ impl<F: EngineFactory> Node<F> {
         match req {
             Request::AddTableName { name, existing } => self.catalog()?.add_name(&name, &existing).map(Response::Table).map_err(catalog_err),
             Request::PublishDdl { entry } => self.publish_ddl(entry),
+            Request::LockDdl { lock } => self.spread_ddl_lock(lock),
+            Request::UnlockDdl { lock } => self.spread_ddl_unlock(lock),
             Request::ReadDdl { after, max } => self.catalog()?.read_ddl(after, max.clamp(1, 10_000) as usize).map(Response::Ddl).map_err(catalog_err),
             Request::Sequence { name, op } => self.sequence(&name, op),
             Request::CreateTable { name, sharding, if_not_exists } => self.create_table(&name, sharding, if_not_exists).map(Response::Table),

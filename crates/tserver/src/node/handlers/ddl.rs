@@ -4,7 +4,7 @@
 use crate::factory::EngineFactory;
 use crate::node::{catalog_err, err, DdlApplier, Node};
 use pinax_common::ErrorCode;
-use pinax_proto::{DdlEntry, Request, Response, RpcError};
+use pinax_proto::{DdlEntry, DdlLock, Request, Response, RpcError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -61,4 +61,132 @@ impl<F: EngineFactory> Node<F> {
             Some(a) => a.apply_upto(upto, Instant::now() + DDL_APPLY_WAIT).map(|_| Response::Done).map_err(|e| err(ErrorCode::Unavailable, e)),
         }
     }
+}
+
+/// How long the master waits for a node's answer to `HoldDdlLock` beyond the
+/// lock's own timeout.
+const DDL_LOCK_GRACE: Duration = Duration::from_secs(5);
+
+/// How long a DDL lock may wait for its tables on each node at most.
+const DDL_LOCK_MAX_WAIT: Duration = Duration::from_secs(600);
+
+impl<F: EngineFactory> Node<F> {
+    /// `LockDdl` from this node's PostgreSQL: note the lock (and its backend),
+    /// then have the master spread it. The answer's time moves this node's clock.
+    pub(in crate::node) fn lock_ddl(&self, mut lock: DdlLock) -> Result<Response, RpcError> {
+        if lock.lock == 0 {
+            return Err(err(ErrorCode::InvalidRequest, "a DDL lock's id is nonzero"));
+        }
+        if lock.origin == self.cfg.node_id {
+            lock.origin_addr = self.cfg.rpc_addr.clone();
+            self.ddl_locks.lock().insert(lock.lock, lock.pid);
+        }
+        let wait = Duration::from_millis(lock.timeout_ms).min(DDL_LOCK_MAX_WAIT) + 2 * DDL_LOCK_GRACE;
+        let req = Request::LockDdl { lock };
+        let res = match self.is_master() {
+            true => match self.handle_master(req.clone()) {
+                Err(e) if e.code == ErrorCode::NotLeader => self.call_master_waiting(req, wait),
+                res => res,
+            },
+            false => self.call_master_waiting(req, wait),
+        };
+        if let Ok(Response::Now(ht)) = &res {
+            self.clock.update(*ht);
+        }
+        res
+    }
+
+    /// `UnlockDdl` from this node's PostgreSQL: forget the lock here first (the
+    /// nodes holding it then hear it is not held even if the master cannot be
+    /// reached now), then have the master tell every node.
+    pub(in crate::node) fn unlock_ddl(&self, lock: u128) -> Result<Response, RpcError> {
+        self.ddl_locks.lock().remove(&lock);
+        self.at_master(Request::UnlockDdl { lock })
+    }
+
+    /// `DdlLockHeld`: whether the backend that took `lock` here still runs (it
+    /// forgets the lock when its transaction ends).
+    pub(in crate::node) fn ddl_lock_held(&self, lock: u128) -> bool {
+        let mut locks = self.ddl_locks.lock();
+        let Some(pid) = locks.get(&lock).copied() else {
+            return false;
+        };
+        // A backend that died (killed, crashed) never said so.
+        if std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            return true;
+        }
+        locks.remove(&lock);
+        false
+    }
+
+    /// Master: have every other live node hold `lock` (nodes without
+    /// PostgreSQL answer at once); answers the highest clock reading among
+    /// theirs. If a node could not, the lock goes everywhere and the DDL fails.
+    pub(in crate::node) fn spread_ddl_lock(&self, lock: DdlLock) -> Result<Response, RpcError> {
+        let others: Vec<(u64, String)> = self.live_nodes().into_iter().filter(|(id, _)| *id != lock.origin).collect();
+        let wait = Duration::from_millis(lock.timeout_ms).min(DDL_LOCK_MAX_WAIT) + DDL_LOCK_GRACE;
+        let answers: Vec<Result<Response, RpcError>> = std::thread::scope(|s| {
+            let calls: Vec<_> = others
+                .iter()
+                .map(|(_, addr)| {
+                    let req = Request::HoldDdlLock { lock: lock.clone() };
+                    s.spawn(move || if *addr == self.cfg.rpc_addr { self.handle(req) } else { self.transport.request_within(addr, req, Some(wait)) })
+                })
+                .collect();
+            calls.into_iter().map(|c| c.join().unwrap_or_else(|_| Err(err(ErrorCode::Internal, "a lock call panicked")))).collect()
+        });
+        let mut ht = self.clock.now();
+        let mut failed = None;
+        for ((id, addr), answer) in others.iter().zip(answers) {
+            match answer {
+                Ok(Response::Now(t)) => ht = ht.max(t),
+                Ok(other) => failed = Some(format!("node {id} ({addr}) answered {other:?}")),
+                Err(e) => failed = Some(format!("node {id} ({addr}): {}", e.message)),
+            }
+        }
+        if let Some(why) = failed {
+            self.spread_ddl_unlock(lock.lock)?;
+            return Err(err(ErrorCode::LockNotAvailable, format!("could not lock {} on every SQL node: {why}", describe_relations(&lock))));
+        }
+        Ok(Response::Now(ht))
+    }
+
+    /// Master: every live node lets DDL lock `lock` go (best effort: a node that
+    /// does not hear of it lets it go when its origin says it is not held).
+    pub(in crate::node) fn spread_ddl_unlock(&self, lock: u128) -> Result<Response, RpcError> {
+        let nodes = self.live_nodes();
+        std::thread::scope(|s| {
+            for (id, addr) in &nodes {
+                s.spawn(move || {
+                    if let Err(e) = self.call_node(addr, Request::ReleaseDdlLock { lock }) {
+                        tracing::debug!(node = id, error = %e, "could not release a DDL lock there");
+                    }
+                });
+            }
+        });
+        Ok(Response::Done)
+    }
+
+    /// `HoldDdlLock`: take `lock`'s tables in this node's PostgreSQL (none here:
+    /// nothing to lock). Answers this node's clock once they are held.
+    pub(in crate::node) fn hold_ddl_lock(&self, lock: DdlLock) -> Result<Response, RpcError> {
+        if let Some(a) = self.ddl.get() {
+            let deadline = Instant::now() + Duration::from_millis(lock.timeout_ms).min(DDL_LOCK_MAX_WAIT);
+            a.hold_lock(&lock, deadline).map_err(|e| err(ErrorCode::LockNotAvailable, e))?;
+        }
+        Ok(Response::Now(self.clock.now()))
+    }
+
+    /// `ReleaseDdlLock`: let `lock` go in this node's PostgreSQL.
+    pub(in crate::node) fn release_ddl_lock(&self, lock: u128) -> Result<Response, RpcError> {
+        if let Some(a) = self.ddl.get() {
+            a.release_lock(lock);
+        }
+        Ok(Response::Done)
+    }
+}
+
+/// `lock`'s relations for a message: `"public"."t" (SHARE), ...`.
+fn describe_relations(lock: &DdlLock) -> String {
+    lock.relations.iter().map(|(r, m)| format!("{r} ({m})")).collect::<Vec<_>>().join(", ")
 }
