@@ -62,7 +62,8 @@ status:
 	$(PINAX_BIN) status --data-dir $(PINAX_DATA_DIR)
 
 ## Every test tier: unit, golden, conformance, MVCC/transaction, process-level, and
-## the SQL regression tests against a started node, a 3-node cluster, a 4-node
+## the SQL regression tests against a started node, a 3-node cluster, schema
+## changes on one node of a 3-node cluster while the other two write, a 4-node
 ## cluster of network namespaces (root only: nodes as separate hosts, killed and
 ## cut off), and a node of 16,000 tablets (2,000 tables with an index each;
 ## restarted and read back).
@@ -72,6 +73,7 @@ test: build ext fmt-check
 	cd pg/ext && CARGO_TARGET_DIR=$(EXT_TARGET_DIR) $(CARGO) clippy --locked -- -D warnings
 	PINAX_BIN=$(PINAX_BIN) pg/ext/test/run.sh
 	PINAX_BIN=$(PINAX_BIN) pg/ext/test/cluster.sh
+	PINAX_BIN=$(PINAX_BIN) pg/ext/test/online_ddl.sh
 	PINAX_BIN=$(PINAX_BIN) pg/ext/test/netns.sh
 	PINAX_BIN=$(PINAX_BIN) pg/ext/test/tablets.sh
 

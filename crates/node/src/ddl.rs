@@ -59,6 +59,8 @@ pub struct Replayer {
     socket: Option<PathBuf>,
     /// DDL locks held here for other nodes' DDL transactions, by lock id.
     locks: Mutex<HashMap<u128, LockSession>>,
+    /// The log has been applied through its end since the node started.
+    caught_up: std::sync::atomic::AtomicBool,
 }
 
 /// A DDL lock held in this node's PostgreSQL: a session in a transaction that
@@ -107,6 +109,7 @@ impl Replayer {
             client: Mutex::new(None),
             socket,
             locks: Mutex::new(HashMap::new()),
+            caught_up: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -325,8 +328,18 @@ impl Replayer {
                     .dbname(&lock.database)
                     .options("-c pinax.replaying=on")
                     .application_name("pinax ddl lock")
-                    .connect(postgres::NoTls)
-                    .map_err(|e| format!("connecting to PostgreSQL: {e}"))?;
+                    .connect(postgres::NoTls);
+                let conn = match conn {
+                    Ok(c) => c,
+                    Err(e) if e.as_db_error().is_none() => {
+                        // PostgreSQL is not running here: no writer to hold back. Its
+                        // sessions, once it is back, wait until the log is applied.
+                        self.caught_up.store(false, std::sync::atomic::Ordering::SeqCst);
+                        tracing::warn!(lock = %format!("{:032x}", lock.lock), error = %e, "no PostgreSQL to take a DDL lock in; its sessions will wait for the DDL log");
+                        return Ok(());
+                    }
+                    Err(e) => return Err(format!("connecting to PostgreSQL: {e}")),
+                };
                 LockSession { conn, database: lock.database.clone(), origin_addr: lock.origin_addr.clone(), held: Vec::new(), confirmed: Instant::now() }
             }
         };
@@ -425,6 +438,9 @@ impl pinax_tserver::DdlApplier for Replayer {
     fn release_lock(&self, lock: u128) {
         Replayer::release_lock(self, lock)
     }
+    fn caught_up(&self) -> bool {
+        self.caught_up.load(std::sync::atomic::Ordering::SeqCst)
+    }
 }
 
 /// Catch up with the log every second (a node that was down, or joined later).
@@ -433,14 +449,25 @@ pub fn spawn_catch_up(r: std::sync::Arc<Replayer>, stop: std::sync::Arc<std::syn
         .name("ddl-replay".into())
         .spawn(move || {
             let mut last_error = String::new();
+            let mut set_up = false;
             while !stop.load(std::sync::atomic::Ordering::SeqCst) {
                 if r.postgres() != (true, true) {
-                    // No PostgreSQL here, or not set up yet.
+                    // No PostgreSQL here, or not set up yet: its setup's own sessions
+                    // do not wait; once set up, sessions wait for the log from its start.
+                    r.caught_up.store(true, std::sync::atomic::Ordering::SeqCst);
+                    set_up = false;
                     std::thread::sleep(Duration::from_secs(1));
                     continue;
                 }
+                if !set_up {
+                    set_up = true;
+                    r.caught_up.store(false, std::sync::atomic::Ordering::SeqCst);
+                }
                 match r.apply_upto(u64::MAX, Instant::now() + Duration::from_secs(30)) {
-                    Ok(()) => last_error.clear(),
+                    Ok(()) => {
+                        last_error.clear();
+                        r.caught_up.store(true, std::sync::atomic::Ordering::SeqCst);
+                    }
                     Err(e) if e != last_error => {
                         tracing::warn!(error = %e, "DDL log replay stopped; retrying");
                         last_error = e;

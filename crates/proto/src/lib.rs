@@ -429,6 +429,11 @@ pub enum Request {
     DdlLockHeld {
         lock: u128,
     },
+    /// From a SQL node's PostgreSQL, as a session starts: whether the node has
+    /// applied the cluster's DDL log since it started (a node that was down
+    /// while other nodes changed the schema must not plan against its old
+    /// catalog). Answers `Ready`.
+    DdlReady,
 }
 
 /// The PostgreSQL table locks a DDL transaction takes on every SQL node
@@ -649,6 +654,8 @@ pub enum Response {
     },
     /// Answer to `DdlLockHeld`.
     Held(bool),
+    /// Answer to `DdlReady`.
+    Ready(bool),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]

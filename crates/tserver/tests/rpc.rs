@@ -307,6 +307,9 @@ fn conflicts_name_the_blocker_who_can_be_waited_for_and_deadlocks_are_refused() 
     assert_eq!(c.get("w", &hash_key(1)).unwrap().as_deref(), Some(&b"t3"[..]));
 }
 
+/// A DDL lock as a test applier holds it: (lock id, relations with their modes).
+type HeldLock = (u128, Vec<(String, String)>);
+
 /// Records the log positions it is asked to apply through, and the DDL locks it
 /// holds; fails when told to.
 #[derive(Default)]
@@ -314,7 +317,7 @@ struct RecordingApplier {
     asked: parking_lot::Mutex<Vec<u64>>,
     fail: std::sync::atomic::AtomicBool,
     /// (lock id, relations) held.
-    locks: parking_lot::Mutex<Vec<(u128, Vec<(String, String)>)>>,
+    locks: parking_lot::Mutex<Vec<HeldLock>>,
 }
 
 impl pinax_tserver::DdlApplier for RecordingApplier {
@@ -334,6 +337,9 @@ impl pinax_tserver::DdlApplier for RecordingApplier {
     }
     fn release_lock(&self, lock: u128) {
         self.locks.lock().retain(|(id, _)| *id != lock);
+    }
+    fn caught_up(&self) -> bool {
+        !self.fail.load(std::sync::atomic::Ordering::SeqCst)
     }
 }
 
@@ -382,6 +388,12 @@ fn ddl_locks_are_held_on_the_other_nodes_until_let_go() {
     c2.call(Request::LockDdl { lock: lock(8, u32::MAX - 1) }).unwrap();
     assert_eq!(asked(&c2, 8), Response::Held(false));
     c2.call(Request::UnlockDdl { lock: 8 }).unwrap();
+    // A node out of reach (down) is not waited for: it applies the log before
+    // its sessions run again.
+    c2.call(Request::RegisterNode { node_id: 4, addr: "127.0.0.1:1".into(), leading: Vec::new() }).unwrap();
+    c2.call(Request::LockDdl { lock: lock(10, me) }).unwrap();
+    assert_eq!((held(&appliers[0]), held(&appliers[2])), (vec![10], vec![10]));
+    c2.call(Request::UnlockDdl { lock: 10 }).unwrap();
     // A node that cannot take it: the DDL fails (55P03) and nobody keeps it.
     appliers[2].fail.store(true, std::sync::atomic::Ordering::SeqCst);
     let e = c2.call(Request::LockDdl { lock: lock(9, me) }).unwrap_err();

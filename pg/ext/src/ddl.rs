@@ -21,7 +21,8 @@
 //!
 //! What is DDL: what `log_statement = ddl` logs, plus TRUNCATE, REINDEX and
 //! REFRESH MATERIALIZED VIEW (they give relations new storage); not temporary
-//! objects. DDL run inside functions or DO blocks is not captured. A role's
+//! objects. DDL run by DO blocks, functions and procedures is captured statement by
+//! statement (the text each ran: a dynamic statement's as executed). A role's
 //! password goes to the log as PostgreSQL's verifier, never as typed
 //! ([`loggable_text`]).
 
@@ -192,7 +193,12 @@ pub unsafe fn is_replicated_ddl(node: *mut pg_sys::Node) -> bool {
     }
 }
 
-/// Start capturing a top-level DDL statement.
+/// Whether a DDL statement is being captured (the statements it runs are its own).
+pub fn capturing() -> bool {
+    CAPTURING.with(|c| c.borrow().is_some())
+}
+
+/// Start capturing a DDL statement.
 pub fn begin_statement() {
     CAPTURING.with(|c| *c.borrow_mut() = Some(Vec::new()));
 }
@@ -255,7 +261,7 @@ pub fn publish() {
         let s = |p: *const std::ffi::c_char| if p.is_null() { String::new() } else { CStr::from_ptr(p).to_string_lossy().into_owned() };
         (s(db), s(user), s(sp))
     };
-    let entry = DdlEntry { seq: 0, origin: node_id(), database, user, search_path, statements };
+    let entry = DdlEntry { seq: 0, origin: node_id(), database, user, search_path, statements, lock: crate::ddl_lock::current() };
     let client = state::with(|b| b.client()).or_raise();
     match client.call(Request::PublishDdl { entry }) {
         Ok(Response::DdlPublished { lagging, .. }) if !lagging.is_empty() => {

@@ -49,6 +49,7 @@ pub fn message_for(e: &ClientError) -> String {
         ErrorCode::Cancelled => "canceling statement: the storage scan was interrupted".to_string(),
         ErrorCode::Unavailable => format!("pinax storage is unavailable: {e}"),
         ErrorCode::DiskFull => format!("pinax storage is out of disk space: {e}"),
+        ErrorCode::LockNotAvailable => e.to_string(),
         _ => format!("pinax storage error: {e}"),
     }
 }

@@ -34,6 +34,7 @@ use pgrx::prelude::*;
 pub mod am;
 pub mod customscan;
 pub mod ddl;
+pub mod ddl_lock;
 pub mod error;
 pub mod guc;
 pub mod hooks;

@@ -171,6 +171,11 @@ pub fn with<R>(f: impl FnOnce(&mut Backend) -> R) -> R {
 
 impl Backend {
     /// The storage client, connecting on first use.
+    /// Whether this session has its node's client yet.
+    pub fn connected(&self) -> bool {
+        self.client.is_some()
+    }
+
     pub fn client(&mut self) -> Result<Client, ClientError> {
         if let Some(c) = &self.client {
             return Ok(c.clone());
@@ -192,6 +197,9 @@ impl Backend {
             ..Default::default()
         };
         let c = Client::connect_with(&addr, opts)?;
+        if !guc::replaying() {
+            wait_for_ddl(&c, &addr)?;
+        }
         self.client = Some(c.clone());
         Ok(c)
     }
@@ -776,3 +784,27 @@ fn only_inserts(ops: &[WriteOp]) -> bool {
 
 /// Longest single wait before checking for interrupts again.
 const WAIT_SLICE_MS: u32 = 250;
+
+/// How long a session waits, as it first uses its node, for the node to apply
+/// the DDL other nodes ran while it was down.
+const DDL_CATCH_UP_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Wait until the node has applied the cluster's DDL log since it started
+/// (`Request::DdlReady`): a session must not plan against a catalog that other
+/// nodes changed while this one was down. Fails (57P03) after
+/// [`DDL_CATCH_UP_WAIT`].
+fn wait_for_ddl(c: &Client, addr: &str) -> Result<(), ClientError> {
+    let started = std::time::Instant::now();
+    loop {
+        match c.call(pinax_proto::Request::DdlReady)? {
+            pinax_proto::Response::Ready(false) if started.elapsed() < DDL_CATCH_UP_WAIT => std::thread::sleep(std::time::Duration::from_millis(50)),
+            pinax_proto::Response::Ready(false) => {
+                return Err(ClientError::Unavailable {
+                    addr: addr.to_string(),
+                    message: "the node has not applied the schema changes other nodes made while it was down yet".into(),
+                })
+            }
+            _ => return Ok(()),
+        }
+    }
+}

@@ -244,6 +244,10 @@ pub trait DdlApplier: Send + Sync {
 
     /// Let DDL lock `lock` go (its session's transaction rolls back). Idempotent.
     fn release_lock(&self, lock: u128);
+
+    /// Whether the log has been applied through its end once since the node
+    /// started (PostgreSQL sessions wait for it before they start).
+    fn caught_up(&self) -> bool;
 }
 
 /// Issues certificates to nodes that join with a token (`Request::JoinCluster`;

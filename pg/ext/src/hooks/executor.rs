@@ -13,6 +13,7 @@
 //!   sent by hooks/restart.rs instead.)
 
 use crate::am::index_only;
+use crate::error::OrRaise;
 use crate::guc;
 use crate::meta;
 use crate::state;
@@ -47,6 +48,14 @@ pub unsafe fn install() {
 unsafe extern "C-unwind" fn executor_start(query_desc: *mut pg_sys::QueryDesc, eflags: i32) {
     // SAFETY: PostgreSQL calls this as documented (# Safety).
     unsafe {
+        // A session's first statement in a Pinax database waits until its node has
+        // applied the DDL other nodes ran while it was down (state.rs,
+        // `wait_for_ddl`), then takes in the catalog changes: the executor opens
+        // the indexes to maintain from them.
+        if !state::with(|b| b.connected()) && !guc::replaying() && meta::pinax_am_oid() != 0 {
+            state::with(|b| b.client()).or_raise();
+            pg_sys::AcceptInvalidationMessages();
+        }
         match PREV_START.get().copied().flatten() {
             Some(prev) => prev(query_desc, eflags),
             None => pg_sys::standard_ExecutorStart(query_desc, eflags),

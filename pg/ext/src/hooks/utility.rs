@@ -292,12 +292,25 @@ unsafe extern "C-unwind" fn process_utility(
         // The command's error, if any, goes on with its CONTEXT and position (pgrx's
         // boundary would drop them) once the guards above are undone.
         let cxt = pg_sys::CurrentMemoryContext;
-        // Top-level DDL is kept for the other SQL nodes (ddl.rs) once it succeeded.
-        let replicate = context == pg_sys::ProcessUtilityContext::PROCESS_UTILITY_TOPLEVEL && crate::ddl::is_replicated_ddl(node);
+        // DDL is kept for the other SQL nodes (ddl.rs) once it succeeded: top-level
+        // statements, and those of DO blocks, functions and procedures (not those a
+        // kept statement runs: CREATE EXTENSION's script, a serial's sequence, ...,
+        // which its replay runs again).
+        use pg_sys::ProcessUtilityContext::*;
+        let own_statement = match context {
+            PROCESS_UTILITY_TOPLEVEL => true,
+            PROCESS_UTILITY_QUERY | PROCESS_UTILITY_QUERY_NONATOMIC => !crate::ddl::capturing(),
+            _ => false,
+        };
+        let replicate = own_statement && crate::ddl::is_replicated_ddl(node);
         if replicate {
             crate::ddl::begin_statement();
         }
         crate::sequence::before_utility(node);
+        // Its table locks on the other SQL nodes first (ddl_lock.rs).
+        if own_statement && meta::pinax_am_oid() != 0 {
+            crate::ddl_lock::before_utility(node);
+        }
         let res = crate::pgtry::try_keep_error(cxt, || match PREV.get().copied().flatten() {
             Some(prev) => prev(pstmt, query_string, read_only_tree, context, params, query_env, dest, qc),
             None => raw_standard_process_utility(pstmt, query_string, read_only_tree, context, params, query_env, dest, qc),

@@ -122,6 +122,7 @@ unsafe extern "C-unwind" fn xact_callback(event: pg_sys::XactEvent::Type, _arg: 
                 super::restart::end_of_xact();
                 crate::update_deps::clear();
                 crate::ddl::end_of_xact();
+                crate::ddl_lock::end_of_xact();
                 state::with(|b| b.end_of_xact());
                 if event != XACT_EVENT_PREPARE {
                     drop_storage(deleted_file_nodes(true));
@@ -134,6 +135,7 @@ unsafe extern "C-unwind" fn xact_callback(event: pg_sys::XactEvent::Type, _arg: 
                 super::restart::end_of_xact();
                 crate::update_deps::clear();
                 crate::ddl::end_of_xact();
+                crate::ddl_lock::end_of_xact();
                 state::with(|b| b.end_of_xact());
                 drop_storage(deleted_file_nodes(false));
                 crate::sequence::abort();

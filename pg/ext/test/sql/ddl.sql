@@ -20,6 +20,15 @@ INSERT INTO d1 VALUES (5, 1, -1, 'z');
 -- A column type change rewrites the table.
 ALTER TABLE d1 ALTER COLUMN c TYPE bigint;
 SELECT * FROM d1 ORDER BY id;
+-- ... also of a column a secondary index covers, in a table with a primary key
+-- (the index is re-created first and built after the rewrite; the primary key's
+-- build wrote entries to its storage before it had any).
+CREATE INDEX d1_c ON d1 (c);
+ALTER TABLE d1 ALTER COLUMN c TYPE numeric USING c * 10;
+SET enable_seqscan = off;
+SELECT id, c FROM d1 WHERE c > 0 ORDER BY c;
+RESET enable_seqscan;
+DROP INDEX d1_c;
 ALTER TABLE d1 RENAME TO d1r;
 SELECT count(*) FROM d1r;
 -- TRUNCATE, also rolled back.

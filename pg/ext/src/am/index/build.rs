@@ -17,6 +17,10 @@ use pgrx::pg_guard;
 use pgrx::pg_sys;
 use pinax_proto::{Request, Sharding, WriteOp};
 
+/// Rows whose moves to their primary key a build hands over to the write buffer
+/// at once.
+const MOVES_PER_HAND_OVER: usize = 512;
+
 /// Build index `idx` of Pinax table `heap` in storage; returns the number of rows.
 ///
 /// # Safety
@@ -72,9 +76,13 @@ pub unsafe fn build(heap: pg_sys::Relation, idx: pg_sys::Relation, ii: *mut pg_s
             let estate = pg_sys::CreateExecutorState();
             let econtext = pg_sys::MakePerTupleExprContext(estate);
             (*econtext).ecxt_scantuple = slot;
+            // (Not those without storage yet: an index ALTER TABLE re-created, which
+            // the same rewrite builds after this one, from the rows as they are then.)
+            let client = state::with(|b| b.client()).or_raise();
             let secondaries: Vec<(&meta::IndexMeta, *mut pg_sys::IndexInfo, *mut pg_sys::ExprState)> = m
                 .secondary
                 .iter()
+                .filter(|sim| !matches!(client.table(&sim.storage), Err(e) if e.code() == pinax_common::ErrorCode::TableNotFound))
                 .map(|sim| {
                     let r = pg_sys::index_open(pg_sys::Oid::from(sim.oid), pg_sys::AccessShareLock as pg_sys::LOCKMODE);
                     let sii = pg_sys::BuildIndexInfo(r);
@@ -82,33 +90,43 @@ pub unsafe fn build(heap: pg_sys::Relation, idx: pg_sys::Relation, ii: *mut pg_s
                     (&**sim, sii, predicate(sii, estate))
                 })
                 .collect();
+            // The moves of a batch of rows, by storage table (the table's, then each
+            // index's), handed over table by table: pushed row by row, every op
+            // would start a chunk of its own (a request each) as the tables alternate.
+            let mut moves: Vec<Vec<WriteOp>> = vec![Vec::new(); secondaries.len() + 1];
+            let hand_over = |moves: &mut Vec<Vec<WriteOp>>| {
+                let tables = std::iter::once(m.storage.as_str()).chain(secondaries.iter().map(|(sim, _, _)| sim.storage.as_str()));
+                for (table, ops) in tables.zip(moves.iter_mut()) {
+                    for op in ops.drain(..) {
+                        state::with(|b| b.push(cid, table, op)).or_raise();
+                    }
+                }
+            };
             while let Some((key, value)) = pager.next_row().or_raise() {
                 let value = crate::tuple::merged((*heap).rd_att, value);
                 store_tuple(slot, &value, pg_sys::ItemPointerData::default(), pg_sys::Oid::from(relid), None);
                 crate::tuple::slot_getallattrs(slot);
                 let nk = pk_key(&im, slot);
                 if nk != key {
-                    for (sim, sii, pred) in &secondaries {
+                    for (i, (sim, sii, pred)) in secondaries.iter().enumerate() {
                         let Some(vals) = entry_values(*sii, *pred, estate, sim.cols.len()) else { continue };
                         let old_ik = secondary_key(sim, slot, Some(&vals), &key);
                         let new_ik = secondary_key(sim, slot, Some(&vals), &nk);
-                        state::with(|b| {
-                            if old_ik != new_ik {
-                                b.push(cid, &sim.storage, WriteOp::delete(old_ik))?;
-                            }
-                            // The same entry (a unique one) names the row's new key.
-                            b.push(cid, &sim.storage, WriteOp::put(new_ik, nk.clone()))
-                        })
-                        .or_raise();
+                        if old_ik != new_ik {
+                            moves[i + 1].push(WriteOp::delete(old_ik));
+                        }
+                        // The same entry (a unique one) names the row's new key.
+                        moves[i + 1].push(WriteOp::put(new_ik, nk.clone()));
                     }
-                    state::with(|b| {
-                        b.push(cid, &m.storage, WriteOp::delete(key))?;
-                        b.push(cid, &m.storage, WriteOp::insert(nk, value))
-                    })
-                    .or_raise();
+                    moves[0].push(WriteOp::delete(key));
+                    moves[0].push(WriteOp::insert(nk, value));
+                    if moves[0].len() >= 2 * MOVES_PER_HAND_OVER {
+                        hand_over(&mut moves);
+                    }
                 }
                 n += 1.0;
             }
+            hand_over(&mut moves);
             pg_sys::FreeExecutorState(estate);
             meta::register_owner(&m.storage, im.oid);
         } else {
