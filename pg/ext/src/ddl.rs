@@ -214,6 +214,14 @@ pub fn end_statement(sql: Option<String>) {
     }
 }
 
+/// Keep `sql` (a statement this node ran on the user's behalf, which other
+/// nodes must run too) for the transaction's entry.
+pub fn record_statement(sql: String) {
+    // SAFETY: reads backend state.
+    let subid = unsafe { pg_sys::GetCurrentSubTransactionId() };
+    STATEMENTS.with(|s| s.borrow_mut().push((subid, DdlStatement { sql, names: Vec::new() })));
+}
+
 /// The text of statement `pstmt` within `query` (a query string may hold several).
 ///
 /// # Safety

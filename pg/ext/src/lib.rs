@@ -32,6 +32,7 @@
 use pgrx::prelude::*;
 
 pub mod am;
+pub mod concurrent_index;
 pub mod customscan;
 pub mod ddl;
 pub mod ddl_lock;

@@ -2,9 +2,12 @@
 # Schema changes under writes from other SQL nodes (issue #43): a local 3-node
 # cluster; nodes 2 and 3 insert, update and delete rows of a table in loops
 # while node 1 runs CREATE INDEX, CREATE UNIQUE INDEX (one over a duplicate,
-# which must fail) and ALTER TABLE ... ALTER COLUMN TYPE (a rewrite). The DDL
-# takes its table locks on every node (pg/ext/src/ddl_lock.rs), so the writers
-# wait while it runs and go on with the new definition after it. Afterwards, on
+# which must fail), ALTER TABLE ... ALTER COLUMN TYPE (a rewrite) and CREATE
+# INDEX CONCURRENTLY. The DDL takes its table locks on every node
+# (pg/ext/src/ddl_lock.rs), so the writers wait while it runs and go on with the
+# new definition after it; CONCURRENTLY holds them only while the index becomes
+# write-only everywhere, then backfills it while they write
+# (pg/ext/src/concurrent_index.rs). Afterwards, on
 # every node, each index answers what the table holds (counts through each
 # index and lookups of every row) and every acknowledged insert is there; the
 # rows from before the ALTER hold their converted values. The writers may see
@@ -86,6 +89,14 @@ sleep 1
 t2=$(date +%s%N)
 on "$pg1" -c "ALTER TABLE t ALTER COLUMN v TYPE bigint USING v::bigint * 10" || fail "ALTER COLUMN TYPE on node 1 while nodes 2 and 3 write"
 t3=$(date +%s%N)
+sleep 1
+# CONCURRENTLY: the writers go on while it builds (an index on v, which their
+# updates change: entries moved under the build). A unique one is refused.
+t4=$(date +%s%N)
+on "$pg1" -c "CREATE INDEX CONCURRENTLY t_vc ON t (v)" || fail "CREATE INDEX CONCURRENTLY on node 1 while nodes 2 and 3 write"
+t5=$(date +%s%N)
+err=$(on "$pg1" -c "CREATE UNIQUE INDEX CONCURRENTLY t_uc ON t (id, v)" 2>&1) && fail "CREATE UNIQUE INDEX CONCURRENTLY was not refused"
+grep -q "not supported" <<<"$err" || fail "CREATE UNIQUE INDEX CONCURRENTLY: $err"
 sleep 2
 touch "$dir/stop"
 for w in "${writers[@]}"; do wait "$w" || true; done
@@ -107,7 +118,10 @@ for p in $pg1 $pg2 $pg3; do
   seq=$(on "$p" -c "SET enable_indexscan = off" -c "SET enable_indexonlyscan = off" -c "SET enable_bitmapscan = off" -c "SELECT count(*) FROM t")
   by_k=$(on "$p" -c "SET enable_seqscan = off" -c "SELECT count(*) FROM t WHERE k > 0")
   by_u=$(on "$p" -c "SET enable_seqscan = off" -c "SELECT count(*) FROM t WHERE id > 0 AND v > 0")
-  [[ "$seq" == "$by_k" && "$seq" == "$by_u" ]] || fail "node on port $p: table $seq rows, index t_k $by_k, index t_v_unique $by_u"
+  by_vc=$(on "$p" -c "SET enable_seqscan = off" -c "SELECT count(*) FROM t WHERE v > -1")
+  [[ "$seq" == "$by_k" && "$seq" == "$by_u" && "$seq" == "$by_vc" ]] || fail "node on port $p: table $seq rows, index t_k $by_k, index t_v_unique $by_u, index t_vc $by_vc"
+  plan=$(on "$p" -c "SET enable_seqscan = off" -c "EXPLAIN SELECT count(*) FROM t WHERE v > -1")
+  grep -q "t_vc" <<<"$plan" || fail "node on port $p does not use t_vc: $(on "$p" -c "SELECT indisvalid, indisready, indcheckxmin, xmin, txid_snapshot_xmin(txid_current_snapshot()) FROM pg_index WHERE indexrelid = 't_vc'::regclass") $plan"
   plan=$(on "$p" -c "SET enable_seqscan = off" -c "EXPLAIN SELECT count(*) FROM t WHERE k > 0")
   grep -q "t_k" <<<"$plan" || fail "node on port $p does not use t_k: $plan"
   ids=$(tr '\n' ',' <"$dir/live" | sed 's/,$//')
@@ -137,4 +151,4 @@ got=$(on "$pg3" -c "SET enable_seqscan = off" -c "SELECT v FROM from_do WHERE v 
 echo "online_ddl: DDL in DO blocks and functions reaches every node: ok"
 
 ms() { echo $((($2 - $1) / 1000000)); }
-echo "online_ddl: $rows rows, $acked inserts acknowledged by nodes 2 and 3 meanwhile ($(cat "$dir"/errors-* | grep -c ERROR || true) retryable errors); CREATE INDEX $(ms "$t0" "$t1") ms, ALTER COLUMN TYPE $(ms "$t2" "$t3") ms; indexes and rows agree on all 3 nodes: ok"
+echo "online_ddl: $rows rows, $acked inserts acknowledged by nodes 2 and 3 meanwhile ($(cat "$dir"/errors-* | grep -c ERROR || true) retryable errors); CREATE INDEX $(ms "$t0" "$t1") ms, ALTER COLUMN TYPE $(ms "$t2" "$t3") ms, CREATE INDEX CONCURRENTLY $(ms "$t4" "$t5") ms; indexes and rows agree on all 3 nodes: ok"

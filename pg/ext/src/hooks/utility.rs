@@ -6,8 +6,7 @@
 //!   created. Split points of range-sharded tables are values of the first primary
 //!   key column (integers or text).
 //! - Temporary tables (`CREATE TEMP TABLE`, `CREATE TEMP TABLE AS`) stay heap tables.
-//! - Indexes of Pinax tables must be btree (stored by Pinax); other access methods
-//!   and CREATE INDEX CONCURRENTLY raise 0A000.
+//! - CREATE INDEX CONCURRENTLY on a Pinax table runs `concurrent_index.rs`.
 
 use crate::am::index;
 use crate::error;
@@ -252,8 +251,11 @@ unsafe extern "C-unwind" fn process_utility(
                 if !opts.is_empty() {
                     error::not_supported("pinax.* options are not supported on indexes yet");
                 }
-                if (*stmt).concurrent && meta::is_pinax_relid(meta::relid_named((*stmt).relation)) {
-                    error::not_supported("CREATE INDEX CONCURRENTLY is not supported on Pinax tables");
+                let heap = meta::relid_named((*stmt).relation);
+                if (*stmt).concurrent && !crate::ddl::replaying() && meta::is_pinax_relid(heap) {
+                    // Built while every node writes (concurrent_index.rs).
+                    crate::concurrent_index::create(pstmt, query_string, context, params, query_env, dest, qc, heap, process_utility);
+                    return;
                 }
             }
         }

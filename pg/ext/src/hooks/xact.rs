@@ -136,6 +136,7 @@ unsafe extern "C-unwind" fn xact_callback(event: pg_sys::XactEvent::Type, _arg: 
                 crate::update_deps::clear();
                 crate::ddl::end_of_xact();
                 crate::ddl_lock::end_of_xact();
+                crate::am::index::build::defer_builds(false);
                 state::with(|b| b.end_of_xact());
                 drop_storage(deleted_file_nodes(false));
                 crate::sequence::abort();

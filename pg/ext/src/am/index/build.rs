@@ -21,6 +21,67 @@ use pinax_proto::{Request, Sharding, WriteOp};
 /// at once.
 const MOVES_PER_HAND_OVER: usize = 512;
 
+thread_local! {
+    /// (builds are deferred, the oid of the secondary index last built so).
+    static DEFERRED: std::cell::Cell<(bool, u32)> = const { std::cell::Cell::new((false, 0)) };
+}
+
+/// Build secondary indexes without entries (storage only) while `on`; returns
+/// the oid of the last one built so since the previous call.
+pub fn defer_builds(on: bool) -> u32 {
+    DEFERRED.with(|d| d.replace((on, 0)).1)
+}
+
+/// Write the entries of secondary index `idx` for up to `max` rows of `heap`
+/// from row key `start` on, as the rows are at the transaction's read time (a
+/// row changed since makes the entry's write a conflict, 40001, when it touched
+/// the entry: the caller tries the chunk again at a later time). Returns the
+/// rows written and the key the next chunk starts at (None: the table's end).
+///
+/// # Safety
+/// Valid open relations and index info, inside a transaction; `idx` a secondary
+/// index of Pinax table `heap`.
+pub unsafe fn backfill_chunk(
+    heap: pg_sys::Relation,
+    idx: pg_sys::Relation,
+    ii: *mut pg_sys::IndexInfo,
+    start: Vec<u8>,
+    max: usize,
+) -> (usize, Option<Vec<u8>>) {
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        let m = meta::table_meta(heap).or_raise();
+        let im = index_meta(idx, m.hashed);
+        let cid = pg_sys::GetCurrentCommandId(true);
+        let mut pager = Pager::new(m.storage.clone(), start, None, false, u32::MAX);
+        let slot = pg_sys::MakeSingleTupleTableSlot((*heap).rd_att, &raw const pg_sys::TTSOpsHeapTuple);
+        let estate = pg_sys::CreateExecutorState();
+        let econtext = pg_sys::MakePerTupleExprContext(estate);
+        (*econtext).ecxt_scantuple = slot;
+        let pred = predicate(ii, estate);
+        let mut n = 0;
+        let mut next = None;
+        while let Some((key, value)) = pager.next_row().or_raise() {
+            let value = crate::tuple::merged((*heap).rd_att, value);
+            store_tuple(slot, &value, pg_sys::ItemPointerData::default(), pg_sys::Oid::from(m.relid), None);
+            n += 1;
+            if let Some(vals) = entry_values(ii, pred, estate, im.cols.len()) {
+                let ik = secondary_key(&im, slot, Some(&vals), &key);
+                state::with(|b| b.push(cid, &im.storage, WriteOp::put(ik, key.clone()))).or_raise();
+            }
+            if n == max {
+                let mut k = key;
+                k.push(0); // the least key after it
+                next = Some(k);
+                break;
+            }
+        }
+        pg_sys::FreeExecutorState(estate);
+        pg_sys::ExecDropSingleTupleTableSlot(slot);
+        (n, next)
+    }
+}
+
 /// Build index `idx` of Pinax table `heap` in storage; returns the number of rows.
 ///
 /// # Safety
@@ -138,6 +199,13 @@ pub unsafe fn build(heap: pg_sys::Relation, idx: pg_sys::Relation, ii: *mut pg_s
             meta::pinax_am_oid(); // for dropping this storage if the transaction aborts (hooks/xact.rs)
             if im.unique {
                 meta::register_owner(&im.storage, im.oid);
+            }
+            if DEFERRED.with(|d| d.get().0) {
+                // CREATE INDEX CONCURRENTLY's first step: storage, no entries
+                // (concurrent_index.rs backfills them once every node maintains it).
+                DEFERRED.with(|d| d.set((true, im.oid)));
+                pg_sys::ExecDropSingleTupleTableSlot(slot);
+                return 0.0;
             }
             let estate = pg_sys::CreateExecutorState();
             let econtext = pg_sys::MakePerTupleExprContext(estate);
