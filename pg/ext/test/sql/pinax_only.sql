@@ -57,7 +57,14 @@ INSERT INTO ct VALUES (2, 'ALICE@example.COM');
 SELECT id FROM ct WHERE e = 'alice@EXAMPLE.com';
 DROP TABLE ct;
 DROP EXTENSION citext;
+-- CREATE INDEX CONCURRENTLY builds in steps (concurrent_index.rs); the index ends valid.
 CREATE INDEX CONCURRENTLY h_v ON h (v);
+SELECT indisvalid, indisready FROM pg_index WHERE indexrelid = 'h_v'::regclass;
+SET enable_seqscan = off;
+SELECT count(*) = (SELECT count(*) FROM h) AS same FROM h WHERE v >= '';
+RESET enable_seqscan;
+DROP INDEX h_v;
+CREATE UNIQUE INDEX CONCURRENTLY h_uv ON h (v);
 CLUSTER h USING h_pkey;
 CREATE TABLE dpk (id int PRIMARY KEY DEFERRABLE INITIALLY DEFERRED);
 BEGIN ISOLATION LEVEL SERIALIZABLE;
