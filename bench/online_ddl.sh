@@ -47,9 +47,9 @@ UPDATE t SET v = v + 1 WHERE id = :id;
 INSERT INTO t VALUES (:nid, :id, :id) ON CONFLICT DO NOTHING;
 EOF
 # Writers for SECS seconds, each transaction's end time and latency logged.
-writers() { # writers NAME SECS
-  (cd "$dir" && pgbench -n -h 127.0.0.1 -p "$pg2" -U "$superuser" -c "$clients" -j 2 -T "$2" -f write.sql \
-    --log --log-prefix="$1" ddlbench >"$dir/$1.out" 2>&1)
+writers() { # writers NAME SECS (pgbench itself, so that the caller can stop it)
+  exec pgbench -n -h 127.0.0.1 -p "$pg2" -U "$superuser" -c "$clients" -j 2 -T "$2" -f "$dir/write.sql" \
+    --log --log-prefix="$dir/$1" ddlbench >"$dir/$1.out" 2>&1
 }
 # Throughput and latency percentiles of the transactions of logs NAME.* that ended
 # within [FROM, TO] (epoch microseconds).
@@ -62,7 +62,7 @@ window() { # window NAME FROM TO
 us() { echo $(( $(date +%s%N) / 1000 )); }
 build() { # build NAME SQL: time SQL on node 1 while the writers run; report both
   local name=$1 sql=$2
-  writers "$name" 1000 &
+  (writers "$name" 1000) &
   local wp=$!
   sleep 5
   local a b

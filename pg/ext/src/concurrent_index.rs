@@ -22,9 +22,11 @@
 //!
 //! Throughout, a session lock (SHARE UPDATE EXCLUSIVE) keeps other DDL off the
 //! table, as PostgreSQL's does. If a step fails, the index stays, not valid (as
-//! PostgreSQL leaves it): DROP INDEX removes it. CREATE UNIQUE INDEX
-//! CONCURRENTLY is not supported yet (its backfill must tell a writer's entry
-//! for the same row from a duplicate).
+//! PostgreSQL leaves it): DROP INDEX removes it. A unique index's entries are
+//! inserted (a locked key, so a writer's later change still conflicts); an insert
+//! that meets an entry runs its chunk again reading each entry first: the same
+//! row's (a writer's) is left alone, another row's is a duplicate, 23505 "could
+//! not create unique index", and the index stays not valid (as PostgreSQL's).
 
 use crate::am::index::build;
 use crate::error;
@@ -77,10 +79,6 @@ pub unsafe fn create(
 ) {
     // SAFETY: the caller upholds this function's contract (# Safety).
     unsafe {
-        let stmt = (*pstmt).utilityStmt as *mut pg_sys::IndexStmt;
-        if (*stmt).unique {
-            error::not_supported("CREATE UNIQUE INDEX CONCURRENTLY is not supported on Pinax tables yet (CREATE UNIQUE INDEX builds it while writers wait)");
-        }
         pg_sys::PreventInTransactionBlock(context == pg_sys::ProcessUtilityContext::PROCESS_UTILITY_TOPLEVEL, c"CREATE INDEX CONCURRENTLY".as_ptr());
         // 1. The index, write-only, on every node: the statement without
         //    CONCURRENTLY, its entries deferred.
@@ -115,6 +113,10 @@ pub unsafe fn create(
         let mut rows = 0usize;
         loop {
             let mut tries = 0;
+            // A unique index's chunk runs again reading its entries first once an
+            // insert met an existing entry (a writer's for the same row, or a
+            // duplicate: backfill_chunk tells them apart).
+            let mut careful = false;
             let next = loop {
                 let from = start.clone();
                 let outcome = pgrx::PgTryBuilder::new(|| {
@@ -122,24 +124,27 @@ pub unsafe fn create(
                     let heap = pg_sys::table_open(heap_oid, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
                     let idx = pg_sys::index_open(idx_oid, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE);
                     let ii = pg_sys::BuildIndexInfo(idx);
-                    let (n, next) = build::backfill_chunk(heap, idx, ii, from.clone(), CHUNK_ROWS);
+                    let (n, next) = build::backfill_chunk(heap, idx, ii, from.clone(), CHUNK_ROWS, careful);
                     pg_sys::index_close(idx, pg_sys::NoLock as pg_sys::LOCKMODE);
                     pg_sys::table_close(heap, pg_sys::NoLock as pg_sys::LOCKMODE);
                     pg_sys::PopActiveSnapshot();
                     // The chunk's writes go at its commit: conflicts show here.
                     pg_sys::CommitTransactionCommand();
                     pg_sys::StartTransactionCommand();
-                    Some((n, next))
+                    Ok((n, next))
                 })
-                .catch_when(PgSqlErrorCode::ERRCODE_T_R_SERIALIZATION_FAILURE, |_| None)
-                .catch_when(PgSqlErrorCode::ERRCODE_T_R_DEADLOCK_DETECTED, |_| None)
+                // Err(careful): run the chunk again (reading a unique index's entries first).
+                .catch_when(PgSqlErrorCode::ERRCODE_T_R_SERIALIZATION_FAILURE, |_| Err(false))
+                .catch_when(PgSqlErrorCode::ERRCODE_T_R_DEADLOCK_DETECTED, |_| Err(false))
+                .catch_when(PgSqlErrorCode::ERRCODE_UNIQUE_VIOLATION, |e| if build::real_duplicate() { e.rethrow() } else { Err(true) })
                 .execute();
                 match outcome {
-                    Some((n, next)) => {
+                    Ok((n, next)) => {
                         rows += n;
                         break next;
                     }
-                    None => {
+                    Err(c) => {
+                        careful |= c;
                         pg_sys::AbortCurrentTransaction();
                         pg_sys::StartTransactionCommand();
                         // (An abort lets session locks go too.)

@@ -72,6 +72,20 @@ pub fn raise_build(e: FlushError, index_oid: u32) -> ! {
     raise(e)
 }
 
+/// Raise "could not create unique index" for entry key `key` of index `index_oid`,
+/// which two rows share (a build's own finding, not a flush's).
+pub fn raise_duplicate_build(index_oid: u32, key: &[u8]) -> ! {
+    // SAFETY: catalog access inside a transaction.
+    match unsafe { describe(index_oid, key) } {
+        Some((name, detail)) => error::raise_with(
+            PgSqlErrorCode::ERRCODE_UNIQUE_VIOLATION,
+            format!("could not create unique index \"{name}\""),
+            Some(detail.replace(" already exists.", " is duplicated.")),
+        ),
+        None => error::raise_with(PgSqlErrorCode::ERRCODE_UNIQUE_VIOLATION, "could not create unique index: duplicated values".to_string(), None),
+    }
+}
+
 /// Raise the error of a failed flush (never returns).
 pub fn raise(e: FlushError) -> ! {
     if e.error.code() == ErrorCode::DuplicateKey {

@@ -281,6 +281,21 @@ unsafe extern "C-unwind" fn process_utility(
             }
         }
         let node = (*pstmt).utilityStmt;
+        if meta::pinax_am_oid() != 0 && builds_indexes(node) {
+            // An index of a Pinax table is built in storage by one process, the
+            // one scanning for btree's build: each parallel worker of a parallel
+            // build would build it all again (for this transaction, as SET LOCAL).
+            pg_sys::set_config_option(
+                c"max_parallel_maintenance_workers".as_ptr(),
+                c"0".as_ptr(),
+                pg_sys::GucContext::PGC_USERSET,
+                pg_sys::GucSource::PGC_S_SESSION,
+                pg_sys::GucAction::GUC_ACTION_LOCAL,
+                true,
+                0,
+                false,
+            );
+        }
         // DDL checks that no relation it changes is open in this session (REINDEX, DROP
         // INDEX, ALTER TABLE): give back the index references held since earlier
         // statements, and hold none while the utility command runs.
@@ -329,6 +344,20 @@ unsafe extern "C-unwind" fn process_utility(
         if let Err(edata) = res {
             crate::pgtry::rethrow(edata);
         }
+    }
+}
+
+/// Whether utility statement `node` may build indexes (and so plan a parallel
+/// build): CREATE INDEX, REINDEX, ALTER TABLE (rewrites, added constraints),
+/// CLUSTER, VACUUM FULL.
+///
+/// # Safety
+/// `node` must be a valid node or null.
+unsafe fn builds_indexes(node: *mut pg_sys::Node) -> bool {
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        use pg_sys::NodeTag::*;
+        !node.is_null() && matches!((*node).type_, T_IndexStmt | T_ReindexStmt | T_AlterTableStmt | T_ClusterStmt | T_VacuumStmt)
     }
 }
 

@@ -64,7 +64,13 @@ SET enable_seqscan = off;
 SELECT count(*) = (SELECT count(*) FROM h) AS same FROM h WHERE v >= '';
 RESET enable_seqscan;
 DROP INDEX h_v;
-CREATE UNIQUE INDEX CONCURRENTLY h_uv ON h (v);
+-- UNIQUE: built, or over duplicates failed and left not valid (as PostgreSQL's).
+CREATE UNIQUE INDEX CONCURRENTLY h_uv ON h (id, v);
+\set VERBOSITY terse
+CREATE UNIQUE INDEX CONCURRENTLY h_dup ON h ((length(v)));
+\set VERBOSITY default
+SELECT indexrelid::regclass, indisvalid FROM pg_index WHERE indexrelid IN ('h_uv'::regclass, 'h_dup'::regclass) ORDER BY 1;
+DROP INDEX h_uv, h_dup;
 CLUSTER h USING h_pkey;
 CREATE TABLE dpk (id int PRIMARY KEY DEFERRABLE INITIALLY DEFERRED);
 BEGIN ISOLATION LEVEL SERIALIZABLE;

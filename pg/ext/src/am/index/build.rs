@@ -38,6 +38,15 @@ pub fn defer_builds(on: bool) -> u32 {
 /// the entry: the caller tries the chunk again at a later time). Returns the
 /// rows written and the key the next chunk starts at (None: the table's end).
 ///
+/// A unique index's entry is an insert (a duplicate fails the write, 23505)
+/// after a lock of its key (which, unlike the insert, conflicts with a change
+/// committed after the read time: a writer's deletion of the entry). A writer
+/// maintaining the index may have written the same entry for the same row
+/// already: then the insert fails too, and the caller runs the chunk again
+/// `careful`: each unique entry is read first and left alone if it names this
+/// row; if it names another row, the values are duplicated: 23505, "could not
+/// create unique index", and [`real_duplicate`] says so.
+///
 /// # Safety
 /// Valid open relations and index info, inside a transaction; `idx` a secondary
 /// index of Pinax table `heap`.
@@ -47,6 +56,7 @@ pub unsafe fn backfill_chunk(
     ii: *mut pg_sys::IndexInfo,
     start: Vec<u8>,
     max: usize,
+    careful: bool,
 ) -> (usize, Option<Vec<u8>>) {
     // SAFETY: the caller upholds this function's contract (# Safety).
     unsafe {
@@ -61,13 +71,41 @@ pub unsafe fn backfill_chunk(
         let pred = predicate(ii, estate);
         let mut n = 0;
         let mut next = None;
+        let mut mine: std::collections::HashMap<Vec<u8>, Vec<u8>> = std::collections::HashMap::new();
         while let Some((key, value)) = pager.next_row().or_raise() {
             let value = crate::tuple::merged((*heap).rd_att, value);
             store_tuple(slot, &value, pg_sys::ItemPointerData::default(), pg_sys::Oid::from(m.relid), None);
             n += 1;
             if let Some(vals) = entry_values(ii, pred, estate, im.cols.len()) {
                 let ik = secondary_key(&im, slot, Some(&vals), &key);
-                state::with(|b| b.push(cid, &im.storage, WriteOp::put(ik, key.clone()))).or_raise();
+                if !enforced_unique(&im, &vals) {
+                    state::with(|b| b.push(cid, &im.storage, WriteOp::put(ik, key.clone()))).or_raise();
+                } else {
+                    // (Read at the scan's own read point; entries this chunk wrote are not
+                    // there yet: remembered.)
+                    let existing = match careful {
+                        true => match mine.get(&ik) {
+                            Some(row) => Some(row.clone()),
+                            None => pager.get(&im.storage, &ik).or_raise(),
+                        },
+                        false => None,
+                    };
+                    if careful {
+                        mine.insert(ik.clone(), key.clone());
+                    }
+                    match existing {
+                        Some(row) if row == key => {} // a writer's entry for this row
+                        Some(_) => {
+                            REAL_DUPLICATE.with(|d| d.set(true));
+                            violation::raise_duplicate_build(im.oid, &ik);
+                        }
+                        None => state::with(|b| {
+                            b.push(cid, &im.storage, WriteOp::row_lock(ik.clone(), pinax_proto::LockStrength::Update))?;
+                            b.push(cid, &im.storage, WriteOp::insert(ik, key.clone()))
+                        })
+                        .or_raise(),
+                    }
+                }
             }
             if n == max {
                 let mut k = key;
@@ -80,6 +118,16 @@ pub unsafe fn backfill_chunk(
         pg_sys::ExecDropSingleTupleTableSlot(slot);
         (n, next)
     }
+}
+
+thread_local! {
+    /// A careful backfill found two rows with the same unique values.
+    static REAL_DUPLICATE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether the last careful backfill failed on a real duplicate (and clear it).
+pub fn real_duplicate() -> bool {
+    REAL_DUPLICATE.with(|d| d.replace(false))
 }
 
 /// Build index `idx` of Pinax table `heap` in storage; returns the number of rows.
