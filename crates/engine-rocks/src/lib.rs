@@ -231,6 +231,15 @@ fn table_options(cfg: &RocksConfig, cf: Cf) -> BlockBasedOptions {
     }
     t.set_cache_index_and_filter_blocks(true);
     t.set_pin_l0_filter_and_index_blocks_in_cache(true);
+    // Filters and indexes in partitions of a few KiB under a small top-level
+    // index kept in the cache: a whole-file filter of a large SST (megabytes: one
+    // bloom for every key and prefix of a 64 MiB file) is larger than a block cache
+    // shard, so RocksDB did not keep it, and every probe of a key read it from the
+    // file and checked its checksum again (a 1M-row index backfill's 5,000-key
+    // write took minutes, all of it in ReadFilterBlock → XXH3).
+    t.set_index_type(rocksdb::BlockBasedIndexType::TwoLevelIndexSearch);
+    t.set_partition_filters(bloom);
+    t.set_pin_top_level_index_and_filter(true);
     t.set_checksum_type(ChecksumType::XXH3);
     t
 }
