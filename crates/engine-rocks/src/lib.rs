@@ -50,7 +50,9 @@
 //! giving [`pinax_engine::probe_prefix`], with bloom filters over those prefixes in SST files
 //! (not in memtables: see `cf_options`). Iterators with `prefix_same_as_start` probe one prefix
 //! (RocksDB's prefix seek); all others set `total_order_seek`, so no filter changes
-//! what they return.
+//! what they return. Filters and indexes are partitioned (a two-level index whose
+//! top level stays pinned in the block cache): a large SST's whole-file filter
+//! would not fit a cache shard and be read again for every probe.
 //!
 //! Must not depend on: anything above `pinax-engine` (MVCC, tablets, servers); no code
 //! here knows what the keys mean beyond `probe_prefix`.
