@@ -430,7 +430,14 @@ impl Replayer {
 
 impl pinax_tserver::DdlApplier for Replayer {
     fn apply_upto(&self, upto: u64, deadline: Instant) -> std::result::Result<(), String> {
-        Replayer::apply_upto(self, upto, deadline)
+        let res = Replayer::apply_upto(self, upto, deadline);
+        if res.is_err() && upto != u64::MAX {
+            // The master says the log goes to `upto` and this node could not apply
+            // it in time: it is behind, so new sessions wait until the background
+            // replay has caught up (`DdlReady`) rather than miss a new table.
+            self.caught_up.store(false, std::sync::atomic::Ordering::SeqCst);
+        }
+        res
     }
     fn hold_lock(&self, lock: &pinax_proto::DdlLock, deadline: Instant) -> std::result::Result<(), String> {
         Replayer::hold_lock(self, lock, deadline)
