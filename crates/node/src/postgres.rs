@@ -279,6 +279,9 @@ pub fn start(dir: &Path, port: u16, listen: &str, rpc_addr: &str, secure: Option
         }
         std::fs::write(d.join("pinax.initialized"), "1")?;
     }
+    // Every session waits, as it starts, until the node has applied the DDL log
+    // (the extension's `pinax.session_ready`; idempotent, so also on older data).
+    psql(dir, port, "postgres", "ALTER ROLE ALL SET pinax.session_ready = on")?;
     if let Some(sec) = secure {
         set_password(dir, port, sec)?;
     }

@@ -27,7 +27,52 @@ static TABLET_FOLDS: GucSetting<bool> = GucSetting::<bool>::new(true);
 static INSERT_AT_ONCE: GucSetting<bool> = GucSetting::<bool>::new(true);
 static DELETE_ALL: GucSetting<bool> = GucSetting::<bool>::new(true);
 
+/// `pinax.session_ready`: set for every role by `pinax start` (`ALTER ROLE ALL
+/// SET`), so PostgreSQL sets it as each session starts, after the startup
+/// packet's settings and before the first query; its assign hook then waits
+/// until the node has applied the DDL log it knows of (`state::wait_for_ddl`):
+/// a session never parses its first statement against a catalog other nodes
+/// changed while this node was down or behind.
+static mut SESSION_READY: bool = false;
+
+/// Assign hook of `pinax.session_ready`: in a client session (not a replaying
+/// one, not a parallel worker), connect to the node, which waits for the DDL
+/// log (up to 30 s). Errors are not raised here (an assign hook must not fail):
+/// the session's first use of Pinax reports them.
+///
+/// # Safety
+/// Called only by PostgreSQL's GUC machinery.
+unsafe extern "C-unwind" fn session_ready_assign(newval: bool, _extra: *mut std::ffi::c_void) {
+    // SAFETY: reads backend globals; the client is made in a transaction.
+    unsafe {
+        if newval
+            && pgrx::pg_sys::IsUnderPostmaster
+            && pgrx::pg_sys::ParallelWorkerNumber < 0
+            && !pgrx::pg_sys::MyProcPort.is_null()
+            && pgrx::pg_sys::IsTransactionState()
+            && !replaying()
+        {
+            let _ = crate::state::with(|b| b.client());
+        }
+    }
+}
+
 pub fn init() {
+    // SAFETY: defining a GUC while loading the library (in the postmaster).
+    unsafe {
+        pgrx::pg_sys::DefineCustomBoolVariable(
+            c"pinax.session_ready".as_ptr(),
+            c"Sessions wait, as they start, until this node has applied the schema changes other nodes made.".as_ptr(),
+            c"Set for every role by pinax start; off: the first statement that uses Pinax waits instead.".as_ptr(),
+            &raw mut SESSION_READY,
+            false,
+            pgrx::pg_sys::GucContext::PGC_USERSET,
+            0,
+            None,
+            Some(session_ready_assign),
+            None,
+        );
+    }
     GucRegistry::define_string_guc(
         c"pinax.address",
         c"Address (host:port) of the Pinax node daemon this server uses.",
