@@ -215,20 +215,20 @@ impl Replayer {
         }
     }
 
+    /// A replaying session of this node's PostgreSQL (as its superuser, over the
+    /// Unix socket) in database `db`, with startup `options`.
+    fn session(&self, db: &str, options: &str, application: &str) -> postgres::Config {
+        let mut c = postgres::Config::new();
+        c.host_path(&self.pgdata).port(self.pg_port).user(&self.superuser).dbname(db).options(options).application_name(application);
+        c
+    }
+
     fn connection<'a>(&self, conns: &'a mut HashMap<String, postgres::Client>, db: &str) -> std::result::Result<&'a mut postgres::Client, Failure> {
         if conns.get_mut(db).is_some_and(|c| c.is_closed()) {
             conns.remove(db);
         }
         if !conns.contains_key(db) {
-            let c = postgres::Config::new()
-                .host_path(&self.pgdata)
-                .port(self.pg_port)
-                .user(&self.superuser)
-                .dbname(db)
-                .options("-c pinax.replaying=on -c lock_timeout=5s")
-                .application_name("pinax ddl replay")
-                .connect(postgres::NoTls)
-                .map_err(classify)?;
+            let c = self.session(db, "-c pinax.replaying=on -c lock_timeout=5s", "pinax ddl replay").connect(postgres::NoTls).map_err(classify)?;
             conns.insert(db.to_string(), c);
         }
         conns.get_mut(db).ok_or_else(|| Failure::Retry("no connection".into()))
@@ -321,14 +321,7 @@ impl Replayer {
         let mut session = match locks.remove(&lock.lock) {
             Some(s) => s,
             None => {
-                let conn = postgres::Config::new()
-                    .host_path(&self.pgdata)
-                    .port(self.pg_port)
-                    .user(&self.superuser)
-                    .dbname(&lock.database)
-                    .options("-c pinax.replaying=on")
-                    .application_name("pinax ddl lock")
-                    .connect(postgres::NoTls);
+                let conn = self.session(&lock.database, "-c pinax.replaying=on", "pinax ddl lock").connect(postgres::NoTls);
                 let conn = match conn {
                     Ok(c) => c,
                     Err(e) if e.as_db_error().is_none() => {

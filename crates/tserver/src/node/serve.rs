@@ -95,13 +95,23 @@ impl<F: EngineFactory> Node<F> {
     /// A catalog request: here when this node leads the master (a leader change
     /// may cut in: then at the new leader), else at the master's leader.
     pub(super) fn at_master(&self, req: Request) -> Result<Response, RpcError> {
+        self.at_master_answering(req, None)
+    }
+
+    /// [`Node::at_master`], the master's answer awaited up to `answer` (None: the
+    /// usual read timeout) when it is another node.
+    pub(super) fn at_master_answering(&self, req: Request, answer: Option<Duration>) -> Result<Response, RpcError> {
+        let remote = |req| match answer {
+            Some(a) => self.call_master_waiting(req, a),
+            None => self.call_master(req),
+        };
         if self.is_master() {
             match self.handle_master(req.clone()) {
-                Err(e) if e.code == ErrorCode::NotLeader => self.call_master(req),
+                Err(e) if e.code == ErrorCode::NotLeader => remote(req),
                 res => res,
             }
         } else {
-            self.call_master(req)
+            remote(req)
         }
     }
 

@@ -83,13 +83,7 @@ impl<F: EngineFactory> Node<F> {
         }
         let wait = Duration::from_millis(lock.timeout_ms).min(DDL_LOCK_MAX_WAIT) + 2 * DDL_LOCK_GRACE;
         let req = Request::LockDdl { lock };
-        let res = match self.is_master() {
-            true => match self.handle_master(req.clone()) {
-                Err(e) if e.code == ErrorCode::NotLeader => self.call_master_waiting(req, wait),
-                res => res,
-            },
-            false => self.call_master_waiting(req, wait),
-        };
+        let res = self.at_master_answering(req, Some(wait));
         if let Ok(Response::Now(ht)) = &res {
             self.clock.update(*ht);
         }

@@ -84,15 +84,9 @@ pub unsafe fn backfill_chunk(
                     // (Read at the scan's own read point; entries this chunk wrote are not
                     // there yet: remembered.)
                     let existing = match careful {
-                        true => match mine.get(&ik) {
-                            Some(row) => Some(row.clone()),
-                            None => pager.get(&im.storage, &ik).or_raise(),
-                        },
+                        true => mine.insert(ik.clone(), key.clone()).map_or_else(|| pager.get(&im.storage, &ik).or_raise(), Some),
                         false => None,
                     };
-                    if careful {
-                        mine.insert(ik.clone(), key.clone());
-                    }
                     match existing {
                         Some(row) if row == key => {} // a writer's entry for this row
                         Some(_) => {
