@@ -40,6 +40,10 @@ pub struct ClientOptions {
     /// `SCAN_REQUEST_KEYS` keys each): true stops the scan with
     /// `ClientError::Interrupted` (a canceled SQL statement).
     pub interrupted: Option<fn() -> bool>,
+    /// Requests carry the seed node's SQL lease (`RequestEnvelope::fence`, asked
+    /// for with `Request::SqlLease`): set by a SQL node's backends, whose
+    /// requests must stop when their node lost contact with the master.
+    pub fenced: bool,
 }
 
 /// How many times one tablet request asks the master where the tablet is after
@@ -66,6 +70,7 @@ impl Default for ClientOptions {
             local_socket: None,
             tls: None,
             interrupted: None,
+            fenced: false,
         }
     }
 }
@@ -101,7 +106,28 @@ pub(crate) struct Inner {
     pub(crate) seed_node_id: std::sync::atomic::AtomicU64,
     /// What the latest answer said of uncertainty windows ([`Client::reads_uncertain`]).
     pub(crate) uncertain: AtomicBool,
+    /// With `ClientOptions::fenced`: the seed node's SQL lease as last heard.
+    fence: Mutex<Fence>,
 }
+
+/// A SQL lease as a client last heard it.
+#[derive(Default)]
+struct Fence {
+    /// Its end (hybrid time's physical microseconds).
+    until: u64,
+    /// When the client last asked.
+    asked: Option<Instant>,
+}
+
+/// A client asks its node for the lease again once it ends within this.
+const FENCE_RENEW_AHEAD: Duration = Duration::from_secs(3);
+
+/// How often a client without a lease asks for it at most.
+const FENCE_ASK_EVERY: Duration = Duration::from_millis(100);
+
+/// How long a request waits for its node's SQL lease before it goes with the
+/// lapsed one (and is refused).
+const FENCE_WAIT: Duration = Duration::from_secs(2);
 
 /// A handle to a cluster. Cheap to clone; clones share connections and caches.
 #[derive(Clone)]
@@ -138,6 +164,7 @@ impl Client {
                 heartbeat_started: AtomicBool::new(false),
                 seed_node_id: std::sync::atomic::AtomicU64::new(0),
                 uncertain: AtomicBool::new(true),
+                fence: Mutex::new(Fence::default()),
             }),
         };
         match c.call(Request::Ping)? {
@@ -195,7 +222,8 @@ impl Client {
                 },
             }
         };
-        let env = RequestEnvelope { ht: self.inner.clock.now(), request: req };
+        let fence = if self.inner.opts.fenced && !matches!(req, Request::SqlLease) { self.fence() } else { 0 };
+        let env = RequestEnvelope { ht: self.inner.clock.now(), fence, request: req };
         let resp = match conn.call(&env) {
             Ok(r) => r,
             Err(e) => {
@@ -225,6 +253,42 @@ impl Client {
             self.inner.clock.update(*restart_ht);
         }
         (resp.result.map_err(ClientError::from), env.request)
+    }
+
+    /// The seed node's SQL lease end for a request now, asked for again when it
+    /// ends soon. Without a valid lease, asks again for up to [`FENCE_WAIT`] (a
+    /// node just started, a renewal late), then answers the lapsed one: never 0
+    /// (which would be unfenced), 1 when there was none.
+    fn fence(&self) -> u64 {
+        let started = Instant::now();
+        loop {
+            let now = self.inner.clock.now().physical_micros();
+            let ask = {
+                let f = self.inner.fence.lock();
+                if f.until > now + FENCE_RENEW_AHEAD.as_micros() as u64 {
+                    return f.until;
+                }
+                f.asked.is_none_or(|t| t.elapsed() >= FENCE_ASK_EVERY)
+            };
+            if ask {
+                let seed = self.inner.seed.clone();
+                let heard = match self.call_at_returning(&seed, Request::SqlLease).0 {
+                    Ok(Response::Lease(until)) => Some(until),
+                    _ => None,
+                };
+                let mut f = self.inner.fence.lock();
+                f.asked = Some(Instant::now());
+                // (0: none now; a lease heard before still ends when it ends.)
+                if let Some(until) = heard {
+                    f.until = f.until.max(until);
+                }
+            }
+            let until = self.inner.fence.lock().until;
+            if until > now || started.elapsed() >= FENCE_WAIT {
+                return until.max(1);
+            }
+            std::thread::sleep(FENCE_ASK_EVERY);
+        }
     }
 
     /// Whether a connect to `addr` failed within [`UNREACHABLE_FOR`].

@@ -53,6 +53,12 @@ pub enum ErrorCode {
     /// A DDL statement could not take its table locks on another SQL node in
     /// time (55P03 lock_not_available).
     LockNotAvailable = 37,
+    /// A request of a SQL node whose lease from the master has lapsed (it lost
+    /// contact with the master, which may since have let DDL go on without it):
+    /// its statement may have planned against a stale catalog, so the request is
+    /// refused, never retried under the same plan (40001: the application retries
+    /// the transaction, which plans afresh once the node is back in contact).
+    NodeFenced = 38,
 }
 
 impl ErrorCode {
@@ -96,6 +102,7 @@ impl ErrorCode {
             ErrorCode::DiskFull => "53100",
             ErrorCode::PermissionDenied => "42501",
             ErrorCode::LockNotAvailable => "55P03",
+            ErrorCode::NodeFenced => "40001",
         }
     }
 }

@@ -15,6 +15,9 @@
 //! - `"d/" ++ seq (u64 BE)` → blob(kind `'D'`, v1, bincode(`DdlEntry`)): the DDL log
 //! - `"s/" ++ name` → last value (i64 BE) ++ is_called (1 byte): a cluster-wide
 //!   sequence (other names of it in `"a/"` too)
+//! - `"f/" ++ node id (u64 BE) ++ lock id (u128 BE)` → blob(kind `'F'`, v1,
+//!   bincode(`Fence`)): a SQL node a DDL lock went on without, which gets no
+//!   SQL lease until that lock is let go (see the tablet server's `sql_lease.rs`)
 
 use parking_lot::Mutex;
 use pinax_codec::blob::{decode_blob, encode_blob};
@@ -45,6 +48,18 @@ const DDL_KIND: u8 = b'D';
 const DDL_VERSION: u8 = 2;
 const SEQUENCE_PREFIX: &[u8] = b"s/";
 const NODE_PREFIX: &[u8] = b"n/";
+const FENCE_PREFIX: &[u8] = b"f/";
+const FENCE_KIND: u8 = b'F';
+const FENCE_VERSION: u8 = 1;
+
+/// A SQL node fenced for a DDL lock that went on without it.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Fence {
+    /// The lock's origin node (asked whether the lock is still held).
+    pub origin_addr: String,
+    /// When the fence went up (hybrid time's physical microseconds).
+    pub since_micros: u64,
+}
 
 const BLOB_KIND: u8 = b'C';
 const BLOB_VERSION: u8 = 2;
@@ -200,6 +215,8 @@ struct State {
     sequences: BTreeMap<String, (i64, bool)>,
     /// Registered nodes: id → RPC address.
     nodes: BTreeMap<u64, String>,
+    /// Fenced SQL nodes: (node, DDL lock) → the fence.
+    fences: BTreeMap<(u64, u128), Fence>,
     /// A write failed (it may or may not have been applied): reload before use.
     reload: bool,
 }
@@ -645,6 +662,65 @@ impl<E: KvEngine> Catalog<E> {
     pub fn tables(&self) -> Result<Vec<TableInfo>, CatalogError> {
         Ok(self.lock()?.tables.values().cloned().collect())
     }
+
+    /// Sequence number of the DDL log's last entry (0: none yet).
+    pub fn last_ddl(&self) -> Result<u64, CatalogError> {
+        Ok(self.lock()?.last_ddl)
+    }
+
+    /// Fence `nodes` for DDL lock `lock` (taken at `origin_addr`), as of `now`.
+    pub fn fence(&self, nodes: &[u64], lock: u128, origin_addr: &str, now: u64) -> Result<(), CatalogError> {
+        let mut st = self.lock()?;
+        let new: Vec<u64> = nodes.iter().copied().filter(|n| !st.fences.contains_key(&(*n, lock))).collect();
+        if new.is_empty() {
+            return Ok(());
+        }
+        let fence = Fence { origin_addr: origin_addr.to_string(), since_micros: now };
+        let mut b = OwnedBatch::new();
+        for n in &new {
+            b.put(Cf::Regular, &fence_key(*n, lock), &encode_record(FENCE_KIND, FENCE_VERSION, &fence));
+        }
+        self.write(&mut st, b)?;
+        for n in new {
+            st.fences.insert((n, lock), fence.clone());
+        }
+        Ok(())
+    }
+
+    /// Whether node `node` is fenced for some DDL lock.
+    pub fn fenced(&self, node: u64) -> Result<bool, CatalogError> {
+        Ok(self.lock()?.fences.range((node, 0)..=(node, u128::MAX)).next().is_some())
+    }
+
+    /// Take down the fences of DDL lock `lock` (it was let go).
+    pub fn unfence(&self, lock: u128) -> Result<(), CatalogError> {
+        let mut st = self.lock()?;
+        let gone: Vec<(u64, u128)> = st.fences.keys().filter(|(_, l)| *l == lock).copied().collect();
+        if gone.is_empty() {
+            return Ok(());
+        }
+        let mut b = OwnedBatch::new();
+        for (n, l) in &gone {
+            b.delete(Cf::Regular, &fence_key(*n, *l));
+        }
+        self.write(&mut st, b)?;
+        for k in gone {
+            st.fences.remove(&k);
+        }
+        Ok(())
+    }
+
+    /// Every fence: (node, DDL lock) → the fence.
+    pub fn fences(&self) -> Result<BTreeMap<(u64, u128), Fence>, CatalogError> {
+        Ok(self.lock()?.fences.clone())
+    }
+}
+
+fn fence_key(node: u64, lock: u128) -> Vec<u8> {
+    let mut k = FENCE_PREFIX.to_vec();
+    k.extend_from_slice(&node.to_be_bytes());
+    k.extend_from_slice(&lock.to_be_bytes());
+    k
 }
 
 /// A table of one tablet over the whole key space, with tablet id `id` (table id
@@ -703,6 +779,13 @@ fn load<E: KvEngine>(engine: &E) -> Result<State, CatalogError> {
     scan(NODE_PREFIX, &mut |k, v| {
         let id = u64::from_be_bytes(k.try_into().map_err(|_| CatalogError::Corrupt("node key".into()))?);
         st.nodes.insert(id, String::from_utf8_lossy(v).into_owned());
+        Ok(())
+    })?;
+    scan(FENCE_PREFIX, &mut |k, v| {
+        let (node, lock) = k.split_at_checked(8).ok_or_else(|| CatalogError::Corrupt("fence key".into()))?;
+        let node = u64::from_be_bytes(node.try_into().map_err(|_| CatalogError::Corrupt("fence key".into()))?);
+        let lock = u128::from_be_bytes(lock.try_into().map_err(|_| CatalogError::Corrupt("fence key".into()))?);
+        st.fences.insert((node, lock), decode_record(FENCE_KIND, FENCE_VERSION, v, "fence")?);
         Ok(())
     })?;
     Ok(st)
@@ -859,6 +942,23 @@ mod tests {
         assert_eq!(all[1].statements[0].names, entry("").statements[0].names);
         assert_eq!(c.read_ddl(1, 1).unwrap().iter().map(|e| e.seq).collect::<Vec<_>>(), vec![2]);
         assert!(c.read_ddl(3, 100).unwrap().is_empty());
+    }
+
+    #[test]
+    fn fences_go_up_per_lock_survive_a_restart_and_come_down_with_their_lock() {
+        let engine = pinax_engine_mem::MemEngine::new();
+        let c = Catalog::open(engine.clone()).unwrap();
+        c.fence(&[3, 4], 7, "n2:1", 100).unwrap();
+        c.fence(&[3], 8, "n5:1", 200).unwrap();
+        c.fence(&[3], 8, "n5:1", 300).unwrap(); // again: unchanged
+        let c = Catalog::open(engine.clone()).unwrap();
+        assert!(c.fenced(3).unwrap() && c.fenced(4).unwrap() && !c.fenced(2).unwrap());
+        assert_eq!(c.fences().unwrap()[&(3, 8)], Fence { origin_addr: "n5:1".into(), since_micros: 200 });
+        c.unfence(7).unwrap();
+        assert!(c.fenced(3).unwrap() && !c.fenced(4).unwrap());
+        c.unfence(8).unwrap();
+        let c = Catalog::open(engine).unwrap();
+        assert!(c.fences().unwrap().is_empty() && !c.fenced(3).unwrap());
     }
 
     /// A log over a shared engine whose leader term the test sets (0: not leader).

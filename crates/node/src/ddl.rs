@@ -441,6 +441,14 @@ impl pinax_tserver::DdlApplier for Replayer {
     fn caught_up(&self) -> bool {
         self.caught_up.load(std::sync::atomic::Ordering::SeqCst)
     }
+    fn applied(&self) -> u64 {
+        match self.postgres() {
+            (true, true) => Replayer::applied(self),
+            // No PostgreSQL here (nothing to apply), or not set up yet (its
+            // setup's sessions do not wait).
+            _ => u64::MAX,
+        }
+    }
 }
 
 /// Catch up with the log every second (a node that was down, or joined later).

@@ -237,8 +237,11 @@ fn ask(addr: &str, ca: [u8; 32], token: &str, csr: &str) -> Result<(String, Stri
     let stream = Stream::Tls(std::sync::Arc::new(tls));
     stream.set_read_timeout(Some(Duration::from_secs(30)))?;
     let mut buf = Vec::new();
-    let req =
-        RequestEnvelope { ht: HybridTime::INVALID, request: Request::JoinCluster { token: token.trim().to_string(), csr: csr.to_string(), forwarded: false } };
+    let req = RequestEnvelope {
+        ht: HybridTime::INVALID,
+        fence: 0,
+        request: Request::JoinCluster { token: token.trim().to_string(), csr: csr.to_string(), forwarded: false },
+    };
     let mut w = &stream;
     frame::write_frame(&mut w, &req, &mut buf).context("sending the request")?;
     w.flush()?;

@@ -405,6 +405,65 @@ fn partition(c: &Client, cluster: &Cluster, from: usize, others: &[usize]) {
     }
 }
 
+/// A SQL node whose daemon is cut off from the master (its backends, here the
+/// test's fenced client, still reach the tablets) is fenced: a DDL lock goes on
+/// without it only once its SQL lease has ended, its backends' requests are
+/// refused from then on, and it gets no lease back until that lock is let go.
+#[test]
+fn a_node_cut_off_from_the_master_is_fenced_before_ddl_goes_on_without_it() {
+    let cluster = Cluster::start(3);
+    let c = wait_client(&cluster.addr(0));
+    create_rf3(&c, 3);
+    let backend = Client::connect_with(&cluster.addr(2), ClientOptions { fenced: true, ..tls_options() }).unwrap();
+    backend.write("rf3", vec![WriteOp::put(key(1), b"a".to_vec())]).unwrap();
+    let node_id = |i: usize| match c.call_at(&cluster.addr(i), Request::Ping).unwrap() {
+        Response::Pong { node_id } => node_id,
+        r => panic!("{r:?}"),
+    };
+    let origin = node_id(1);
+    partition(&c, &cluster, 2, &[0, 1]);
+    let cut = Instant::now();
+    let lock = pinax_proto::DdlLock {
+        lock: 0x5eed,
+        origin,
+        origin_addr: String::new(),
+        pid: std::process::id(), // held while this test runs
+        database: "postgres".into(),
+        relations: vec![("\"public\".\"t\"".into(), "SHARE".into())],
+        timeout_ms: 5_000,
+    };
+    let locked = c.call_at(&cluster.addr(1), Request::LockDdl { lock: lock.clone() }).unwrap();
+    let waited = cut.elapsed();
+    assert!(matches!(locked, Response::Now(_)), "{locked:?}");
+    // The cut node's last lease began at most a heartbeat before the cut: the
+    // lock waited out most of its 5 s (and the clock-skew margin).
+    assert!(waited >= Duration::from_secs(4), "the DDL lock went on after {waited:?}, within the cut node's lease");
+    let fenced = |what: &str| {
+        let e = backend.write("rf3", vec![WriteOp::put(key(2), b"b".to_vec())]).expect_err(what);
+        assert_eq!(e.code(), pinax_common::ErrorCode::NodeFenced, "{what}: {e:?}");
+    };
+    fenced("a write of the cut node's backend after the DDL lock went on without it");
+    c.write("rf3", vec![WriteOp::put(key(3), b"c".to_vec())]).unwrap(); // others write on
+                                                                        // Back in contact, the node stays fenced while the lock is held.
+    for i in 0..3 {
+        c.call_at(&cluster.addr(i), Request::InjectFaults { unreachable: vec![] }).unwrap();
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    fenced("a write of the node back in contact while the DDL lock that skipped it is held");
+    // The lock let go, its lease comes back (and its backends' requests run).
+    c.call_at(&cluster.addr(1), Request::UnlockDdl { lock: lock.lock }).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match backend.write("rf3", vec![WriteOp::put(key(4), b"d".to_vec())]) {
+            Ok(_) => break,
+            Err(e) if e.code() == pinax_common::ErrorCode::NodeFenced && Instant::now() < deadline => std::thread::sleep(Duration::from_millis(200)),
+            Err(e) => panic!("the node's lease did not come back after the lock went: {e:?}"),
+        }
+    }
+    assert_eq!(c.get("rf3", &key(2)).unwrap(), None, "a refused write was applied");
+    assert_eq!(c.get("rf3", &key(4)).unwrap().as_deref(), Some(&b"d"[..]));
+}
+
 #[test]
 fn a_partitioned_leader_serves_no_stale_reads_and_takes_no_writes() {
     let cluster = Cluster::start(3);
@@ -981,7 +1040,7 @@ fn a_node_refuses_peers_without_its_clusters_certificate() {
     assert!(plain.and_then(|p| p.call(read.clone())).is_err(), "a client without a certificate was served");
     let vote = Request::Raft { group: table.tablets[0].id.0, target: 1, kind: 2, body: vec![0; 64] };
     let mut frame_bytes = Vec::new();
-    frame::encode_frame(&RequestEnvelope { ht: HybridTime(1), request: vote.clone() }, &mut frame_bytes).unwrap();
+    frame::encode_frame(&RequestEnvelope { ht: HybridTime(1), fence: 0, request: vote.clone() }, &mut frame_bytes).unwrap();
     let mut raw = std::net::TcpStream::connect(&addr).unwrap();
     raw.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     raw.write_all(&frame_bytes).unwrap();

@@ -685,7 +685,7 @@ fn nodes_join_with_a_token_and_certificate_roles_hold() {
     let tcp = std::net::TcpStream::connect(&addrs[0]).unwrap();
     let s = pinax_proto::tls::connect_pinned(tcp, &addrs[0], fp, Duration::from_secs(5)).unwrap();
     let mut buf = Vec::new();
-    let env = pinax_proto::RequestEnvelope { ht: pinax_common::HybridTime::INVALID, request: pinax_proto::Request::Status };
+    let env = pinax_proto::RequestEnvelope { ht: pinax_common::HybridTime::INVALID, fence: 0, request: pinax_proto::Request::Status };
     pinax_proto::frame::write_frame(&mut &s, &env, &mut buf).unwrap();
     (&s).flush().unwrap();
     let resp: pinax_proto::ResponseEnvelope = pinax_proto::frame::read_frame(&mut &s, &mut buf).unwrap().unwrap();

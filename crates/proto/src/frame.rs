@@ -152,6 +152,7 @@ mod tests {
     fn sample() -> RequestEnvelope {
         RequestEnvelope {
             ht: HybridTime(42),
+            fence: 0,
             request: Request::Write { tablet: TabletId(7), ops: vec![WriteOp::put(b"k".to_vec(), b"v".to_vec())], read_ht: None, txn: None, request: 0 },
         }
     }
@@ -175,6 +176,7 @@ mod tests {
         let small = sample();
         let big = RequestEnvelope {
             ht: HybridTime(7),
+            fence: 0,
             request: Request::Write {
                 tablet: TabletId(1),
                 ops: (0..3000u32).map(|i| WriteOp::put(i.to_be_bytes().to_vec(), vec![i as u8; 40])).collect(),
@@ -222,11 +224,11 @@ mod tests {
     #[test]
     fn golden_header() {
         let mut buf = Vec::new();
-        encode_frame(&RequestEnvelope { ht: HybridTime(1), request: Request::Ping }, &mut buf).unwrap();
+        encode_frame(&RequestEnvelope { ht: HybridTime(1), fence: 0, request: Request::Ping }, &mut buf).unwrap();
         let hex: String = buf.iter().map(|b| format!("{b:02x}")).collect();
-        // len=2, crc32c([01,00]), payload: ht varint 1, variant 0 (Ping)
-        assert_eq!(&hex[..8], "00000002");
-        assert_eq!(&hex[16..], "0100");
+        // len=3, crc32c([01,00,00]), payload: ht varint 1, fence varint 0, variant 0 (Ping)
+        assert_eq!(&hex[..8], "00000003");
+        assert_eq!(&hex[16..], "010000");
     }
 
     #[test]

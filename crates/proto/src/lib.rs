@@ -434,6 +434,10 @@ pub enum Request {
     /// while other nodes changed the schema must not plan against its old
     /// catalog). Answers `Ready`.
     DdlReady,
+    /// This node's SQL lease (from this node's PostgreSQL): until when its
+    /// backends' requests may run (see `RequestEnvelope::fence`). Answers
+    /// `Lease`.
+    SqlLease,
 }
 
 /// The PostgreSQL table locks a DDL transaction takes on every SQL node
@@ -604,6 +608,10 @@ pub enum Response {
         node_id: u64,
         nodes: Vec<(u64, String)>,
         masters: Vec<String>,
+        /// The node's SQL lease, renewed (the DDL log's last sequence number
+        /// then), or withheld (None: a DDL statement went on without the node
+        /// and has not finished yet).
+        lease: Option<u64>,
     },
     /// Answer to `LocateTablet`.
     Tablet(TabletInfo),
@@ -656,6 +664,9 @@ pub enum Response {
     Held(bool),
     /// Answer to `DdlReady`.
     Ready(bool),
+    /// Answer to `SqlLease`: until when (hybrid time's physical microseconds)
+    /// requests of this node's backends may run; 0: none may now.
+    Lease(u64),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
@@ -705,6 +716,10 @@ impl RpcError {
 pub struct RequestEnvelope {
     /// Sender's hybrid time.
     pub ht: HybridTime,
+    /// The sending SQL node's lease end (physical microseconds of hybrid time):
+    /// the receiver refuses the request (`NodeFenced`) once its clock is past it.
+    /// 0: not fenced (requests between nodes, tools). See `Request::SqlLease`.
+    pub fence: u64,
     pub request: Request,
 }
 

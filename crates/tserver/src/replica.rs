@@ -144,7 +144,7 @@ impl RpcTransport {
             return Err(unavailable(&"partitioned away (fault injection)"));
         }
         let pooled = self.pools.lock().get_mut(addr).and_then(|p| p.pop());
-        let env = RequestEnvelope { ht: self.clock.now(), request };
+        let env = RequestEnvelope { ht: self.clock.now(), fence: 0, request };
         let fresh = || -> Result<(PeerConn, ResponseEnvelope), pinax_proto::RpcError> {
             let mut c = PeerConn::connect(addr, within.unwrap_or(PEER_CONNECT_TIMEOUT), self.tls.as_deref()).map_err(|e| unavailable(&e))?;
             c.set_read_timeout(within).map_err(|e| unavailable(&e))?;

@@ -315,6 +315,14 @@ fn log_refused_handshake(stream: &Stream, e: &std::io::Error) {
     }
 }
 
+/// The answer to a request past its SQL node's lease.
+fn fenced() -> RpcError {
+    RpcError::new(
+        ErrorCode::NodeFenced,
+        "this SQL node's lease from the master has lapsed (it lost contact with the master, and DDL may have gone on without it): retry the transaction",
+    )
+}
+
 fn describe(peer: &Peer) -> String {
     match peer {
         Peer::Client(user) => format!("a client certificate (user {user:?})"),
@@ -410,6 +418,15 @@ fn serve_connection<F: EngineFactory>(node: Arc<Node<F>>, stream: &Stream, limit
                 uncertain: node.reads_uncertain(),
                 result: Err(RpcError::new(ErrorCode::InvalidRequest, e.to_string())),
             };
+            if frame::write_frame(&mut writer, &resp, &mut wbuf).is_err() || writer.flush().is_err() {
+                return;
+            }
+            continue;
+        }
+        // A SQL node's backend past its node's lease: its statement may have
+        // planned against a catalog DDL has changed since (see `RequestEnvelope::fence`).
+        if env.fence != 0 && env.fence < node.clock().now().physical_micros() {
+            let resp = ResponseEnvelope { ht: node.clock().now(), uncertain: node.reads_uncertain(), result: Err(fenced()) };
             if frame::write_frame(&mut writer, &resp, &mut wbuf).is_err() || writer.flush().is_err() {
                 return;
             }

@@ -180,7 +180,7 @@ fn bad_frames_get_errors_and_the_node_survives() {
     // 2. bad checksum
     let mut s = TcpStream::connect(&n.addr).unwrap();
     let mut good = Vec::new();
-    frame::encode_frame(&RequestEnvelope { ht: Default::default(), request: Request::Ping }, &mut good).unwrap();
+    frame::encode_frame(&RequestEnvelope { ht: Default::default(), fence: 0, request: Request::Ping }, &mut good).unwrap();
     good[5] ^= 0xFF;
     s.write_all(&good).unwrap();
     let resp: ResponseEnvelope = frame::read_frame(&mut s, &mut buf).unwrap().unwrap();
@@ -341,6 +341,9 @@ impl pinax_tserver::DdlApplier for RecordingApplier {
     fn caught_up(&self) -> bool {
         !self.fail.load(std::sync::atomic::Ordering::SeqCst)
     }
+    fn applied(&self) -> u64 {
+        self.asked.lock().iter().copied().max().unwrap_or(0)
+    }
 }
 
 #[test]
@@ -388,12 +391,25 @@ fn ddl_locks_are_held_on_the_other_nodes_until_let_go() {
     c2.call(Request::LockDdl { lock: lock(8, u32::MAX - 1) }).unwrap();
     assert_eq!(asked(&c2, 8), Response::Held(false));
     c2.call(Request::UnlockDdl { lock: 8 }).unwrap();
-    // A node out of reach (down) is not waited for: it applies the log before
-    // its sessions run again.
-    c2.call(Request::RegisterNode { node_id: 4, addr: "127.0.0.1:1".into(), leading: Vec::new() }).unwrap();
+    // A node out of reach (down) is not waited for but fenced: the lock goes on
+    // once the SQL lease it may hold has ended (granted as it registered: 5 s +
+    // 4 × 0.5 s of clock skew later), and it gets no lease while the lock is held.
+    let register = |id: u64, addr: &str| c2.call(Request::RegisterNode { node_id: id, addr: addr.into(), leading: Vec::new() }).unwrap();
+    register(4, "127.0.0.1:1");
+    let asked_at = std::time::Instant::now();
     c2.call(Request::LockDdl { lock: lock(10, me) }).unwrap();
+    assert!(asked_at.elapsed() >= Duration::from_millis(6900), "the lock went on after {:?}, within the lease", asked_at.elapsed());
     assert_eq!((held(&appliers[0]), held(&appliers[2])), (vec![10], vec![10]));
+    assert!(matches!(register(4, "127.0.0.1:1"), Response::Registered { lease: None, .. }), "a fenced node got a lease");
+    // A node new to the master while the lock is held was not asked to hold it either.
+    assert!(matches!(register(5, "127.0.0.1:2"), Response::Registered { lease: None, .. }), "a node new during the lock got a lease");
+    // (Nodes 2 and 3 do not heartbeat in this test: registered again, they are live.)
+    register(2, &second.addr);
+    register(3, &third.addr);
     c2.call(Request::UnlockDdl { lock: 10 }).unwrap();
+    assert_eq!((held(&appliers[0]), held(&appliers[2])), (vec![], vec![]));
+    assert!(matches!(register(4, "127.0.0.1:1"), Response::Registered { lease: Some(_), .. }), "the fence outlived its lock");
+    assert!(matches!(register(5, "127.0.0.1:2"), Response::Registered { lease: Some(_), .. }), "the fence outlived its lock");
     // A node that cannot take it: the DDL fails (55P03) and nobody keeps it.
     appliers[2].fail.store(true, std::sync::atomic::Ordering::SeqCst);
     let e = c2.call(Request::LockDdl { lock: lock(9, me) }).unwrap_err();
@@ -771,7 +787,7 @@ fn a_request_an_hour_ahead_is_refused_and_the_clock_stays_put() {
     let mut s = TcpStream::connect(&addr).unwrap();
     let (mut rbuf, mut wbuf) = (Vec::new(), Vec::new());
     let mut send = |ht: HybridTime| {
-        frame::write_frame(&mut s, &RequestEnvelope { ht, request: Request::Now }, &mut wbuf).unwrap();
+        frame::write_frame(&mut s, &RequestEnvelope { ht, fence: 0, request: Request::Now }, &mut wbuf).unwrap();
         s.flush().unwrap();
         frame::read_frame::<ResponseEnvelope, _>(&mut s, &mut rbuf).unwrap().unwrap()
     };
@@ -824,10 +840,10 @@ fn hostile_frames_from_many_connections_leave_the_node_serving() {
 
     // A request nested a million deep: built by hand (encoding it would recurse).
     let mut one = Vec::new();
-    frame::encode_frame(&RequestEnvelope { ht: Default::default(), request: Request::Forwarded(Box::new(Request::Ping)) }, &mut one).unwrap();
+    frame::encode_frame(&RequestEnvelope { ht: Default::default(), fence: 0, request: Request::Forwarded(Box::new(Request::Ping)) }, &mut one).unwrap();
     let payload = &one[frame::HEADER_LEN..];
-    // [ht = 0][Forwarded's variant][Ping's variant = 0]
-    let (ht, forwarded) = (&payload[..1], &payload[1..payload.len() - 1]);
+    // [ht = 0][fence = 0][Forwarded's variant][Ping's variant = 0]
+    let (ht, forwarded) = (&payload[..2], &payload[2..payload.len() - 1]);
     let mut deep = ht.to_vec();
     for _ in 0..1_000_000 {
         deep.extend_from_slice(forwarded);
@@ -861,7 +877,7 @@ fn hostile_frames_from_many_connections_leave_the_node_serving() {
                     // a frame dripped a byte every 300 ms
                     2 => {
                         let mut f = Vec::new();
-                        frame::encode_frame(&RequestEnvelope { ht: Default::default(), request: Request::Ping }, &mut f).unwrap();
+                        frame::encode_frame(&RequestEnvelope { ht: Default::default(), fence: 0, request: Request::Ping }, &mut f).unwrap();
                         for b in f.iter().take(f.len() - 1) {
                             if s.write_all(&[*b]).is_err() {
                                 break;

@@ -108,7 +108,20 @@ pub unsafe fn create(
         pg_sys::LockRelationIdForSession(&heap_lock as *const _ as *mut _, pg_sys::ShareUpdateExclusiveLock as pg_sys::LOCKMODE);
         next_transaction();
 
-        // 2. Backfill, chunk by chunk.
+        // 2. Backfill, chunk by chunk, its progress in pg_stat_progress_create_index
+        //    (PostgreSQL's own CONCURRENTLY reports there across its transactions too).
+        pg_sys::pgstat_progress_start_command(pg_sys::ProgressCommandType::PROGRESS_COMMAND_CREATE_INDEX, heap_oid);
+        build::report_progress(pg_sys::PROGRESS_CREATEIDX_COMMAND, pg_sys::PROGRESS_CREATEIDX_COMMAND_CREATE_CONCURRENTLY as i64);
+        build::report_progress(pg_sys::PROGRESS_CREATEIDX_INDEX_OID.to_u32(), u32::from(idx_oid) as i64);
+        build::report_progress(pg_sys::PROGRESS_CREATEIDX_PHASE, pg_sys::PROGRESS_CREATEIDX_PHASE_BUILD as i64);
+        {
+            let heap = pg_sys::table_open(heap_oid, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
+            let idx = pg_sys::index_open(idx_oid, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
+            build::report_progress(pg_sys::PROGRESS_CREATEIDX_ACCESS_METHOD_OID.to_u32(), u32::from((*(*idx).rd_rel).relam) as i64);
+            build::report_scan_start(heap);
+            pg_sys::index_close(idx, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
+            pg_sys::table_close(heap, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
+        }
         let mut start = Vec::new();
         let mut rows = 0usize;
         loop {
@@ -141,6 +154,7 @@ pub unsafe fn create(
                 match outcome {
                     Ok((n, next)) => {
                         rows += n;
+                        build::report_progress(pg_sys::PROGRESS_CREATEIDX_TUPLES_DONE, rows as i64);
                         break next;
                     }
                     Err(c) => {
@@ -167,6 +181,7 @@ pub unsafe fn create(
             }
         }
         pgrx::debug1!("pinax: backfilled {rows} rows into {name}");
+        pg_sys::pgstat_progress_end_command();
 
         // 3. Valid everywhere (the caller commits this transaction).
         set_state(idx_oid, true);

@@ -49,7 +49,7 @@ pub fn message_for(e: &ClientError) -> String {
         ErrorCode::Cancelled => "canceling statement: the storage scan was interrupted".to_string(),
         ErrorCode::Unavailable => format!("pinax storage is unavailable: {e}"),
         ErrorCode::DiskFull => format!("pinax storage is out of disk space: {e}"),
-        ErrorCode::LockNotAvailable => e.to_string(),
+        ErrorCode::LockNotAvailable | ErrorCode::NodeFenced => e.to_string(),
         _ => format!("pinax storage error: {e}"),
     }
 }
@@ -98,7 +98,9 @@ pub fn raise(e: &ClientError) -> ! {
     let message = message_for(e);
     RESTARTABLE.with(|r| *r.borrow_mut() = restartable(e.code()).then(|| message.clone()));
     let mut report = ErrorReport::new(sqlstate_for(e.code()), message, "pinax");
-    if e.is_retryable() {
+    // (A fenced node's request is never retried under its plan; the
+    // transaction, planned afresh, is.)
+    if e.is_retryable() || e.code() == ErrorCode::NodeFenced {
         report = report.set_hint("The transaction might succeed if retried.");
     }
     report.report(PgLogLevel::ERROR);

@@ -194,6 +194,9 @@ impl Backend {
             local_socket: guc::socket().map(|p| (addr.clone(), p)),
             interrupted: Some(cancel_pending),
             tls,
+            // Requests carry the node's SQL lease: refused once it lapsed (a
+            // node cut off from the master, DDL going on without it).
+            fenced: !guc::replaying(),
             ..Default::default()
         };
         let c = Client::connect_with(&addr, opts)?;

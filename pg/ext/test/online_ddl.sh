@@ -93,9 +93,24 @@ sleep 1
 # CONCURRENTLY: the writers go on while it builds (indexes on v, which their
 # updates change: entries moved under the build), unique ones too; one over
 # duplicates fails cleanly.
+# Its progress shows in pg_stat_progress_create_index on node 1, as it goes
+# (watched from one session every 5 ms: the backend status is re-read each time).
+on "$pg1" >"$dir/progress" 2>&1 -c "DO \$\$ DECLARE r record; BEGIN
+  FOR i IN 1..12000 LOOP
+    PERFORM pg_stat_clear_snapshot();
+    SELECT command, phase, tuples_done INTO r FROM pg_stat_progress_create_index
+      WHERE relid = 't'::regclass AND command = 'CREATE INDEX CONCURRENTLY' AND tuples_done > 0;
+    IF FOUND THEN RAISE NOTICE 'seen %|%|%', r.command, r.phase, r.tuples_done; RETURN; END IF;
+    PERFORM pg_sleep(0.005);
+  END LOOP; END \$\$" &
+watcher=$!
+sleep 0.5
 t4=$(date +%s%N)
 on "$pg1" -c "CREATE INDEX CONCURRENTLY t_vc ON t (v)" || fail "CREATE INDEX CONCURRENTLY on node 1 while nodes 2 and 3 write"
 t5=$(date +%s%N)
+wait "$watcher" || true
+grep -q "seen CREATE INDEX CONCURRENTLY|building index: scanning table|" "$dir/progress" ||
+  fail "no progress of the concurrent build in pg_stat_progress_create_index: $(cat "$dir/progress")"
 on "$pg1" -c "CREATE UNIQUE INDEX CONCURRENTLY t_uc ON t (v, id)" || fail "CREATE UNIQUE INDEX CONCURRENTLY on node 1 while nodes 2 and 3 write"
 err=$(on "$pg1" -c "CREATE UNIQUE INDEX CONCURRENTLY t_dupc ON t ((v % 10))" 2>&1) && fail "a concurrent unique index over duplicates was built"
 grep -q "could not create unique index" <<<"$err" || fail "a concurrent unique index over duplicates: $err"

@@ -127,13 +127,18 @@ impl<F: EngineFactory> Node<F> {
         let mut nodes = self.nodes.lock();
         // A node that moved to another address is one node, at its new address.
         nodes.retain(|id, (a, _)| *id == node_id || *a != addr);
-        nodes.insert(node_id, (addr.clone(), self.now()));
+        let new = nodes.insert(node_id, (addr.clone(), self.now())).is_none();
         drop(nodes);
+        if new {
+            // Not asked to hold the DDL locks being spread now: fenced for them.
+            self.fence_new_node(node_id)?;
+        }
         let mut dir = self.directory.write();
         dir.insert(node_id, addr);
         let nodes = dir.iter().map(|(id, a)| (*id, a.clone())).collect();
         drop(dir);
-        Ok(Response::Registered { node_id, nodes, masters: self.master_addrs() })
+        let lease = self.grant_sql_lease(node_id)?;
+        Ok(Response::Registered { node_id, nodes, masters: self.master_addrs(), lease })
     }
 
     /// Master, when it begins to lead: every registered node counts as heard from
@@ -161,6 +166,7 @@ impl<F: EngineFactory> Node<F> {
             nodes.insert(*id, (addr.clone(), now));
         }
         drop(nodes);
+        self.grant_all_sql_leases(known.keys().copied());
         self.directory.write().extend(known);
         self.led_master.store(true, Ordering::SeqCst);
         tracing::info!(node_id = self.cfg.node_id, "leading the master");
@@ -197,9 +203,6 @@ impl<F: EngineFactory> Node<F> {
     /// Tell the master this node is alive (about once a second), and learn the
     /// other nodes and where the master replicas are.
     pub(super) fn heartbeat_master(&self) {
-        if self.is_master() {
-            return;
-        }
         {
             let mut last = self.last_register.lock();
             if last.is_some_and(|t| t.elapsed() < Duration::from_secs(1)) {
@@ -207,9 +210,18 @@ impl<F: EngineFactory> Node<F> {
             }
             *last = Some(Instant::now());
         }
+        if self.is_master() {
+            self.renew_own_sql_lease();
+            return;
+        }
         let leading = self.leading();
+        let sent = self.clock.now().physical_micros();
         match self.call_master_within(Request::RegisterNode { node_id: self.cfg.node_id, addr: self.cfg.rpc_addr.clone(), leading }, Duration::ZERO) {
-            Ok(Response::Registered { nodes, masters, .. }) => {
+            Ok(Response::Registered { nodes, masters, lease, .. }) => {
+                match lease {
+                    Some(ddl_seq) => self.renew_sql_lease(sent, ddl_seq),
+                    None => tracing::info!("no SQL lease from the master: a DDL statement went on without this node"),
+                }
                 self.directory.write().extend(nodes);
                 if !masters.is_empty() && *self.masters.read() != masters {
                     if let Err(e) = self.local.set_masters(&masters) {

@@ -10,6 +10,8 @@
 //!   master's catalog requests and table creation; `ddl`, `sequence`, `status`);
 //! - `master_role.rs`: leading the master group, finding and calling it,
 //!   registration and heartbeats;
+//! - `sql_lease.rs`: SQL leases, fencing a SQL node cut off from the master
+//!   before DDL goes on without it;
 //! - `placement.rs`: carrying out `pinax_master::placement`'s decisions;
 //! - `status_routing.rs`: finding and calling a transaction's status tablet;
 //! - `waits.rs`: `WaitTxn`, the wait-for graph and deadlock detection;
@@ -28,6 +30,7 @@ mod placement;
 mod resolution;
 mod revival;
 mod serve;
+mod sql_lease;
 mod status_routing;
 mod trace;
 mod waits;
@@ -229,6 +232,13 @@ pub struct Node<F: EngineFactory> {
     /// DDL locks this node's PostgreSQL backends took and have not let go yet:
     /// lock id → backend process id (`Request::DdlLockHeld` is answered here).
     ddl_locks: Mutex<HashMap<u128, u32>>,
+    /// This node's SQL lease (`sql_lease.rs`).
+    sql_lease: Mutex<sql_lease::SqlLease>,
+    /// Master only: when each node's SQL lease was last granted.
+    lease_grants: Mutex<sql_lease::LeaseGrants>,
+    /// Master only: DDL locks being spread or held (lock → origin address, and
+    /// since when, physical microseconds).
+    locks_in_flight: Mutex<HashMap<u128, (String, u64)>>,
 }
 
 /// Applies the cluster's DDL log to a node's PostgreSQL (the node daemon
@@ -248,6 +258,10 @@ pub trait DdlApplier: Send + Sync {
     /// Whether the log has been applied through its end once since the node
     /// started (PostgreSQL sessions wait for it before they start).
     fn caught_up(&self) -> bool;
+
+    /// The sequence number of the last log entry applied here (or skipped as
+    /// this node's own).
+    fn applied(&self) -> u64;
 }
 
 /// Issues certificates to nodes that join with a token (`Request::JoinCluster`;
@@ -329,6 +343,9 @@ impl<F: EngineFactory> Node<F> {
             locations: Mutex::new(HashMap::new()),
             ddl: std::sync::OnceLock::new(),
             ddl_locks: Mutex::new(HashMap::new()),
+            sql_lease: Mutex::new(sql_lease::SqlLease::default()),
+            lease_grants: Mutex::new(HashMap::new()),
+            locks_in_flight: Mutex::new(HashMap::new()),
             destroying: Mutex::new(std::collections::HashSet::new()),
             replica_checks: Mutex::new(()),
             engines: Mutex::new(HashMap::new()),
@@ -467,6 +484,7 @@ impl<F: EngineFactory> Node<F> {
                     tracing::warn!(error = %e, "could not record the master group's table");
                 }
                 self.re_replicate();
+                self.drop_stale_fences();
             }
             self.drop_orphan_replicas();
         }

@@ -61,6 +61,7 @@ impl<F: EngineFactory> Node<F> {
             Request::HoldDdlLock { lock } => self.hold_ddl_lock(lock),
             Request::ReleaseDdlLock { lock } => self.release_ddl_lock(lock),
             Request::DdlLockHeld { lock } => Ok(Response::Held(self.ddl_lock_held(lock))),
+            Request::SqlLease => Ok(Response::Lease(self.sql_lease())),
             Request::DdlReady => Ok(Response::Ready(self.ddl.get().is_none_or(|a| a.caught_up()))),
             Request::CreateReplica { tablet, members, bootstrap } => self.create_replica(ReplicaRecord { tablet, members, bootstrap }),
             Request::DropReplica { tablet } => self.drop_replica(tablet),

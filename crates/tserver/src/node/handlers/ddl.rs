@@ -117,6 +117,7 @@ impl<F: EngineFactory> Node<F> {
     /// PostgreSQL answer at once); answers the highest clock reading among
     /// theirs. If a node could not, the lock goes everywhere and the DDL fails.
     pub(in crate::node) fn spread_ddl_lock(&self, lock: DdlLock) -> Result<Response, RpcError> {
+        self.spreading(&lock);
         let others: Vec<(u64, String)> = self.live_nodes().into_iter().filter(|(id, _)| *id != lock.origin).collect();
         let wait = Duration::from_millis(lock.timeout_ms).min(DDL_LOCK_MAX_WAIT) + DDL_LOCK_GRACE;
         let answers: Vec<Result<Response, RpcError>> = std::thread::scope(|s| {
@@ -131,13 +132,17 @@ impl<F: EngineFactory> Node<F> {
         });
         let mut ht = self.clock.now();
         let mut failed = None;
+        let mut answered = Vec::new();
         for ((id, addr), answer) in others.iter().zip(answers) {
             match answer {
-                Ok(Response::Now(t)) => ht = ht.max(t),
+                Ok(Response::Now(t)) => {
+                    ht = ht.max(t);
+                    answered.push(*id);
+                }
                 Ok(other) => failed = Some(format!("node {id} ({addr}) answered {other:?}")),
-                // Out of reach (down, or cut off): not waited for. A node that was
-                // down applies the log before its sessions run (`DdlReady`); one cut
-                // off while it serves is the gap a lease would close (see ddl.rs).
+                // Out of reach (down, or cut off): not waited for, but fenced
+                // below (`sql_lease.rs`). A node that was down applies the log
+                // before its sessions run (`DdlReady`).
                 Err(e) if e.code == ErrorCode::Unavailable => {
                     tracing::warn!(node = id, %addr, error = %e.message, "a DDL lock goes on without a node out of reach");
                 }
@@ -148,12 +153,20 @@ impl<F: EngineFactory> Node<F> {
             self.spread_ddl_unlock(lock.lock)?;
             return Err(err(ErrorCode::LockNotAvailable, format!("could not lock {} on every SQL node: {why}", describe_relations(&lock))));
         }
-        Ok(Response::Now(ht))
+        // Every node that did not take the lock (out of reach, or not heard from
+        // lately) gets no SQL lease until it goes, and the DDL waits until the
+        // leases they may hold have ended.
+        if let Err(e) = self.fence_nodes_without(&lock, &answered) {
+            self.spread_ddl_unlock(lock.lock)?;
+            return Err(e);
+        }
+        Ok(Response::Now(self.clock.now().max(ht)))
     }
 
     /// Master: every live node lets DDL lock `lock` go (best effort: a node that
     /// does not hear of it lets it go when its origin says it is not held).
     pub(in crate::node) fn spread_ddl_unlock(&self, lock: u128) -> Result<Response, RpcError> {
+        self.unfence(lock)?;
         let nodes = self.live_nodes();
         std::thread::scope(|s| {
             for (id, addr) in &nodes {

@@ -124,6 +124,32 @@ pub fn real_duplicate() -> bool {
     REAL_DUPLICATE.with(|d| d.replace(false))
 }
 
+/// btree's build subphase "scanning table" (nbtree.h; not in pgrx's bindings).
+const PROGRESS_BTREE_PHASE_INDEXBUILD_TABLESCAN: i64 = 2;
+
+/// Rows between two progress reports of a build.
+const PROGRESS_EVERY: u64 = 1024;
+
+/// Report `value` as index build progress parameter `param`
+/// (`pg_stat_progress_create_index`; a no-op when no command reports progress).
+pub fn report_progress(param: u32, value: i64) {
+    // SAFETY: only writes this backend's own status entry.
+    unsafe { pg_sys::pgstat_progress_update_param(param as i32, value) }
+}
+
+/// A build of `heap`'s rows begins: the table scan, and the rows expected
+/// (as of the last ANALYZE; 0: unknown).
+///
+/// # Safety
+/// `heap` must be a valid open relation.
+pub unsafe fn report_scan_start(heap: pg_sys::Relation) {
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    let expected = unsafe { (*(*heap).rd_rel).reltuples };
+    report_progress(pg_sys::PROGRESS_CREATEIDX_SUBPHASE, PROGRESS_BTREE_PHASE_INDEXBUILD_TABLESCAN);
+    report_progress(pg_sys::PROGRESS_CREATEIDX_TUPLES_TOTAL, expected.max(0.0) as i64);
+    report_progress(pg_sys::PROGRESS_CREATEIDX_TUPLES_DONE, 0);
+}
+
 /// Build index `idx` of Pinax table `heap` in storage; returns the number of rows.
 ///
 /// # Safety
@@ -172,6 +198,16 @@ pub unsafe fn build(heap: pg_sys::Relation, idx: pg_sys::Relation, ii: *mut pg_s
         let mut pager = Pager::new(m.storage.clone(), Vec::new(), None, false, u32::MAX);
         let slot = pg_sys::MakeSingleTupleTableSlot((*heap).rd_att, &raw const pg_sys::TTSOpsHeapTuple);
         let mut n = 0.0;
+        let mut scanned = 0u64;
+        let mut scanned_one = || {
+            scanned += 1;
+            if scanned.is_multiple_of(PROGRESS_EVERY) {
+                report_progress(pg_sys::PROGRESS_CREATEIDX_TUPLES_DONE, scanned as i64);
+            }
+        };
+        if !DEFERRED.with(|d| d.get().0) {
+            report_scan_start(heap);
+        }
         if im.is_pk {
             // Rows stored under generated ids (or another primary key) move to this
             // key, and the entries of the secondary indexes, which name the row by
@@ -228,6 +264,7 @@ pub unsafe fn build(heap: pg_sys::Relation, idx: pg_sys::Relation, ii: *mut pg_s
                     }
                 }
                 n += 1.0;
+                scanned_one();
             }
             hand_over(&mut moves);
             pg_sys::FreeExecutorState(estate);
@@ -256,6 +293,7 @@ pub unsafe fn build(heap: pg_sys::Relation, idx: pg_sys::Relation, ii: *mut pg_s
             while let Some((key, value)) = pager.next_row().or_raise() {
                 let value = crate::tuple::merged((*heap).rd_att, value);
                 store_tuple(slot, &value, pg_sys::ItemPointerData::default(), pg_sys::Oid::from(relid), None);
+                scanned_one();
                 let Some(vals) = entry_values(ii, pred, estate, im.cols.len()) else { continue };
                 let ik = secondary_key(&im, slot, Some(&vals), &key);
                 let op = if enforced_unique(&im, &vals) { WriteOp::insert(ik, key) } else { WriteOp::put(ik, key) };
