@@ -305,7 +305,11 @@ impl Leaderless {
     /// starts over).
     pub fn due(&mut self, groups: &[(TabletId, bool)], now: Micros, timeout: Duration) -> Vec<TabletId> {
         let mut check = Vec::new();
-        self.since.retain(|id, _| groups.iter().any(|(g, _)| g == id));
+        if !self.since.is_empty() {
+            // (A set: with every replica leaderless, a scan per entry was quadratic.)
+            let present: std::collections::HashSet<TabletId> = groups.iter().map(|(g, _)| *g).collect();
+            self.since.retain(|id, _| present.contains(id));
+        }
         for &(id, has_leader) in groups {
             if has_leader {
                 self.since.remove(&id);
