@@ -94,23 +94,28 @@ sleep 1
 # updates change: entries moved under the build), unique ones too; one over
 # duplicates fails cleanly.
 # Its progress shows in pg_stat_progress_create_index on node 1, as it goes
-# (watched from one session every 5 ms: the backend status is re-read each time).
-on "$pg1" >"$dir/progress" 2>&1 -c "DO \$\$ DECLARE r record; BEGIN
+# (watched from one session every 5 ms: the backend status is re-read each time;
+# the build starts once the watcher says it is watching).
+on "$pg1" >"$dir/progress" 2>&1 -c "DO \$\$ DECLARE r record; last text := 'nothing'; BEGIN
+  RAISE NOTICE 'watching';
   FOR i IN 1..12000 LOOP
     PERFORM pg_stat_clear_snapshot();
-    SELECT command, phase, tuples_done INTO r FROM pg_stat_progress_create_index
-      WHERE relid = 't'::regclass AND command = 'CREATE INDEX CONCURRENTLY' AND tuples_done > 0;
-    IF FOUND THEN RAISE NOTICE 'seen %|%|%', r.command, r.phase, r.tuples_done; RETURN; END IF;
+    FOR r IN SELECT command, phase, tuples_done FROM pg_stat_progress_create_index WHERE relid = 't'::regclass LOOP
+      last := r.command || '|' || r.phase || '|' || r.tuples_done;
+      IF r.command = 'CREATE INDEX CONCURRENTLY' AND r.tuples_done > 0 THEN RAISE NOTICE 'seen %', last; RETURN; END IF;
+    END LOOP;
     PERFORM pg_sleep(0.005);
-  END LOOP; END \$\$" &
+  END LOOP;
+  RAISE NOTICE 'not seen; last: %', last; END \$\$" &
 watcher=$!
-sleep 0.5
+for _ in $(seq 300); do grep -q watching "$dir/progress" && break; sleep 0.1; done
+grep -q watching "$dir/progress" || fail "the progress watcher did not start: $(cat "$dir/progress")"
 t4=$(date +%s%N)
 on "$pg1" -c "CREATE INDEX CONCURRENTLY t_vc ON t (v)" || fail "CREATE INDEX CONCURRENTLY on node 1 while nodes 2 and 3 write"
 t5=$(date +%s%N)
 wait "$watcher" || true
 grep -q "seen CREATE INDEX CONCURRENTLY|building index: scanning table|" "$dir/progress" ||
-  fail "no progress of the concurrent build in pg_stat_progress_create_index: $(cat "$dir/progress")"
+  fail "no progress of the concurrent build (took $(( (t5 - t4) / 1000000 )) ms) in pg_stat_progress_create_index: $(cat "$dir/progress")"
 on "$pg1" -c "CREATE UNIQUE INDEX CONCURRENTLY t_uc ON t (v, id)" || fail "CREATE UNIQUE INDEX CONCURRENTLY on node 1 while nodes 2 and 3 write"
 err=$(on "$pg1" -c "CREATE UNIQUE INDEX CONCURRENTLY t_dupc ON t ((v % 10))" 2>&1) && fail "a concurrent unique index over duplicates was built"
 grep -q "could not create unique index" <<<"$err" || fail "a concurrent unique index over duplicates: $err"
