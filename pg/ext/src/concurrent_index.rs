@@ -110,18 +110,7 @@ pub unsafe fn create(
 
         // 2. Backfill, chunk by chunk, its progress in pg_stat_progress_create_index
         //    (PostgreSQL's own CONCURRENTLY reports there across its transactions too).
-        pg_sys::pgstat_progress_start_command(pg_sys::ProgressCommandType::PROGRESS_COMMAND_CREATE_INDEX, heap_oid);
-        build::report_progress(pg_sys::PROGRESS_CREATEIDX_COMMAND, pg_sys::PROGRESS_CREATEIDX_COMMAND_CREATE_CONCURRENTLY as i64);
-        build::report_progress(pg_sys::PROGRESS_CREATEIDX_INDEX_OID.to_u32(), u32::from(idx_oid) as i64);
-        build::report_progress(pg_sys::PROGRESS_CREATEIDX_PHASE, pg_sys::PROGRESS_CREATEIDX_PHASE_BUILD as i64);
-        {
-            let heap = pg_sys::table_open(heap_oid, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
-            let idx = pg_sys::index_open(idx_oid, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
-            build::report_progress(pg_sys::PROGRESS_CREATEIDX_ACCESS_METHOD_OID.to_u32(), u32::from((*(*idx).rd_rel).relam) as i64);
-            build::report_scan_start(heap);
-            pg_sys::index_close(idx, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
-            pg_sys::table_close(heap, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
-        }
+        report_backfill(heap_oid, idx_oid, 0);
         let mut start = Vec::new();
         let mut rows = 0usize;
         loop {
@@ -161,6 +150,8 @@ pub unsafe fn create(
                         careful |= c;
                         pg_sys::AbortCurrentTransaction();
                         pg_sys::StartTransactionCommand();
+                        // (An abort ends the backend's progress report too.)
+                        report_backfill(heap_oid, idx_oid, rows);
                         // (An abort lets session locks go too.)
                         pg_sys::LockRelationIdForSession(&heap_lock as *const _ as *mut _, pg_sys::ShareUpdateExclusiveLock as pg_sys::LOCKMODE);
                         tries += 1;
@@ -187,6 +178,30 @@ pub unsafe fn create(
         set_state(idx_oid, true);
         crate::ddl::record_statement(format!("SELECT pg_catalog.pinax_index_state({}::regclass, 'valid')", quote_literal(&name)));
         pg_sys::UnlockRelationIdForSession(&heap_lock as *const _ as *mut _, pg_sys::ShareUpdateExclusiveLock as pg_sys::LOCKMODE);
+    }
+}
+
+/// Report the backfill of index `idx_oid` of `heap_oid` in
+/// pg_stat_progress_create_index, `rows` done (PostgreSQL's own CONCURRENTLY
+/// reports there across its transactions too; an aborted chunk ends the report,
+/// so it starts again after each).
+///
+/// # Safety
+/// Inside a transaction; the relations exist.
+unsafe fn report_backfill(heap_oid: pg_sys::Oid, idx_oid: pg_sys::Oid, rows: usize) {
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        pg_sys::pgstat_progress_start_command(pg_sys::ProgressCommandType::PROGRESS_COMMAND_CREATE_INDEX, heap_oid);
+        build::report_progress(pg_sys::PROGRESS_CREATEIDX_COMMAND, pg_sys::PROGRESS_CREATEIDX_COMMAND_CREATE_CONCURRENTLY as i64);
+        build::report_progress(pg_sys::PROGRESS_CREATEIDX_INDEX_OID.to_u32(), u32::from(idx_oid) as i64);
+        build::report_progress(pg_sys::PROGRESS_CREATEIDX_PHASE, pg_sys::PROGRESS_CREATEIDX_PHASE_BUILD as i64);
+        let heap = pg_sys::table_open(heap_oid, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
+        let idx = pg_sys::index_open(idx_oid, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
+        build::report_progress(pg_sys::PROGRESS_CREATEIDX_ACCESS_METHOD_OID.to_u32(), u32::from((*(*idx).rd_rel).relam) as i64);
+        build::report_scan_start(heap);
+        build::report_progress(pg_sys::PROGRESS_CREATEIDX_TUPLES_DONE, rows as i64);
+        pg_sys::index_close(idx, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
+        pg_sys::table_close(heap, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
     }
 }
 
