@@ -48,7 +48,7 @@ impl<F: EngineFactory> Node<F> {
             nodes.insert(self.cfg.node_id, (self.cfg.rpc_addr.clone(), now));
             nodes.clone()
         };
-        let Ok(tables) = self.catalog().and_then(|c| c.tables().map_err(catalog_err)) else {
+        let Ok(tables) = self.catalog().and_then(|c| c.tables_shared().map_err(catalog_err)) else {
             return;
         };
         let rules = placement::Rules { replication_factor: self.cfg.replication_factor, node_timeout: self.cfg.node_timeout };
