@@ -124,8 +124,23 @@ if [[ ${#@} == 0 ]]; then
   n1=$(storage_after "TRUNCATE leak_t")
   n2=$(storage_after "INSERT INTO leak_t VALUES (7, 'seven', 7); REINDEX TABLE leak_t; REINDEX INDEX leak_v")
   n3=$(storage_after "BEGIN; TRUNCATE leak_t; INSERT INTO leak_t VALUES (8, 'eight', 8); ROLLBACK")
+  # Tablespace moves keep the storage (hooks/tablespace.rs): committed, rolled back,
+  # in a rolled-back savepoint, ALL IN TABLESPACE; then a DROP of a table whose
+  # indexes were moved frees all of it, and the tablespace can be dropped.
+  psql_ -d regress_pinax -c "SET allow_in_place_tablespaces = on" -c "CREATE TABLESPACE leak_ts LOCATION ''"
+  t1=$(storage_after "ALTER TABLE leak_t SET TABLESPACE leak_ts; ALTER INDEX leak_v SET TABLESPACE leak_ts")
+  t2=$(storage_after "BEGIN; ALTER INDEX ALL IN TABLESPACE leak_ts SET TABLESPACE pg_default; ROLLBACK")
+  t3=$(storage_after "BEGIN; SAVEPOINT a; ALTER TABLE leak_t SET TABLESPACE pg_default; ROLLBACK TO a; ALTER INDEX leak_w SET TABLESPACE leak_ts; COMMIT")
+  t4=$(storage_after "ALTER TABLE ALL IN TABLESPACE leak_ts SET TABLESPACE pg_default")
   found=$(psql_ -d regress_pinax -tA -c "SET enable_seqscan = off; SELECT string_agg(id::text, ',') FROM leak_t WHERE v IN ('seven', 'eight', 'v3')")
+  if [[ "$t1 $t2 $t3 $t4" != "$n0 $n0 $n0 $n0" ]]; then
+    echo "storage tables after tablespace moves: $t1 $t2 $t3 $t4 (want $n0 each)"; status=1
+  fi
   n4=$(storage_after "DROP TABLE leak_t")
+  t5=$(storage_after "BEGIN; CREATE TABLE leak_m (id int PRIMARY KEY, v text); CREATE INDEX leak_mv ON leak_m (v); INSERT INTO leak_m VALUES (1, 'a'); ALTER TABLE leak_m SET TABLESPACE leak_ts; ALTER INDEX leak_mv SET TABLESPACE leak_ts; DROP TABLE leak_m; COMMIT")
+  if [[ "$t5" != "$n4" ]] || ! psql_ -d regress_pinax -c "DROP TABLESPACE leak_ts"; then
+    echo "a table created, moved and dropped in one transaction left $t5 storage tables (want $n4), or its tablespace could not be dropped"; status=1
+  fi
   n5=$(storage_after "BEGIN; CREATE TABLE leak_u (id int PRIMARY KEY, v text); CREATE INDEX leak_uv ON leak_u (v); ROLLBACK")
   n6=$(storage_after "BEGIN; SAVEPOINT s; CREATE TABLE leak_s (id int PRIMARY KEY, v text); CREATE INDEX leak_sv ON leak_s (v); INSERT INTO leak_s VALUES (1, 'x'); ROLLBACK TO SAVEPOINT s; COMMIT")
   if [[ "$n1" == "$n0" && "$n2" == "$n0" && "$n3" == "$n0" && "$n4" == "$((n0 - 3))" && "$n5" == "$n4" && "$n6" == "$n4" && "$found" == "7" ]]; then

@@ -70,54 +70,6 @@ pub unsafe fn cluster(stmt: *mut pg_sys::ClusterStmt) -> bool {
     }
 }
 
-/// `ALTER INDEX … SET TABLESPACE` of a Pinax table's index, and `ALTER INDEX ALL
-/// IN TABLESPACE` over a tablespace holding one, are refused (0A000), as `ALTER
-/// TABLE … SET TABLESPACE` of a Pinax table is (`relation_copy_data`): the move
-/// gives the index a new file node, which names its storage, and PostgreSQL
-/// copies only the index's own file, so the index lost its entries.
-///
-/// # Safety
-/// `node` must be a valid utility statement; in a transaction.
-pub unsafe fn refuse_index_tablespace_moves(node: *mut pg_sys::Node) {
-    // SAFETY: the caller upholds this function's contract (# Safety).
-    unsafe {
-        const REFUSED: &str = "ALTER INDEX SET TABLESPACE is not supported on indexes of Pinax tables";
-        if (*node).type_ == pg_sys::NodeTag::T_AlterTableStmt {
-            let stmt = node as *mut pg_sys::AlterTableStmt;
-            let moves =
-                crate::pg_list::list_ptrs::<pg_sys::AlterTableCmd>((*stmt).cmds).into_iter().any(|c| (*c).subtype == pg_sys::AlterTableType::AT_SetTableSpace);
-            if !moves || (*stmt).relation.is_null() {
-                return;
-            }
-            let relid = relid_named((*stmt).relation);
-            if relid != pg_sys::InvalidOid
-                && pg_sys::get_rel_relkind(relid) as u8 == pg_sys::RELKIND_INDEX
-                && is_pinax_relid(pg_sys::IndexGetRelation(relid, true))
-            {
-                crate::error::not_supported(REFUSED);
-            }
-        } else if (*node).type_ == pg_sys::NodeTag::T_AlterTableMoveAllStmt {
-            let stmt = node as *mut pg_sys::AlterTableMoveAllStmt;
-            if (*stmt).objtype != pg_sys::ObjectType::OBJECT_INDEX {
-                return; // tables: refused by the table AM; materialized views are heap
-            }
-            let mut from = pg_sys::get_tablespace_oid((*stmt).orig_tablespacename, false);
-            if from == pg_sys::MyDatabaseTableSpace {
-                from = pg_sys::InvalidOid;
-            }
-            let query = format!(
-                "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_index i JOIN pg_catalog.pg_class t ON t.oid = i.indrelid \
-                 JOIN pg_catalog.pg_class c ON c.oid = i.indexrelid JOIN pg_catalog.pg_am a ON a.oid = t.relam \
-                 WHERE a.amname = 'pinax' AND c.reltablespace = {})",
-                from.to_u32()
-            );
-            if pgrx::spi::Spi::get_one::<bool>(&query).ok().flatten() == Some(true) {
-                crate::error::not_supported(REFUSED);
-            }
-        }
-    }
-}
-
 /// Whether a VACUUM option list asks for FULL.
 ///
 /// # Safety

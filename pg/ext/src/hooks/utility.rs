@@ -259,9 +259,11 @@ unsafe extern "C-unwind" fn process_utility(
                 }
             }
         }
-        if meta::pinax_am_oid() != 0 {
-            super::maintenance::refuse_index_tablespace_moves(node);
-        }
+        // Tablespace moves of Pinax relations are catalog changes (tablespace.rs),
+        // taken out of the statement here and made as it runs.
+        let moves = if meta::pinax_am_oid() != 0 { super::tablespace::plan(&mut pstmt, &mut read_only_tree) } else { Default::default() };
+        // Here, not in the guarded call below (which allows no pgrx boundary).
+        super::tablespace::apply(&moves);
         if is_tag(node, pg_sys::NodeTag::T_ClusterStmt) && meta::pinax_am_oid() != 0 && super::maintenance::cluster(node.cast()) {
             return;
         }
@@ -328,9 +330,14 @@ unsafe extern "C-unwind" fn process_utility(
         if own_statement && meta::pinax_am_oid() != 0 {
             crate::ddl_lock::before_utility(node);
         }
-        let res = crate::pgtry::try_keep_error(cxt, || match PREV.get().copied().flatten() {
-            Some(prev) => prev(pstmt, query_string, read_only_tree, context, params, query_env, dest, qc),
-            None => raw_standard_process_utility(pstmt, query_string, read_only_tree, context, params, query_env, dest, qc),
+        let res = crate::pgtry::try_keep_error(cxt, || {
+            if moves.skip_statement {
+                return;
+            }
+            match PREV.get().copied().flatten() {
+                Some(prev) => prev(pstmt, query_string, read_only_tree, context, params, query_env, dest, qc),
+                None => raw_standard_process_utility(pstmt, query_string, read_only_tree, context, params, query_env, dest, qc),
+            }
         });
         if replicate {
             crate::ddl::end_statement(res.is_ok().then(|| crate::ddl::loggable_text(node, pstmt, query_string)));

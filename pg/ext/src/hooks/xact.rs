@@ -51,6 +51,45 @@ fn pending_file_nodes(commit: bool) -> Vec<pg_sys::RelFileNode> {
     }
 }
 
+/// A relation's files copied to another tablespace under the same file node in
+/// this transaction (`tablespace.rs`), at subtransaction nesting level `level`.
+#[derive(Clone, Copy)]
+struct Moved {
+    from: pg_sys::RelFileNode,
+    to: pg_sys::RelFileNode,
+    level: i32,
+}
+
+thread_local! {
+    /// This transaction's moves: the deletions PostgreSQL schedules for them (the old
+    /// files at commit, the new ones on abort) are not the relation's drop.
+    static MOVED: std::cell::RefCell<Vec<Moved>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Record that the files of file node `from` were copied to `to` (another
+/// tablespace, same file node) in the current (sub)transaction.
+pub fn record_move(from: pg_sys::RelFileNode, to: pg_sys::RelFileNode) {
+    // SAFETY: reads the current transaction's nesting level.
+    let level = unsafe { pg_sys::GetCurrentTransactionNestLevel() };
+    MOVED.with(|m| m.borrow_mut().push(Moved { from, to, level }));
+}
+
+/// Whether this transaction moved a relation's files away from file node `n`
+/// (they are deleted only at commit).
+pub fn moved_from(n: &pg_sys::RelFileNode) -> bool {
+    MOVED.with(|m| m.borrow().iter().any(|mv| same_file(n, &mv.from)))
+}
+
+fn same_file(a: &pg_sys::RelFileNode, b: &pg_sys::RelFileNode) -> bool {
+    a.spcNode == b.spcNode && a.dbNode == b.dbNode && a.relNode == b.relNode
+}
+
+/// Whether the deletion of file node `n` as the (sub)transaction ends (`commit`
+/// or abort) only completes a move: the old files at commit, the new on abort.
+fn completes_move(n: &pg_sys::RelFileNode, commit: bool) -> bool {
+    MOVED.with(|m| m.borrow().iter().any(|mv| same_file(n, if commit { &mv.from } else { &mv.to })))
+}
+
 /// Storage named after every file node of `pending_file_nodes` in this database.
 /// Which of them were Pinax tables or indexes is not known any more, so both names
 /// are returned; dropping a storage table that does not exist is a no-op. Called at
@@ -62,7 +101,8 @@ fn deleted_file_nodes(commit: bool) -> Vec<String> {
     }
     // SAFETY: reads a backend-global variable.
     let db = unsafe { pg_sys::MyDatabaseId }.to_u32();
-    let nodes: Vec<u32> = pending_file_nodes(commit).into_iter().filter(|n| n.dbNode.to_u32() == db).map(|n| n.relNode.to_u32()).collect();
+    let nodes: Vec<u32> =
+        pending_file_nodes(commit).into_iter().filter(|n| n.dbNode.to_u32() == db && !completes_move(n, commit)).map(|n| n.relNode.to_u32()).collect();
     if nodes.is_empty() {
         return Vec::new();
     }
@@ -128,6 +168,7 @@ unsafe extern "C-unwind" fn xact_callback(event: pg_sys::XactEvent::Type, _arg: 
                     drop_storage(deleted_file_nodes(true));
                     crate::sequence::commit();
                 }
+                MOVED.with(|m| m.borrow_mut().clear());
             }
             XACT_EVENT_ABORT | XACT_EVENT_PARALLEL_ABORT => {
                 crate::limit::clear();
@@ -139,6 +180,7 @@ unsafe extern "C-unwind" fn xact_callback(event: pg_sys::XactEvent::Type, _arg: 
                 crate::am::index::build::defer_builds(false);
                 state::with(|b| b.end_of_xact());
                 drop_storage(deleted_file_nodes(false));
+                MOVED.with(|m| m.borrow_mut().clear());
                 crate::sequence::abort();
             }
             _ => {}
@@ -177,6 +219,9 @@ unsafe extern "C-unwind" fn subxact_callback(
                 }
             }
             SUBXACT_EVENT_COMMIT_SUB => {
+                // The subtransaction's moves are its parent's now.
+                let level = pg_sys::GetCurrentTransactionNestLevel();
+                MOVED.with(|m| m.borrow_mut().iter_mut().filter(|mv| mv.level >= level).for_each(|mv| mv.level = level - 1));
                 super::restart::subxact_committed();
                 state::with(|b| b.commit_subxact(my_subid));
             }
@@ -189,6 +234,9 @@ unsafe extern "C-unwind" fn subxact_callback(
                 crate::update_deps::subxact_aborted(my_subid);
                 index::release_created_in(my_subid);
                 drop_storage(deleted_file_nodes(false));
+                // Undone with it: PostgreSQL forgets the old files' deletion too.
+                let level = pg_sys::GetCurrentTransactionNestLevel();
+                MOVED.with(|m| m.borrow_mut().retain(|mv| mv.level < level));
             }
             _ => {}
         }

@@ -163,13 +163,27 @@ SELECT relation, count(*) AS tablets, bool_and(leader IS NOT NULL) AS led, bool_
 SELECT count(*) AS gaps FROM (SELECT end_key, lead(start_key) OVER (PARTITION BY relation ORDER BY start_key) AS next FROM pinax_tablets('tabs')) s
   WHERE end_key IS DISTINCT FROM next;
 SELECT * FROM pinax_tablets('pg_class');
--- Moving a Pinax table's index to a tablespace is refused (0A000; the index
--- would lose its entries) and the index keeps working; a table's move to the
--- tablespace it is in does nothing (to another one: 0A000 as well).
-ALTER TABLE tabs SET TABLESPACE pg_default;
-ALTER INDEX tabs_v SET TABLESPACE pg_default;
-ALTER INDEX ALL IN TABLESPACE pg_default SET TABLESPACE pg_default;
+-- Moving a Pinax table and its index to another tablespace is a catalog change:
+-- they keep their tablets (the same ids), and the index keeps working.
+SET allow_in_place_tablespaces = on;
+CREATE TABLESPACE regress_tabs_ts LOCATION '';
+CREATE TEMP TABLE tabs_before AS SELECT relation::text AS relation, tablet FROM pinax_tablets('tabs');
+ALTER TABLE tabs SET TABLESPACE regress_tabs_ts;
+ALTER INDEX tabs_v SET TABLESPACE regress_tabs_ts;
+SELECT (SELECT count(*) FROM tabs_before) AS tablets,
+  (SELECT count(*) FROM (SELECT relation::text, tablet FROM pinax_tablets('tabs') EXCEPT SELECT * FROM tabs_before) s) AS new_tablets;
+SELECT relname, reltablespace <> 0 AS moved FROM pg_class WHERE relname IN ('tabs', 'tabs_v', 'tabs_pkey') ORDER BY 1;
 SET enable_seqscan = off;
 SELECT id FROM tabs WHERE v = 'v7';
 RESET enable_seqscan;
-DROP TABLE tabs;
+-- Not back to the tablespace it left in the same transaction (its old file is
+-- deleted only at commit); after the commit it can.
+BEGIN;
+ALTER TABLE tabs SET TABLESPACE pg_default;
+ALTER TABLE tabs SET TABLESPACE regress_tabs_ts;
+ROLLBACK;
+ALTER TABLE tabs SET TABLESPACE pg_default;
+ALTER TABLE tabs SET TABLESPACE regress_tabs_ts;
+SELECT count(*) FROM tabs;
+DROP TABLE tabs, tabs_before;
+DROP TABLESPACE regress_tabs_ts;

@@ -145,7 +145,10 @@ pub(super) unsafe extern "C-unwind" fn relation_nontransactional_truncate(rel: p
 /// `TableAmRoutine` documents.
 #[pg_guard]
 pub(super) unsafe extern "C-unwind" fn relation_copy_data(_rel: pg_sys::Relation, _newrnode: *const pg_sys::RelFileNode) {
-    error::not_supported("ALTER TABLE SET TABLESPACE is not supported on Pinax tables");
+    // The utility hook moves Pinax tables itself, keeping their file node (which
+    // names their storage: hooks/tablespace.rs); a path it does not see would give
+    // the table new, empty storage.
+    error::not_supported("this way of moving a Pinax table to another tablespace is not supported");
 }
 
 /// Table AM callback `relation_copy_for_cluster` (`TableAmRoutine`,
