@@ -91,6 +91,27 @@ fn out_of_descriptors(e: &std::io::Error) -> bool {
     matches!(e.raw_os_error(), Some(24) | Some(23))
 }
 
+/// How long the accepting thread waits in poll(2) before it looks whether the
+/// server stops.
+const ACCEPT_WAIT: Duration = Duration::from_millis(50);
+
+/// Wait until a connection waits on either listener, or for `timeout`. (The
+/// thread slept 5 ms between tries before: 400 system calls and 200 wake-ups a
+/// second on an idle node, and up to 5 ms more to each new connection.)
+fn wait_for_connection(listener: &TcpListener, unix: Option<&UnixListener>, timeout: Duration) {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    use std::os::fd::AsFd;
+    let mut fds = vec![PollFd::new(listener.as_fd(), PollFlags::POLLIN)];
+    if let Some(u) = unix {
+        fds.push(PollFd::new(u.as_fd(), PollFlags::POLLIN));
+    }
+    let ms = PollTimeout::try_from(timeout.as_millis().min(i32::MAX as u128) as i32).unwrap_or(PollTimeout::MAX);
+    if poll(&mut fds, ms).is_err() {
+        // EINTR or worse: do not spin.
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 /// The next waiting connection, TCP first.
 fn accept_any(listener: &TcpListener, unix: Option<&UnixListener>) -> std::io::Result<Stream> {
     match listener.accept() {
@@ -236,7 +257,7 @@ impl RpcServer {
                             tracing::warn!(error = %e, "no thread for a new connection: closed it");
                         }
                     }
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(5)),
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => wait_for_connection(&listener, unix.as_ref(), ACCEPT_WAIT),
                     Err(e) if out_of_descriptors(&e) => {
                         // A connection waits and the process has no descriptor to
                         // take it: give up the spare, take the connection to tell it
