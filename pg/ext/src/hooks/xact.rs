@@ -6,8 +6,9 @@
 //!   path). Held index entries are released.
 //! - COMMIT / ABORT: forget transaction state (abort the storage transaction if
 //!   open) and drop the storage of every relation file node PostgreSQL deletes
-//!   (DROP, TRUNCATE, REINDEX, rewrites; on abort, what the transaction created).
-//!   These never raise.
+//!   (DROP, TRUNCATE, REINDEX, rewrites; on abort, what the transaction created),
+//!   but not for the file deletions of a tablespace move (`tablespace.rs`: the
+//!   relation keeps its file node). These never raise.
 //! - Subtransactions (SAVEPOINT, exception blocks): START_SUB sends earlier writes
 //!   and notes the first command id of the subtransaction; PRE_COMMIT_SUB sends its
 //!   writes (errors are raised inside it); ABORT_SUB drops its buffered writes, rolls
