@@ -8,7 +8,12 @@
 //! are kept down to the first full one (a put or a tombstone): a read at the
 //! cutoff lays the patches over it. Entries that do not parse are always kept.
 //! A tablet's deletion of every row (`read::TabletDeletions`) at or before the
-//! cutoff drops every version older than it: no read the cutoff allows sees them.
+//! cutoff drops every version older than it: no read the cutoff allows sees them —
+//! only through a filter of that tablet's keys: the tablet and its factory share
+//! one [`HistoryCutoff`] (a [`HistoryCutoff::for_tablet`] clone of the node's). In
+//! a store shared by many tablets each tablet's engine has a factory of its own
+//! (the store dispatches by key range); one factory with one list of deletions for
+//! all of them dropped every tablet's versions older than any tablet's deletion.
 
 use pinax_codec::keys::{self, StoredValue};
 use pinax_common::HybridTime;

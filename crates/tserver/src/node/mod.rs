@@ -39,10 +39,9 @@ use crate::factory::EngineFactory;
 use crate::replica::{RaftReplicator, RpcTransport};
 use parking_lot::{Condvar, Mutex, RwLock};
 use pinax_common::{Clock, ErrorCode, HybridClock, HybridTime, TabletId, TxnId};
-use pinax_engine::CompactionFilterFactory;
 use pinax_master::placement::{Heard, LeaderReports, Leaderless, Micros};
 use pinax_master::{single_tablet_table, Catalog, CatalogError, LocalRecords, ReplicaRecord, MASTER_TABLE_NAME};
-use pinax_mvcc::gc::{HistoryCutoff, HistoryGcFilterFactory};
+use pinax_mvcc::gc::HistoryCutoff;
 use pinax_mvcc::TxnStatus;
 use pinax_proto::{Request, Response, RpcError, TabletInfo};
 use pinax_raft::RaftTiming;
@@ -170,7 +169,6 @@ pub struct Node<F: EngineFactory> {
     /// This node's replicas of status tablets (its own and other nodes').
     status_tablets: RwLock<HashMap<TabletId, Arc<StatusTablet<F::Engine>>>>,
     cutoff: HistoryCutoff,
-    gc_factory: Arc<dyn CompactionFilterFactory>,
     resolutions: Mutex<mpsc::Sender<Resolution>>,
     resolutions_rx: Mutex<Option<mpsc::Receiver<Resolution>>>,
     shutting_down: AtomicBool,
@@ -291,7 +289,6 @@ impl<F: EngineFactory> Node<F> {
         let local = LocalRecords::open(factory.open(LOCAL_ENGINE, None).map_err(io)?);
         let masters = local.masters().map_err(catalog_err)?;
         let cutoff = HistoryCutoff::default();
-        let gc_factory: Arc<dyn CompactionFilterFactory> = Arc::new(HistoryGcFilterFactory { cutoff: cutoff.clone() });
         let (tx, rx) = mpsc::channel();
         // Each Raft group runs on a runtime of its own, driven by the threads that
         // wait on it (pinax_raft::runtime); this one carries the groups' blocking
@@ -320,7 +317,6 @@ impl<F: EngineFactory> Node<F> {
             transport,
             status_tablets: RwLock::new(HashMap::new()),
             cutoff,
-            gc_factory,
             resolutions: Mutex::new(tx),
             resolutions_rx: Mutex::new(Some(rx)),
             shutting_down: AtomicBool::new(false),

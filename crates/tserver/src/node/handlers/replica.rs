@@ -8,6 +8,7 @@ use crate::node::{catalog_err, err, tablet_engine_name, tablet_err, Node};
 use crate::replica::{RaftCatalogLog, RaftReplicator};
 use pinax_common::{ErrorCode, TabletId};
 use pinax_master::{Catalog, ReplicaRecord};
+use pinax_mvcc::gc::HistoryGcFilterFactory;
 use pinax_proto::{Request, Response, RpcError};
 use pinax_raft::{LogPlace, RaftGroup};
 use pinax_tablet::{StatusTablet, Tablet};
@@ -30,7 +31,14 @@ impl<F: EngineFactory> Node<F> {
             return Ok(());
         }
         // Status records and the catalog are no MVCC data: no history collection there.
-        let gc = (!id.is_status() && id != TabletId::MASTER).then(|| self.gc_factory.clone());
+        // The node's cutoff, the tablet's own deletions of every row, and a filter of
+        // its own for its keys in the shared store (its compactions dispatch by key
+        // range): with one filter and one list of deletions for every tablet, a
+        // tablet's DELETE of every row dropped other tablets' versions older than
+        // it (their live rows) once the cutoff passed it.
+        let cutoff = self.cutoff.for_tablet();
+        let gc = (!id.is_status() && id != TabletId::MASTER)
+            .then(|| Arc::new(HistoryGcFilterFactory { cutoff: cutoff.clone() }) as Arc<dyn pinax_engine::CompactionFilterFactory>);
         let engine = Arc::new(self.factory.open(&tablet_engine_name(id), gc).map_err(|e| err(ErrorCode::Io, e.to_string()))?);
         self.engines.lock().insert(id, Arc::downgrade(&engine));
         let raft_err = |e: pinax_raft::GroupError| err(ErrorCode::Io, format!("tablet {}: {e}", id.0));
@@ -65,7 +73,7 @@ impl<F: EngineFactory> Node<F> {
             self.status_tablets.write().insert(id, Arc::new(st));
             return Ok(());
         }
-        let t = Tablet::open_replicated(id, engine, repl.clone(), self.clock.clone(), r.tablet.partition.clone(), self.cutoff.clone()).map_err(tablet_err)?;
+        let t = Tablet::open_replicated(id, engine, repl.clone(), self.clock.clone(), r.tablet.partition.clone(), cutoff).map_err(tablet_err)?;
         self.groups.write().insert(id, repl);
         self.tablets.write().insert(id, Arc::new(t));
         Ok(())
