@@ -219,25 +219,15 @@ unsafe fn move_relation(relid: pg_sys::Oid, name: &CStr) {
             }
         }
         // Refuses pg_global and other sessions' temporary tables; false: already there.
+        // (No TOAST table to move with it: the table AM's relation_needs_toast_table
+        // says no to every Pinax table.)
         if pg_sys::CheckRelationTableSpaceMove(rel, ts) {
-            let toast = (*(*rel).rd_rel).reltoastrelid;
             move_files(rel, ts);
             pg_sys::SetRelationTableSpace(rel, ts, pg_sys::InvalidOid);
             if std::ptr::addr_of!(pg_sys::object_access_hook).read().is_some() {
                 pg_sys::RunObjectPostAlterHook(pg_sys::RelationRelationId, relid, 0, pg_sys::InvalidOid, false);
             }
             pg_sys::CommandCounterIncrement();
-            // A TOAST table and its index go with their table, as in PostgreSQL
-            // (a Pinax table has none today).
-            if toast != pg_sys::InvalidOid {
-                let toast_rel = pg_sys::relation_open(toast, pg_sys::AccessExclusiveLock as pg_sys::LOCKMODE);
-                let indexes = pg_sys::RelationGetIndexList(toast_rel);
-                pg_sys::relation_close(toast_rel, pg_sys::NoLock as pg_sys::LOCKMODE);
-                move_relation(toast, name);
-                for idx in crate::pg_list::list_oids(indexes) {
-                    move_relation(idx, name);
-                }
-            }
         }
         pg_sys::relation_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
     }
