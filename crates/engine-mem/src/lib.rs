@@ -590,4 +590,24 @@ mod tests {
         assert_eq!(e2.get(Cf::Regular, b"k").unwrap(), Some(b"v".to_vec()));
         std::thread::spawn(move || assert_eq!(s.get(Cf::Regular, b"k").unwrap(), Some(b"v".to_vec()))).join().unwrap();
     }
+
+    /// The in-memory engine's middle key (the trait's default, by bytes read):
+    /// half the rows below it; none with fewer than two keys.
+    #[test]
+    fn the_middle_key_halves_the_rows() {
+        let e = MemEngine::new();
+        assert_eq!(e.approximate_middle_key(), None);
+        let mut b = e.new_batch();
+        b.put(Cf::Regular, b"only", b"v");
+        e.write(b, WriteOptions::default()).unwrap();
+        assert_eq!(e.approximate_middle_key(), None, "one key cannot be split");
+        let mut b = e.new_batch();
+        for i in 0..1000u32 {
+            b.put(Cf::Regular, format!("k{i:05}").as_bytes(), b"value");
+        }
+        e.write(b, WriteOptions::default()).unwrap();
+        let mid = e.approximate_middle_key().unwrap();
+        let below = (0..1000u32).filter(|i| format!("k{i:05}").into_bytes() < mid).count();
+        assert!((490..=510).contains(&below), "{below} of 1000 below {mid:?}");
+    }
 }

@@ -69,7 +69,14 @@ impl FilterRegistry {
         let entry = Arc::new(Entry { token, lower, upper, prefix_len: space.prefix(Cf::Regular).len(), factory });
         let mut g = self.entries.write().unwrap_or_else(|p| p.into_inner());
         let mut v: Vec<Arc<Entry>> = g.as_ref().clone();
-        let at = v.partition_point(|e| e.lower <= entry.lower);
+        // By start; of ranges starting together, the wider first (the narrower
+        // is then found first: a split half before its parent).
+        let reaches = |e: &Entry| match (&e.upper, &entry.upper) {
+            (None, _) => true,
+            (Some(_), None) => false,
+            (Some(a), Some(b)) => a >= b,
+        };
+        let at = v.partition_point(|e| e.lower < entry.lower || (e.lower == entry.lower && reaches(e)));
         v.insert(at, entry);
         *g = Arc::new(v);
         Registration { registry: self.clone(), token }
@@ -106,18 +113,37 @@ pub(crate) struct Dispatch {
 }
 
 impl Dispatch {
-    /// The index of the registered range holding `key`.
+    /// The index of the registered range holding `key`: of those that do, the
+    /// one starting last. Ranges of different prefixes never overlap; those of one
+    /// prefix may while a split tablet's parent is still open next to its halves
+    /// (a half's range is inside its parent's), so the walk back from the last
+    /// range starting at or before the key stays within the key's prefix.
     fn find(&self, key: &[u8]) -> Option<usize> {
         let n = self.entries.partition_point(|e| e.lower.as_slice() <= key);
-        // Ranges do not overlap: only the last one starting at or before the key can hold it.
-        n.checked_sub(1).filter(|&i| self.entries[i].contains(key))
+        let mut i = n.checked_sub(1)?;
+        loop {
+            let e = &self.entries[i];
+            if e.contains(key) {
+                return Some(i);
+            }
+            if i == 0 || e.prefix_len == 0 || key.get(..e.prefix_len) != e.lower.get(..e.prefix_len) {
+                return None;
+            }
+            i -= 1;
+        }
+    }
+
+    /// Whether entry `i` is the one for `key` ([`Dispatch::find`]) without a
+    /// search: it holds the key and no later range starts at or before it.
+    fn still(&self, i: usize, key: &[u8]) -> bool {
+        self.entries[i].contains(key) && self.entries.get(i + 1).is_none_or(|next| next.lower.as_slice() > key)
     }
 }
 
 impl RocksCompactionFilter for Dispatch {
     fn filter(&mut self, _level: u32, key: &[u8], value: &[u8]) -> Decision {
         let current = match &self.at {
-            Some((i, _)) if self.entries[*i].contains(key) => *i,
+            Some((i, _)) if self.still(*i, key) => *i,
             _ => {
                 let Some(i) = self.find(key) else {
                     self.at = None;

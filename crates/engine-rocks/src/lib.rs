@@ -61,7 +61,7 @@ mod filter;
 mod store;
 mod view;
 
-pub use store::RocksStore;
+pub use store::{RocksStore, StoreBatch};
 pub use view::{KeySpace, RocksBatch, RocksEngine, RocksIterator, RocksSnapshot};
 
 use pinax_engine::{Cf, CompactionFilterFactory, Error, WritePressure};

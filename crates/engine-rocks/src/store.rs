@@ -10,6 +10,14 @@
 //! synced. An engine's prefix is `be64(id)` in every column family; an id is never
 //! given out twice, so the data of a destroyed engine that a background compaction
 //! has not reclaimed yet can never show through a new one.
+//!
+//! Views: an engine registered with a [`KeySpace`] of its own (`"s/" ++ name →`
+//! [`KeySpace::encode`]) may share a prefix with others in a column family, each
+//! bounded to a key interval of it: the halves of a split tablet keep their
+//! parent's rows where they are ([`KeySpace::split_at`]), written with their
+//! registry entries in one [`StoreBatch`]. Destroying an engine deletes only the
+//! keys no other registered engine sees ([`RocksStore::destroy`]): the last one
+//! of a shared prefix deletes the whole prefix.
 
 use crate::filter::{FilterDispatch, FilterRegistry};
 use crate::view::{past_every_key, KeySpace, RocksEngine};
@@ -24,6 +32,7 @@ use std::sync::{mpsc, Arc, Mutex};
 const RESERVED: [u8; 8] = [0; 8];
 const NAME_TAG: &[u8] = b"n/";
 const NEXT_TAG: &[u8] = b"next";
+const SPACE_TAG: &[u8] = b"s/";
 
 /// The database and what every view of it shares.
 pub(crate) struct StoreInner {
@@ -169,26 +178,134 @@ impl RocksStore {
         Ok(out)
     }
 
-    /// Deletes every key of `space` and, in the same synced write, the name
-    /// `name` (if given). The files the deleted keys occupy are reclaimed in the
-    /// background (files wholly inside the ranges are dropped, the rest compacted).
+    /// The key space of the engine registered as `name`: its own
+    /// ([`KeySpace::encode`]d in the registry) for a view, else
+    /// [`KeySpace::of_id`] of its id; `None` if it is not registered.
+    pub fn space_of(&self, name: &str) -> Result<Option<KeySpace>> {
+        let meta = handle(&self.inner.db, Cf::Meta);
+        if let Some(b) = self.inner.db.get_cf(meta, tagged_key(SPACE_TAG, name)).map_err(map_error)? {
+            return KeySpace::decode(&b).map(Some);
+        }
+        Ok(self.id_of(name)?.map(KeySpace::of_id))
+    }
+
+    /// `n` new engine ids, never given out before nor after (written synced:
+    /// ids taken and not used after a crash are skipped, never reused).
+    pub fn new_ids(&self, n: u64) -> Result<Vec<u64>> {
+        let _g = self.inner.names.lock().unwrap_or_else(|p| p.into_inner());
+        let meta = handle(&self.inner.db, Cf::Meta);
+        let next_key = reserved_key(NEXT_TAG);
+        let first = match self.inner.db.get_cf(meta, &next_key).map_err(map_error)? {
+            Some(b) => decode_id(&b)?,
+            None => 1,
+        };
+        let mut wb = rocksdb::WriteBatch::default();
+        wb.put_cf(meta, &next_key, (first + n).to_be_bytes());
+        self.write_synced(wb)?;
+        Ok((first..first + n).collect())
+    }
+
+    /// An empty batch of writes to any engines' spaces and the registry, written
+    /// at once by [`RocksStore::write`].
+    pub fn batch(&self) -> StoreBatch {
+        StoreBatch { db: self.inner.clone(), wb: rocksdb::WriteBatch::default() }
+    }
+
+    /// Write `batch` atomically (synced if `sync`).
+    pub fn write(&self, batch: StoreBatch, sync: bool) -> Result<()> {
+        if !Arc::ptr_eq(&batch.db, &self.inner) {
+            return Err(Error::Other(format!("a batch of another store written to {self:?}")));
+        }
+        if sync {
+            return self.write_synced(batch.wb);
+        }
+        let mut wo = rocksdb::WriteOptions::default();
+        wo.disable_wal(self.inner.disable_wal);
+        self.inner.db.write_opt(batch.wb, &wo).map_err(map_error)
+    }
+
+    /// Every engine registered with a key space of its own (a view), by name.
+    pub fn views(&self) -> Result<Vec<(String, KeySpace)>> {
+        let prefix = tagged_key(SPACE_TAG, "");
+        let mut out = Vec::new();
+        let it = self.inner.db.iterator_cf(handle(&self.inner.db, Cf::Meta), rocksdb::IteratorMode::From(&prefix, rocksdb::Direction::Forward));
+        for kv in it {
+            let (k, v) = kv.map_err(map_error)?;
+            let Some(name) = k.strip_prefix(prefix.as_slice()) else { break };
+            let name = String::from_utf8(name.to_vec()).map_err(|_| Error::Corruption(format!("view name {name:?} in {}", self.inner.path.display())))?;
+            out.push((name, KeySpace::decode(&v)?));
+        }
+        Ok(out)
+    }
+
+    /// Deletes the keys of `space` that no other registered engine sees and, in
+    /// the same synced write, the name `name` (if given) and its key space. In a
+    /// column family whose prefix the space shares with other engines' (halves of
+    /// a split), only its keys outside theirs go, and the last engine of a prefix
+    /// deletes the whole prefix; the others' keys are never touched, whichever
+    /// goes first. The files the deleted keys occupy are reclaimed in the
+    /// background (files wholly inside a prefix no engine holds any more are
+    /// dropped, the rest compacted).
     pub fn destroy(&self, space: &KeySpace, name: Option<&str>) -> Result<()> {
         let _g = self.inner.names.lock().unwrap_or_else(|p| p.into_inner());
+        let others = self.sharing(space, name)?;
         let mut wb = rocksdb::WriteBatch::default();
         let mut reclaim = Vec::new();
         for cf in Cf::ALL {
+            let prefix = space.prefix(cf);
+            let theirs: Vec<(Vec<u8>, Vec<u8>)> = others
+                .iter()
+                .filter(|o| o.prefix(cf) == prefix)
+                .map(|o| {
+                    let (lower, upper) = o.db_range(cf);
+                    let end = upper.unwrap_or_else(|| past_every_key(&lower));
+                    (lower, end)
+                })
+                .collect();
+            if theirs.is_empty() && !prefix.is_empty() {
+                // The prefix's last engine: all of it (with its files).
+                let whole = KeySpace::of_prefix(prefix);
+                let (lower, upper) = whole.db_range(cf);
+                let end = upper.unwrap_or_else(|| past_every_key(&lower));
+                wb.delete_range_cf(handle(&self.inner.db, cf), &lower, &end);
+                reclaim.push((cf, lower, end, whole.last_db_key_bound(cf)));
+                continue;
+            }
             let (lower, upper) = space.db_range(cf);
             let end = upper.unwrap_or_else(|| past_every_key(&lower));
-            wb.delete_range_cf(handle(&self.inner.db, cf), &lower, &end);
-            let last = space.last_db_key_bound(cf);
-            reclaim.push((cf, lower, end, last));
+            for (from, to) in subtract((lower, end), theirs) {
+                wb.delete_range_cf(handle(&self.inner.db, cf), &from, &to);
+                // Shared: no file is wholly this engine's to drop.
+                let last = if prefix.is_empty() { space.last_db_key_bound(cf) } else { None };
+                reclaim.push((cf, from, to, last));
+            }
         }
         if let Some(name) = name {
             wb.delete_cf(handle(&self.inner.db, Cf::Meta), name_key(name));
+            wb.delete_cf(handle(&self.inner.db, Cf::Meta), tagged_key(SPACE_TAG, name));
         }
         self.write_synced(wb)?;
         self.background(Work::Reclaim(reclaim));
         Ok(())
+    }
+
+    /// The key spaces of the registered engines other than `name` that share a
+    /// prefix with `space` in some column family.
+    fn sharing(&self, space: &KeySpace, name: Option<&str>) -> Result<Vec<KeySpace>> {
+        let views = self.views()?;
+        let shares = |o: &KeySpace| Cf::ALL.iter().any(|&cf| !space.prefix(cf).is_empty() && o.prefix(cf) == space.prefix(cf));
+        let mut out: Vec<KeySpace> = views.iter().filter(|(n, o)| Some(n.as_str()) != name && shares(o)).map(|(_, o)| o.clone()).collect();
+        if views.is_empty() {
+            return Ok(out);
+        }
+        // An engine of a prefix of its own shares it with the views on it.
+        let prefixes: std::collections::HashSet<&[u8]> = Cf::ALL.iter().map(|&cf| space.prefix(cf)).filter(|p| p.len() == 8).collect();
+        for (n, id) in self.names()? {
+            if Some(n.as_str()) != name && prefixes.contains(id.to_be_bytes().as_slice()) && !views.iter().any(|(v, _)| *v == n) {
+                out.push(KeySpace::of_id(id));
+            }
+        }
+        Ok(out)
     }
 
     /// Compact `[lower, end]` of `cf` in the background, together with the other
@@ -242,9 +359,81 @@ fn reserved_key(tag: &[u8]) -> Vec<u8> {
 }
 
 fn name_key(name: &str) -> Vec<u8> {
-    let mut k = reserved_key(NAME_TAG);
+    tagged_key(NAME_TAG, name)
+}
+
+fn tagged_key(tag: &[u8], name: &str) -> Vec<u8> {
+    let mut k = reserved_key(tag);
     k.extend_from_slice(name.as_bytes());
     k
+}
+
+/// `[from, to)` without the intervals `holes` (any order, may overlap or reach
+/// outside it): what is left, in order.
+fn subtract((from, to): (Vec<u8>, Vec<u8>), mut holes: Vec<(Vec<u8>, Vec<u8>)>) -> Vec<(Vec<u8>, Vec<u8>)> {
+    holes.sort();
+    let mut out = Vec::new();
+    let mut at = from;
+    for (lo, hi) in holes {
+        if hi <= at || lo >= to {
+            continue;
+        }
+        if lo > at {
+            out.push((at.clone(), lo.clone()));
+        }
+        if hi > at {
+            at = hi;
+        }
+        if at >= to {
+            return out;
+        }
+    }
+    if at < to {
+        out.push((at, to));
+    }
+    out
+}
+
+/// Writes to several engines' spaces of one store and its registry, written
+/// atomically by [`RocksStore::write`] (a split: the halves' registry entries,
+/// their metadata and intents, the parent's record of the split).
+pub struct StoreBatch {
+    db: Arc<StoreInner>,
+    wb: rocksdb::WriteBatch,
+}
+
+impl StoreBatch {
+    /// Put `key` (of `space`'s keys in `cf`, which must hold it) to `value`.
+    pub fn put(&mut self, space: &KeySpace, cf: Cf, key: &[u8], value: &[u8]) -> Result<()> {
+        if !space.contains(cf.index(), key) {
+            return Err(Error::Other(format!("key {key:02x?} of {cf} outside {space:?}")));
+        }
+        let mut k = space.prefix(cf).to_vec();
+        k.extend_from_slice(key);
+        self.wb.put_cf(handle(&self.db.db, cf), k, value);
+        Ok(())
+    }
+
+    /// Register engine `name` with id `id` (from [`RocksStore::new_ids`]) and
+    /// key space `space` (recorded when it is not [`KeySpace::of_id`]`(id)`).
+    /// The caller makes sure `name` is not registered already.
+    pub fn register(&mut self, name: &str, id: u64, space: &KeySpace) {
+        let meta = handle(&self.db.db, Cf::Meta);
+        self.wb.put_cf(meta, name_key(name), id.to_be_bytes());
+        if space.own_id() != Some(id) {
+            self.wb.put_cf(meta, tagged_key(SPACE_TAG, name), space.encode());
+        }
+    }
+
+    /// How many writes the batch holds.
+    pub fn len(&self) -> usize {
+        self.wb.len()
+    }
+
+    /// Whether it holds none.
+    pub fn is_empty(&self) -> bool {
+        self.wb.is_empty()
+    }
 }
 
 fn decode_id(b: &[u8]) -> Result<u64> {

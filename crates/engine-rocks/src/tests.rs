@@ -768,3 +768,193 @@ fn a_store_below_its_free_space_reserve_refuses_writes() {
     assert_eq!(space_pressure(dir.path(), 5 << 20, 4 << 20), None);
     assert!(matches!(space_pressure(dir.path(), 3 << 20, 4 << 20), Some(WritePressure::NoSpace(_))));
 }
+
+// ---------------------------------------------------------------------------
+// split halves: views sharing their parent's rows
+
+/// A parent engine with rows `key(0..100)` in the regular column family and a
+/// record in each other one, split at `key(50)` into registered views `left`
+/// and `right` (each given an intent of its own in the same write).
+fn split_store() -> (tempfile::TempDir, RocksStore, RocksEngine, [KeySpace; 2]) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = RocksStore::open(dir.path(), &small_config()).unwrap();
+    let pid = store.register("parent").unwrap();
+    let parent = store.engine(KeySpace::of_id(pid), None, None).unwrap();
+    for i in 0..100 {
+        put(&parent, Cf::Regular, &key(i), b"row", false);
+    }
+    for cf in [Cf::Intents, Cf::Meta, Cf::Log] {
+        put(&parent, cf, b"parent's", b"p", false);
+    }
+    let ids = store.new_ids(2).unwrap();
+    assert!(ids.iter().all(|&id| id > pid), "{ids:?}");
+    let (l, r) = parent.space().split_at(Cf::Regular, &key(50), ids[0], ids[1]).unwrap();
+    let mut b = store.batch();
+    b.register("left", ids[0], &l);
+    b.register("right", ids[1], &r);
+    b.put(&l, Cf::Intents, b"left's", b"l").unwrap();
+    b.put(&r, Cf::Intents, b"right's", b"r").unwrap();
+    assert!(b.put(&l, Cf::Regular, &key(60), b"x").is_err(), "a key outside the left half");
+    store.write(b, true).unwrap();
+    (dir, store, parent, [l, r])
+}
+
+fn open_named(store: &RocksStore, name: &str) -> RocksEngine {
+    let space = store.space_of(name).unwrap().unwrap_or_else(|| panic!("{name} is registered"));
+    store.engine(space, None, None).unwrap()
+}
+
+#[test]
+fn split_halves_see_their_parents_rows_and_their_own_records() {
+    let (_dir, store, parent, [l, r]) = split_store();
+    let (left, right) = (open_named(&store, "left"), open_named(&store, "right"));
+    assert_eq!(left.space(), &l);
+    assert_eq!(right.space(), &r);
+    assert_eq!(all_keys(&left, Cf::Regular, IterOptions::default()), (0..50).map(key).collect::<Vec<_>>());
+    assert_eq!(all_keys(&right, Cf::Regular, IterOptions::default()), (50..100).map(key).collect::<Vec<_>>());
+    assert_eq!(left.get(Cf::Regular, &key(70)).unwrap(), None, "the right half's row");
+    assert_eq!(all_keys(&left, Cf::Intents, IterOptions::default()), vec![b"left's".to_vec()]);
+    assert_eq!(all_keys(&right, Cf::Intents, IterOptions::default()), vec![b"right's".to_vec()]);
+    for cf in [Cf::Meta, Cf::Log] {
+        assert!(all_keys(&left, cf, IterOptions::default()).is_empty() && all_keys(&right, cf, IterOptions::default()).is_empty());
+    }
+    // A row written through a half is one of the parent's keys, where the
+    // parent (still open until it is dropped) sees it too.
+    put(&right, Cf::Regular, &key(150), b"new", true);
+    assert_eq!(parent.get(Cf::Regular, &key(150)).unwrap(), Some(b"new".to_vec()));
+    let reverse: Vec<Vec<u8>> = {
+        let s = right.snapshot();
+        let mut it = s.iter(Cf::Regular, IterOptions::default());
+        it.seek_to_last();
+        let mut out = Vec::new();
+        while it.valid().unwrap() {
+            out.push(it.key().to_vec());
+            it.prev();
+        }
+        out
+    };
+    assert_eq!(reverse.len(), 51);
+    assert_eq!(reverse.last().unwrap(), &key(50), "a reverse walk of the right half stops at its first key");
+    let mid = left.approximate_middle_key();
+    assert!(mid.as_ref().is_none_or(|m| *m > key(0) && *m < key(50)), "{mid:?}");
+}
+
+#[test]
+fn destroying_split_engines_keeps_what_the_others_see_until_the_last_goes() {
+    let (_dir, store, parent, [l, r]) = split_store();
+    let pid = parent.space().own_id().unwrap();
+    store.flush().unwrap();
+    let peek = || store.engine(KeySpace::of_id(pid), None, None).unwrap();
+    drop(parent);
+    store.destroy(&KeySpace::of_id(pid), Some("parent")).unwrap();
+    assert_eq!(store.space_of("parent").unwrap(), None);
+    let (left, right) = (open_named(&store, "left"), open_named(&store, "right"));
+    assert_eq!(all_keys(&left, Cf::Regular, IterOptions::default()).len(), 50, "the parent's rows stay for its halves");
+    assert_eq!(all_keys(&right, Cf::Regular, IterOptions::default()).len(), 50);
+    for cf in [Cf::Intents, Cf::Meta, Cf::Log] {
+        assert!(all_keys(&peek(), cf, IterOptions::default()).is_empty(), "the parent's own {cf} records go");
+    }
+    drop(left);
+    store.destroy(&l, Some("left")).unwrap();
+    assert_eq!(all_keys(&right, Cf::Regular, IterOptions::default()).len(), 50, "the sibling keeps its rows");
+    assert_eq!(all_keys(&peek(), Cf::Regular, IterOptions::default()), (50..100).map(key).collect::<Vec<_>>(), "only the left half's rows went");
+    assert_eq!(all_keys(&right, Cf::Intents, IterOptions::default()), vec![b"right's".to_vec()]);
+    drop(right);
+    store.destroy(&r, Some("right")).unwrap();
+    for cf in Cf::ALL {
+        assert!(all_keys(&peek(), cf, IterOptions::default()).is_empty(), "nothing left of the prefix in {cf}");
+    }
+    assert!(store.views().unwrap().is_empty());
+    assert!(store.names().unwrap().is_empty());
+}
+
+#[test]
+fn a_half_destroyed_first_leaves_its_parent_and_sibling_whole() {
+    let (_dir, store, parent, [l, _]) = split_store();
+    store.destroy(&l, Some("left")).unwrap();
+    assert_eq!(all_keys(&parent, Cf::Regular, IterOptions::default()).len(), 100, "the parent still sees every row");
+    assert_eq!(all_keys(&open_named(&store, "right"), Cf::Regular, IterOptions::default()).len(), 50);
+    assert_eq!(all_keys(&parent, Cf::Intents, IterOptions::default()), vec![b"parent's".to_vec()]);
+}
+
+#[test]
+fn split_views_are_found_again_after_a_restart() {
+    let (dir, store, parent, [l, r]) = split_store();
+    drop((parent, store));
+    let store = RocksStore::open(dir.path(), &small_config()).unwrap();
+    assert_eq!(store.space_of("left").unwrap(), Some(l));
+    assert_eq!(store.space_of("right").unwrap(), Some(r.clone()));
+    let mut views: Vec<String> = store.views().unwrap().into_iter().map(|(n, _)| n).collect();
+    views.sort();
+    assert_eq!(views, ["left", "right"]);
+    assert_eq!(all_keys(&open_named(&store, "right"), Cf::Regular, IterOptions::default()).len(), 50);
+    assert_eq!(store.space_of("parent").unwrap().and_then(|s| s.own_id()), Some(1));
+    let ids = store.new_ids(1).unwrap();
+    assert!(ids[0] > 3, "ids are never given out twice: {ids:?}");
+}
+
+#[test]
+fn a_snapshot_installed_into_a_half_leaves_its_sibling_alone() {
+    let (dir, store, _parent, _) = split_store();
+    let scratch = dir.path().join("scratch");
+    let left = store.engine(store.space_of("left").unwrap().unwrap(), None, Some(scratch)).unwrap();
+    let right = open_named(&store, "right");
+    let mut entries = (0..10).map(|i| Ok((Cf::Regular, key(i), b"installed".to_vec())));
+    left.replace_contents(&[Cf::Regular], &mut entries).unwrap();
+    assert_eq!(all_keys(&left, Cf::Regular, IterOptions::default()), (0..10).map(key).collect::<Vec<_>>());
+    assert_eq!(left.get(Cf::Regular, &key(5)).unwrap(), Some(b"installed".to_vec()));
+    assert_eq!(all_keys(&right, Cf::Regular, IterOptions::default()), (50..100).map(key).collect::<Vec<_>>());
+    let mut outside = std::iter::once(Ok((Cf::Regular, key(70), b"x".to_vec())));
+    assert!(left.replace_contents(&[Cf::Regular], &mut outside).is_err(), "a key of the sibling's");
+}
+
+#[test]
+fn split_keys_and_space_records_are_checked() {
+    let space = KeySpace::of_id(5);
+    assert!(space.split_at(Cf::Regular, b"", 6, 7).is_err(), "at the first key: an empty half");
+    assert!(space.split_at(Cf::Regular, b"m", 6, 6).is_err(), "one id for both halves");
+    assert!(space.split_at(Cf::Regular, b"m", 5, 7).is_err(), "the parent's own id");
+    let (l, r) = space.split_at(Cf::Regular, b"m", 6, 7).unwrap();
+    assert!(l.split_at(Cf::Regular, b"n", 8, 9).is_err(), "outside the left half");
+    let (ll, lr) = l.split_at(Cf::Regular, b"f", 8, 9).unwrap();
+    assert_eq!(lr.db_range(Cf::Regular), ([&5u64.to_be_bytes()[..], b"f"].concat(), Some([&5u64.to_be_bytes()[..], b"m"].concat())));
+    assert_eq!(ll.prefix(Cf::Intents), 8u64.to_be_bytes());
+    for s in [&space, &l, &r, &ll, &lr, &KeySpace::whole()] {
+        assert_eq!(&KeySpace::decode(&s.encode()).unwrap(), s);
+    }
+    assert_eq!(space.own_id(), Some(5));
+    assert_eq!(l.own_id(), None);
+    let bytes = l.encode();
+    assert!(KeySpace::decode(&bytes[..bytes.len() - 1]).is_err());
+    assert!(KeySpace::decode(&[bytes.as_slice(), b"x"].concat()).is_err());
+    assert!(KeySpace::decode(&[2]).is_err());
+}
+
+/// Compaction filters of a split parent and its halves, registered together:
+/// each entry goes to the narrowest range holding it, whichever registered
+/// first, and a key of no engine is kept.
+#[test]
+fn filters_of_overlapping_halves_go_to_the_narrowest() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = RocksStore::open(dir.path(), &small_config()).unwrap();
+    let counter =
+        |prefix: &'static [u8]| Arc::new(DropPrefix { prefix, created: Arc::new(AtomicUsize::new(0)), saw_bottommost: Arc::new(AtomicBool::new(false)) });
+    let parent_space = KeySpace::of_id(1);
+    let (l, r) = parent_space.split_at(Cf::Regular, b"m", 2, 3).unwrap();
+    let (fl, fp, fr) = (counter(b"a"), counter(b"b"), counter(b"n"));
+    let left = store.engine(l, Some(fl.clone()), None).unwrap();
+    let parent = store.engine(parent_space, Some(fp.clone()), None).unwrap();
+    let right = store.engine(r, Some(fr.clone()), None).unwrap();
+    for k in [&b"a1"[..], b"b1", b"c1", b"n1", b"o1"] {
+        put(&parent, Cf::Regular, k, b"v", false);
+    }
+    store.flush().unwrap();
+    parent.compact_range(Cf::Regular, None, None).unwrap();
+    std::thread::sleep(COMPACTION_WINDOW + std::time::Duration::from_millis(500));
+    store.inner.db.compact_range_cf(handle(&store.inner.db, Cf::Regular), None::<&[u8]>, None::<&[u8]>);
+    // The left half drops "a…" (its filter), keeps "b…" (the parent's filter
+    // would drop it: not asked); the right half drops "n…".
+    assert_eq!(all_keys(&parent, Cf::Regular, IterOptions::default()), vec![b"b1".to_vec(), b"c1".to_vec(), b"o1".to_vec()]);
+    assert_eq!(fp.created.load(Ordering::SeqCst), 0, "the parent's filter saw nothing its halves hold");
+    drop((left, right));
+}

@@ -47,6 +47,12 @@ impl KeySpace {
         KeySpace { prefix: [p.clone(), p.clone(), p.clone(), p], lower: Default::default(), upper: Default::default() }
     }
 
+    /// Every key under `prefix` in every column family.
+    pub(crate) fn of_prefix(prefix: &[u8]) -> Self {
+        let p = prefix.to_vec();
+        KeySpace { prefix: [p.clone(), p.clone(), p.clone(), p], lower: Default::default(), upper: Default::default() }
+    }
+
     /// The keys of `cf` in `[lower, upper)` only (within the current bounds).
     pub fn bounded(mut self, cf: Cf, lower: Vec<u8>, upper: Option<Vec<u8>>) -> Self {
         let i = cf.index();
@@ -84,10 +90,101 @@ impl KeySpace {
         Some(past_every_key(&self.prefix[i]))
     }
 
-    fn contains(&self, i: usize, key: &[u8]) -> bool {
+    /// The two halves of this space split at key `at` of `shared` (a key
+    /// strictly inside its bounds): in `shared` both keep this space's prefix,
+    /// the left one bounded to `[lower, at)`, the right one to `[at, upper)`, so
+    /// together they hold exactly this space's keys of `shared` and no key moves;
+    /// in every other column family each has a prefix of its own,
+    /// `be64(left_id)` and `be64(right_id)`, and no bounds (what a split gives
+    /// each half there is written to it). A tablet splitting in its store: its
+    /// rows stay where they are, its intents, metadata and log do not.
+    pub fn split_at(&self, shared: Cf, at: &[u8], left_id: u64, right_id: u64) -> Result<(KeySpace, KeySpace)> {
+        let i = shared.index();
+        if !self.contains(i, at) || at == self.lower[i].as_slice() {
+            return Err(Error::Other(format!("split key {at:02x?} is not strictly inside {self:?} in {shared}")));
+        }
+        if left_id == right_id || self.prefix.iter().any(|p| *p == left_id.to_be_bytes() || *p == right_id.to_be_bytes()) {
+            return Err(Error::Other(format!("split halves of {self:?} need two new ids (got {left_id} and {right_id})")));
+        }
+        let half = |id: u64, lower: Vec<u8>, upper: Option<Vec<u8>>| {
+            let mut h = KeySpace::of_id(id);
+            h.prefix[i] = self.prefix[i].clone();
+            h.lower[i] = lower;
+            h.upper[i] = upper;
+            h
+        };
+        Ok((half(left_id, self.lower[i].clone(), Some(at.to_vec())), half(right_id, at.to_vec(), self.upper[i].clone())))
+    }
+
+    /// Whether the space is [`KeySpace::of_id`]`(id)` for some id: one prefix of
+    /// its own in every column family, no bounds (its `id` then).
+    pub fn own_id(&self) -> Option<u64> {
+        let p: [u8; 8] = self.prefix[0].as_slice().try_into().ok()?;
+        let id = u64::from_be_bytes(p);
+        (id != 0 && *self == KeySpace::of_id(id)).then_some(id)
+    }
+
+    /// The space in bytes (a store's registry keeps the spaces of views that
+    /// are not [`KeySpace::of_id`]): a version byte, then per column family the
+    /// prefix, the lower bound and the upper bound (flag byte), each a `be32`
+    /// length and its bytes.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = vec![SPACE_FORMAT];
+        let mut field = |b: &[u8]| {
+            out.extend_from_slice(&(b.len() as u32).to_be_bytes());
+            out.extend_from_slice(b);
+        };
+        for i in 0..4 {
+            field(&self.prefix[i]);
+            field(&self.lower[i]);
+            match &self.upper[i] {
+                Some(u) => {
+                    field(&[1]);
+                    field(u);
+                }
+                None => field(&[0]),
+            }
+        }
+        out
+    }
+
+    /// [`KeySpace::encode`] undone.
+    pub fn decode(b: &[u8]) -> Result<KeySpace> {
+        let bad = || Error::Corruption(format!("key space record of {} bytes", b.len()));
+        let (&version, mut rest) = b.split_first().ok_or_else(bad)?;
+        if version != SPACE_FORMAT {
+            return Err(Error::Corruption(format!("key space record of format {version}")));
+        }
+        let mut field = || -> Result<Vec<u8>> {
+            let (len, tail) = rest.split_first_chunk::<4>().ok_or_else(bad)?;
+            let len = u32::from_be_bytes(*len) as usize;
+            let (v, tail) = (tail.get(..len).ok_or_else(bad)?, &tail[len..]);
+            rest = tail;
+            Ok(v.to_vec())
+        };
+        let mut space = KeySpace::whole();
+        for i in 0..4 {
+            space.prefix[i] = field()?;
+            space.lower[i] = field()?;
+            space.upper[i] = match field()?.as_slice() {
+                [0] => None,
+                [1] => Some(field()?),
+                _ => return Err(bad()),
+            };
+        }
+        if !rest.is_empty() {
+            return Err(bad());
+        }
+        Ok(space)
+    }
+
+    pub(crate) fn contains(&self, i: usize, key: &[u8]) -> bool {
         key >= self.lower[i].as_slice() && self.upper[i].as_deref().is_none_or(|u| key < u)
     }
 }
+
+/// The format of [`KeySpace::encode`].
+const SPACE_FORMAT: u8 = 1;
 
 /// A key past every key starting with `prefix` that anyone writes (`prefix ++
 /// ff * 64`): the end of a range that has no upper bound of its own.
@@ -171,55 +268,6 @@ impl RocksEngine {
 
     fn db(&self) -> &DB {
         &self.store.inner.db
-    }
-
-    /// A row key near the middle of this engine's rows by bytes on disk: where a
-    /// tablet splits into two halves of about equal size without reading its rows.
-    /// Bisects RocksDB's approximate sizes (flushed files of [`Cf::Regular`],
-    /// index look-ups, no data read) between the engine's first and last keys,
-    /// then takes the first key at or after the point found. `None` when the
-    /// files hold nothing of the engine, or no key follows its first one.
-    pub fn approximate_middle_key(&self) -> Option<Vec<u8>> {
-        const CF: Cf = Cf::Regular;
-        let prefix = self.space.prefix(CF);
-        let snap = self.snapshot();
-        let mut it = snap.iter(CF, IterOptions::default());
-        it.seek_to_first();
-        let first = it.valid().ok()?.then(|| it.key().to_vec())?;
-        it.seek_to_last();
-        let last = it.valid().ok()?.then(|| it.key().to_vec())?;
-        // Up to the last key, not the interval's end: a file's index and filter
-        // blocks sit past its last key and would count as the top's.
-        let (lower, end) = (concat(prefix, &first), concat(prefix, &last));
-        let size = |a: &[u8], b: &[u8]| self.db().get_approximate_sizes_cf(self.cf(CF), &[rocksdb::Range::new(a, b)]).first().copied().unwrap_or(0);
-        let total = size(&lower, &end);
-        if total == 0 {
-            return None;
-        }
-        // Keys as numbers: the 8 bytes after the interval's common prefix.
-        let common = lower.iter().zip(&end).take_while(|(a, b)| a == b).count();
-        let number = |k: &[u8]| {
-            let mut b = [0u8; 8];
-            for (i, x) in k.iter().skip(common).take(8).enumerate() {
-                b[i] = *x;
-            }
-            u64::from_be_bytes(b)
-        };
-        let key_at = |n: u64| concat(&lower[..common], &n.to_be_bytes());
-        let (mut lo, mut hi) = (number(&lower), number(&end));
-        while hi - lo > 1 {
-            let mid = lo + (hi - lo) / 2;
-            if size(&lower, &key_at(mid)) * 2 < total {
-                lo = mid;
-            } else {
-                hi = mid;
-            }
-        }
-        let point = key_at(hi);
-        let from = point.strip_prefix(prefix)?;
-        it.seek(from);
-        let found = it.valid().ok()?.then(|| it.key().to_vec())?;
-        (found > first).then_some(found)
     }
 
     fn cf(&self, cf: Cf) -> &ColumnFamily {
@@ -389,6 +437,55 @@ impl KvEngine for RocksEngine {
             Some(done) => self.ingest(done),
             None => Ok(()),
         }
+    }
+
+    /// A row key near the middle of this engine's rows by bytes on disk: where a
+    /// tablet splits into two halves of about equal size without reading its rows.
+    /// Bisects RocksDB's approximate sizes (flushed files of [`Cf::Regular`],
+    /// index look-ups, no data read) between the engine's first and last keys,
+    /// then takes the first key at or after the point found. `None` when the
+    /// files hold nothing of the engine, or no key follows its first one.
+    fn approximate_middle_key(&self) -> Option<Vec<u8>> {
+        const CF: Cf = Cf::Regular;
+        let prefix = self.space.prefix(CF);
+        let snap = self.snapshot();
+        let mut it = snap.iter(CF, IterOptions::default());
+        it.seek_to_first();
+        let first = it.valid().ok()?.then(|| it.key().to_vec())?;
+        it.seek_to_last();
+        let last = it.valid().ok()?.then(|| it.key().to_vec())?;
+        // Up to the last key, not the interval's end: a file's index and filter
+        // blocks sit past its last key and would count as the top's.
+        let (lower, end) = (concat(prefix, &first), concat(prefix, &last));
+        let size = |a: &[u8], b: &[u8]| self.db().get_approximate_sizes_cf(self.cf(CF), &[rocksdb::Range::new(a, b)]).first().copied().unwrap_or(0);
+        let total = size(&lower, &end);
+        if total == 0 {
+            return None;
+        }
+        // Keys as numbers: the 8 bytes after the interval's common prefix.
+        let common = lower.iter().zip(&end).take_while(|(a, b)| a == b).count();
+        let number = |k: &[u8]| {
+            let mut b = [0u8; 8];
+            for (i, x) in k.iter().skip(common).take(8).enumerate() {
+                b[i] = *x;
+            }
+            u64::from_be_bytes(b)
+        };
+        let key_at = |n: u64| concat(&lower[..common], &n.to_be_bytes());
+        let (mut lo, mut hi) = (number(&lower), number(&end));
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            if size(&lower, &key_at(mid)) * 2 < total {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        let point = key_at(hi);
+        let from = point.strip_prefix(prefix)?;
+        it.seek(from);
+        let found = it.valid().ok()?.then(|| it.key().to_vec())?;
+        (found > first).then_some(found)
     }
 
     /// The store's (every engine of a store shares its flushes and compactions);

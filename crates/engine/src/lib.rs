@@ -222,6 +222,31 @@ pub trait KvEngine: Send + Sync + 'static {
     fn write_pressure(&self) -> WritePressure {
         WritePressure::None
     }
+    /// A key of [`Cf::Regular`] (as stored) near the middle of the engine's data by
+    /// size: where a tablet splits into two halves of about equal size. `None`
+    /// when there is too little to split (no key, or no key after the first).
+    /// This default reads every key; RocksDB's answers from its files' indexes.
+    fn approximate_middle_key(&self) -> Option<Vec<u8>> {
+        let snap = self.snapshot();
+        let mut it = snap.iter(Cf::Regular, IterOptions::default());
+        let mut total = 0usize;
+        it.seek_to_first();
+        while it.valid().ok()? {
+            total += it.key().len() + it.value().len();
+            it.next();
+        }
+        let mut below = 0usize;
+        it.seek_to_first();
+        let first = it.valid().ok()?.then(|| it.key().to_vec())?;
+        while it.valid().ok()? {
+            if below * 2 >= total && it.key() > first.as_slice() {
+                return Some(it.key().to_vec());
+            }
+            below += it.key().len() + it.value().len();
+            it.next();
+        }
+        None
+    }
     /// A directory on the engine's disk for its owner's temporary files (a Raft
     /// snapshot being sent or received), shared with other engines of the disk:
     /// names must be unique. None: an in-memory engine (use the system's).

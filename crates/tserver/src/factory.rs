@@ -199,15 +199,17 @@ impl EngineFactory for RocksFactory {
             st.names.insert(name.to_string(), i);
             st.counts[i] += 1;
         }
-        store.engine(KeySpace::of_id(id), gc, Some(self.roots[i].join(SCRATCH_DIR)))
+        // (A split tablet's half has a space of its own in the registry.)
+        let space = store.space_of(name)?.unwrap_or_else(|| KeySpace::of_id(id));
+        store.engine(space, gc, Some(self.roots[i].join(SCRATCH_DIR)))
     }
     fn destroy(&self, name: &str) -> pinax_engine::Result<()> {
         let mut st = self.state.lock();
         self.load(&mut st)?;
         let Some(i) = st.names.get(name).copied() else { return Ok(()) };
         let store = self.store(&mut st, i)?;
-        if let Some(id) = store.id_of(name)? {
-            store.destroy(&KeySpace::of_id(id), Some(name))?;
+        if let Some(space) = store.space_of(name)? {
+            store.destroy(&space, Some(name))?;
         }
         st.names.remove(name);
         st.counts[i] -= 1;
