@@ -10,6 +10,9 @@
 //!   write that was given a hybrid time `<= ht` is in the engine (a point read
 //!   waits for writes of its own row only: `Tablet::row_snapshot`).
 //! - [`WriteOp`]: one row operation of a batch.
+//! - [`split::half_states`]: what each half of a tablet split at a key starts
+//!   with besides the rows it shares with its parent (intents, locks on the
+//!   range-lock key, metadata).
 //!
 //! Invariants:
 //! - all writes of one tablet are decided under one mutex (conflict checks and the
@@ -35,6 +38,7 @@ pub mod error;
 pub mod mvcc_manager;
 pub mod ops;
 pub mod replication;
+pub mod split;
 pub mod status_tablet;
 pub mod tablet;
 

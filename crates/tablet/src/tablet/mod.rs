@@ -37,13 +37,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const META_FORMAT_VERSION: &[u8] = b"format_version";
+pub(crate) const META_FORMAT_VERSION: &[u8] = b"format_version";
 /// Newest commit time of a SERIALIZABLE writer applied here (8 bytes, big-endian),
 /// written with the batch that applies its intents, so every replica knows it.
-const META_PREDICATE_WRITE_HT: &[u8] = b"predicate_write_ht";
+pub(crate) const META_PREDICATE_WRITE_HT: &[u8] = b"predicate_write_ht";
 /// Commit times of applied deletions of every row ([`Tablet::delete_all`]),
 /// oldest first (8 bytes each, big-endian), written with the batch that applies one.
-const META_DELETIONS: &[u8] = b"deleted_every_row";
+pub(crate) const META_DELETIONS: &[u8] = b"deleted_every_row";
 /// The data byte of the lock intent that holds a pending deletion of every row, on
 /// the tablet's range-lock key (its partition start).
 const DELETE_ALL_MARK: u8 = b'D';
