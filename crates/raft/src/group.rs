@@ -368,11 +368,11 @@ impl RaftGroup {
         transport: Arc<dyn Transport>,
         timing: RaftTiming,
     ) -> Result<Self, GroupError> {
-        Self::start_with(io, group, node_id, engine, &LogPlace::Engine, clock, transport, timing)
+        Self::start_with(io, group, node_id, engine, &LogPlace::Engine, clock, transport, timing, None)
     }
 
     /// [`RaftGroup::start`], with the log where `log` says (a node: its data
-    /// directory's shared log).
+    /// directory's shared log), split entries applied by `split_hook`.
     #[allow(clippy::too_many_arguments)]
     pub fn start_with<E: KvEngine>(
         io: &tokio::runtime::Handle,
@@ -383,10 +383,11 @@ impl RaftGroup {
         clock: Arc<HybridClock>,
         transport: Arc<dyn Transport>,
         timing: RaftTiming,
+        split_hook: Option<Arc<dyn crate::SplitHook>>,
     ) -> Result<Self, GroupError> {
         let log = LogStore::open(engine.clone(), log, group).map_err(|e| GroupError::Storage(e.to_string()))?;
         let tail_reads = log.tail_reads();
-        let sm = StateMachine::new(engine, clock).in_group(group);
+        let sm = StateMachine::new(engine, clock).in_group(group).splitting_with(split_hook);
         let recent = sm.recent_requests();
         let watch = transport.peer_watch();
         let net = Network { transport, group, io: io.clone() };
@@ -710,18 +711,20 @@ impl RaftGroup {
         // This caller's turn: its write is first in the queue.
         let (cmds, waiters) = {
             let mut p = self.proposals.lock();
-            let mut size = 0;
-            let n = p.queue.iter().take_while(|(c, _)| {
-                size += c.batch.len();
-                size <= MERGE_BYTES
-            });
-            let n = n.count().max(1);
+            let n = Command::mergeable(p.queue.iter().map(|(c, _)| c), MERGE_BYTES);
             p.queue.drain(..n).unzip::<_, _, Vec<Command>, Vec<Arc<Proposal>>>()
         };
         let mut turn = Turn { group: self, waiters, res: None };
         let res = self.propose(Command::merge(cmds));
         turn.res = Some(res.clone());
         res
+    }
+
+    /// Leader: replicate the entry that splits the group's tablet
+    /// ([`Command::split`], alone in its entry) and return once it is committed
+    /// and applied here (by the group's [`crate::SplitHook`]).
+    pub fn split_tablet(&self, payload: Vec<u8>) -> Result<(), GroupError> {
+        self.replicate(Command::split(payload))
     }
 
     /// Propose one entry and wait until it is committed and applied here.

@@ -17,7 +17,12 @@
 //!   directory (the in-memory test double) keeps it in `Cf::Log` instead
 //!   ([`LogPlace::Engine`]).
 //! - [`StateMachine`]: applies committed commands to the engine, atomically with
-//!   the applied log id (`Cf::Meta`); snapshots are the engine's contents.
+//!   the applied log id (`Cf::Meta`); snapshots are the engine's contents. A
+//!   tablet split is one entry ([`Command::split`], never merged with writes)
+//!   that every replica applies at the same index through the group's
+//!   [`SplitHook`] (the tablet layer's), after flushing what came before; each
+//!   half's group starts from [`StateMachine::half_seed`] (the parent's members,
+//!   an applied id at index 0 of term 0, no log).
 //! - [`network`]: RPCs between replicas over a [`network::Transport`] the node
 //!   provides (the node's RPC connections), plus the receiving side.
 //! - [`RaftGroup`]: one group as the synchronous tablet code uses it: replicate a
@@ -64,7 +69,7 @@ use std::sync::Arc;
 pub use group::{GroupError, RaftGroup};
 pub use log_store::{LogPlace, LogStore};
 pub use shared_log::SharedLog;
-pub use state_machine::StateMachine;
+pub use state_machine::{SplitHook, StateMachine};
 
 /// A node's id (the same id the node has in the cluster catalog).
 pub type NodeId = u64;
@@ -91,6 +96,9 @@ pub struct Command {
 /// [`Command::merge`]). Clients' request ids are odd, 0 is none.
 const MERGED: u128 = 2;
 
+/// `Command::request` of a tablet split ([`Command::split`]).
+const SPLIT: u128 = 4;
+
 /// (request id, hybrid time) of each write a command carries.
 pub type RequestTimes = Vec<(u128, u64)>;
 
@@ -108,6 +116,7 @@ impl Command {
     /// all their ops in order). A single command is returned as it is, unless its
     /// own request id is [`MERGED`].
     pub fn merge(mut cmds: Vec<Command>) -> Command {
+        debug_assert!(cmds.len() == 1 || cmds.iter().all(|c| c.request != SPLIT), "a split merged with writes");
         if cmds.len() == 1 && cmds[0].request != MERGED {
             return cmds.pop().unwrap_or_else(|| unreachable!("one command"));
         }
@@ -124,9 +133,42 @@ impl Command {
         Command { ht: cmds.iter().map(|c| c.ht).max().unwrap_or(0), batch: batch.into(), request: MERGED }
     }
 
+    /// The entry that splits the group's tablet: `payload` is the tablet
+    /// layer's (what to split, where, into which ids), applied by the group's
+    /// [`state_machine::SplitHook`] on every replica at its log index. Proposed
+    /// alone: never merged with writes ([`RaftGroup::split_tablet`]).
+    pub fn split(payload: Vec<u8>) -> Command {
+        Command { ht: 0, batch: payload.into(), request: SPLIT }
+    }
+
+    /// The payload of a [`Command::split`].
+    pub fn split_payload(&self) -> Option<&Bytes> {
+        (self.request == SPLIT).then_some(&self.batch)
+    }
+
+    /// How many of `queue`'s first commands one entry carries: as many as fit in
+    /// `max_bytes` (at least one), never a split with anything else.
+    pub fn mergeable<'a>(queue: impl IntoIterator<Item = &'a Command>, max_bytes: usize) -> usize {
+        let mut size = 0;
+        let mut n = 0;
+        for c in queue {
+            size += c.batch.len();
+            if c.request == SPLIT || size > max_bytes {
+                // A split goes alone, even first.
+                return if n == 0 { 1 } else { n };
+            }
+            n += 1;
+        }
+        n.max(1)
+    }
+
     /// The batch bytes to apply and the (request id, time) pairs to remember
-    /// (request 0 left out); an error for a malformed merged command.
+    /// (request 0 left out); an error for a malformed merged command and for a
+    /// split (applied by its hook, not as a batch).
     pub fn into_parts(self) -> Result<(Bytes, RequestTimes), String> {
+        if self.request == SPLIT {
+            return Err("a split entry is not a write batch".into());
+        }
         if self.request != MERGED {
             let requests = if self.request != 0 { vec![(self.request, self.ht)] } else { Vec::new() };
             return Ok((self.batch, requests));
@@ -295,6 +337,23 @@ pub(crate) fn decode<T: serde::de::DeserializeOwned>(b: &[u8]) -> Result<T, Stri
 mod tests {
     use super::*;
     use pinax_engine::{Cf, OwnedBatch, WriteBatch};
+
+    /// Group commit takes as many queued writes as fit, never a split with
+    /// anything: a split first goes alone, one later ends the entry before it.
+    #[test]
+    fn a_split_is_never_merged_with_writes() {
+        let w = |n: usize| Command { ht: 1, batch: vec![0; n].into(), request: 1 };
+        let s = || Command::split(vec![1, 2, 3]);
+        assert_eq!(Command::mergeable(&[w(10), w(10), w(10)], 100), 3);
+        assert_eq!(Command::mergeable(&[w(60), w(60)], 100), 1);
+        assert_eq!(Command::mergeable(&[w(200)], 100), 1, "one too big goes alone");
+        assert_eq!(Command::mergeable(&[s(), w(1)], 100), 1);
+        assert_eq!(Command::mergeable(&[w(1), w(1), s(), w(1)], 100), 2);
+        assert_eq!(Command::mergeable(&[], 100), 1);
+        assert_eq!(s().split_payload().map(|b| b.to_vec()), Some(vec![1, 2, 3]));
+        assert!(w(1).split_payload().is_none());
+        assert!(s().into_parts().is_err(), "a split is not a write batch");
+    }
 
     /// Found by `make fuzz` (decode_raft): ten bytes whose length field claims
     /// 74 PB. The decoder allocated the claim and the process aborted; it must

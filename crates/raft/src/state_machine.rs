@@ -34,6 +34,9 @@ use pinax_common::{HybridClock, HybridTime, RecentRequests};
 use pinax_engine::{Cf, IterOptions, KvEngine, KvIterator, OwnedBatch, Snapshot as _, WriteBatch, WriteOptions};
 use std::sync::Arc;
 
+/// `Cf::Meta` entries (key, value) to write.
+pub type MetaEntries = Vec<(Vec<u8>, Vec<u8>)>;
+
 /// `Cf::Meta` keys of the applied state. Other `Cf::Meta` keys are the tablet's.
 const APPLIED_KEY: &[u8] = b"raft.applied";
 const MEMBERSHIP_KEY: &[u8] = b"raft.membership";
@@ -50,9 +53,25 @@ fn sm_err(verb: ErrorVerb, e: impl std::fmt::Display) -> StorageError {
     StorageIOError::new(ErrorSubject::StateMachine, verb, openraft::AnyError::error(e.to_string())).into()
 }
 
+/// Applies the entry that splits a group's tablet ([`crate::Command::split`]) on
+/// a replica: the tablet layer's, which knows what a split makes (the halves'
+/// engines, their states and seeds: [`StateMachine::half_seed`]).
+pub trait SplitHook: Send + Sync {
+    /// Apply split entry `log_id` carrying `payload`. Everything the group
+    /// applied before it is in the engine and durable (the engine was flushed).
+    /// The hook writes what the split makes together with `applied` (`Cf::Meta`
+    /// entries of the parent: its applied id at `log_id`), atomically and
+    /// durably: a crash before that write replays the entry (so the hook must
+    /// cope with finding part of what it makes already there), none after it.
+    fn apply_split(&self, log_id: crate::LogId, payload: &[u8], applied: &[(Vec<u8>, Vec<u8>)]) -> Result<(), String>;
+}
+
 /// The state machine (cheap to clone; a clone is also its snapshot builder).
 pub struct StateMachine<E: KvEngine> {
     engine: Arc<E>,
+    /// Applies split entries (none: the group's tablet never splits; such an
+    /// entry is then a storage error).
+    split_hook: Option<Arc<dyn SplitHook>>,
     clock: Arc<HybridClock>,
     /// The last snapshot built (its meta only: the data is the engine).
     built: Arc<Mutex<Option<SnapshotMeta<u64, openraft::BasicNode>>>>,
@@ -64,7 +83,14 @@ pub struct StateMachine<E: KvEngine> {
 
 impl<E: KvEngine> Clone for StateMachine<E> {
     fn clone(&self) -> Self {
-        StateMachine { engine: self.engine.clone(), clock: self.clock.clone(), built: self.built.clone(), recent: self.recent.clone(), group: self.group }
+        StateMachine {
+            engine: self.engine.clone(),
+            split_hook: self.split_hook.clone(),
+            clock: self.clock.clone(),
+            built: self.built.clone(),
+            recent: self.recent.clone(),
+            group: self.group,
+        }
     }
 }
 
@@ -77,7 +103,13 @@ fn snapshot_id(applied: &Option<LogId>) -> String {
 
 impl<E: KvEngine> StateMachine<E> {
     pub fn new(engine: Arc<E>, clock: Arc<HybridClock>) -> Self {
-        StateMachine { engine, clock, built: Arc::default(), recent: Arc::default(), group: 0 }
+        StateMachine { engine, split_hook: None, clock, built: Arc::default(), recent: Arc::default(), group: 0 }
+    }
+
+    /// This state machine, applying split entries with `hook`.
+    pub fn splitting_with(mut self, hook: Option<Arc<dyn SplitHook>>) -> Self {
+        self.split_hook = hook;
+        self
     }
 
     /// This state machine, of group `group` (named in the trace).
@@ -101,6 +133,43 @@ impl<E: KvEngine> StateMachine<E> {
             None => Membership::default(),
         };
         Ok((applied, membership))
+    }
+
+    /// The `Cf::Meta` entries that start the group of one half of a split from
+    /// its parent's state at the split (`parent`: a snapshot of the parent's
+    /// engine with the split applied): the parent's voters and learners as its
+    /// membership, and an applied id at index 0 of term 0 with no log. The group
+    /// starts as a replica restarts after a snapshot (openraft purges its empty
+    /// log up to that id and builds a snapshot of the engine), with an empty vote:
+    /// its first election is of term 1, so its log ids never sort below the seed.
+    /// Refused while the parent's membership is joint (a change in flight).
+    pub fn half_seed<S: pinax_engine::Snapshot>(parent: &S) -> Result<MetaEntries, String> {
+        let (_, membership) = Self::read_state(parent).map_err(|e| e.to_string())?;
+        let config = membership.membership();
+        if config.get_joint_config().len() != 1 {
+            return Err("the parent's membership is changing".into());
+        }
+        if config.voter_ids().next().is_none() {
+            return Err("the parent has no voters".into());
+        }
+        let seed = LogId::new(openraft::CommittedLeaderId::new(0, 0), 0);
+        Ok(vec![(APPLIED_KEY.to_vec(), encode(&seed)), (MEMBERSHIP_KEY.to_vec(), encode(&Membership::new(Some(seed), config.clone())))])
+    }
+
+    /// Write batch `b` of applied entries through `last` (nothing if none),
+    /// moving the clock to `newest_ht` and remembering `requests`.
+    fn write_applied(&self, mut b: E::Batch, last: Option<LogId>, newest_ht: HybridTime, requests: Vec<(u128, HybridTime)>) -> Result<(), StorageError> {
+        let Some(last) = last else { return Ok(()) };
+        b.put(Cf::Meta, APPLIED_KEY, &encode(&last));
+        if newest_ht.0 != 0 {
+            self.clock.update(newest_ht);
+        }
+        self.engine.write(b, WriteOptions { sync: false, skip_log: true }).map_err(|e| sm_err(ErrorVerb::Write, e))?;
+        let mut recent = self.recent.lock();
+        for (id, ht) in requests {
+            recent.insert(id, ht);
+        }
+        Ok(())
     }
 
     /// The applied log id (for tests and status pages).
@@ -143,6 +212,26 @@ impl<E: KvEngine> RaftStateMachine<TypeConfig> for StateMachine<E> {
         for e in entries {
             match e.payload {
                 EntryPayload::Blank => {}
+                EntryPayload::Normal(cmd) if cmd.split_payload().is_some() => {
+                    // What came before is written and durable first (applies skip
+                    // the engine's log: a durable split over lost applies would
+                    // lose rows the halves read), then the hook's one write.
+                    let before = std::mem::replace(&mut b, self.engine.new_batch());
+                    self.write_applied(before, last.take(), std::mem::take(&mut newest_ht), std::mem::take(&mut requests))?;
+                    self.engine.flush().map_err(|err| sm_err(ErrorVerb::Write, err))?;
+                    let hook = self
+                        .split_hook
+                        .clone()
+                        .ok_or_else(|| StorageIOError::apply(e.log_id, openraft::AnyError::error("a split entry in a group that cannot split")))?;
+                    let payload = cmd.split_payload().cloned().unwrap_or_default();
+                    hook.apply_split(e.log_id, &payload, &[(APPLIED_KEY.to_vec(), encode(&e.log_id))])
+                        .map_err(|err| StorageIOError::apply(e.log_id, openraft::AnyError::error(err)))?;
+                    if crate::trace_on() {
+                        tracing::debug!(target: "pinax_trace", group = self.group, log_id = %e.log_id, "split applied");
+                    }
+                    replies.push(Reply);
+                    continue;
+                }
                 EntryPayload::Normal(cmd) => {
                     let bad = |err: String| StorageIOError::apply(e.log_id, openraft::AnyError::error(err));
                     let ht = HybridTime(cmd.ht);
@@ -161,17 +250,7 @@ impl<E: KvEngine> RaftStateMachine<TypeConfig> for StateMachine<E> {
             last = Some(e.log_id);
             replies.push(Reply);
         }
-        if let Some(last) = last {
-            b.put(Cf::Meta, APPLIED_KEY, &encode(&last));
-            if newest_ht.0 != 0 {
-                self.clock.update(newest_ht);
-            }
-            self.engine.write(b, WriteOptions { sync: false, skip_log: true }).map_err(|e| sm_err(ErrorVerb::Write, e))?;
-            let mut recent = self.recent.lock();
-            for (id, ht) in requests {
-                recent.insert(id, ht);
-            }
-        }
+        self.write_applied(b, last, newest_ht, requests)?;
         Ok(replies)
     }
 

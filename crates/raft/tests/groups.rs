@@ -490,3 +490,205 @@ fn without_a_peer_watch_a_replicated_group_stays_awake() {
         r.group.shutdown();
     }
 }
+
+/// A split half's group starts from [`StateMachine::half_seed`] of its parent
+/// (the parent's voters, an applied id at index 0 of term 0, no log): on its
+/// replicas' engines it elects a leader of term 1 without `initialize`, takes
+/// writes on every replica, survives a replica restarting over its engine, and
+/// a lagging replica catches up by the log. (Openraft purges the empty log up to
+/// the seed and builds a snapshot of the engine, as after an install.)
+#[test]
+fn a_split_halfs_group_starts_from_its_parents_membership() {
+    use pinax_engine::WriteOptions;
+    use pinax_raft::StateMachine;
+    let Group3 { rt, replicas, leader, .. } = three_replicas();
+    replicas[&leader].group.replicate(put("parent")).unwrap();
+    for r in replicas.values() {
+        eventually("the parent's write everywhere", || has(&r.engine, "parent"));
+    }
+    let seed = StateMachine::<MemEngine>::half_seed(&replicas[&leader].engine.snapshot()).unwrap();
+    // The half's engines: its share of the parent's rows (here: all) and the seed.
+    let halves = Arc::new(Router::default());
+    let mut half: BTreeMap<NodeId, Replica> = BTreeMap::new();
+    for id in 1..=3 {
+        let e = Arc::new(MemEngine::new());
+        let mut b = e.new_batch();
+        b.put(Cf::Regular, b"parent", b"v");
+        for (k, v) in &seed {
+            b.put(Cf::Meta, k, v);
+        }
+        e.write(b, WriteOptions { sync: true, ..Default::default() }).unwrap();
+        let g = Arc::new(RaftGroup::start(rt.handle(), 8, id, e.clone(), Arc::new(HybridClock::system()), halves.clone(), TIMING).unwrap());
+        halves.groups.lock().insert(id, g.clone());
+        half.insert(id, Replica { engine: e, group: g });
+    }
+    let l = half[&1].group.wait_for_leader(Duration::from_secs(10)).expect("the half elects a leader");
+    let term = half[&l].group.leader_term().unwrap();
+    assert_eq!(term, 1, "the first term after the seed");
+    let mut voters: Vec<NodeId> = half[&l].group.voters();
+    voters.sort();
+    assert_eq!(voters, vec![1, 2, 3], "the parent's voters");
+    half[&l].group.replicate(put("child")).unwrap();
+    for r in half.values() {
+        eventually("the half's write everywhere", || has(&r.engine, "child"));
+    }
+    // A follower restarts over its engine; another write reaches it.
+    let f = *half.keys().find(|id| **id != l).unwrap();
+    let old = half.remove(&f).unwrap();
+    halves.groups.lock().remove(&f);
+    old.group.shutdown();
+    half[&l].group.replicate(put("while-down")).unwrap();
+    let back = Arc::new(RaftGroup::start(rt.handle(), 8, f, old.engine.clone(), Arc::new(HybridClock::system()), halves.clone(), TIMING).unwrap());
+    halves.groups.lock().insert(f, back.clone());
+    eventually("the restarted replica catching up", || has(&old.engine, "while-down"));
+    back.shutdown();
+    for r in half.values() {
+        r.group.shutdown();
+    }
+    for r in replicas.values() {
+        r.group.shutdown();
+    }
+}
+
+/// One replica's split hook (what the tablet layer will do, reduced to rows):
+/// the halves of its parent engine at the split key (the payload), each given
+/// the parent's rows of its interval and its group's seed, then the parent's
+/// applied id, synced.
+struct Halves {
+    parent: Arc<MemEngine>,
+    halves: [Arc<MemEngine>; 2],
+    calls: Mutex<Vec<pinax_raft::LogId>>,
+}
+
+impl pinax_raft::SplitHook for Halves {
+    fn apply_split(&self, log_id: pinax_raft::LogId, payload: &[u8], applied: &[(Vec<u8>, Vec<u8>)]) -> Result<(), String> {
+        use pinax_engine::{IterOptions, KvIterator, Snapshot, WriteOptions};
+        let snap = self.parent.snapshot();
+        let seed = pinax_raft::StateMachine::<MemEngine>::half_seed(&snap)?;
+        for (i, half) in self.halves.iter().enumerate() {
+            let mut b = half.new_batch();
+            let mut it = snap.iter(Cf::Regular, IterOptions::default());
+            it.seek_to_first();
+            while it.valid().map_err(|e| e.to_string())? {
+                if (it.key() < payload) == (i == 0) {
+                    b.put(Cf::Regular, it.key(), it.value());
+                }
+                it.next();
+            }
+            for (k, v) in &seed {
+                b.put(Cf::Meta, k, v);
+            }
+            half.write(b, WriteOptions { sync: true, ..Default::default() }).map_err(|e| e.to_string())?;
+        }
+        let mut b = self.parent.new_batch();
+        for (k, v) in applied {
+            b.put(Cf::Meta, k, v);
+        }
+        self.parent.write(b, WriteOptions { sync: true, ..Default::default() }).map_err(|e| e.to_string())?;
+        self.calls.lock().push(log_id);
+        Ok(())
+    }
+}
+
+fn start_splitting(rt: &tokio::runtime::Runtime, router: &Arc<Router>, id: NodeId, hook: &Arc<Halves>) -> Arc<RaftGroup> {
+    let h: Arc<dyn pinax_raft::SplitHook> = hook.clone();
+    let g = RaftGroup::start_with(
+        rt.handle(),
+        7,
+        id,
+        hook.parent.clone(),
+        &pinax_raft::LogPlace::Engine,
+        Arc::new(HybridClock::system()),
+        router.clone(),
+        TIMING,
+        Some(h),
+    )
+    .unwrap();
+    let g = Arc::new(g);
+    router.groups.lock().insert(id, g.clone());
+    g
+}
+
+/// A group splits: its split entry is applied once on every replica, after
+/// every write before it and with none merged into it, at the same log index;
+/// a replica restarted after it does not apply it again; each half's groups
+/// then elect and take writes on the halves' engines.
+#[test]
+fn a_group_splits_at_one_log_index_on_every_replica_and_its_halves_serve() {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let router = Arc::new(Router::default());
+    let hooks: BTreeMap<NodeId, Arc<Halves>> = (1..=3)
+        .map(|id| {
+            let e = || Arc::new(MemEngine::new());
+            (id, Arc::new(Halves { parent: e(), halves: [e(), e()], calls: Mutex::new(Vec::new()) }))
+        })
+        .collect();
+    let mut groups: BTreeMap<NodeId, Arc<RaftGroup>> = hooks.iter().map(|(id, h)| (*id, start_splitting(&rt, &router, *id, h))).collect();
+    let members: BTreeMap<NodeId, String> = (1..=3).map(|id| (id, format!("node-{id}"))).collect();
+    groups[&1].initialize(&members).unwrap();
+    let leader = groups[&1].wait_for_leader(Duration::from_secs(10)).unwrap();
+    // Writes racing the split: each lands wholly before it or is refused.
+    let writer = {
+        let g = groups[&leader].clone();
+        std::thread::spawn(move || (0..200).filter(|i| g.replicate(put(&format!("k{i:03}"))).is_ok()).count())
+    };
+    std::thread::sleep(Duration::from_millis(20));
+    groups[&leader].split_tablet(b"k100".to_vec()).unwrap();
+    let written = writer.join().unwrap();
+    assert!(written > 0);
+    for h in hooks.values() {
+        eventually("the split applied on every replica", || h.calls.lock().len() == 1);
+    }
+    let at: Vec<_> = hooks.values().map(|h| h.calls.lock()[0]).collect();
+    assert!(at.iter().all(|l| *l == at[0]), "one log index everywhere: {at:?}");
+    // Every replica's halves hold the same rows: the parent's writes before the split.
+    let rows = |e: &MemEngine| {
+        use pinax_engine::{IterOptions, KvIterator, Snapshot};
+        let s = e.snapshot();
+        let mut it = s.iter(Cf::Regular, IterOptions::default());
+        it.seek_to_first();
+        let mut n = Vec::new();
+        while it.valid().unwrap() {
+            n.push(it.key().to_vec());
+            it.next();
+        }
+        n
+    };
+    let first = &hooks[&1];
+    for h in hooks.values() {
+        assert_eq!(rows(&h.halves[0]), rows(&first.halves[0]));
+        assert_eq!(rows(&h.halves[1]), rows(&first.halves[1]));
+        assert!(rows(&h.halves[0]).iter().all(|k| k.as_slice() < b"k100".as_slice()));
+        assert!(rows(&h.halves[1]).iter().all(|k| k.as_slice() >= b"k100".as_slice()));
+    }
+    // A parent replica restarting replays nothing of the split.
+    let f = *groups.keys().find(|id| **id != leader).unwrap();
+    groups.remove(&f).unwrap().shutdown();
+    router.groups.lock().remove(&f);
+    let g = start_splitting(&rt, &router, f, &hooks[&f]);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(hooks[&f].calls.lock().len(), 1, "applied once, durably");
+    groups.insert(f, g);
+    // The halves' groups elect and take writes.
+    for (i, group) in [(0usize, 8u64), (1, 9)] {
+        let r = Arc::new(Router::default());
+        let mut hs = Vec::new();
+        for (id, h) in &hooks {
+            let g = Arc::new(RaftGroup::start(rt.handle(), group, *id, h.halves[i].clone(), Arc::new(HybridClock::system()), r.clone(), TIMING).unwrap());
+            r.groups.lock().insert(*id, g.clone());
+            hs.push(g);
+        }
+        let l = hs[0].wait_for_leader(Duration::from_secs(10)).expect("a half elects");
+        let lg = hs.iter().find(|g| g.raft().metrics().borrow().id == l).unwrap();
+        lg.replicate(put(if i == 0 { "a-new" } else { "z-new" })).unwrap();
+        for h in hooks.values() {
+            eventually("the half's write on every replica", || has(&h.halves[i], if i == 0 { "a-new" } else { "z-new" }));
+        }
+        for g in hs {
+            g.shutdown();
+        }
+    }
+    for g in groups.values() {
+        g.shutdown();
+    }
+}

@@ -55,6 +55,7 @@ impl<F: EngineFactory> Node<F> {
             self.clock.clone(),
             self.transport.clone(),
             self.cfg.raft_timing,
+            None,
         )
         .map_err(raft_err)?;
         if r.bootstrap {
