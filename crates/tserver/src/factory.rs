@@ -17,6 +17,17 @@ pub trait EngineFactory: Send + Sync + 'static {
     fn destroy(&self, name: &str) -> pinax_engine::Result<()>;
     /// Names of every engine that exists.
     fn list(&self) -> pinax_engine::Result<Vec<String>>;
+    /// Make the two halves of engine `parent` (open or not) split at stored
+    /// regular key `at` (the escaped split key: every stored version of a
+    /// smaller key sorts below it, of the key and greater ones at or above it):
+    /// `halves` are the halves' names with the entries to give each (their
+    /// intents and metadata, [`pinax_engine::Cf::Regular`] excluded: the halves
+    /// see the parent's rows of their interval, copied by nothing), and
+    /// `parent_writes` are written to the parent with them, atomically and
+    /// durably (its applied Raft id). The halves live where the parent does. A
+    /// half that exists already (an earlier apply, or a replica made fresh) is
+    /// left as it is.
+    fn split_engines(&self, parent: &str, at: &[u8], halves: [(&str, &[CfEntry]); 2], parent_writes: &[CfEntry]) -> pinax_engine::Result<()>;
     /// Open the shared Raft log of every directory (once; later calls return the
     /// same logs). None for engines that keep their group's log themselves (in
     /// `Cf::Log`: the in-memory engines of tests).
@@ -25,6 +36,9 @@ pub trait EngineFactory: Send + Sync + 'static {
     /// the engine keeps its group's log itself.
     fn raft_log(&self, name: &str) -> pinax_engine::Result<Option<Arc<SharedLog>>>;
 }
+
+/// One entry to write: column family, key, value.
+pub type CfEntry = (pinax_engine::Cf, Vec<u8>, Vec<u8>);
 
 /// Tablet engines in one RocksDB store per directory (one per disk), all stores
 /// sharing a block cache and memtable budget: an engine is a view of its store
@@ -220,6 +234,40 @@ impl EngineFactory for RocksFactory {
         self.load(&mut st)?;
         Ok(st.names.keys().cloned().collect())
     }
+    /// The halves are views of the parent's store ([`KeySpace::split_at`]): their
+    /// registry entries, entries and the parent's writes go in one synced write.
+    fn split_engines(&self, parent: &str, at: &[u8], halves: [(&str, &[CfEntry]); 2], parent_writes: &[CfEntry]) -> pinax_engine::Result<()> {
+        let mut st = self.state.lock();
+        self.load(&mut st)?;
+        let i = *st.names.get(parent).ok_or_else(|| pinax_engine::Error::Other(format!("splitting engine {parent}, which does not exist")))?;
+        let store = self.store(&mut st, i)?;
+        let parent_space = store.space_of(parent)?.ok_or_else(|| pinax_engine::Error::Other(format!("engine {parent} is not registered")))?;
+        let missing: Vec<bool> = halves.iter().map(|(name, _)| !st.names.contains_key(*name)).collect();
+        // (Two new ids even when a half exists: an unused id costs nothing.)
+        let ids = store.new_ids(2)?;
+        let spaces = parent_space.split_at(pinax_engine::Cf::Regular, at, ids[0], ids[1])?;
+        let mut batch = store.batch();
+        for ((((name, entries), space), id), m) in halves.iter().zip([&spaces.0, &spaces.1]).zip(ids).zip(&missing) {
+            if !m {
+                continue;
+            }
+            batch.register(name, id, space);
+            for (cf, k, v) in entries.iter() {
+                batch.put(space, *cf, k, v)?;
+            }
+        }
+        for (cf, k, v) in parent_writes {
+            batch.put(&parent_space, *cf, k, v)?;
+        }
+        store.write(batch, true)?;
+        for ((name, _), m) in halves.iter().zip(missing) {
+            if m {
+                st.names.insert(name.to_string(), i);
+                st.counts[i] += 1;
+            }
+        }
+        Ok(())
+    }
     fn raft_logs(&self) -> pinax_engine::Result<Vec<Arc<SharedLog>>> {
         let mut logs = self.logs.lock();
         if let Some(l) = &*logs {
@@ -276,6 +324,39 @@ impl EngineFactory for MemFactory {
     }
     fn list(&self) -> pinax_engine::Result<Vec<String>> {
         Ok(self.engines.lock().keys().cloned().collect())
+    }
+    /// The halves are new engines given copies of the parent's rows of their
+    /// interval (in memory nothing is shared).
+    fn split_engines(&self, parent: &str, at: &[u8], halves: [(&str, &[CfEntry]); 2], parent_writes: &[CfEntry]) -> pinax_engine::Result<()> {
+        use pinax_engine::{Cf, IterOptions, KvIterator, Snapshot, WriteBatch, WriteOptions};
+        let mut g = self.engines.lock();
+        let p = g.get(parent).cloned().ok_or_else(|| pinax_engine::Error::Other(format!("splitting engine {parent}, which does not exist")))?;
+        let snap = p.snapshot();
+        for (i, (name, entries)) in halves.iter().enumerate() {
+            if g.contains_key(*name) {
+                continue;
+            }
+            let e = MemEngine::new();
+            let mut b = e.new_batch();
+            let mut it = snap.iter(Cf::Regular, IterOptions::default());
+            it.seek_to_first();
+            while it.valid()? {
+                if (it.key() < at) == (i == 0) {
+                    b.put(Cf::Regular, it.key(), it.value());
+                }
+                it.next();
+            }
+            for (cf, k, v) in entries.iter() {
+                b.put(*cf, k, v);
+            }
+            e.write(b, WriteOptions { sync: true, ..Default::default() })?;
+            g.insert(name.to_string(), e);
+        }
+        let mut b = p.new_batch();
+        for (cf, k, v) in parent_writes {
+            b.put(*cf, k, v);
+        }
+        p.write(b, WriteOptions { sync: true, ..Default::default() })
     }
     fn raft_logs(&self) -> pinax_engine::Result<Vec<Arc<SharedLog>>> {
         Ok(Vec::new())
@@ -384,6 +465,65 @@ mod tests {
         }
         let b = f.open("tablet-2", None).unwrap();
         assert_eq!(keys(&b, pinax_engine::Cf::Regular), vec![b"k".to_vec()], "another engine's keys stay");
+    }
+
+    /// Split halves made by the factory: in the parent's directory, each seeing
+    /// the parent's rows of its interval and its own entries, found again by a
+    /// new factory, kept when the parent is destroyed; made once (a second call
+    /// writes only the parent's entries). The in-memory factory does the same.
+    #[test]
+    fn split_halves_live_with_their_parent() {
+        use pinax_engine::Cf;
+        let tmp = tempfile::tempdir().unwrap();
+        let roots: Vec<PathBuf> = (0..2).map(|i| tmp.path().join(format!("disk{i}"))).collect();
+        let shared = SharedResources::new(8 << 20, 8 << 20);
+        let f = RocksFactory::with_roots(roots.clone(), shared.clone());
+        let parent = f.open("tablet-1", None).unwrap();
+        drop(f.open("tablet-2", None).unwrap());
+        for k in [&b"a"[..], b"b", b"m", b"z"] {
+            put(&parent, k, b"p");
+        }
+        let left_entries = vec![(Cf::Intents, b"left".to_vec(), b"l".to_vec())];
+        let right_entries = vec![(Cf::Meta, b"right".to_vec(), b"r".to_vec())];
+        let applied = vec![(Cf::Meta, b"applied".to_vec(), b"split".to_vec())];
+        f.split_engines("tablet-1", b"m", [("tablet-3", &left_entries), ("tablet-4", &right_entries)], &applied).unwrap();
+        let placement = f.placement().unwrap();
+        assert_eq!(placement[0].1, vec!["tablet-1", "tablet-3", "tablet-4"], "{placement:?}");
+        let (l, r) = (f.open("tablet-3", None).unwrap(), f.open("tablet-4", None).unwrap());
+        assert_eq!(keys(&l, Cf::Regular), vec![b"a".to_vec(), b"b".to_vec()]);
+        assert_eq!(keys(&r, Cf::Regular), vec![b"m".to_vec(), b"z".to_vec()]);
+        assert_eq!(keys(&l, Cf::Intents), vec![b"left".to_vec()]);
+        assert_eq!(keys(&r, Cf::Meta), vec![b"right".to_vec()]);
+        assert_eq!(parent.get(Cf::Meta, b"applied").unwrap().as_deref(), Some(&b"split"[..]));
+        // Again (a replayed apply): the halves are left as they are.
+        put(&l, b"c", b"l");
+        let other = vec![(Cf::Intents, b"other".to_vec(), Vec::new())];
+        f.split_engines("tablet-1", b"m", [("tablet-3", &other), ("tablet-4", &other)], &applied).unwrap();
+        assert_eq!(keys(&l, Cf::Intents), vec![b"c".to_vec(), b"left".to_vec()]);
+        drop((l, r, parent));
+        drop(f);
+        let f = RocksFactory::with_roots(roots, shared);
+        assert_eq!(names(&f.list().unwrap()), vec!["tablet-1", "tablet-2", "tablet-3", "tablet-4"]);
+        f.destroy("tablet-1").unwrap();
+        let (l, r) = (f.open("tablet-3", None).unwrap(), f.open("tablet-4", None).unwrap());
+        assert_eq!(keys(&l, Cf::Regular), vec![b"a".to_vec(), b"b".to_vec(), b"c".to_vec()], "the parent's rows outlive it");
+        assert_eq!(keys(&r, Cf::Regular), vec![b"m".to_vec(), b"z".to_vec()]);
+        assert!(f.split_engines("tablet-9", b"m", [("x", &[]), ("y", &[])], &[]).is_err(), "no such parent");
+
+        let m = MemFactory::default();
+        let p = m.open("p", None).unwrap();
+        for k in [&b"a"[..], b"m", b"z"] {
+            let mut b = p.new_batch();
+            pinax_engine::WriteBatch::put(&mut b, Cf::Regular, k, b"v");
+            p.write(b, Default::default()).unwrap();
+        }
+        m.split_engines("p", b"m", [("l", &left_entries), ("r", &right_entries)], &applied).unwrap();
+        let (ml, mr) = (m.open("l", None).unwrap(), m.open("r", None).unwrap());
+        assert_eq!(ml.get(Cf::Regular, b"a").unwrap().as_deref(), Some(&b"v"[..]));
+        assert_eq!(ml.get(Cf::Regular, b"m").unwrap(), None);
+        assert_eq!(mr.get(Cf::Regular, b"z").unwrap().as_deref(), Some(&b"v"[..]));
+        assert_eq!(ml.get(Cf::Intents, b"left").unwrap().as_deref(), Some(&b"l"[..]));
+        assert_eq!(p.get(Cf::Meta, b"applied").unwrap().as_deref(), Some(&b"split"[..]));
     }
 
     #[test]
