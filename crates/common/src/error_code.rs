@@ -59,6 +59,10 @@ pub enum ErrorCode {
     /// refused, never retried under the same plan (40001: the application retries
     /// the transaction, which plans afresh once the node is back in contact).
     NodeFenced = 38,
+    /// The tablet split in two: its keys are its halves' now (retryable: the
+    /// client looks the table up again and sends the request to the half that
+    /// holds its key; 40001 if it ever reaches SQL).
+    TabletSplit = 39,
 }
 
 impl ErrorCode {
@@ -67,6 +71,7 @@ impl ErrorCode {
         matches!(
             self,
             ErrorCode::TabletNotFound
+                | ErrorCode::TabletSplit
                 | ErrorCode::SerializationFailure
                 | ErrorCode::TxnAborted
                 | ErrorCode::ReadRestart
@@ -103,6 +108,7 @@ impl ErrorCode {
             ErrorCode::PermissionDenied => "42501",
             ErrorCode::LockNotAvailable => "55P03",
             ErrorCode::NodeFenced => "40001",
+            ErrorCode::TabletSplit => "40001",
         }
     }
 }

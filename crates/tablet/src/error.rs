@@ -26,6 +26,8 @@ pub enum Error {
     Unavailable { tablet_id: TabletId, message: String },
     #[error("could not write to tablet {tablet_id}: {message}")]
     DiskFull { tablet_id: TabletId, message: String },
+    #[error("tablet {tablet_id} split into tablets {} and {} at key {:02x?}", .split.left, .split.right, .split.at)]
+    Split { tablet_id: TabletId, split: crate::split::SplitRecord },
 }
 
 impl Error {
@@ -43,6 +45,7 @@ impl Error {
             Error::NotLeader { .. } => ErrorCode::NotLeader,
             Error::Unavailable { .. } => ErrorCode::Unavailable,
             Error::DiskFull { .. } => ErrorCode::DiskFull,
+            Error::Split { .. } => ErrorCode::TabletSplit,
         }
     }
     pub fn is_retryable(&self) -> bool {

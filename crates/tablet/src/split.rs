@@ -24,8 +24,47 @@
 use crate::error::Result;
 use crate::tablet::{Partition, META_DELETIONS, META_FORMAT_VERSION, META_PREDICATE_WRITE_HT};
 use pinax_codec::keys::{self, IntentKind};
-use pinax_common::TxnId;
+use pinax_common::{TabletId, TxnId};
 use pinax_engine::{Cf, IterOptions, KvIterator, Snapshot};
+
+/// `Cf::Meta` key of a split tablet's record of its split ([`SplitRecord`]):
+/// written with the split, it retires the tablet (every request is refused with
+/// `TabletSplit`, naming the halves).
+pub(crate) const META_SPLIT: &[u8] = b"split";
+
+/// Where a tablet split and into which tablets: `left` holds its keys below
+/// `at`, `right` the others.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SplitRecord {
+    pub at: Vec<u8>,
+    pub left: TabletId,
+    pub right: TabletId,
+}
+
+const SPLIT_RECORD_FORMAT: u8 = 1;
+
+impl SplitRecord {
+    /// The `Cf::Meta` entry that records the split in the parent (written
+    /// with the split: it retires the parent).
+    pub fn meta_entry(&self) -> (Vec<u8>, Vec<u8>) {
+        let mut v = vec![SPLIT_RECORD_FORMAT];
+        v.extend_from_slice(&self.left.0.to_be_bytes());
+        v.extend_from_slice(&self.right.0.to_be_bytes());
+        v.extend_from_slice(&self.at);
+        (META_SPLIT.to_vec(), v)
+    }
+
+    /// [`SplitRecord::meta_entry`]'s value undone.
+    pub fn decode(v: &[u8]) -> Result<SplitRecord> {
+        match v {
+            [SPLIT_RECORD_FORMAT, rest @ ..] if rest.len() >= 16 => {
+                let id = |b: &[u8]| TabletId(u64::from_be_bytes(b.try_into().unwrap_or([0; 8])));
+                Ok(SplitRecord { left: id(&rest[..8]), right: id(&rest[8..16]), at: rest[16..].to_vec() })
+            }
+            _ => Err(keys::KeyError::Truncated.into()),
+        }
+    }
+}
 
 /// What one half of a split is given besides the rows it shares with its
 /// parent: its partition, and its entries of [`Cf::Intents`] and of the

@@ -249,3 +249,44 @@ fn split_keys_must_be_strictly_inside_the_partition() {
     assert_eq!(split_key_of_stored(&p, b"garbage"), None);
     assert!(half_states(&MemEngine::new().snapshot(), &p, b"b").is_err());
 }
+
+/// A split tablet retires: from the split (and after a restart, from the
+/// record written with it) every read, write and resolution fails with
+/// `TabletSplit`, naming the halves.
+#[test]
+fn a_split_tablet_refuses_everything() {
+    use pinax_tablet::split::SplitRecord;
+    let w = World::new();
+    let engine = MemEngine::new();
+    let whole = Partition { start: Vec::new(), end: None };
+    let t = w.tablet(1, engine.clone(), whole.clone());
+    t.write_fast(0, &[WriteOp::put(k(1), b"v".to_vec())], None, &w.resolver()).unwrap();
+    let txn = tid(1);
+    w.status.create(txn).unwrap();
+    t.write_intents(0, txn, 1, w.clock.now(), &[WriteOp::put(k(2), b"v".to_vec())], &w.resolver()).unwrap();
+    let record = SplitRecord { at: k(50), left: TabletId(2), right: TabletId(3) };
+    let (key, value) = record.meta_entry();
+    assert_eq!(SplitRecord::decode(&value).unwrap(), record);
+    assert!(SplitRecord::decode(&value[..10]).is_err());
+    let mut b = engine.new_batch();
+    b.put(Cf::Meta, &key, &value);
+    engine.write(b, WriteOptions::default()).unwrap();
+    t.retire(record.clone());
+    let reopened = w.tablet(1, engine, whole);
+    for t in [&t, &reopened] {
+        assert_eq!(t.split_record(), Some(&record));
+        let now = w.clock.now();
+        let codes = [
+            t.read(ReadContext::at(now), &k(1), &w.resolver()).unwrap_err().code(),
+            t.scan(ReadContext::at(now), &ScanSpec::default(), &w.resolver()).unwrap_err().code(),
+            t.write_fast(0, &[WriteOp::put(k(3), b"v".to_vec())], None, &w.resolver()).unwrap_err().code(),
+            t.write_intents(0, tid(2), 1, now, &[WriteOp::put(k(3), b"v".to_vec())], &w.resolver()).unwrap_err().code(),
+            t.delete_all(tid(3), 1, now, &w.resolver()).unwrap_err().code(),
+            t.apply_intents(txn, now).unwrap_err().code(),
+            t.remove_intents(txn).unwrap_err().code(),
+            t.rollback_intents(txn, 1).unwrap_err().code(),
+        ];
+        assert!(codes.iter().all(|c| *c == ErrorCode::TabletSplit), "{codes:?}");
+        assert!(ErrorCode::TabletSplit.is_retryable());
+    }
+}

@@ -85,6 +85,9 @@ pub struct Tablet<E: KvEngine> {
     /// The engine's write pressure and when it was read (refreshed every
     /// `PRESSURE_REFRESH`): writes are delayed or refused while storage is behind.
     pressure: Mutex<(Option<Instant>, WritePressure)>,
+    /// Set once the tablet has split (recorded in `Cf::Meta`, read at opening):
+    /// it serves nothing more, its halves do.
+    split: std::sync::OnceLock<crate::split::SplitRecord>,
 }
 
 /// How long a reading of the engine's write pressure is used.
@@ -172,7 +175,11 @@ impl<E: KvEngine> Tablet<E> {
             cutoff,
             predicate_write_ht: AtomicU64::new(0),
             pressure: Mutex::new((None, WritePressure::None)),
+            split: std::sync::OnceLock::new(),
         };
+        if let Some(v) = t.engine.get(Cf::Meta, crate::split::META_SPLIT)? {
+            t.retire(crate::split::SplitRecord::decode(&v)?);
+        }
         t.load_predicate_write_ht()?;
         let txns = t.txns_with_intents()?;
         let deletions = t.load_deletions(&t.engine.snapshot())?;
@@ -220,10 +227,30 @@ impl<E: KvEngine> Tablet<E> {
         self.log.leads_now()
     }
 
-    /// Caller holds the write lock: fail unless this replica leads; on the first
-    /// write of a new term, reload what the lock's state knows about the engine
-    /// (batches applied as a follower bypassed it).
+    /// Retire the tablet: it split as `record` says (written to its engine with
+    /// the split). Every later request fails with `TabletSplit`.
+    pub fn retire(&self, record: crate::split::SplitRecord) {
+        let _ = self.split.set(record);
+    }
+
+    /// How the tablet split, once it has.
+    pub fn split_record(&self) -> Option<&crate::split::SplitRecord> {
+        self.split.get()
+    }
+
+    fn live(&self) -> Result<()> {
+        match self.split.get() {
+            Some(r) => Err(Error::Split { tablet_id: self.id, split: r.clone() }),
+            None => Ok(()),
+        }
+    }
+
+    /// Caller holds the write lock: fail unless this replica leads (and the
+    /// tablet has not split); on the first write of a new term, reload what the
+    /// lock's state knows about the engine (batches applied as a follower
+    /// bypassed it).
     fn lead(&self, state: &mut WriteState) -> Result<()> {
+        self.live()?;
         let term = self.log.leader_term()?;
         if state.term != term {
             state.intent_txns = self.txns_with_intents()?.into_iter().collect();
@@ -642,6 +669,7 @@ impl<E: KvEngine> Tablet<E> {
     /// with hash `row` if given (what to read of intents is then about that row:
     /// [`WriteState::row_intents`]).
     fn snapshot_locked(&self, mut guard: MutexGuard<'_, WriteState>, term: u64, row: Option<u64>) -> Result<(E::Snapshot<'_>, RowIntents, TabletDeletions)> {
+        self.live()?;
         if guard.term != term {
             self.lead(&mut guard)?;
         }
