@@ -151,17 +151,25 @@ impl RocksStore {
         if let Some(id) = self.id_of(name)? {
             return Ok(id);
         }
+        self.take_ids(1, Some(name))
+    }
+
+    /// Caller holds the registry's lock: give out `n` ids from the next one
+    /// (the first returned), registering `name` with it if given, synced.
+    fn take_ids(&self, n: u64, name: Option<&str>) -> Result<u64> {
         let meta = handle(&self.inner.db, Cf::Meta);
         let next_key = reserved_key(NEXT_TAG);
-        let id = match self.inner.db.get_cf(meta, &next_key).map_err(map_error)? {
+        let first = match self.inner.db.get_cf(meta, &next_key).map_err(map_error)? {
             Some(b) => decode_id(&b)?,
             None => 1,
         };
         let mut wb = rocksdb::WriteBatch::default();
-        wb.put_cf(meta, name_key(name), id.to_be_bytes());
-        wb.put_cf(meta, &next_key, (id + 1).to_be_bytes());
+        if let Some(name) = name {
+            wb.put_cf(meta, name_key(name), first.to_be_bytes());
+        }
+        wb.put_cf(meta, &next_key, (first + n).to_be_bytes());
         self.write_synced(wb)?;
-        Ok(id)
+        Ok(first)
     }
 
     /// Every registered name with its id.
@@ -193,15 +201,7 @@ impl RocksStore {
     /// ids taken and not used after a crash are skipped, never reused).
     pub fn new_ids(&self, n: u64) -> Result<Vec<u64>> {
         let _g = self.inner.names.lock().unwrap_or_else(|p| p.into_inner());
-        let meta = handle(&self.inner.db, Cf::Meta);
-        let next_key = reserved_key(NEXT_TAG);
-        let first = match self.inner.db.get_cf(meta, &next_key).map_err(map_error)? {
-            Some(b) => decode_id(&b)?,
-            None => 1,
-        };
-        let mut wb = rocksdb::WriteBatch::default();
-        wb.put_cf(meta, &next_key, (first + n).to_be_bytes());
-        self.write_synced(wb)?;
+        let first = self.take_ids(n, None)?;
         Ok((first..first + n).collect())
     }
 
