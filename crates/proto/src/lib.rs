@@ -438,6 +438,17 @@ pub enum Request {
     /// backends' requests may run (see `RequestEnvelope::fence`). Answers
     /// `Lease`.
     SqlLease,
+    /// To the leader of `tablet`: split it in two at user key `at` (none: at
+    /// its approximate middle by size), the halves becoming tablets
+    /// `children` (left: keys below the split key) with the same replicas. One
+    /// Raft entry of the tablet's group, applied by every replica; the tablet
+    /// then refuses every request (`TabletSplit`). Idempotent: a tablet split
+    /// into the same children answers as the first time. Answers `SplitDone`.
+    SplitReplica {
+        tablet: TabletId,
+        children: [TabletId; 2],
+        at: Option<Vec<u8>>,
+    },
 }
 
 /// The PostgreSQL table locks a DDL transaction takes on every SQL node
@@ -667,6 +678,12 @@ pub enum Response {
     /// Answer to `SqlLease`: until when (hybrid time's physical microseconds)
     /// requests of this node's backends may run; 0: none may now.
     Lease(u64),
+    /// Answer to `SplitReplica`: the user key the tablet split at, and its
+    /// halves (left, right).
+    SplitDone {
+        at: Vec<u8>,
+        children: Vec<TabletInfo>,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]

@@ -919,3 +919,70 @@ fn hostile_frames_from_many_connections_leave_the_node_serving() {
     let e = Client::connect(&addr2).and_then(|c| c.call(Request::Ping)).unwrap_err();
     assert!(e.to_string().contains("from one address"), "{e}");
 }
+
+/// A tablet split in place (`SplitReplica` at its leader, here a lone replica):
+/// at its middle key by size, into the two tablets asked for; the parent then
+/// refuses requests (`TabletSplit`, retryable), its halves serve its rows and
+/// the intents of a transaction pending across the split, which commits
+/// atomically (both halves show its writes); asked again, the split answers as
+/// before.
+#[test]
+fn a_tablet_splits_in_place_and_its_halves_serve() {
+    use pinax_common::{HybridTime, TabletId};
+    use pinax_proto::{ReadPoint, Response};
+    let n = start(NodeConfig { sync: false, ..NodeConfig::default() });
+    let c = Client::connect(&n.addr).unwrap();
+    let t = c.create_table("s", Sharding::Range { split_points: Vec::new() }).unwrap();
+    assert_eq!(t.tablets.len(), 1);
+    let parent = t.tablets[0].id;
+    let key = |i: u32| format!("k{i:03}").into_bytes();
+    c.write("s", (0..100).map(|i| WriteOp::put(key(i), b"v".to_vec())).collect()).unwrap();
+    let mut txn = c.begin();
+    txn.write("s", vec![WriteOp::put(key(10), b"txn".to_vec()), WriteOp::put(key(70), b"txn".to_vec())]).unwrap();
+
+    let children = [TabletId(1 << 40), TabletId((1 << 40) + 1)];
+    let split = |children: [TabletId; 2]| n.node.handle(Request::SplitReplica { tablet: parent, children, at: None });
+    let (at, halves) = match split(children).unwrap() {
+        Response::SplitDone { at, children } => (at, children),
+        other => panic!("{other:?}"),
+    };
+    assert!(at > key(20) && at < key(80), "the middle by size: {at:?}");
+    assert_eq!(halves.iter().map(|h| h.id).collect::<Vec<_>>(), children.to_vec());
+    assert_eq!((halves[0].partition.end.clone(), halves[1].partition.start.clone()), (Some(at.clone()), at.clone()));
+    // Again: the same answer; other children: refused.
+    assert!(matches!(split(children).unwrap(), Response::SplitDone { at: a, .. } if a == at));
+    assert_eq!(split([TabletId(7 << 40), TabletId((7 << 40) + 1)]).unwrap_err().code, ErrorCode::InvalidRequest);
+
+    let now = ReadPoint { read_ht: HybridTime::INVALID, txn: None, uncertain_from: HybridTime::INVALID };
+    let e = n.node.handle(Request::Read { tablet: parent, key: key(1), at: now }).unwrap_err();
+    assert_eq!(e.code, ErrorCode::TabletSplit, "{e:?}");
+    assert!(e.code.is_retryable());
+    let scan = |tablet: TabletId| match n.node.handle(Request::Scan { tablet, spec: ScanSpec::default(), at: now }).unwrap() {
+        Response::Rows { result, .. } => result.rows,
+        other => panic!("{other:?}"),
+    };
+    let (left, right) = (scan(children[0]), scan(children[1]));
+    assert!(left.iter().all(|(k, _)| *k < at) && right.iter().all(|(k, _)| *k >= at));
+    let mut all: Vec<Vec<u8>> = left.iter().chain(&right).map(|(k, _)| k.clone()).collect();
+    assert_eq!(all.len(), 100);
+    all.dedup();
+    assert_eq!(all, (0..100).map(key).collect::<Vec<_>>(), "every row once, in key order");
+    assert!(left.iter().chain(&right).all(|(_, v)| v == b"v"), "the pending transaction's writes are not visible yet");
+
+    // The transaction pending across the split commits: both halves show its writes.
+    txn.commit().unwrap();
+    let value = |tablet: TabletId, k: Vec<u8>| match n.node.handle(Request::Read { tablet, key: k, at: now }).unwrap() {
+        Response::Value { value, .. } => value,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(value(children[0], key(10)), Some(b"txn".to_vec()));
+    assert_eq!(value(children[1], key(70)), Some(b"txn".to_vec()));
+    // The halves take writes of their own.
+    n.node.handle(Request::Write { tablet: children[1], ops: vec![WriteOp::put(key(150), b"new".to_vec())], read_ht: None, txn: None, request: 0 }).unwrap();
+    assert_eq!(value(children[1], key(150)), Some(b"new".to_vec()));
+    let e = n
+        .node
+        .handle(Request::Write { tablet: children[0], ops: vec![WriteOp::put(key(150), b"x".to_vec())], read_ht: None, txn: None, request: 0 })
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::TabletNotFound, "a key of the other half: {e:?}");
+}

@@ -238,6 +238,16 @@ impl<E: KvEngine> Tablet<E> {
         self.split.get()
     }
 
+    /// Split the tablet: with every write held off (none in flight, none
+    /// decided until this returns), `propose` replicates the split (its apply
+    /// retires the tablet: [`Tablet::retire`]) and says where it split.
+    pub fn split_drained(&self, propose: impl FnOnce(&Self) -> Result<crate::split::SplitRecord>) -> Result<crate::split::SplitRecord> {
+        let guard = self.lock_drained()?;
+        let res = propose(self);
+        drop(guard);
+        res
+    }
+
     fn live(&self) -> Result<()> {
         match self.split.get() {
             Some(r) => Err(Error::Split { tablet_id: self.id, split: r.clone() }),

@@ -30,6 +30,7 @@ mod placement;
 mod resolution;
 mod revival;
 mod serve;
+mod split;
 mod sql_lease;
 mod status_routing;
 mod trace;
@@ -146,10 +147,10 @@ enum Resolution {
 
 pub struct Node<F: EngineFactory> {
     cfg: NodeConfig,
-    factory: F,
+    factory: Arc<F>,
     clock: Arc<HybridClock>,
     /// This node's own records: its replicas, where the masters are.
-    local: LocalRecords<F::Engine>,
+    local: Arc<LocalRecords<F::Engine>>,
     /// This node's replica of the master group's catalog, if it has one (it
     /// serves only while it leads the group).
     master: RwLock<Option<Arc<Catalog<F::Engine>>>>,
@@ -218,6 +219,8 @@ pub struct Node<F: EngineFactory> {
     /// Each open replica's engine, to know when a dropped one is closed (its data
     /// may be deleted only then: RocksDB keeps writing files until it closes).
     engines: Mutex<HashMap<TabletId, std::sync::Weak<F::Engine>>>,
+    /// Halves of splits applied here, to open (`split.rs`).
+    split_halves: Arc<Mutex<Vec<ReplicaRecord>>>,
     /// Replicas whose Raft group stopped, and when each is opened again (`revival.rs`).
     revivals: Mutex<revival::Revivals>,
     /// When the groups were last looked at for stopped ones (`revival.rs`).
@@ -286,7 +289,8 @@ impl<F: EngineFactory> Node<F> {
         // The shared Raft logs first: a data directory from before them is
         // refused before anything in it is opened.
         factory.raft_logs().map_err(io)?;
-        let local = LocalRecords::open(factory.open(LOCAL_ENGINE, None).map_err(io)?);
+        let local = Arc::new(LocalRecords::open(factory.open(LOCAL_ENGINE, None).map_err(io)?));
+        let factory = Arc::new(factory);
         let masters = local.masters().map_err(catalog_err)?;
         let cutoff = HistoryCutoff::default();
         let (tx, rx) = mpsc::channel();
@@ -345,6 +349,7 @@ impl<F: EngineFactory> Node<F> {
             destroying: Mutex::new(std::collections::HashSet::new()),
             replica_checks: Mutex::new(()),
             engines: Mutex::new(HashMap::new()),
+            split_halves: Arc::default(),
             revivals: Mutex::new(revival::Revivals::default()),
             last_revival_scan: Mutex::new(Instant::now()),
             peers_down: Mutex::new(peer_watch::PeersDown::default()),
@@ -375,10 +380,18 @@ impl<F: EngineFactory> Node<F> {
             node.local.set_member(node.cfg.node_id).map_err(catalog_err)?;
         }
         let mut wanted = std::collections::HashSet::new();
-        for r in &records {
+        let mut i = 0;
+        while i < records.len() {
+            let r = records[i].clone();
             wanted.insert(tablet_engine_name(r.tablet.id));
-            node.open_tablet(r)?;
+            node.open_tablet(&r)?;
+            // A tablet that split here: its halves' records, if a crash lost them.
+            let halves = node.missing_half_records(&r, &records)?;
+            records.extend(halves);
+            i += 1;
         }
+        // (Halves opened above, not again by the tick.)
+        node.split_halves.lock().clear();
         for name in node.factory.list().map_err(io)? {
             if name.starts_with("tablet-") && !wanted.contains(&name) {
                 node.factory.destroy(&name).map_err(io)?;
@@ -464,6 +477,9 @@ impl<F: EngineFactory> Node<F> {
     /// Periodic background work; call every few hundred milliseconds.
     pub fn tick(&self) {
         self.watch_peers();
+        if let Err(e) = self.open_split_halves() {
+            tracing::warn!(error = %e, "could not open the halves of a split tablet; retrying");
+        }
         self.revive_stopped_replicas();
         self.heartbeat_master();
         self.finish_destroying();

@@ -62,6 +62,7 @@ impl<F: EngineFactory> Node<F> {
             Request::ReleaseDdlLock { lock } => self.release_ddl_lock(lock),
             Request::DdlLockHeld { lock } => Ok(Response::Held(self.ddl_lock_held(lock))),
             Request::SqlLease => Ok(Response::Lease(self.sql_lease())),
+            Request::SplitReplica { tablet, children, at } => self.split_replica(tablet, children, at),
             Request::DdlReady => Ok(Response::Ready(self.ddl.get().is_none_or(|a| a.caught_up()))),
             Request::CreateReplica { tablet, members, bootstrap } => self.create_replica(ReplicaRecord { tablet, members, bootstrap }),
             Request::DropReplica { tablet } => self.drop_replica(tablet),

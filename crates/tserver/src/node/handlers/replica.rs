@@ -4,6 +4,7 @@
 //! fault injection (`InjectFaults`, tests).
 
 use crate::factory::EngineFactory;
+use crate::node::split::ReplicaSplitter;
 use crate::node::{catalog_err, err, tablet_engine_name, tablet_err, Node};
 use crate::replica::{RaftCatalogLog, RaftReplicator};
 use pinax_common::{ErrorCode, TabletId};
@@ -46,6 +47,18 @@ impl<F: EngineFactory> Node<F> {
             Some(log) => LogPlace::Shared { log, sync: self.cfg.sync },
             None => LogPlace::Engine,
         };
+        // A data tablet's replica applies splits (`split.rs`).
+        let splitter = (!id.is_status() && id != TabletId::MASTER).then(|| {
+            Arc::new(ReplicaSplitter {
+                factory: self.factory.clone(),
+                local: self.local.clone(),
+                record: r.clone(),
+                engine: engine.clone(),
+                tablet: std::sync::OnceLock::new(),
+                opened_later: self.split_halves.clone(),
+            })
+        });
+        let hook = splitter.clone().map(|s| s as Arc<dyn pinax_raft::SplitHook>);
         let group = RaftGroup::start_with(
             self.rt.handle(),
             id.0,
@@ -55,7 +68,7 @@ impl<F: EngineFactory> Node<F> {
             self.clock.clone(),
             self.transport.clone(),
             self.cfg.raft_timing,
-            None,
+            hook,
         )
         .map_err(raft_err)?;
         if r.bootstrap {
@@ -74,9 +87,12 @@ impl<F: EngineFactory> Node<F> {
             self.status_tablets.write().insert(id, Arc::new(st));
             return Ok(());
         }
-        let t = Tablet::open_replicated(id, engine, repl.clone(), self.clock.clone(), r.tablet.partition.clone(), cutoff).map_err(tablet_err)?;
+        let t = Arc::new(Tablet::open_replicated(id, engine, repl.clone(), self.clock.clone(), r.tablet.partition.clone(), cutoff).map_err(tablet_err)?);
+        if let Some(s) = &splitter {
+            let _ = s.tablet.set(Arc::downgrade(&t));
+        }
         self.groups.write().insert(id, repl);
-        self.tablets.write().insert(id, Arc::new(t));
+        self.tablets.write().insert(id, t);
         Ok(())
     }
 
