@@ -20,7 +20,7 @@
 //! of a shared prefix deletes the whole prefix.
 
 use crate::filter::{FilterDispatch, FilterRegistry};
-use crate::view::{past_every_key, KeySpace, RocksEngine};
+use crate::view::{KeySpace, RocksEngine};
 use crate::{cf_options, db_options, handle, map_error, RocksConfig};
 use pinax_engine::{Cf, CompactionFilterFactory, Error, Result};
 use rocksdb::{ColumnFamilyDescriptor, FlushOptions, DB};
@@ -174,14 +174,20 @@ impl RocksStore {
 
     /// Every registered name with its id.
     pub fn names(&self) -> Result<Vec<(String, u64)>> {
-        let prefix = name_key("");
+        self.registry(NAME_TAG, decode_id)
+    }
+
+    /// Every registry entry under `tag` (`tag ++ name`), by name, its value
+    /// decoded by `decode`.
+    fn registry<T>(&self, tag: &[u8], decode: impl Fn(&[u8]) -> Result<T>) -> Result<Vec<(String, T)>> {
+        let prefix = tagged_key(tag, "");
         let mut out = Vec::new();
         let it = self.inner.db.iterator_cf(handle(&self.inner.db, Cf::Meta), rocksdb::IteratorMode::From(&prefix, rocksdb::Direction::Forward));
         for kv in it {
             let (k, v) = kv.map_err(map_error)?;
             let Some(name) = k.strip_prefix(prefix.as_slice()) else { break };
             let name = String::from_utf8(name.to_vec()).map_err(|_| Error::Corruption(format!("engine name {name:?} in {}", self.inner.path.display())))?;
-            out.push((name, decode_id(&v)?));
+            out.push((name, decode(&v)?));
         }
         Ok(out)
     }
@@ -211,31 +217,17 @@ impl RocksStore {
         StoreBatch { db: self.inner.clone(), wb: rocksdb::WriteBatch::default() }
     }
 
-    /// Write `batch` atomically (synced if `sync`).
-    pub fn write(&self, batch: StoreBatch, sync: bool) -> Result<()> {
+    /// Write `batch` atomically and durably.
+    pub fn write(&self, batch: StoreBatch) -> Result<()> {
         if !Arc::ptr_eq(&batch.db, &self.inner) {
             return Err(Error::Other(format!("a batch of another store written to {self:?}")));
         }
-        if sync {
-            return self.write_synced(batch.wb);
-        }
-        let mut wo = rocksdb::WriteOptions::default();
-        wo.disable_wal(self.inner.disable_wal);
-        self.inner.db.write_opt(batch.wb, &wo).map_err(map_error)
+        self.write_synced(batch.wb)
     }
 
     /// Every engine registered with a key space of its own (a view), by name.
     pub fn views(&self) -> Result<Vec<(String, KeySpace)>> {
-        let prefix = tagged_key(SPACE_TAG, "");
-        let mut out = Vec::new();
-        let it = self.inner.db.iterator_cf(handle(&self.inner.db, Cf::Meta), rocksdb::IteratorMode::From(&prefix, rocksdb::Direction::Forward));
-        for kv in it {
-            let (k, v) = kv.map_err(map_error)?;
-            let Some(name) = k.strip_prefix(prefix.as_slice()) else { break };
-            let name = String::from_utf8(name.to_vec()).map_err(|_| Error::Corruption(format!("view name {name:?} in {}", self.inner.path.display())))?;
-            out.push((name, KeySpace::decode(&v)?));
-        }
-        Ok(out)
+        self.registry(SPACE_TAG, KeySpace::decode)
     }
 
     /// Deletes the keys of `space` that no other registered engine sees and, in
@@ -253,31 +245,19 @@ impl RocksStore {
         let mut reclaim = Vec::new();
         for cf in Cf::ALL {
             let prefix = space.prefix(cf);
-            let theirs: Vec<(Vec<u8>, Vec<u8>)> = others
-                .iter()
-                .filter(|o| o.prefix(cf) == prefix)
-                .map(|o| {
-                    let (lower, upper) = o.db_range(cf);
-                    let end = upper.unwrap_or_else(|| past_every_key(&lower));
-                    (lower, end)
-                })
-                .collect();
+            let theirs: Vec<(Vec<u8>, Vec<u8>)> = others.iter().filter(|o| o.prefix(cf) == prefix).map(|o| o.db_bounds(cf)).collect();
             if theirs.is_empty() && !prefix.is_empty() {
                 // The prefix's last engine: all of it (with its files).
                 let whole = KeySpace::of_prefix(prefix);
-                let (lower, upper) = whole.db_range(cf);
-                let end = upper.unwrap_or_else(|| past_every_key(&lower));
+                let (lower, end) = whole.db_bounds(cf);
                 wb.delete_range_cf(handle(&self.inner.db, cf), &lower, &end);
                 reclaim.push((cf, lower, end, whole.last_db_key_bound(cf)));
                 continue;
             }
-            let (lower, upper) = space.db_range(cf);
-            let end = upper.unwrap_or_else(|| past_every_key(&lower));
-            for (from, to) in subtract((lower, end), theirs) {
+            // Shared (or the whole store: no prefix): no file to drop whole.
+            for (from, to) in subtract(space.db_bounds(cf), theirs) {
                 wb.delete_range_cf(handle(&self.inner.db, cf), &from, &to);
-                // Shared: no file is wholly this engine's to drop.
-                let last = if prefix.is_empty() { space.last_db_key_bound(cf) } else { None };
-                reclaim.push((cf, from, to, last));
+                reclaim.push((cf, from, to, None));
             }
         }
         if let Some(name) = name {

@@ -795,7 +795,7 @@ fn split_store() -> (tempfile::TempDir, RocksStore, RocksEngine, [KeySpace; 2]) 
     b.put(&l, Cf::Intents, b"left's", b"l").unwrap();
     b.put(&r, Cf::Intents, b"right's", b"r").unwrap();
     assert!(b.put(&l, Cf::Regular, &key(60), b"x").is_err(), "a key outside the left half");
-    store.write(b, true).unwrap();
+    store.write(b).unwrap();
     (dir, store, parent, [l, r])
 }
 

@@ -79,6 +79,14 @@ impl KeySpace {
         (lower, upper)
     }
 
+    /// [`KeySpace::db_range`] with an end always: past every key of the space
+    /// when it has none.
+    pub(crate) fn db_bounds(&self, cf: Cf) -> (Vec<u8>, Vec<u8>) {
+        let (lower, upper) = self.db_range(cf);
+        let end = upper.unwrap_or_else(|| past_every_key(&lower));
+        (lower, end)
+    }
+
     /// A key at or past the last key of the space in `cf` that no other space of
     /// another prefix can hold (for RocksDB's end-inclusive file deletion): only
     /// for a space that owns its whole prefix (no upper bound).
@@ -307,8 +315,7 @@ impl RocksEngine {
         Cf::ALL
             .iter()
             .map(|&cf| {
-                let (lower, upper) = self.space.db_range(cf);
-                let end = upper.unwrap_or_else(|| past_every_key(&lower));
+                let (lower, end) = self.space.db_bounds(cf);
                 self.db().get_approximate_sizes_cf(self.cf(cf), &[rocksdb::Range::new(&lower, &end)]).first().copied().unwrap_or(0)
             })
             .sum()

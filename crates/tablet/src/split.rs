@@ -100,7 +100,10 @@ pub fn half_states<S: Snapshot>(snap: &S, parent: &Partition, at: &[u8]) -> Resu
     }
     let mut left = HalfState { partition: Partition { start: parent.start.clone(), end: Some(at.to_vec()) }, ..Default::default() };
     let mut right = HalfState { partition: Partition { start: at.to_vec(), end: parent.end.clone() }, ..Default::default() };
-    let is_left = |user_key: &[u8]| user_key < at;
+    let route = |left: &mut HalfState, right: &mut HalfState, user_key: &[u8], k: &[u8], v: &[u8]| {
+        let half = if user_key < at { left } else { right };
+        half.intents.push((k.to_vec(), v.to_vec()));
+    };
     let mut it = snap.iter(Cf::Intents, IterOptions::default());
     it.seek_to_first();
     let mut range_locks: Vec<(TxnId, u32, Vec<u8>)> = Vec::new();
@@ -110,11 +113,7 @@ pub fn half_states<S: Snapshot>(snap: &S, parent: &Partition, at: &[u8]) -> Resu
             Some(&keys::INTENT_PREFIX) => {
                 let (esc, txn, seq) = keys::split_intent_key(k)?;
                 let (user_key, _) = keys::unescape_prefix(esc)?;
-                if is_left(&user_key) {
-                    left.intents.push((k.to_vec(), v.to_vec()));
-                } else {
-                    right.intents.push((k.to_vec(), v.to_vec()));
-                }
+                route(&mut left, &mut right, &user_key, k, v);
                 if user_key == parent.start && keys::decode_intent_value(v)?.kind == IntentKind::Lock {
                     range_locks.push((txn, seq, v.to_vec()));
                 }
@@ -126,11 +125,7 @@ pub fn half_states<S: Snapshot>(snap: &S, parent: &Partition, at: &[u8]) -> Resu
                     right.intents.push((k.to_vec(), v.to_vec()));
                 } else {
                     let (user_key, _) = keys::unescape_prefix(tail)?;
-                    if is_left(&user_key) {
-                        left.intents.push((k.to_vec(), v.to_vec()));
-                    } else {
-                        right.intents.push((k.to_vec(), v.to_vec()));
-                    }
+                    route(&mut left, &mut right, &user_key, k, v);
                 }
             }
             _ => return Err(keys::KeyError::BadTag(k.first().copied().unwrap_or(0)).into()),

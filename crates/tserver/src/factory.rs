@@ -242,16 +242,19 @@ impl EngineFactory for RocksFactory {
         let i = *st.names.get(parent).ok_or_else(|| pinax_engine::Error::Other(format!("splitting engine {parent}, which does not exist")))?;
         let store = self.store(&mut st, i)?;
         let parent_space = store.space_of(parent)?.ok_or_else(|| pinax_engine::Error::Other(format!("engine {parent} is not registered")))?;
-        let missing: Vec<bool> = halves.iter().map(|(name, _)| !st.names.contains_key(*name)).collect();
         // (Two new ids even when a half exists: an unused id costs nothing.)
         let ids = store.new_ids(2)?;
-        let spaces = parent_space.split_at(pinax_engine::Cf::Regular, at, ids[0], ids[1])?;
+        let (left, right) = parent_space.split_at(pinax_engine::Cf::Regular, at, ids[0], ids[1])?;
+        let new: Vec<(&str, &[CfEntry], KeySpace, u64)> = halves
+            .into_iter()
+            .zip([left, right])
+            .zip(ids)
+            .filter(|(((name, _), _), _)| !st.names.contains_key(*name))
+            .map(|(((name, entries), space), id)| (name, entries, space, id))
+            .collect();
         let mut batch = store.batch();
-        for ((((name, entries), space), id), m) in halves.iter().zip([&spaces.0, &spaces.1]).zip(ids).zip(&missing) {
-            if !m {
-                continue;
-            }
-            batch.register(name, id, space);
+        for (name, entries, space, id) in &new {
+            batch.register(name, *id, space);
             for (cf, k, v) in entries.iter() {
                 batch.put(space, *cf, k, v)?;
             }
@@ -259,12 +262,10 @@ impl EngineFactory for RocksFactory {
         for (cf, k, v) in parent_writes {
             batch.put(&parent_space, *cf, k, v)?;
         }
-        store.write(batch, true)?;
-        for ((name, _), m) in halves.iter().zip(missing) {
-            if m {
-                st.names.insert(name.to_string(), i);
-                st.counts[i] += 1;
-            }
+        store.write(batch)?;
+        for (name, ..) in new {
+            st.names.insert(name.to_string(), i);
+            st.counts[i] += 1;
         }
         Ok(())
     }
