@@ -68,6 +68,9 @@ pub enum KeyKind {
     /// By its span (btree's order and equality: '1 day' = '24 hours'), which
     /// does not give the value back.
     Interval,
+    /// citext: by its lower-case form (citext's equality: `lower(a) = lower(b)`),
+    /// which does not give the value back.
+    Citext,
     /// Any other type: its bytes (equality only).
     Raw {
         typlen: i16,
@@ -140,6 +143,8 @@ impl KeyColumn {
             TIMESTAMPTZOID => KeyKind::TimestampTz,
             UUIDOID => KeyKind::Uuid,
             INTERVALOID => KeyKind::Interval,
+            // SAFETY: a catalog lookup of a valid type OID.
+            _ if unsafe { is_citext(base) } => KeyKind::Citext,
             _ => {
                 let mut typlen: i16 = 0;
                 let mut byval = false;
@@ -150,7 +155,7 @@ impl KeyColumn {
         };
         let ordered = match kind {
             KeyKind::Raw { .. } => false,
-            KeyKind::Text | KeyKind::BpChar | KeyKind::Name => is_c_collation(coll),
+            KeyKind::Text | KeyKind::BpChar | KeyKind::Name | KeyKind::Citext => is_c_collation(coll),
             _ => true,
         };
         let equal_is_identical = match kind {
@@ -158,7 +163,14 @@ impl KeyColumn {
             KeyKind::Bytea | KeyKind::Date | KeyKind::Time | KeyKind::Timestamp | KeyKind::TimestampTz | KeyKind::Uuid => true,
             // SAFETY: a catalog lookup of the index column's collation.
             KeyKind::Text => coll == 0 || coll == DEFAULT_COLLATION_OID || unsafe { pg_sys::get_collation_isdeterministic(pg_sys::Oid::from(coll)) },
-            KeyKind::Float4 | KeyKind::Float8 | KeyKind::Numeric | KeyKind::BpChar | KeyKind::Name | KeyKind::Interval | KeyKind::Raw { .. } => false,
+            KeyKind::Float4
+            | KeyKind::Float8
+            | KeyKind::Numeric
+            | KeyKind::BpChar
+            | KeyKind::Name
+            | KeyKind::Interval
+            | KeyKind::Citext
+            | KeyKind::Raw { .. } => false,
         };
         let desc = indoption & 0x0001 != 0; // INDOPTION_DESC
         let nulls_first = indoption & 0x0002 != 0; // INDOPTION_NULLS_FIRST
@@ -170,7 +182,10 @@ impl KeyColumn {
     /// (index-only scans may return it): not for floats (`-0` and NaN payloads are
     /// normalized), numeric (display scale), char(n) (padding) or cstring.
     pub fn returnable(&self) -> bool {
-        !matches!(self.kind, KeyKind::Float4 | KeyKind::Float8 | KeyKind::Numeric | KeyKind::BpChar | KeyKind::Interval | KeyKind::Raw { typlen: -2, .. })
+        !matches!(
+            self.kind,
+            KeyKind::Float4 | KeyKind::Float8 | KeyKind::Numeric | KeyKind::BpChar | KeyKind::Interval | KeyKind::Citext | KeyKind::Raw { typlen: -2, .. }
+        )
     }
 
     /// Append the encoding of `(value, isnull)` to `out`.
@@ -198,6 +213,35 @@ unsafe fn varlena_bytes(value: pg_sys::Datum) -> Vec<u8> {
         let data = pgrx::varlena::vardata_any(p) as *const u8;
         std::slice::from_raw_parts(data, len).to_vec()
     }
+}
+
+unsafe extern "C-unwind" {
+    /// formatting.c (not in pgrx's bindings): `buff` lower-cased under collation
+    /// `collid`, palloc'd and NUL-terminated.
+    fn str_tolower(buff: *const std::ffi::c_char, nbytes: usize, collid: pg_sys::Oid) -> *mut std::ffi::c_char;
+}
+
+/// Whether type `typid` is contrib's citext (an extension type: by its name).
+///
+/// # Safety
+/// A catalog lookup: in a transaction.
+unsafe fn is_citext(typid: u32) -> bool {
+    thread_local! {
+        static KNOWN: std::cell::RefCell<std::collections::HashMap<u32, bool>> = std::cell::RefCell::new(std::collections::HashMap::new());
+    }
+    if typid < pg_sys::FirstNormalObjectId {
+        return false; // a built-in type
+    }
+    if let Some(k) = KNOWN.with(|k| k.borrow().get(&typid).copied()) {
+        return k;
+    }
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    let name = unsafe { pg_sys::format_type_be(pg_sys::Oid::from(typid)) };
+    // SAFETY: format_type_be returns a palloc'd C string.
+    let c = unsafe { CStr::from_ptr(name) }.to_string_lossy();
+    let citext = c.rsplit('.').next() == Some("citext");
+    KNOWN.with(|k| k.borrow_mut().insert(typid, citext));
+    citext
 }
 
 /// Convert a datum to the codec's datum.
@@ -229,6 +273,17 @@ unsafe fn to_codec(kind: KeyKind, value: pg_sys::Datum) -> Datum {
                 }
             }
             KeyKind::Text | KeyKind::Bytea => Datum::Bytea(varlena_bytes(value)),
+            KeyKind::Citext => {
+                // citext_eq: both sides lowered under the database's default collation,
+                // then compared byte by byte.
+                let p = pg_sys::pg_detoast_datum_packed(value.cast_mut_ptr());
+                let len = pgrx::varlena::varsize_any_exhdr(p);
+                let data = pgrx::varlena::vardata_any(p) as *const std::ffi::c_char;
+                let lower = pg_sys::ffi::pg_guard_ffi_boundary(|| str_tolower(data, len, pg_sys::Oid::from(DEFAULT_COLLATION_OID)));
+                let b = CStr::from_ptr(lower).to_bytes().to_vec();
+                pg_sys::pfree(lower.cast());
+                Datum::Bytea(b)
+            }
             KeyKind::BpChar => {
                 let mut b = varlena_bytes(value);
                 while b.last() == Some(&b' ') {
@@ -276,7 +331,7 @@ fn datum_type(kind: KeyKind) -> DatumType {
         KeyKind::Float4 => DatumType::Float4,
         KeyKind::Float8 => DatumType::Float8,
         KeyKind::Numeric => DatumType::Numeric,
-        KeyKind::Text | KeyKind::BpChar | KeyKind::Name | KeyKind::Bytea | KeyKind::Interval => DatumType::Bytea,
+        KeyKind::Text | KeyKind::BpChar | KeyKind::Name | KeyKind::Bytea | KeyKind::Interval | KeyKind::Citext => DatumType::Bytea,
         KeyKind::Date => DatumType::Date,
         KeyKind::Timestamp => DatumType::Timestamp,
         KeyKind::TimestampTz => DatumType::TimestampTz,

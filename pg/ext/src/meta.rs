@@ -30,6 +30,9 @@ pub struct IndexMeta {
     pub nulls_not_distinct: bool,
     /// The index of an exclusion constraint (`EXCLUDE USING btree (c WITH =)`).
     pub exclusion: bool,
+    /// A partial index (`WHERE ...`): a row has an entry only if it satisfies
+    /// the predicate.
+    pub partial: bool,
     /// Key columns (INCLUDE columns are not stored).
     pub cols: Vec<KeyColumn>,
     /// Table attribute number of each key column (0: an expression).
@@ -53,10 +56,14 @@ pub struct TableMeta {
     pub hashed: bool,
     pub pk: Option<Rc<IndexMeta>>,
     pub secondary: Vec<Rc<IndexMeta>>,
-    /// Indexes of other access methods (GIN, GiST, hash, BRIN, SP-GiST): kept in
-    /// the catalog, not stored nor used (`am/index/other.rs`).
+    /// GIN and hash indexes, stored by Pinax as inverted indexes
+    /// (`am/index/inverted/`).
+    pub inverted: Vec<Rc<crate::am::index::inverted::InvertedMeta>>,
+    /// Indexes of other access methods (GiST, SP-GiST, BRIN; GIN and hash ones
+    /// whose keys Pinax cannot store, and those built before Pinax stored them):
+    /// kept in the catalog, not stored nor used (`am/index/other.rs`).
     pub others: Vec<u32>,
-    /// Some secondary index is an exclusion constraint's: rows written are
+    /// Some secondary or hash index is an exclusion constraint's: rows written are
     /// remembered with their TIDs for its checks (`Backend::note_excl_row`).
     pub exclusion: bool,
     /// Some secondary index is a deferrable unique constraint's: the versions
@@ -100,7 +107,13 @@ pub fn forget(relid: u32) {
             t.clear();
         } else {
             // An index's invalidation also concerns its table's metadata.
-            t.retain(|k, m| *k != relid && !m.secondary.iter().any(|i| i.oid == relid) && m.pk.as_ref().is_none_or(|p| p.oid != relid));
+            t.retain(|k, m| {
+                *k != relid
+                    && !m.secondary.iter().any(|i| i.oid == relid)
+                    && m.pk.as_ref().is_none_or(|p| p.oid != relid)
+                    && !m.inverted.iter().any(|i| i.oid == relid)
+                    && !m.others.contains(&relid)
+            });
         }
     });
 }
@@ -197,6 +210,7 @@ pub unsafe fn index_meta(idx: pg_sys::Relation, table_hashed: bool) -> IndexMeta
             deferrable: (*ind).indisunique && !(*ind).indimmediate,
             nulls_not_distinct: (*ind).indnullsnotdistinct,
             exclusion: (*ind).indisexclusion,
+            partial: is_partial(idx),
             simple: heap_attnums.iter().all(|a| *a != 0),
             cols,
             heap_attnums,
@@ -229,14 +243,33 @@ pub unsafe fn table_meta(rel: pg_sys::Relation) -> Result<Rc<TableMeta>, ClientE
         let mut pk = None;
         let mut secondary = Vec::new();
         let mut others = Vec::new();
+        let mut inverted = Vec::new();
         if !list.is_null() {
             for oid in list_oids(list) {
                 let idx = pg_sys::index_open(oid, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
                 let valid = (*(*idx).rd_index).indisvalid || (*(*idx).rd_index).indisready;
                 let is_btree = (*(*idx).rd_rel).relam.to_u32() == pg_sys::BTREE_AM_OID.to_u32();
                 if !is_btree {
+                    let described = crate::am::index::inverted::describe(idx).ok();
                     pg_sys::index_close(idx, pg_sys::NoLock as pg_sys::LOCKMODE);
-                    others.push(oid.to_u32());
+                    // Stored only if its storage exists: an index built before Pinax
+                    // stored its method has none, and stays kept-not-used.
+                    let stored = match &described {
+                        Some(im) => match state::with(|b| b.client())?.table(&im.storage) {
+                            Ok(_) => true,
+                            Err(e) if e.code() == pinax_common::ErrorCode::TableNotFound => false,
+                            Err(e) => return Err(e),
+                        },
+                        None => false,
+                    };
+                    match described {
+                        Some(im) if stored => {
+                            if valid {
+                                inverted.push(Rc::new(im));
+                            }
+                        }
+                        _ => others.push(oid.to_u32()),
+                    }
                     continue;
                 }
                 let m = index_meta(idx, hashed);
@@ -262,7 +295,7 @@ pub unsafe fn table_meta(rel: pg_sys::Relation) -> Result<Rc<TableMeta>, ClientE
             g.set(g.get() + 1);
             g.get()
         });
-        let exclusion = secondary.iter().any(|i| i.exclusion);
+        let exclusion = secondary.iter().any(|i| i.exclusion) || inverted.iter().any(|i| i.exclusion);
         let deferrable_unique = secondary.iter().any(|i| i.deferrable);
         let meta = Rc::new(TableMeta {
             generation,
@@ -272,6 +305,7 @@ pub unsafe fn table_meta(rel: pg_sys::Relation) -> Result<Rc<TableMeta>, ClientE
             hashed,
             pk,
             secondary,
+            inverted,
             others,
             exclusion,
             deferrable_unique,
@@ -300,7 +334,7 @@ pub unsafe fn pk_key(pk: &IndexMeta, slot: *mut pg_sys::TupleTableSlot) -> Vec<u
 ///
 /// # Safety
 /// `slot` must be a valid slot.
-unsafe fn column_values(attnums: &[i16], slot: *mut pg_sys::TupleTableSlot) -> Vec<(pg_sys::Datum, bool)> {
+pub unsafe fn column_values(attnums: &[i16], slot: *mut pg_sys::TupleTableSlot) -> Vec<(pg_sys::Datum, bool)> {
     // SAFETY: the caller upholds this function's contract (# Safety).
     unsafe {
         attnums
@@ -364,15 +398,47 @@ pub unsafe fn index_values(im: &IndexMeta, slot: *mut pg_sys::TupleTableSlot) ->
         if im.simple {
             return column_values(&im.heap_attnums, slot);
         }
-        let idx = pg_sys::index_open(pg_sys::Oid::from(im.oid), pg_sys::NoLock as pg_sys::LOCKMODE);
+        row_index_values(im.oid, false, slot).unwrap_or_default()
+    }
+}
+
+/// Whether index `im` has an entry for the row in `slot`: a partial index's
+/// predicate holds on it.
+///
+/// # Safety
+/// `slot` must hold a deformed row of the index's table.
+pub unsafe fn row_in_index(im: &IndexMeta, slot: *mut pg_sys::TupleTableSlot) -> bool {
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe { !im.partial || row_index_values(im.oid, true, slot).is_some() }
+}
+
+/// Index `oid`'s column values for the row in `slot` (expressions evaluated with
+/// `FormIndexDatum`, pass-by-reference results copied to the current memory
+/// context); with `check_predicate`, None when the index is partial and the row
+/// fails its predicate.
+///
+/// # Safety
+/// `slot` must hold a deformed row of the index's table.
+pub unsafe fn row_index_values(oid: u32, check_predicate: bool, slot: *mut pg_sys::TupleTableSlot) -> Option<Vec<(pg_sys::Datum, bool)>> {
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        let idx = pg_sys::index_open(pg_sys::Oid::from(oid), pg_sys::NoLock as pg_sys::LOCKMODE);
         let ii = pg_sys::BuildIndexInfo(idx);
         let estate = pg_sys::CreateExecutorState();
         let econtext = pg_sys::MakePerTupleExprContext(estate);
         (*econtext).ecxt_scantuple = slot;
+        if check_predicate && !(*ii).ii_Predicate.is_null() {
+            let pred = pg_sys::ExecPrepareQual((*ii).ii_Predicate, estate);
+            if !crate::am::index::exec_qual(pred, econtext) {
+                pg_sys::FreeExecutorState(estate);
+                pg_sys::index_close(idx, pg_sys::NoLock as pg_sys::LOCKMODE);
+                return None;
+            }
+        }
         let mut values = [pg_sys::Datum::from(0usize); pg_sys::INDEX_MAX_KEYS as usize];
         let mut isnull = [false; pg_sys::INDEX_MAX_KEYS as usize];
         pg_sys::FormIndexDatum(ii, slot, estate, values.as_mut_ptr(), isnull.as_mut_ptr());
-        let n = im.cols.len();
+        let n = (*(*idx).rd_index).indnkeyatts as usize;
         // Copy pass-by-reference results out of the executor state before freeing it.
         let mut out = Vec::with_capacity(n);
         for i in 0..n {
@@ -386,8 +452,17 @@ pub unsafe fn index_values(im: &IndexMeta, slot: *mut pg_sys::TupleTableSlot) ->
         }
         pg_sys::FreeExecutorState(estate);
         pg_sys::index_close(idx, pg_sys::NoLock as pg_sys::LOCKMODE);
-        out
+        Some(out)
     }
+}
+
+/// Whether index `idx` is partial (has a predicate).
+///
+/// # Safety
+/// `idx` must be a valid, open index relation.
+pub unsafe fn is_partial(idx: pg_sys::Relation) -> bool {
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe { !pg_sys::heap_attisnull((*idx).rd_indextuple, pg_sys::Anum_pg_index_indpred as i32, std::ptr::null_mut()) }
 }
 
 /// Record that storage table `storage` holds the keys of unique index `oid`.

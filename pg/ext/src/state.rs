@@ -94,7 +94,7 @@ pub struct Backend {
     /// Command id of the latest row write (index entries are written with it).
     pub last_cid: u32,
     /// Index entries an UPDATE keeps unchanged: (index OID, key). `aminsert` skips them.
-    pub unchanged: Vec<(u32, Vec<u8>)>,
+    pub unchanged: std::collections::HashSet<(u32, Vec<u8>)>,
     /// The speculative insertion (INSERT ... ON CONFLICT) in progress.
     pub spec: Option<Speculative>,
     /// Command id of the latest speculative insertion (INSERT ... ON CONFLICT)...

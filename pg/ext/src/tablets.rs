@@ -86,9 +86,10 @@ pub unsafe extern "C-unwind" fn pinax_tablets_json(fcinfo: pg_sys::FunctionCallI
         let mut rows = Vec::new();
         let table = client.refresh_table(&m.storage).or_raise();
         tablet_rows(&mut rows, m.relid, &table, &client);
-        for im in &m.secondary {
-            let t = client.refresh_table(&im.storage).or_raise();
-            tablet_rows(&mut rows, im.oid, &t, &client);
+        let indexes = m.secondary.iter().map(|i| (i.oid, &i.storage)).chain(m.inverted.iter().map(|i| (i.oid, &i.storage)));
+        for (oid, storage) in indexes {
+            let t = client.refresh_table(storage).or_raise();
+            tablet_rows(&mut rows, oid, &t, &client);
         }
         let json = format!("[{}]", rows.join(","));
         let c = std::ffi::CString::new(json).unwrap_or_default();

@@ -2,8 +2,9 @@
 //!
 //! - parallel sequential scans (tablets shared out among the processes), no
 //!   parallel index scans;
-//! - indexes of other access methods than btree are left out (kept, not used:
-//!   `am/index/other.rs`);
+//! - GIN and hash indexes Pinax stores (`am/index/inverted/`) are index-scan
+//!   capable (no bitmap scans); indexes of other access methods are left out
+//!   (kept, not used: `am/index/other.rs`);
 //! - Pinax indexes: index-only scans return the columns that decode exactly
 //!   (`index::scan::can_return`); no bitmap scans, no mark/restore; and no sort order unless the keys are stored in order (the
 //!   primary key of a range-sharded table on ordered types): hash-sharded keys come
@@ -58,7 +59,7 @@ unsafe extern "C-unwind" fn get_relation_info(root: *mut pg_sys::PlannerInfo, re
                 let mut kept = std::ptr::null_mut();
                 for i in 0..(*list).length as usize {
                     let info = (*(*list).elements.add(i)).ptr_value as *mut pg_sys::IndexOptInfo;
-                    if (*info).relam == pg_sys::BTREE_AM_OID {
+                    if !m.others.contains(&(*info).indexoid.to_u32()) {
                         kept = pg_sys::lappend(kept, info.cast());
                     }
                 }
@@ -69,6 +70,20 @@ unsafe extern "C-unwind" fn get_relation_info(root: *mut pg_sys::PlannerInfo, re
                 for i in 0..(*list).length as usize {
                     let info = (*(*list).elements.add(i)).ptr_value as *mut pg_sys::IndexOptInfo;
                     let oid = (*info).indexoid.to_u32();
+                    if m.inverted.iter().any(|iv| iv.oid == oid) {
+                        // A stored GIN or hash index (am/index/inverted/): index scans,
+                        // whose rows are rechecked; no bitmap, index-only or parallel
+                        // scans. (The entry may have been made before the index was
+                        // switched to the Pinax routine: the method's own flags.)
+                        (*info).amhasgettuple = true;
+                        (*info).amhasgetbitmap = false;
+                        (*info).amcanparallel = false;
+                        (*info).amcanmarkpos = false;
+                        for c in 0..(*info).ncolumns as usize {
+                            *(*info).canreturn.add(c) = false;
+                        }
+                        continue;
+                    }
                     let im = m.pk.iter().chain(m.secondary.iter()).find(|x| x.oid == oid);
                     let ordered = im.is_some_and(|im| im.is_pk && !im.hashed && im.cols.iter().all(|c| c.ordered));
                     if !ordered {

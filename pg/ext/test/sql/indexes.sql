@@ -125,3 +125,20 @@ RESET enable_seqscan;
 RESET enable_bitmapscan;
 SELECT count(*), count(DISTINCT a) FROM nopk;
 DROP TABLE nopk;
+-- A partial index's entries follow rows into and out of its predicate, also
+-- when an UPDATE leaves the indexed column as it was.
+CREATE TABLE pin (id int PRIMARY KEY, v int, s text);
+CREATE INDEX pin_v_active ON pin (v) WHERE s = 'active';
+CREATE UNIQUE INDEX pin_v_unique_active ON pin (v) WHERE s = 'active';
+INSERT INTO pin VALUES (1, 10, 'new'), (2, 20, 'active'), (3, 10, 'old');
+UPDATE pin SET s = 'active' WHERE id = 1;
+UPDATE pin SET s = 'done' WHERE id = 2;
+UPDATE pin SET s = 'active' WHERE id = 3;
+SET enable_seqscan = off;
+SELECT id FROM pin WHERE v = 10 AND s = 'active';
+SELECT id FROM pin WHERE v = 20 AND s = 'active';
+UPDATE pin SET s = 'done' WHERE id = 1;
+UPDATE pin SET s = 'active' WHERE id = 3;
+SELECT id FROM pin WHERE v = 10 AND s = 'active';
+RESET enable_seqscan;
+DROP TABLE pin;

@@ -1118,7 +1118,7 @@ SELECT name FROM pgf_names WHERE name % 'Johny' ORDER BY name;
 RESET pg_trgm.similarity_threshold;
 SELECT name, round((name <-> 'Johny')::numeric, 3) AS dist FROM pgf_names ORDER BY name <-> 'Johny', name LIMIT 3;
 
--- Contrib: citext comparison, DISTINCT and ordering (a UNIQUE citext column: see pg_features_gaps.sql).
+-- Contrib: citext comparison, DISTINCT and ordering; citext keys (unique and primary).
 CREATE EXTENSION IF NOT EXISTS citext;
 CREATE TABLE pgf_accounts (id int PRIMARY KEY, email citext);
 INSERT INTO pgf_accounts VALUES (1, 'Alice@Example.com'), (2, 'bob@example.com'), (3, 'ALICE@example.COM');
@@ -1126,6 +1126,28 @@ SELECT count(DISTINCT email), count(DISTINCT email::text) FROM pgf_accounts;
 SELECT id FROM pgf_accounts WHERE email = 'BOB@EXAMPLE.COM';
 SELECT email FROM pgf_accounts ORDER BY email, id;
 SELECT 'abc'::citext = 'ABC', 'abc'::citext < 'ABD';
+-- (Terse: a violation's DETAIL shows a Pinax citext key in lower case, README.)
+\set VERBOSITY terse
+CREATE UNIQUE INDEX pgf_accounts_email ON pgf_accounts (email);
+DELETE FROM pgf_accounts WHERE id = 3;
+CREATE UNIQUE INDEX pgf_accounts_email ON pgf_accounts (email);
+INSERT INTO pgf_accounts VALUES (3, 'ALICE@example.COM');
+\set VERBOSITY default
+INSERT INTO pgf_accounts VALUES (3, 'carol@example.com') ON CONFLICT (email) DO NOTHING;
+INSERT INTO pgf_accounts VALUES (4, 'BOB@example.com') ON CONFLICT (email) DO UPDATE SET email = EXCLUDED.email;
+SET enable_seqscan = off;
+SELECT id, email FROM pgf_accounts WHERE email = 'bob@EXAMPLE.com';
+SELECT id, email FROM pgf_accounts WHERE email IN ('ALICE@EXAMPLE.COM', 'nobody@example.com');
+RESET enable_seqscan;
+CREATE TABLE pgf_logins (login citext PRIMARY KEY, n int);
+INSERT INTO pgf_logins VALUES ('Admin', 1), ('guest', 2);
+\set VERBOSITY terse
+INSERT INTO pgf_logins VALUES ('ADMIN', 3);
+\set VERBOSITY default
+SELECT login, n FROM pgf_logins WHERE login = 'admin';
+UPDATE pgf_logins SET n = n + 10 WHERE login = 'GUEST';
+SELECT login, n FROM pgf_logins ORDER BY login;
+DROP TABLE pgf_logins;
 
 -- Contrib: ltree paths and their operators.
 CREATE EXTENSION IF NOT EXISTS ltree;

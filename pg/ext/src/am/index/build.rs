@@ -32,6 +32,18 @@ pub fn defer_builds(on: bool) -> u32 {
     DEFERRED.with(|d| d.replace((on, 0)).1)
 }
 
+/// Whether the build of index `oid` writes no entries (CREATE INDEX
+/// CONCURRENTLY's first step; `defer_builds`): then it is the one built so.
+pub fn deferring(oid: u32) -> bool {
+    DEFERRED.with(|d| {
+        let on = d.get().0;
+        if on {
+            d.set((true, oid));
+        }
+        on
+    })
+}
+
 /// Write the entries of secondary index `idx` for up to `max` rows of `heap`
 /// from row key `start` on, as the rows are at the transaction's read time (a
 /// row changed since makes the entry's write a conflict, 40001, when it touched
@@ -61,6 +73,10 @@ pub unsafe fn backfill_chunk(
     // SAFETY: the caller upholds this function's contract (# Safety).
     unsafe {
         let m = meta::table_meta(heap).or_raise();
+        if (*(*idx).rd_rel).relam != pg_sys::BTREE_AM_OID {
+            let (_, inv) = super::inverted::meta_for(heap, idx);
+            return super::inverted::write_entries(heap, idx, ii, &m, &inv, start, max);
+        }
         let im = index_meta(idx, m.hashed);
         let cid = pg_sys::GetCurrentCommandId(true);
         let mut pager = Pager::new(m.storage.clone(), start, None, false, u32::MAX);
@@ -229,12 +245,25 @@ pub unsafe fn build(heap: pg_sys::Relation, idx: pg_sys::Relation, ii: *mut pg_s
                     (&**sim, sii, predicate(sii, estate))
                 })
                 .collect();
+            // Stored GIN and hash indexes: their entries end in the row key too.
+            let inverted: Vec<(&super::inverted::InvertedMeta, pg_sys::Relation, *mut pg_sys::IndexInfo, *mut pg_sys::ExprState)> = m
+                .inverted
+                .iter()
+                .filter(|iv| !matches!(client.table(&iv.storage), Err(e) if e.code() == pinax_common::ErrorCode::TableNotFound))
+                .map(|iv| {
+                    let r = pg_sys::index_open(pg_sys::Oid::from(iv.oid), pg_sys::AccessShareLock as pg_sys::LOCKMODE);
+                    let iii = pg_sys::BuildIndexInfo(r);
+                    (&**iv, r, iii, predicate(iii, estate))
+                })
+                .collect();
             // The moves of a batch of rows, by storage table (the table's, then each
             // index's), handed over table by table: pushed row by row, every op
             // would start a chunk of its own (a request each) as the tables alternate.
-            let mut moves: Vec<Vec<WriteOp>> = vec![Vec::new(); secondaries.len() + 1];
+            let mut moves: Vec<Vec<WriteOp>> = vec![Vec::new(); secondaries.len() + inverted.len() + 1];
             let hand_over = |moves: &mut Vec<Vec<WriteOp>>| {
-                let tables = std::iter::once(m.storage.as_str()).chain(secondaries.iter().map(|(sim, _, _)| sim.storage.as_str()));
+                let tables = std::iter::once(m.storage.as_str())
+                    .chain(secondaries.iter().map(|(sim, _, _)| sim.storage.as_str()))
+                    .chain(inverted.iter().map(|(iv, _, _, _)| iv.storage.as_str()));
                 for (table, ops) in tables.zip(moves.iter_mut()) {
                     for op in ops.drain(..) {
                         state::with(|b| b.push(cid, table, op)).or_raise();
@@ -257,6 +286,14 @@ pub unsafe fn build(heap: pg_sys::Relation, idx: pg_sys::Relation, ii: *mut pg_s
                         // The same entry (a unique one) names the row's new key.
                         moves[i + 1].push(WriteOp::put(new_ik, nk.clone()));
                     }
+                    for (j, (iv, r, iii, pred)) in inverted.iter().enumerate() {
+                        let Some(vals) = entry_values(*iii, *pred, estate, iv.keys.len()) else { continue };
+                        let to = &mut moves[secondaries.len() + 1 + j];
+                        for p in super::inverted::value_entries(*r, iv, &vals) {
+                            to.push(WriteOp::delete(super::inverted::entry_key(&p, &key)));
+                            to.push(WriteOp::put(super::inverted::entry_key(&p, &nk), nk.clone()));
+                        }
+                    }
                     moves[0].push(WriteOp::delete(key));
                     moves[0].push(WriteOp::insert(nk, value));
                     if moves[0].len() >= 2 * MOVES_PER_HAND_OVER {
@@ -267,6 +304,9 @@ pub unsafe fn build(heap: pg_sys::Relation, idx: pg_sys::Relation, ii: *mut pg_s
                 scanned_one();
             }
             hand_over(&mut moves);
+            for (_, r, _, _) in inverted {
+                pg_sys::index_close(r, pg_sys::NoLock as pg_sys::LOCKMODE);
+            }
             pg_sys::FreeExecutorState(estate);
             meta::register_owner(&m.storage, im.oid);
         } else {
@@ -279,10 +319,9 @@ pub unsafe fn build(heap: pg_sys::Relation, idx: pg_sys::Relation, ii: *mut pg_s
             if im.unique {
                 meta::register_owner(&im.storage, im.oid);
             }
-            if DEFERRED.with(|d| d.get().0) {
+            if deferring(im.oid) {
                 // CREATE INDEX CONCURRENTLY's first step: storage, no entries
                 // (concurrent_index.rs backfills them once every node maintains it).
-                DEFERRED.with(|d| d.set((true, im.oid)));
                 pg_sys::ExecDropSingleTupleTableSlot(slot);
                 return 0.0;
             }
@@ -316,7 +355,7 @@ pub unsafe fn build(heap: pg_sys::Relation, idx: pg_sys::Relation, ii: *mut pg_s
 ///
 /// # Safety
 /// `ii` and `estate` must be valid.
-unsafe fn predicate(ii: *mut pg_sys::IndexInfo, estate: *mut pg_sys::EState) -> *mut pg_sys::ExprState {
+pub(super) unsafe fn predicate(ii: *mut pg_sys::IndexInfo, estate: *mut pg_sys::EState) -> *mut pg_sys::ExprState {
     // SAFETY: the caller upholds this function's contract (# Safety).
     unsafe {
         if (*ii).ii_Predicate.is_null() {
@@ -333,7 +372,7 @@ unsafe fn predicate(ii: *mut pg_sys::IndexInfo, estate: *mut pg_sys::EState) -> 
 ///
 /// # Safety
 /// `estate`'s per-tuple expression context must have the row in its scan slot.
-unsafe fn entry_values(
+pub(super) unsafe fn entry_values(
     ii: *mut pg_sys::IndexInfo,
     pred: *mut pg_sys::ExprState,
     estate: *mut pg_sys::EState,
@@ -415,10 +454,10 @@ pub(super) unsafe extern "C-unwind" fn amvacuumcleanup(
 /// Refuse (0A000) an index of a Pinax table on a column whose equality is not
 /// equality of what Pinax stores for it: Pinax index keys compare encoded bytes,
 /// so under a nondeterministic collation ('Hello' = 'HELLO' case-insensitively)
-/// or for citext (which compares lower-cased) a unique key would let equal values
-/// in twice and a lookup would miss equal rows. Other types are either encoded
-/// by value (numbers, text under deterministic collations, times, intervals by
-/// their span, uuid, bytea) or compared by their bytes.
+/// a unique key would let equal values in twice and a lookup would miss equal
+/// rows. Other types are either encoded by value (numbers, text under
+/// deterministic collations, times, intervals by their span, uuid, bytea,
+/// citext by its lower-case form) or compared by their bytes.
 ///
 /// # Safety
 /// `idx` must be a valid open index relation.
@@ -433,14 +472,6 @@ unsafe fn check_key_equality(idx: pg_sys::Relation) {
             if coll != pg_sys::InvalidOid && !pg_sys::get_collation_isdeterministic(coll) {
                 error::not_supported(format!(
                     "column \"{name}\" of a Pinax index uses a nondeterministic collation: Pinax index keys compare bytes (use a deterministic collation, or compare with the collation without an index)"
-                ));
-            }
-            let base = pg_sys::getBaseType((*att).atttypid);
-            let tname = std::ffi::CStr::from_ptr(pg_sys::format_type_be(base)).to_string_lossy().into_owned();
-            let tname = tname.rsplit('.').next().unwrap_or(&tname).to_string();
-            if tname == "citext" {
-                error::not_supported(format!(
-                    "column \"{name}\" of type {tname} cannot be a key of a Pinax index: its equality is not equality of stored bytes (index lower(column) for citext)"
                 ));
             }
         }

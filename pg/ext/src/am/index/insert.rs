@@ -63,7 +63,7 @@ pub(super) unsafe extern "C-unwind" fn aminsert(
         };
         let vals: Vec<(pg_sys::Datum, bool)> = (0..im.cols.len()).map(|i| (*values.add(i), *isnull.add(i))).collect();
         let key = secondary_key(&im, std::ptr::null_mut(), Some(&vals), &row_key);
-        let skip = state::with(|b| b.unchanged.iter().any(|(o, k)| *o == im.oid && *k == key));
+        let skip = state::with(|b| b.unchanged.contains(&(im.oid, key.clone())));
         if skip {
             return true;
         }

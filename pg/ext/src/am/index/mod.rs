@@ -21,12 +21,15 @@
 //! ambuildempty; the build in storage; ambulkdelete and amvacuumcleanup, which
 //! have nothing to do), `insert.rs` (aminsert: entries and uniqueness),
 //! `scan.rs` (ambeginscan, amrescan, amgettuple, amendscan; index-only and
-//! counting scans), `ranges.rs` (scan keys to key ranges), `other.rs` (indexes of
-//! other access methods: kept in the catalog, not stored or used). This file: the
-//! routine, and switching indexes of Pinax tables to it (held relcache entries).
+//! counting scans), `ranges.rs` (scan keys to key ranges), `inverted/` (GIN and
+//! hash indexes: stored as inverted indexes, their methods' own routines with
+//! storing and scanning replaced), `other.rs` (indexes of other access methods:
+//! kept in the catalog, not stored or used). This file: the routine, and
+//! switching indexes of Pinax tables to it (held relcache entries).
 
 pub mod build;
 pub mod insert;
+pub mod inverted;
 pub mod other;
 mod ranges;
 pub mod scan;
@@ -85,30 +88,57 @@ pub fn routine() -> *mut pg_sys::IndexAmRoutine {
     }
     // SAFETY: btree's routine is a plain struct; we copy it into memory we own.
     let r = unsafe {
-        let bt = pg_sys::GetIndexAmRoutineByAmId(pg_sys::BTREE_AM_OID, false);
-        let mut mine: pg_sys::IndexAmRoutine = *bt;
-        BT_AMBUILD.with(|c| c.set(mine.ambuild));
-        mine.ambuild = Some(ambuild);
-        mine.ambuildempty = Some(ambuildempty);
-        mine.aminsert = Some(aminsert);
-        mine.ambulkdelete = Some(ambulkdelete);
-        mine.amvacuumcleanup = Some(amvacuumcleanup);
-        mine.amcanreturn = None;
-        mine.ambeginscan = Some(ambeginscan);
-        mine.amrescan = Some(amrescan);
-        mine.amgettuple = Some(amgettuple);
-        mine.amgetbitmap = None;
-        mine.amendscan = Some(amendscan);
-        mine.ammarkpos = None;
-        mine.amrestrpos = None;
-        mine.amestimateparallelscan = None;
-        mine.aminitparallelscan = None;
-        mine.amparallelrescan = None;
-        mine.amcanparallel = false;
-        Box::into_raw(Box::new(mine))
+        derived_routine(pg_sys::BTREE_AM_OID, |mine| {
+            BT_AMBUILD.with(|c| c.set(mine.ambuild));
+            mine.ambuild = Some(ambuild);
+            mine.ambuildempty = Some(ambuildempty);
+            mine.aminsert = Some(aminsert);
+            pinax_scans(mine, Some(ambeginscan), Some(amrescan), Some(amgettuple), Some(amendscan));
+        })
     };
     ROUTINE.with(|c| *c.borrow_mut() = r);
     r
+}
+
+/// A routine of our own made from access method `am`'s: a copy, with nothing
+/// to vacuum (storage removes old versions, as for Pinax's own indexes), no
+/// parallel scans, and `edit` applied.
+///
+/// # Safety
+/// `am` must be an index access method's OID.
+pub(crate) unsafe fn derived_routine(am: pg_sys::Oid, edit: impl FnOnce(&mut pg_sys::IndexAmRoutine)) -> *mut pg_sys::IndexAmRoutine {
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        let own = pg_sys::GetIndexAmRoutineByAmId(am, false);
+        let mut mine: pg_sys::IndexAmRoutine = *own;
+        mine.ambulkdelete = Some(ambulkdelete);
+        mine.amvacuumcleanup = Some(amvacuumcleanup);
+        mine.amcanparallel = false;
+        edit(&mut mine);
+        Box::into_raw(Box::new(mine))
+    }
+}
+
+/// Scan callbacks of a routine whose index Pinax scans: these four, and no
+/// index-only, bitmap, mark/restore or parallel scans.
+pub(crate) fn pinax_scans(
+    r: &mut pg_sys::IndexAmRoutine,
+    begin: pg_sys::ambeginscan_function,
+    rescan: pg_sys::amrescan_function,
+    gettuple: pg_sys::amgettuple_function,
+    end: pg_sys::amendscan_function,
+) {
+    r.amcanreturn = None;
+    r.ambeginscan = begin;
+    r.amrescan = rescan;
+    r.amgettuple = gettuple;
+    r.amgetbitmap = None;
+    r.amendscan = end;
+    r.ammarkpos = None;
+    r.amrestrpos = None;
+    r.amestimateparallelscan = None;
+    r.aminitparallelscan = None;
+    r.amparallelrescan = None;
 }
 
 /// Restores `CurrentResourceOwner` on drop (also when an error unwinds).
@@ -127,19 +157,33 @@ impl Drop for OwnerGuard {
 /// Calls into PostgreSQL: only in a backend, where its errors can be raised.
 unsafe fn hold(oid: pg_sys::Oid) {
     // SAFETY: the caller upholds this function's contract (# Safety).
-    unsafe { hold_with(oid, false) }
+    unsafe { hold_with(oid, Kind::Btree) }
 }
 
-/// [`hold`]; `other`: an index of another access method, switched to its
-/// kept-not-used routine (`other.rs`) instead of the Pinax one.
+/// Which routine an index of a Pinax table is switched to.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// A btree index: the Pinax routine.
+    Btree,
+    /// A GIN or hash index Pinax stores (`inverted/`).
+    Inverted,
+    /// An index of another method, kept in the catalog, not used (`other.rs`).
+    Kept,
+}
+
+/// [`hold`], switching the index to the routine of its `kind`.
 ///
 /// # Safety
 /// As for [`hold`].
-unsafe fn hold_with(oid: pg_sys::Oid, other: bool) {
+unsafe fn hold_with(oid: pg_sys::Oid, kind: Kind) {
     // SAFETY: the caller upholds this function's contract (# Safety).
     unsafe {
         let switch = |idx: pg_sys::Relation| {
-            (*idx).rd_indam = if other { self::other::routine((*(*idx).rd_rel).relam) } else { routine() };
+            (*idx).rd_indam = match kind {
+                Kind::Btree => routine(),
+                Kind::Inverted => self::inverted::routine((*(*idx).rd_rel).relam),
+                Kind::Kept => self::other::routine((*(*idx).rd_rel).relam),
+            };
         };
         if HELD.with(|h| h.borrow().iter().any(|r| (**r).rd_id == oid)) {
             return;
@@ -164,15 +208,24 @@ unsafe fn hold_with(oid: pg_sys::Oid, other: bool) {
 /// `idx` must be a valid open index relation.
 pub unsafe fn hold_rel(idx: pg_sys::Relation) {
     // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe { hold_rel_with(idx, routine()) }
+}
+
+/// [`hold_rel`], switching the index to routine `r`.
+///
+/// # Safety
+/// As for [`hold_rel`]; `r` must be a routine made by this module's files.
+pub unsafe fn hold_rel_with(idx: pg_sys::Relation, r: *mut pg_sys::IndexAmRoutine) {
+    // SAFETY: the caller upholds this function's contract (# Safety).
     unsafe {
         if in_utility() || HELD.with(|h| h.borrow().contains(&idx)) {
-            (*idx).rd_indam = routine();
+            (*idx).rd_indam = r;
             return;
         }
         let _g = OwnerGuard(pg_sys::CurrentResourceOwner);
         pg_sys::CurrentResourceOwner = pg_sys::TopTransactionResourceOwner;
         pg_sys::RelationIncrementReferenceCount(idx);
-        (*idx).rd_indam = routine();
+        (*idx).rd_indam = r;
         HELD.with(|h| h.borrow_mut().push(idx));
     }
 }
@@ -196,8 +249,11 @@ pub unsafe fn ensure_patched(rel: pg_sys::Relation, m: &Rc<TableMeta>) {
         for im in &m.secondary {
             hold(pg_sys::Oid::from(im.oid));
         }
+        for im in &m.inverted {
+            hold_with(pg_sys::Oid::from(im.oid), Kind::Inverted);
+        }
         for oid in &m.others {
-            hold_with(pg_sys::Oid::from(*oid), true);
+            hold_with(pg_sys::Oid::from(*oid), Kind::Kept);
         }
         PATCHED.with(|p| p.borrow_mut().insert(relid, id));
     }

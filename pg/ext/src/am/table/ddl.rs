@@ -129,6 +129,7 @@ pub(super) unsafe extern "C-unwind" fn relation_nontransactional_truncate(rel: p
         let client = state::with(|b| b.client()).or_raise();
         let mut names = vec![m.storage.clone()];
         names.extend(m.secondary.iter().map(|i| i.storage.clone()));
+        names.extend(m.inverted.iter().map(|i| i.storage.clone()));
         for name in names {
             let info = client.table(&name).or_raise();
             let sharding = info.sharding.clone();
@@ -295,9 +296,14 @@ pub(super) unsafe extern "C-unwind" fn index_build_range_scan(
     unsafe {
         // Pinax builds the index in storage itself; the btree code calling us (when the
         // index was not yet switched to the Pinax routine) receives no tuples and leaves
-        // an empty btree file behind. Indexes of other methods are kept, not built.
+        // an empty btree file behind. GIN and hash indexes are stored as inverted
+        // indexes (their methods' own builds leave empty files too); indexes of
+        // other methods are kept, not built.
         if (*(*index_rel).rd_rel).relam != pg_sys::BTREE_AM_OID {
-            return index::other::build(index_rel, index_info);
+            return match index::inverted::describe(index_rel) {
+                Ok(im) => index::inverted::build(table_rel, index_rel, index_info, im),
+                Err(why) => index::other::build(index_rel, index_info, &why),
+            };
         }
         index::build::build(table_rel, index_rel, index_info)
     }

@@ -8,6 +8,7 @@
 use super::fetch::fetch_version;
 use super::meta_of;
 use crate::am::index::insert::entry_deletes;
+use crate::am::index::inverted;
 use crate::error;
 use crate::guc;
 use crate::meta::{self, pk_key, secondary_entry, secondary_key, TableMeta};
@@ -322,11 +323,16 @@ pub(super) unsafe extern "C-unwind" fn tuple_delete(
             Err(r) => return r,
         };
         let mut ops = vec![(m.storage.clone(), WriteOp::delete(key.clone()))];
-        if !m.secondary.is_empty() {
+        if !m.secondary.is_empty() || !m.inverted.is_empty() {
             let slot = temp_slot(rel, &old);
             for im in &m.secondary {
                 for op in entry_deletes(im, secondary_entry(im, slot, None, &key), &key) {
                     ops.push((im.storage.clone(), op));
+                }
+            }
+            for iv in &m.inverted {
+                for k in inverted::row_entries(iv, slot, &key) {
+                    ops.push((iv.storage.clone(), WriteOp::delete(k)));
                 }
             }
             pg_sys::ExecDropSingleTupleTableSlot(slot);
@@ -471,18 +477,36 @@ pub(super) unsafe extern "C-unwind" fn tuple_update(
             };
             ops.push((m.storage.clone(), op));
         }
-        let mut unchanged = Vec::new();
-        if !m.secondary.is_empty() {
+        let mut unchanged = std::collections::HashSet::new();
+        if !m.secondary.is_empty() || !m.inverted.is_empty() {
             let oslot = temp_slot(rel, &old);
             for im in &m.secondary {
+                // A partial index holds the rows its predicate holds on: the old row
+                // may have no entry to delete or keep (`aminsert` writes the new one
+                // if the new row is in).
+                if !meta::row_in_index(im, oslot) {
+                    continue;
+                }
                 let ok = secondary_entry(im, oslot, None, &old_key);
                 let nk = secondary_key(im, slot, None, &new_key);
                 // Entries hold the row key: when it changes, every entry is rewritten.
-                if ok.0 == nk && !key_changed {
-                    unchanged.push((im.oid, nk));
+                if ok.0 == nk && !key_changed && meta::row_in_index(im, slot) {
+                    unchanged.insert((im.oid, nk));
                 } else {
                     for op in entry_deletes(im, ok, &old_key) {
                         ops.push((im.storage.clone(), op));
+                    }
+                }
+            }
+            for iv in &m.inverted {
+                // The old row's entries that the new row has too stay (`aminsert`
+                // skips them); the others go.
+                let new_entries = if key_changed { Default::default() } else { inverted::row_entries(iv, slot, &new_key) };
+                for k in inverted::row_entries(iv, oslot, &old_key) {
+                    if new_entries.contains(&k) {
+                        unchanged.insert((iv.oid, k));
+                    } else {
+                        ops.push((iv.storage.clone(), WriteOp::delete(k)));
                     }
                 }
             }
@@ -511,7 +535,7 @@ pub(super) unsafe extern "C-unwind" fn tuple_update(
         (*slot).tts_tid = new_tid;
         (*slot).tts_tableOid = (*rel).rd_id;
         *lockmode = if key_changed { pg_sys::LockTupleMode::LockTupleExclusive } else { pg_sys::LockTupleMode::LockTupleNoKeyExclusive };
-        *update_indexes = !m.secondary.is_empty();
+        *update_indexes = !m.secondary.is_empty() || !m.inverted.is_empty();
         pg_sys::pgstat_count_heap_update(rel, false);
         pg_sys::TM_Result::TM_Ok
     }
