@@ -128,9 +128,17 @@ pub(super) unsafe extern "C-unwind" fn aminsert(
             }
             _ => {
                 let op = if enforced { WriteOp::insert(key.clone(), row_key) } else { WriteOp::put(key.clone(), row_key) };
+                // An exclusion constraint's check (PostgreSQL's look-up after this
+                // insert) must see a concurrent inserter of the same values: each
+                // locks the values' key until it ends, so the second waits for the
+                // first and then finds its row (`exclusion_lock`).
+                let lock = exclusion_lock(im.exclusion, &vals, || secondary_key(&im, std::ptr::null_mut(), Some(&vals), &[]));
                 state::with(|b| {
                     if let Some(s) = &mut b.spec {
                         s.written.push((im.storage.clone(), key));
+                    }
+                    if let Some(l) = lock {
+                        b.push(cid, &im.storage, l)?;
                     }
                     b.push(cid, &im.storage, op)
                 })
@@ -139,6 +147,17 @@ pub(super) unsafe extern "C-unwind" fn aminsert(
             }
         }
     }
+}
+
+/// The lock an exclusion constraint's index entry for values `vals` takes
+/// (None for other indexes, and for values with a NULL, which conflict with
+/// nothing): UPDATE strength on `key()`, the values' key without a row key,
+/// which no entry has. Held until the transaction ends, it makes concurrent
+/// inserters of equal values (btree and hash exclusion constraints are all
+/// `=`) take turns, so PostgreSQL's look-up after the insert waits for the
+/// other and then finds its row, as heap's dirty snapshot does.
+pub(crate) fn exclusion_lock(exclusion: bool, vals: &[(pg_sys::Datum, bool)], key: impl FnOnce() -> Vec<u8>) -> Option<WriteOp> {
+    (exclusion && !vals.iter().any(|(_, n)| *n)).then(|| WriteOp::row_lock(key(), pinax_proto::LockStrength::Update))
 }
 
 /// Row `row_key`'s deferred duplicate entry for unique key `key` (see the

@@ -377,8 +377,13 @@ unsafe extern "C-unwind" fn aminsert(
         };
         let vals: Vec<(pg_sys::Datum, bool)> = (0..im.keys.len()).map(|i| (*values.add(i), *isnull.add(i))).collect();
         let entries = value_entries(idx, &im, &vals);
+        // (A hash index's exclusion constraint: as a btree one's, insert.rs.)
+        let locks: Vec<WriteOp> = entries.iter().filter_map(|p| super::insert::exclusion_lock(im.exclusion, &vals, || p.clone())).collect();
         state::with(|b| {
             let cid = b.last_cid;
+            for l in locks {
+                b.push(cid, &im.storage, l)?;
+            }
             for p in entries {
                 let key = entry_key(&p, &row_key);
                 if b.unchanged.contains(&(im.oid, key.clone())) {
@@ -392,7 +397,6 @@ unsafe extern "C-unwind" fn aminsert(
             Ok::<(), state::FlushError>(())
         })
         .or_raise();
-        // (A hash index's exclusion constraint is checked by PostgreSQL's look-up.)
         true
     }
 }
