@@ -18,6 +18,8 @@
 //! - `"f/" ++ node id (u64 BE) ++ lock id (u128 BE)` → blob(kind `'F'`, v1,
 //!   bincode(`Fence`)): a SQL node a DDL lock went on without, which gets no
 //!   SQL lease until that lock is let go (see the tablet server's `sql_lease.rs`)
+//! - `"x/" ++ parent tablet id (u64 BE)` → blob(kind `'X'`, v1,
+//!   bincode(`SplitRecord`)): a tablet split the master started ([`splits`])
 
 use parking_lot::Mutex;
 use pinax_codec::blob::{decode_blob, encode_blob};
@@ -26,6 +28,10 @@ use pinax_engine::{Cf, IterOptions, KvEngine, KvIterator, OwnedBatch, Snapshot, 
 use pinax_proto::{DdlEntry, Sharding, TableInfo, TabletInfo};
 use std::collections::BTreeMap;
 use std::sync::Arc;
+
+pub mod splits;
+
+pub use splits::{Located, SplitRecord, SplitState};
 
 const TABLE_PREFIX: &[u8] = b"t/";
 /// Names of the catalog's own tables (status tablets) start with this; storage
@@ -70,6 +76,9 @@ pub enum CatalogError {
     AlreadyExists(String),
     #[error("relation \"{0}\" does not exist")]
     NotFound(String),
+    /// No table lists this tablet (and no split names it).
+    #[error("tablet {} does not exist", .0.0)]
+    TabletNotFound(TabletId),
     #[error("invalid table definition: {0}")]
     Invalid(String),
     #[error(transparent)]
@@ -89,6 +98,7 @@ impl CatalogError {
         match self {
             CatalogError::AlreadyExists(_) => ErrorCode::TableAlreadyExists,
             CatalogError::NotFound(_) => ErrorCode::TableNotFound,
+            CatalogError::TabletNotFound(_) => ErrorCode::TabletNotFound,
             CatalogError::Invalid(_) => ErrorCode::InvalidRequest,
             CatalogError::Engine(_) => ErrorCode::Io,
             CatalogError::Corrupt(_) => ErrorCode::Corruption,
@@ -166,6 +176,7 @@ pub fn fuzz_decode(data: &[u8]) {
         let _ = decode_record::<pinax_proto::DdlEntry>(*kind, *version, rest, "fuzz");
         let _ = decode_ddl_entry(data);
         let _ = decode_record::<TableInfo>(*kind, *version, rest, "fuzz");
+        let _ = splits::decode_split(data);
     }
 }
 
@@ -221,6 +232,8 @@ struct State {
     nodes: BTreeMap<u64, String>,
     /// Fenced SQL nodes: (node, DDL lock) → the fence.
     fences: BTreeMap<(u64, u128), Fence>,
+    /// Tablet splits the master started, by parent id ([`splits`]).
+    splits: BTreeMap<TabletId, SplitRecord>,
     /// A write failed (it may or may not have been applied): reload before use.
     reload: bool,
 }
@@ -274,8 +287,11 @@ pub fn next_values(state: (i64, bool), o: SequenceOptions, count: u32) -> (i64, 
 /// What [`Catalog::drop_table`] dropped.
 #[derive(Debug)]
 pub enum Dropped {
-    /// A table (with every other name it had): its tablets are to be destroyed.
-    Table(TableInfo),
+    /// A table (with every other name it had): its tablets are to be destroyed,
+    /// and so are the tablets of its unfinished splits that it does not list
+    /// (children not swapped in yet, parents not dropped yet: tablet and the
+    /// RPC addresses of its replicas). Its split records went with it.
+    Table(TableInfo, Vec<(TabletId, Vec<String>)>),
     /// Only another name of a table.
     Name,
 }
@@ -487,13 +503,17 @@ impl<E: KvEngine> Catalog<E> {
         for a in &others {
             b.delete(Cf::Regular, &prefixed(ALIAS_PREFIX, a));
         }
+        let (records, leftovers) = splits::drop_with_table(&st, &t, &mut b);
         self.write(&mut st, b)?;
         st.tables.remove(name);
         st.listed = None;
         for a in &others {
             st.aliases.remove(a);
         }
-        Ok(Dropped::Table(t))
+        for r in records {
+            st.splits.remove(&r);
+        }
+        Ok(Dropped::Table(t, leftovers))
     }
 
     /// Make `name` another name of table `existing` (itself maybe another name).
@@ -805,6 +825,11 @@ fn load<E: KvEngine>(engine: &E) -> Result<State, CatalogError> {
         st.fences.insert((node, lock), decode_record(FENCE_KIND, FENCE_VERSION, v, "fence")?);
         Ok(())
     })?;
+    scan(splits::SPLIT_PREFIX, &mut |_, v| {
+        let r = splits::decode_split(v)?;
+        st.splits.insert(r.parent.id, r);
+        Ok(())
+    })?;
     Ok(st)
 }
 
@@ -939,7 +964,7 @@ mod tests {
         assert!(c.get("n2_t1").is_err());
         assert_eq!(c.get("t1").unwrap().id, t.id);
         // Dropping the table takes its other names.
-        assert!(matches!(c.drop_table("t1").unwrap(), Dropped::Table(d) if d.id == t.id));
+        assert!(matches!(c.drop_table("t1").unwrap(), Dropped::Table(d, _) if d.id == t.id));
         assert!(c.get("n3_t1").is_err());
         let c = Catalog::open(engine).unwrap();
         assert!(c.get("n3_t1").is_err());

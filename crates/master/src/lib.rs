@@ -22,12 +22,18 @@
 //! the records of transactions begun through that node, replicated and placed
 //! like any table.
 //!
+//! The catalog records the tablet splits the master starts ([`catalog::splits`]:
+//! a [`SplitRecord`] per split, the swap of a parent for its two children in
+//! its table's tablet list, lookups of children not swapped in yet and of
+//! parents that split).
+//!
 //! Key types: [`Catalog`] (persisted tables, id allocation), [`plan_partitions`] (how a
 //! table is cut into tablets), [`placement`] (pure decisions: where replicas and
 //! leaders move, which replicas are orphans; the node carries them out).
-//! Invariants: table names are unique; tablet ids are never reused; a table's
+//! Invariants: table names are unique; tablet ids are never reused (a split's
+//! children's ids too, allocated when it is requested); a table's
 //! tablets are sorted by partition start and cover the whole key space without gaps
-//! or overlaps.
+//! or overlaps (a split swaps a parent for its two halves in one write).
 //! Depends on engine traits, never on RocksDB. Start at [`Catalog::plan_table`].
 
 pub mod catalog;
@@ -35,6 +41,9 @@ pub mod local;
 pub mod partitions;
 pub mod placement;
 
-pub use catalog::{single_tablet_table, status_table_name, Catalog, CatalogError, CatalogLog, Dropped, LocalLog, MASTER_TABLE_NAME, SYSTEM_TABLE_PREFIX};
+pub use catalog::{
+    single_tablet_table, status_table_name, Catalog, CatalogError, CatalogLog, Dropped, LocalLog, Located, SplitRecord, SplitState, MASTER_TABLE_NAME,
+    SYSTEM_TABLE_PREFIX,
+};
 pub use local::{LocalRecords, ReplicaRecord};
 pub use partitions::plan_partitions;

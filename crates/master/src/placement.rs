@@ -338,6 +338,10 @@ pub enum Lookup<'a> {
     Found(&'a TabletInfo),
     /// It does not exist (its table was dropped).
     NotFound,
+    /// It split, and the catalog lists its halves in its place (their
+    /// replicas are the master's business: created where the catalog names
+    /// them, from the split or afresh).
+    Split,
     /// The master cannot say now.
     Unknown,
 }
@@ -348,7 +352,7 @@ pub enum Lookup<'a> {
 pub fn is_orphan(lookup: Lookup<'_>, here: &str) -> bool {
     match lookup {
         Lookup::Found(ti) => !ti.replicas.iter().any(|r| r == here),
-        Lookup::NotFound => true,
+        Lookup::NotFound | Lookup::Split => true,
         Lookup::Unknown => false,
     }
 }
@@ -582,6 +586,7 @@ mod tests {
         assert!(!is_orphan(Lookup::Found(&ti), &addr(2)));
         assert!(is_orphan(Lookup::Found(&ti), &addr(3)), "moved away");
         assert!(is_orphan(Lookup::NotFound, &addr(2)), "its table was dropped");
+        assert!(is_orphan(Lookup::Split, &addr(2)), "it split: its keys are its halves' now");
         assert!(!is_orphan(Lookup::Unknown, &addr(3)), "the master cannot say: nothing is dropped");
     }
 

@@ -240,7 +240,10 @@ pub enum Request {
     DropReplica {
         tablet: TabletId,
     },
-    /// To the master: where tablet `tablet` is.
+    /// To the master: where tablet `tablet` is (`Tablet`). A tablet that split
+    /// answers `Tablets` (where its keys are now); a half of a split that the
+    /// catalog does not list yet fails with `Unavailable` (retryable), not
+    /// `TabletNotFound`, which means the tablet is gone (its table dropped).
     LocateTablet {
         tablet: TabletId,
     },
@@ -447,6 +450,19 @@ pub enum Request {
     SplitReplica {
         tablet: TabletId,
         children: [TabletId; 2],
+        at: Option<Vec<u8>>,
+    },
+    /// To the master: split tablet `tablet` in two at user key `at` (none: at
+    /// its approximate middle by size, as its leader finds it). The master
+    /// records the split (allocating the halves' ids), has the tablet's leader
+    /// split it (`SplitReplica`), then lists the two halves in the table in
+    /// its place, in one catalog write. Answers `Split` once the catalog lists
+    /// them; the parent's replicas are dropped later (the master's tick).
+    /// Idempotent: a tablet that split already answers with its halves.
+    /// Tablets of the catalog's own tables (status tablets, the master) do
+    /// not split.
+    SplitTablet {
+        tablet: TabletId,
         at: Option<Vec<u8>>,
     },
 }
@@ -684,6 +700,16 @@ pub enum Response {
         at: Vec<u8>,
         children: Vec<TabletInfo>,
     },
+    /// Answer to `SplitTablet`: the tablet that split, the user key it split
+    /// at, and its halves (left, right) as the catalog listed them then.
+    Split {
+        parent: TabletId,
+        at: Vec<u8>,
+        children: Vec<TabletInfo>,
+    },
+    /// Answer to `LocateTablet` for a tablet that split (and whose halves the
+    /// catalog lists): the tablets holding its keys now, in key order.
+    Tablets(Vec<TabletInfo>),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]

@@ -986,3 +986,97 @@ fn a_tablet_splits_in_place_and_its_halves_serve() {
         .unwrap_err();
     assert_eq!(e.code, ErrorCode::TabletNotFound, "a key of the other half: {e:?}");
 }
+
+/// Tick `n` until `done` holds (at most `within`).
+fn tick_until(n: &TestNode, within: Duration, what: &str, done: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + within;
+    while !done() {
+        assert!(std::time::Instant::now() < deadline, "{what}: not within {within:?}");
+        n.node.tick();
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_split_requested_through_the_master_lists_the_halves_in_the_catalog_and_they_serve() {
+    use pinax_common::TabletId;
+    use pinax_proto::Response;
+    let n = start(NodeConfig { sync: false, ..NodeConfig::default() });
+    let c = Client::connect(&n.addr).unwrap();
+    let t = c.create_table("ms", Sharding::Range { split_points: Vec::new() }).unwrap();
+    let parent = t.tablets[0].id;
+    let code = |r: Result<Response, pinax_client::ClientError>| r.unwrap_err().code();
+
+    // Refused: an empty tablet has no middle (its leader says so: the split is
+    // cancelled), a key must lie strictly inside, the catalog's tablets stay.
+    assert_eq!(code(c.call(Request::SplitTablet { tablet: parent, at: None })), ErrorCode::InvalidRequest);
+    assert_eq!(code(c.call(Request::SplitTablet { tablet: parent, at: Some(Vec::new()) })), ErrorCode::InvalidRequest);
+    assert_eq!(code(c.call(Request::SplitTablet { tablet: TabletId(1 << 50), at: None })), ErrorCode::TabletNotFound);
+    assert_eq!(c.refresh_table("ms").unwrap().tablets, t.tablets, "nothing changed");
+
+    let key = |i: u32| format!("k{i:03}").into_bytes();
+    c.write("ms", (0..100).map(|i| WriteOp::put(key(i), b"v".to_vec())).collect()).unwrap();
+    let mut txn = c.begin();
+    txn.write("ms", vec![WriteOp::put(key(20), b"txn".to_vec()), WriteOp::put(key(80), b"txn".to_vec())]).unwrap();
+    let txn_id = txn.id();
+    // (Its status tablet exists now: the catalog's own tablets do not split.)
+    assert_eq!(code(c.call(Request::SplitTablet { tablet: TabletId::status_of_node(1), at: None })), ErrorCode::InvalidRequest);
+    let split = || match c.call(Request::SplitTablet { tablet: parent, at: Some(key(50)) }).unwrap() {
+        Response::Split { parent: p, at, children } => {
+            assert_eq!(p, parent);
+            (at, children)
+        }
+        other => panic!("{other:?}"),
+    };
+    let (at, children) = split();
+    assert_eq!(at, key(50));
+    let ids: Vec<TabletId> = children.iter().map(|ti| ti.id).collect();
+    assert!(ids.iter().all(|id| id.0 > parent.0), "fresh ids: {ids:?}");
+    // The catalog lists the halves in the parent's place.
+    let now = c.refresh_table("ms").unwrap();
+    assert_eq!(now.tablets, children);
+    assert_eq!((now.tablets[0].partition.end.clone(), now.tablets[1].partition.start.clone()), (Some(key(50)), key(50)));
+    // Again: the same answer; the parent's location names its halves.
+    assert_eq!(split(), (at.clone(), children.clone()));
+    assert!(matches!(c.call(Request::LocateTablet { tablet: parent }).unwrap(), Response::Tablets(tis) if tis == children));
+
+    // A client that never saw the parent reads every row through the halves.
+    let fresh = Client::connect(&n.addr).unwrap();
+    let all = |c: &Client| c.scan("ms", ScanSpec::default()).unwrap().into_iter().map(|(k, _)| k).collect::<Vec<_>>();
+    assert_eq!(all(&fresh), (0..100).map(key).collect::<Vec<_>>());
+    fresh.write("ms", vec![WriteOp::put(key(10), b"w".to_vec()), WriteOp::put(key(90), b"w".to_vec())]).unwrap();
+
+    // The transaction pending across the split commits. Its record names the
+    // parent; it is marked resolved only once both halves applied its intents.
+    txn.commit().unwrap();
+    let st = n.node.status_tablet(1).unwrap();
+    tick_until(&n, Duration::from_secs(30), "the transaction's record resolved", || !st.unresolved().iter().any(|(id, _)| *id == txn_id));
+    for id in &ids {
+        assert!(!n.node.tablet(*id).unwrap().txns_with_intents().unwrap().contains(&txn_id), "tablet {id:?} still holds the intents");
+    }
+    assert_eq!((fresh.get("ms", &key(20)).unwrap(), fresh.get("ms", &key(80)).unwrap()), (Some(b"txn".to_vec()), Some(b"txn".to_vec())));
+
+    // The master's tick retires the parent: its replica goes, the halves'
+    // rows (shared with it) stay.
+    tick_until(&n, Duration::from_secs(30), "the split parent's replica dropped", || n.node.tablet(parent).is_none());
+    assert!(ids.iter().all(|id| n.node.tablet(*id).is_some()));
+    assert_eq!(all(&fresh), (0..100).map(key).collect::<Vec<_>>());
+    assert_eq!(fresh.get("ms", &key(90)).unwrap(), Some(b"w".to_vec()));
+    assert_eq!(fresh.get("ms", &key(49)).unwrap(), Some(b"v".to_vec()));
+    assert!(matches!(c.call(Request::LocateTablet { tablet: parent }).unwrap(), Response::Tablets(_)), "retired, still looked up");
+    // A half splits in turn.
+    let (_, grandchildren) = match c.call(Request::SplitTablet { tablet: ids[1], at: Some(key(75)) }).unwrap() {
+        Response::Split { at, children, .. } => (at, children),
+        other => panic!("{other:?}"),
+    };
+    let now = fresh.refresh_table("ms").unwrap();
+    assert_eq!(now.tablets.iter().map(|ti| ti.id).collect::<Vec<_>>(), vec![ids[0], grandchildren[0].id, grandchildren[1].id]);
+    assert!(matches!(c.call(Request::LocateTablet { tablet: parent }).unwrap(), Response::Tablets(tis) if tis == now.tablets));
+    assert_eq!(all(&fresh), (0..100).map(key).collect::<Vec<_>>());
+    // Dropping the table takes the halves (and a parent not dropped yet).
+    c.drop_table("ms", false).unwrap();
+    tick_until(&n, Duration::from_secs(10), "the table's replicas dropped", || {
+        [ids[0], ids[1], grandchildren[0].id, grandchildren[1].id].iter().all(|id| n.node.tablet(*id).is_none())
+    });
+    assert_eq!(code(c.call(Request::LocateTablet { tablet: parent })), ErrorCode::TabletNotFound);
+}

@@ -143,7 +143,8 @@ impl<F: EngineFactory> Node<F> {
 
     /// Master, when it begins to lead: every registered node counts as heard from
     /// now (the previous leader knew when they were; a node gone for good is
-    /// found gone a node timeout later, as it would have been).
+    /// found gone a node timeout later, as it would have been). Splits under
+    /// way are resumed by the placement passes (`drive_splits`).
     pub(super) fn take_over_as_master(&self) {
         // The master registers itself (it never sends itself RegisterNode).
         let known = self.catalog().and_then(|c| {
@@ -170,6 +171,14 @@ impl<F: EngineFactory> Node<F> {
         self.directory.write().extend(known);
         self.led_master.store(true, Ordering::SeqCst);
         tracing::info!(node_id = self.cfg.node_id, "leading the master");
+        // Splits an earlier master left under way: the placement pass resumes
+        // them (`master_split.rs`).
+        if let Ok(splits) = self.catalog().and_then(|c| c.splits().map_err(catalog_err)) {
+            let pending = splits.iter().filter(|r| !matches!(r.state, pinax_master::SplitState::Retired { .. })).count();
+            if pending > 0 {
+                tracing::info!(pending, "resuming tablet splits under way");
+            }
+        }
     }
 
     /// Master: the master group's own table exists (placing and moving its

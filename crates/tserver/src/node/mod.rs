@@ -10,6 +10,9 @@
 //!   master's catalog requests and table creation; `ddl`, `sequence`, `status`);
 //! - `master_role.rs`: leading the master group, finding and calling it,
 //!   registration and heartbeats;
+//! - `master_split.rs`: the master's side of tablet splits (`SplitTablet`,
+//!   the tick's driver of the catalog's split records);
+//! - `split.rs`: a replica's side of a split (`SplitReplica`, applying it);
 //! - `sql_lease.rs`: SQL leases, fencing a SQL node cut off from the master
 //!   before DDL goes on without it;
 //! - `placement.rs`: carrying out `pinax_master::placement`'s decisions;
@@ -25,6 +28,7 @@
 
 mod handlers;
 mod master_role;
+mod master_split;
 mod peer_watch;
 mod placement;
 mod resolution;
@@ -221,6 +225,8 @@ pub struct Node<F: EngineFactory> {
     engines: Mutex<HashMap<TabletId, std::sync::Weak<F::Engine>>>,
     /// Halves of splits applied here, to open (`split.rs`).
     split_halves: Arc<Mutex<Vec<ReplicaRecord>>>,
+    /// Master: the splits a thread drives now (`master_split.rs`).
+    splits_in_flight: master_split::SplitsInFlight,
     /// Replicas whose Raft group stopped, and when each is opened again (`revival.rs`).
     revivals: Mutex<revival::Revivals>,
     /// When the groups were last looked at for stopped ones (`revival.rs`).
@@ -350,6 +356,7 @@ impl<F: EngineFactory> Node<F> {
             replica_checks: Mutex::new(()),
             engines: Mutex::new(HashMap::new()),
             split_halves: Arc::default(),
+            splits_in_flight: Default::default(),
             revivals: Mutex::new(revival::Revivals::default()),
             last_revival_scan: Mutex::new(Instant::now()),
             peers_down: Mutex::new(peer_watch::PeersDown::default()),
@@ -496,6 +503,7 @@ impl<F: EngineFactory> Node<F> {
                     tracing::warn!(error = %e, "could not record the master group's table");
                 }
                 self.re_replicate();
+                self.drive_splits();
                 self.drop_stale_fences();
             }
             self.drop_orphan_replicas();

@@ -53,8 +53,14 @@ impl<F: EngineFactory> Node<F> {
         };
         let rules = placement::Rules { replication_factor: self.cfg.replication_factor, node_timeout: self.cfg.node_timeout };
         let mut pass = placement::Pass::new(&tables, &heard, now, rules);
+        // A splitting tablet's halves start from its group's members: none moves
+        // until the catalog lists the halves (then theirs may).
+        let splitting = self.splitting_tablets();
         while let Some(m) = pass.next_move() {
             let (id, from, to) = (m.tablet.id.0, m.from.as_ref().map(|f| f.0), m.to.0);
+            if splitting.contains(&m.tablet.id) {
+                continue;
+            }
             match self.move_replica(&m) {
                 Ok(()) => {
                     pass.moved(&m);
@@ -65,6 +71,7 @@ impl<F: EngineFactory> Node<F> {
         }
         match pass.balance() {
             Balance::Wait => {}
+            Balance::MoveReplica(m) if splitting.contains(&m.tablet.id) => {}
             Balance::MoveReplica(m) => {
                 let (id, from, to) = (m.tablet.id.0, m.from.as_ref().map_or(0, |f| f.0), m.to.0);
                 match self.move_replica(&m) {
@@ -94,7 +101,8 @@ impl<F: EngineFactory> Node<F> {
     }
 
     /// Drop this node's replicas that were moved away or whose table was dropped
-    /// while it was down (nobody could tell it then): those without a leader for
+    /// while it was down (nobody could tell it then), or whose tablet split
+    /// (the master dropped the other replicas): those without a leader for
     /// the node timeout ([`placement::Leaderless`]) that the catalog does not
     /// place here ([`placement::is_orphan`]) and, for a tablet that still exists,
     /// whose group's leader does not count this node a member
@@ -108,6 +116,7 @@ impl<F: EngineFactory> Node<F> {
             let answer = self.call_master(Request::LocateTablet { tablet: id });
             let lookup = match &answer {
                 Ok(Response::Tablet(ti)) => Lookup::Found(ti),
+                Ok(Response::Tablets(_)) => Lookup::Split,
                 Err(e) if e.code == ErrorCode::TabletNotFound => Lookup::NotFound,
                 _ => Lookup::Unknown, // the master cannot say now: decide nothing
             };

@@ -1,9 +1,12 @@
 //! Resolving decided transactions' intents: the applier thread (commits), the
 //! background work of status tablets led here (expiry, unresolved records, GC),
 //! the periodic sweep of intents, and resolving on other nodes' leaders
-//! (`ResolveTxn`).
+//! (`ResolveTxn`). A participant that split is resolved on its halves (the
+//! records keep naming it): where it split here from its split record,
+//! elsewhere from the master's `LocateTablet` answer.
 
-use super::{tablet_err, Node, Resolution};
+use super::status_routing::Location;
+use super::{err, tablet_err, Node, Resolution};
 use crate::factory::EngineFactory;
 use pinax_common::{ErrorCode, HybridTime, TabletId, TxnId};
 use pinax_mvcc::TxnStatus;
@@ -17,10 +20,20 @@ const APPLIER_GRACE: Duration = Duration::from_secs(10);
 
 impl<F: EngineFactory> Node<F> {
     /// Resolve `txn`'s intents on tablet `id` held by another node: ask its leader,
-    /// following NotLeader answers (a few hops).
+    /// following NotLeader answers (a few hops). A tablet that split (the
+    /// master lists its halves) resolves on the tablets holding its keys now:
+    /// its intents were copied to its halves when it split, and its
+    /// transactions' records name the parent. Done only once all of them are.
     fn resolve_remote(&self, id: TabletId, txn: TxnId, commit_ht: Option<HybridTime>) -> Result<(), RpcError> {
-        let ti = match self.locate(id) {
-            Ok(ti) => ti,
+        let ti = match self.locate_or_split(id) {
+            Ok(Location::Tablet(ti)) => ti,
+            Ok(Location::Split(now)) => {
+                let halves: Vec<TabletId> = now.iter().map(|ti| ti.id).filter(|h| *h != id).collect();
+                if self.resolve_local(txn, commit_ht, &halves) {
+                    return Ok(());
+                }
+                return Err(err(ErrorCode::Unavailable, format!("tablet {} split: not every tablet holding its keys resolved {txn}", id.0)));
+            }
             Err(e) if e.code == ErrorCode::TabletNotFound => return Ok(()), // dropped table
             Err(e) => return Err(e),
         };
@@ -31,6 +44,11 @@ impl<F: EngineFactory> Node<F> {
         };
         match self.call_leader(&ti, None, || Request::ResolveTxn { tablet: id, txn, commit_ht }, gone) {
             Err(_) if dropped.get() => Ok(()), // dropped table: nothing left to resolve
+            Err(e) if e.code == ErrorCode::TabletSplit => {
+                // Split since it was located: asked again once the master lists its halves.
+                self.locations.lock().remove(&id);
+                Err(e)
+            }
             res => res.map(|_| ()),
         }
     }
@@ -55,10 +73,15 @@ impl<F: EngineFactory> Node<F> {
     }
 
     /// Apply (`commit_ht = Some`) or remove the intents of `txn` on the local
-    /// participants. True when every participant is done.
+    /// participants. True when every participant is done. A participant
+    /// that split here resolves on its halves (here or on other nodes).
     pub(super) fn resolve_local(&self, txn: TxnId, commit_ht: Option<HybridTime>, participants: &[TabletId]) -> bool {
         let mut all = true;
         for p in participants {
+            if let Some(split) = self.tablet(*p).and_then(|t| t.split_record().cloned()) {
+                all &= self.resolve_local(txn, commit_ht, &[split.left, split.right]);
+                continue;
+            }
             let local = self.tablet(*p).filter(|t| t.is_leader());
             let Some(t) = local else {
                 // Another node leads it (or its table was dropped).
@@ -151,7 +174,9 @@ impl<F: EngineFactory> Node<F> {
             // their groups). Not `is_leader` alone: it would wait seconds for each
             // replica whose group has no leader, stalling the node's background loop.
             let txns = t.txns_maybe_with_intents();
-            if txns.is_empty() || !t.leads_now() || !t.is_leader() {
+            // (A tablet that split keeps its intents' old copies: its halves
+            // hold and resolve them.)
+            if txns.is_empty() || t.split_record().is_some() || !t.leads_now() || !t.is_leader() {
                 continue;
             }
             for txn in txns {

@@ -40,9 +40,14 @@ macro_rules! master_request {
 }
 
 fn is_master_request(req: &Request) -> bool {
-    // (DDL locks: first at the origin's node, which keeps track of them.)
-    matches!(req, master_request!() | Request::LockDdl { .. } | Request::UnlockDdl { .. })
+    // (DDL locks: first at the origin's node, which keeps track of them;
+    // splits: awaited longer.)
+    matches!(req, master_request!() | Request::LockDdl { .. } | Request::UnlockDdl { .. } | Request::SplitTablet { .. })
 }
+
+/// How long a node waits for the master's answer to `SplitTablet` (the
+/// parent's leader flushes and replicates the split first).
+const SPLIT_TABLET_ANSWER: Duration = Duration::from_secs(60);
 
 impl<F: EngineFactory> Node<F> {
     /// [`Node::handle`] without counting the request (parts of one request):
@@ -55,6 +60,7 @@ impl<F: EngineFactory> Node<F> {
             // Here when this node leads the master (a leader change may cut in:
             // then at the new leader), else at the master's leader.
             req @ (master_request!()) => self.at_master(req),
+            req @ Request::SplitTablet { .. } => self.at_master_answering(req, Some(SPLIT_TABLET_ANSWER)),
             Request::ApplyDdl { upto } => self.apply_ddl(upto),
             Request::LockDdl { lock } => self.lock_ddl(lock),
             Request::UnlockDdl { lock } => self.unlock_ddl(lock),

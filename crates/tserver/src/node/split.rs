@@ -16,9 +16,10 @@
 //! runtime cannot start another group's): by the leader's handler, and on
 //! followers by the node's tick.
 //!
-//! Not here yet (see docs/plans/tablet-splitting.md): the master's swap of
-//! the parent for its halves in the catalog, clients following a split, and
-//! dropping the parent's replicas.
+//! The master asks for the split and, once it is applied, swaps the parent
+//! for its halves in the catalog and drops the parent's replicas
+//! (`master_split.rs`). Not here yet (see docs/plans/tablet-splitting.md):
+//! clients following a split.
 
 use crate::factory::{CfEntry, EngineFactory};
 use crate::node::{catalog_err, err, tablet_engine_name, tablet_err, Node};

@@ -14,6 +14,14 @@ use pinax_tablet::StatusTablet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// Where a tablet is, as the master says ([`Node::locate_or_split`]).
+pub(super) enum Location {
+    /// The tablet, listed in its table.
+    Tablet(TabletInfo),
+    /// It split: the tablets holding its keys now, in key order.
+    Split(Vec<TabletInfo>),
+}
+
 /// Decided remote outcomes kept at most (the cache is cleared when full).
 const REMOTE_OUTCOMES_MAX: usize = 100_000;
 
@@ -146,16 +154,27 @@ impl<F: EngineFactory> Node<F> {
         }
     }
 
-    /// Where tablet `id` is (cached; from the master).
+    /// Where tablet `id` is (cached; from the master). A tablet that split
+    /// fails with `TabletSplit` ([`Node::locate_or_split`] says where its keys are).
     pub(super) fn locate(&self, id: TabletId) -> Result<TabletInfo, RpcError> {
+        match self.locate_or_split(id)? {
+            Location::Tablet(ti) => Ok(ti),
+            Location::Split(_) => Err(err(ErrorCode::TabletSplit, format!("tablet {} split", id.0))),
+        }
+    }
+
+    /// Where tablet `id` is (cached; from the master), or, if it split, the
+    /// tablets holding its keys now (not cached: they may split again).
+    pub(super) fn locate_or_split(&self, id: TabletId) -> Result<Location, RpcError> {
         if let Some(ti) = self.locations.lock().get(&id) {
-            return Ok(ti.clone());
+            return Ok(Location::Tablet(ti.clone()));
         }
         match self.call_master(Request::LocateTablet { tablet: id })? {
             Response::Tablet(ti) => {
                 self.locations.lock().insert(id, ti.clone());
-                Ok(ti)
+                Ok(Location::Tablet(ti))
             }
+            Response::Tablets(now) => Ok(Location::Split(now)),
             other => Err(err(ErrorCode::Internal, format!("unexpected answer to LocateTablet: {other:?}"))),
         }
     }

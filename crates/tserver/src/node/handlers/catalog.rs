@@ -1,5 +1,6 @@
 //! The master's catalog requests (`CreateTable`, `DropTable`, `GetTable`,
-//! `AddTableName`, `RegisterNode`, `EnsureStatusTablet`, `LocateTablet`, ...;
+//! `AddTableName`, `RegisterNode`, `EnsureStatusTablet`, `LocateTablet`,
+//! `SplitTablet` (in `master_split.rs`), ...;
 //! served only while this node leads the master group) and creating a table:
 //! planned by the catalog, placed by `pinax_master::placement`, its replicas
 //! created on the nodes, then committed.
@@ -8,7 +9,7 @@ use crate::factory::EngineFactory;
 use crate::node::{catalog_err, err, Node};
 use pinax_common::{ErrorCode, TabletId};
 use pinax_master::placement;
-use pinax_master::{status_table_name, CatalogError, Dropped};
+use pinax_master::{status_table_name, CatalogError, Dropped, Located};
 use pinax_proto::{Request, Response, RpcError, Sharding, TableInfo};
 
 /// A table to create and place.
@@ -43,6 +44,7 @@ impl<F: EngineFactory> Node<F> {
             Request::RegisterNode { node_id, addr, leading } => self.register_node(node_id, addr, leading),
             Request::EnsureStatusTablet { node } => self.ensure_status_tablet(node),
             Request::LocateTablet { tablet } => self.locate_tablet(tablet),
+            Request::SplitTablet { tablet, at } => self.split_tablet(tablet, at),
             other => Err(err(ErrorCode::InvalidRequest, format!("not a catalog request: {other:?}"))),
         }
     }
@@ -148,8 +150,10 @@ impl<F: EngineFactory> Node<F> {
 
     fn drop_table(&self, name: &str, if_exists: bool) -> Result<Response, RpcError> {
         match self.catalog()?.drop_table(name) {
-            Ok(Dropped::Table(t)) => {
+            Ok(Dropped::Table(t, split_leftovers)) => {
                 self.destroy_tablets(&t);
+                let leftovers: Vec<(String, TabletId)> = split_leftovers.into_iter().flat_map(|(id, rs)| rs.into_iter().map(move |a| (a, id))).collect();
+                self.drop_replicas(&leftovers);
                 Ok(Response::Dropped)
             }
             Ok(Dropped::Name) => Ok(Response::Dropped),
@@ -158,14 +162,16 @@ impl<F: EngineFactory> Node<F> {
         }
     }
 
-    /// Master: `LocateTablet`.
+    /// Master: `LocateTablet` (see its docs for tablets that split).
     fn locate_tablet(&self, id: TabletId) -> Result<Response, RpcError> {
-        for t in self.catalog()?.tables().map_err(catalog_err)? {
-            if let Some(ti) = t.tablets.into_iter().find(|ti| ti.id == id) {
-                return Ok(Response::Tablet(ti));
+        match self.catalog()?.locate(id).map_err(catalog_err)? {
+            Located::Tablet(ti) => Ok(Response::Tablet(ti)),
+            Located::Split(now) => Ok(Response::Tablets(now)),
+            Located::Pending(parent) => {
+                Err(err(ErrorCode::Unavailable, format!("tablet {} is a half of tablet {}, which is splitting: not in the catalog yet", id.0, parent.0)))
             }
+            Located::NotFound => Err(err(ErrorCode::TabletNotFound, format!("tablet {} does not exist", id.0))),
         }
-        Err(err(ErrorCode::TabletNotFound, format!("tablet {} does not exist", id.0)))
     }
 
     /// Master: `EnsureStatusTablet`.
