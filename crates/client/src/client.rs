@@ -418,6 +418,12 @@ impl Client {
                                 addr = self.leader_of(&ti);
                                 continue;
                             }
+                            // It split, and its replicas are gone: the caller goes
+                            // where its keys are now, as for a tablet answering so.
+                            Ok(Response::Tablets(_)) => {
+                                let e = RpcError::new(ErrorCode::TabletSplit, format!("tablet {} split", ti.id.0));
+                                return (Err(e.into()), req);
+                            }
                             _ => return (res, req),
                         }
                     }
@@ -486,7 +492,7 @@ impl Client {
     }
 
     /// Run `f` with the table's locations, refreshing them and retrying when a
-    /// tablet is not where the cache says: at once `max_location_retries` times,
+    /// tablet is not where the cache says (moved, or split): at once `max_location_retries` times,
     /// then with a pause, until `leader_wait` has passed. (A replica moving while
     /// a node fails leaves the catalog behind the replicas for a moment: refreshing
     /// three times in a row failed statements with "not served by this node". A
@@ -498,7 +504,12 @@ impl Client {
         let mut pause = Duration::from_millis(20);
         loop {
             match f(&t) {
-                Err(e) if e.code() == ErrorCode::TabletNotFound && (tries < self.inner.opts.max_location_retries || Instant::now() < deadline) => {
+                // (A tablet that split answers TabletSplit until the catalog lists its
+                // halves, then, once dropped, TabletNotFound: both end in fresh locations.)
+                Err(e)
+                    if matches!(e.code(), ErrorCode::TabletNotFound | ErrorCode::TabletSplit)
+                        && (tries < self.inner.opts.max_location_retries || Instant::now() < deadline) =>
+                {
                     if tries >= self.inner.opts.max_location_retries {
                         std::thread::sleep(pause);
                         pause = (pause * 2).min(Duration::from_millis(200));
@@ -540,14 +551,24 @@ impl Client {
             // One id for every send of this write: a replica that applied it
             // answers a resend without applying it again.
             let request = new_request_id();
-            return self.with_locations(table, |t| {
+            // The tablet split since: its halves may hold the keys apart, then
+            // the write is a transaction after all (nothing was written).
+            let mut spans = false;
+            let fast = self.with_locations(table, |t| {
                 let idx = t.tablet_index_for(&ops[0].key);
+                if ops.iter().any(|op| t.tablet_index_for(&op.key) != idx) {
+                    spans = true;
+                    return Err(RpcError::new(ErrorCode::InvalidRequest, "the write's keys are on several tablets now").into());
+                }
                 let ti = &t.tablets[idx];
                 match self.call_tablet(ti, Request::Write { tablet: ti.id, ops: ops.to_vec(), read_ht, txn: None, request })? {
                     Response::Written { ht } => Ok(ht),
                     r => Err(unexpected(r)),
                 }
             });
+            if !spans {
+                return fast;
+            }
         }
         let mut txn = self.begin();
         if let Some(ht) = read_ht {
@@ -657,44 +678,64 @@ impl Client {
     }
 
     /// The scan behind [`Client::scan_at`]: each tablet's result pages go to `f`.
+    /// A tablet that split (or moved) under the scan is looked up again and the
+    /// scan goes on from where it stood, on the tablets holding those keys now, at
+    /// the same read time.
     fn scan_each(&self, table: &str, spec: ScanSpec, mut at: ReadPoint, mut f: impl FnMut(ScanResult)) -> Result<HybridTime> {
-        let t = self.table(table)?;
-        let first = t.tablet_index_for(&spec.start);
-        let last = match &spec.end {
-            Some(e) if e.as_slice() <= spec.start.as_slice() => return Ok(at.read_ht),
-            Some(e) => {
-                // the tablet holding the largest key below `e`
-                let i = t.tablet_index_for(e);
-                if t.tablets[i].partition.start.as_slice() == e.as_slice() && i > 0 {
-                    i - 1
-                } else {
-                    i
-                }
-            }
-            None => t.tablets.len() - 1,
-        };
-        // A forward point read needs only the tablet holding its row.
-        let last = if spec.point && !spec.reverse { first } else { last };
-        let order: Vec<usize> = if spec.reverse { (first..=last).rev().collect() } else { (first..=last).collect() };
-        let mut found = 0usize;
+        if spec.end.as_ref().is_some_and(|e| e.as_slice() <= spec.start.as_slice()) {
+            return Ok(at.read_ht);
+        }
+        let mut t = self.table(table)?;
+        // Where the scan stands: `s.start` (forward) or `s.end` (reverse) moves on
+        // with each page and each tablet done.
+        let mut s = spec.clone();
         let interrupted = self.inner.opts.interrupted;
+        if interrupted.is_some() && s.max_examined == 0 {
+            s.max_examined = SCAN_REQUEST_KEYS;
+        }
+        let mut found = 0usize;
         let mut first = true;
-        for idx in order {
-            let ti = &t.tablets[idx];
-            let mut s = spec.clone();
-            if interrupted.is_some() && s.max_examined == 0 {
-                s.max_examined = SCAN_REQUEST_KEYS;
-            }
-            loop {
+        let (mut relocated, deadline) = (0u32, Instant::now() + self.inner.opts.leader_wait);
+        loop {
+            // The tablet holding the next key the scan reads (reverse: the largest
+            // key below its end).
+            let idx = match (&s.end, spec.reverse) {
+                (_, false) => t.tablet_index_for(&s.start),
+                (Some(e), true) => {
+                    let i = t.tablet_index_for(e);
+                    if t.tablets[i].partition.start.as_slice() == e.as_slice() && i > 0 {
+                        i - 1
+                    } else {
+                        i
+                    }
+                }
+                (None, true) => t.tablets.len() - 1,
+            };
+            let ti = t.tablets[idx].clone();
+            let finished = loop {
                 if !std::mem::take(&mut first) && interrupted.is_some_and(|stop| stop()) {
                     return Err(ClientError::Interrupted);
                 }
                 if spec.limit > 0 {
                     s.limit = spec.limit - found;
                 }
-                let (result, read_ht) = match self.call_tablet(ti, Request::Scan { tablet: ti.id, spec: s.clone(), at })? {
-                    Response::Rows { result, read_ht } => (result, read_ht),
-                    r => return Err(unexpected(r)),
+                let (result, read_ht) = match self.call_tablet(&ti, Request::Scan { tablet: ti.id, spec: s.clone(), at }) {
+                    Ok(Response::Rows { result, read_ht }) => (result, read_ht),
+                    Ok(r) => return Err(unexpected(r)),
+                    Err(e)
+                        if matches!(e.code(), ErrorCode::TabletSplit | ErrorCode::TabletNotFound)
+                            && (relocated < self.inner.opts.max_location_retries || Instant::now() < deadline) =>
+                    {
+                        // Split (or moved) since the locations were cached: the same
+                        // position, on fresh locations (a dropped table ends there).
+                        if relocated >= self.inner.opts.max_location_retries {
+                            std::thread::sleep(Duration::from_millis(20));
+                        }
+                        relocated += 1;
+                        t = self.refresh_table(table)?;
+                        break false;
+                    }
+                    Err(e) => return Err(e),
                 };
                 at.read_ht = read_ht; // every later tablet reads at the same time
                 found += result.count as usize;
@@ -707,11 +748,49 @@ impl Client {
                 match resume {
                     Some(r) if spec.reverse => s.end = Some(r),
                     Some(r) => s.start = r,
-                    None => break,
+                    None => break true,
+                }
+            };
+            if !finished {
+                continue;
+            }
+            // The next tablet, if the scan's range goes on past this one. (A forward
+            // point read needs only the tablet holding its row.)
+            if spec.reverse {
+                let start = &ti.partition.start;
+                if start.is_empty() || start.as_slice() <= spec.start.as_slice() {
+                    return Ok(at.read_ht);
+                }
+                s.end = Some(start.clone());
+            } else {
+                match &ti.partition.end {
+                    Some(end) if !spec.point && spec.end.as_ref().is_none_or(|e| end.as_slice() < e.as_slice()) => s.start = end.clone(),
+                    _ => return Ok(at.read_ht),
                 }
             }
         }
-        Ok(at.read_ht)
+    }
+
+    /// The tablets holding the keys of tablet `id`, which answered that it split
+    /// (`TabletSplit`): where `LocateTablet` says they went. Until the master has
+    /// swapped the tablet for its halves (a moment after the split) it still
+    /// names the tablet itself: asked again, for up to `leader_wait`.
+    pub fn covering(&self, id: TabletId) -> Result<Vec<TabletInfo>> {
+        let deadline = Instant::now() + self.inner.opts.leader_wait;
+        let mut pause = Duration::from_millis(10);
+        loop {
+            match self.call(Request::LocateTablet { tablet: id })? {
+                Response::Tablets(tis) => return Ok(tis),
+                Response::Tablet(_) if Instant::now() < deadline => {
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_millis(100));
+                }
+                Response::Tablet(_) => {
+                    return Err(RpcError::new(ErrorCode::TabletSplit, format!("tablet {} split; its halves are not listed yet", id.0)).into())
+                }
+                r => return Err(unexpected(r)),
+            }
+        }
     }
 
     /// Wait up to `timeout_ms` for transaction `txn` to end (commit, abort or

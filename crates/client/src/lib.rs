@@ -12,7 +12,13 @@
 //! ([`pinax_proto::TableInfo::tablet_index_for`]). An autocommit write that touches one
 //! tablet takes the fast path (one RPC, no intents); one that touches several runs as
 //! a transaction. On `TabletNotFound` the table's locations are refreshed and the
-//! request retried a bounded number of times.
+//! request retried a bounded number of times. A tablet that split answers
+//! `TabletSplit` (its replicas, once dropped, `TabletNotFound`, which the client
+//! turns into `TabletSplit` when the master says the tablet split): reads and
+//! autocommit writes refresh the locations and retry, a scan goes on from where
+//! it stood on the tablets holding those keys now, and a transaction's writes,
+//! delete-all and savepoint rollback go to the halves ([`Client::covering`]); no
+//! error reaches the caller.
 //!
 //! Depends only on `pinax-proto` and `pinax-common`. Start at [`Client::connect`].
 

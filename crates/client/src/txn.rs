@@ -2,8 +2,8 @@
 
 use crate::client::Client;
 use crate::error::{ClientError, Result};
-use pinax_common::{HybridTime, TabletId, TxnId};
-use pinax_proto::{LiveWrite, ReadPoint, Request, Response, ScanSpec, WriteOp};
+use pinax_common::{ErrorCode, HybridTime, TabletId, TxnId};
+use pinax_proto::{LiveWrite, ReadPoint, Request, Response, ScanSpec, TabletInfo, WriteOp};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum State {
@@ -99,14 +99,26 @@ impl Txn {
             return Ok(());
         }
         let info = self.client.table(table)?;
-        let groups = Client::group_by_tablet(&info, ops);
-        for (idx, ops) in groups {
-            let ti = &info.tablets[idx];
+        let mut queue: std::collections::VecDeque<(TabletInfo, Vec<WriteOp>)> =
+            Client::group_by_tablet(&info, ops).into_iter().map(|(idx, ops)| (info.tablets[idx].clone(), ops)).collect();
+        while let Some((ti, ops)) = queue.pop_front() {
             let req =
                 Request::Write { tablet: ti.id, ops, read_ht: Some(self.read_ht), txn: Some((self.id, self.seq)), request: crate::client::new_request_id() };
-            match self.send(ti, req, on_blocked)? {
-                Response::Written { .. } => {}
-                r => return Err(ClientError::Protocol(format!("unexpected response {r:?}"))),
+            match self.send_or_back(&ti, req, on_blocked) {
+                Ok(Response::Written { .. }) => {}
+                Ok(r) => return Err(ClientError::Protocol(format!("unexpected response {r:?}"))),
+                Err((e, Some(Request::Write { ops, .. }))) if e.code() == ErrorCode::TabletSplit => {
+                    // Split since the locations were cached: the ops go to the tablets
+                    // holding their keys now, next, in key order.
+                    let _ = self.client.refresh_table(table);
+                    for sub in self.client.covering(ti.id)?.into_iter().rev() {
+                        let mine: Vec<WriteOp> = ops.iter().filter(|op| sub.partition.contains(&op.key)).cloned().collect();
+                        if !mine.is_empty() {
+                            queue.push_front((sub, mine));
+                        }
+                    }
+                }
+                Err((e, _)) => return Err(e),
             }
         }
         self.seq += 1;
@@ -122,11 +134,21 @@ impl Txn {
     pub fn write_if_live(&mut self, table: &str, op: WriteOp, on_blocked: &mut dyn FnMut(&Client, TxnId) -> Result<bool>) -> Result<LiveWrite> {
         self.check_open()?;
         let info = self.client.table(table)?;
-        let ti = &info.tablets[info.tablet_index_for(&op.key)];
-        let req = Request::WriteIntentIfLive { tablet: ti.id, op, txn: self.id, seq: self.seq, request: crate::client::new_request_id() };
-        let outcome = match self.send(ti, req, on_blocked)? {
-            Response::WrittenIfLive { outcome, .. } => outcome,
-            r => return Err(ClientError::Protocol(format!("unexpected response {r:?}"))),
+        let mut ti = info.tablets[info.tablet_index_for(&op.key)].clone();
+        let mut req = Request::WriteIntentIfLive { tablet: ti.id, op, txn: self.id, seq: self.seq, request: crate::client::new_request_id() };
+        let outcome = loop {
+            match self.send_or_back(&ti, req, on_blocked) {
+                Ok(Response::WrittenIfLive { outcome, .. }) => break outcome,
+                Ok(r) => return Err(ClientError::Protocol(format!("unexpected response {r:?}"))),
+                Err((e, Some(Request::WriteIntentIfLive { op, txn, seq, request, .. }))) if e.code() == ErrorCode::TabletSplit => {
+                    // Split since the locations were cached: to the half holding the row.
+                    let _ = self.client.refresh_table(table);
+                    let Some(sub) = self.client.covering(ti.id)?.into_iter().find(|t| t.partition.contains(&op.key)) else { return Err(e) };
+                    ti = sub;
+                    req = Request::WriteIntentIfLive { tablet: ti.id, op, txn, seq, request };
+                }
+                Err((e, _)) => return Err(e),
+            }
         };
         self.seq += 1;
         Ok(outcome)
@@ -142,11 +164,20 @@ impl Txn {
         self.check_open()?;
         let info = self.client.table(table)?;
         let mut count = 0;
-        for ti in &info.tablets {
+        let mut queue: std::collections::VecDeque<TabletInfo> = info.tablets.iter().cloned().collect();
+        while let Some(ti) = queue.pop_front() {
             let req = Request::DeleteAll { tablet: ti.id, txn: self.id, seq: self.seq, read_ht: self.read_ht };
-            match self.send(ti, req, on_blocked)? {
-                Response::DeletedAll { count: n } => count += n,
-                r => return Err(ClientError::Protocol(format!("unexpected response {r:?}"))),
+            match self.send_or_back(&ti, req, on_blocked) {
+                Ok(Response::DeletedAll { count: n }) => count += n,
+                Ok(r) => return Err(ClientError::Protocol(format!("unexpected response {r:?}"))),
+                Err((e, _)) if e.code() == ErrorCode::TabletSplit => {
+                    // Split since the locations were cached: its halves instead.
+                    let _ = self.client.refresh_table(table);
+                    for sub in self.client.covering(ti.id)?.into_iter().rev() {
+                        queue.push_front(sub);
+                    }
+                }
+                Err((e, _)) => return Err(e),
             }
         }
         self.seq += 1;
@@ -157,7 +188,14 @@ impl Txn {
     /// a participant, the status record is created first if it is not yet (with
     /// the write when the status node leads the tablet), and a conflict with
     /// another transaction's pending intent calls `on_blocked`. Returns the write's answer.
-    fn send(&mut self, ti: &pinax_proto::TabletInfo, mut req: Request, on_blocked: &mut dyn FnMut(&Client, TxnId) -> Result<bool>) -> Result<Response> {
+    // (The request comes back only on errors, rare; boxing it would cost every caller a match on a box.)
+    #[allow(clippy::result_large_err)]
+    fn send_or_back(
+        &mut self,
+        ti: &pinax_proto::TabletInfo,
+        mut req: Request,
+        on_blocked: &mut dyn FnMut(&Client, TxnId) -> Result<bool>,
+    ) -> std::result::Result<Response, (ClientError, Option<Request>)> {
         match self.participants.iter().position(|p| *p == ti.id) {
             Some(i) => self.participant_writes[i].1 = self.participant_writes[i].1.max(self.seq),
             None => {
@@ -169,12 +207,12 @@ impl Txn {
             // The status record must exist before the first intent. When the
             // status node leads this tablet too, one request does both.
             if matches!(req, Request::Write { .. } | Request::WriteIntentIfLive { .. }) && self.client.leader_of(ti) == self.status_addr {
-                match self.create_and_write(req)? {
+                match self.create_and_write(req).map_err(|e| (e, None))? {
                     Ok(r) => return Ok(r),
                     Err(back) => req = back,
                 }
-            } else {
-                self.create()?;
+            } else if let Err(e) = self.create() {
+                return Err((e, Some(req)));
             }
         }
         loop {
@@ -182,8 +220,12 @@ impl Txn {
             match res {
                 Ok(r) => return Ok(r),
                 Err(e) => match e.blocker() {
-                    Some(b) if b != self.id && on_blocked(&self.client, b)? => req = back,
-                    _ => return Err(e),
+                    Some(b) if b != self.id => match on_blocked(&self.client, b) {
+                        Ok(true) => req = back,
+                        Ok(false) => return Err((e, Some(back))),
+                        Err(e) => return Err((e, Some(back))),
+                    },
+                    _ => return Err((e, Some(back))),
                 },
             }
         }
@@ -228,16 +270,21 @@ impl Txn {
     /// between the two (the caller must not commit it without retrying this).
     pub fn rollback_to(&mut self, from_seq: u32) -> Result<()> {
         self.check_open()?;
-        for (tablet, (ti, max_seq)) in self.participants.iter().zip(self.participant_writes.iter_mut()) {
+        for (ti, max_seq) in self.participant_writes.iter_mut() {
             if *max_seq < from_seq {
                 continue; // nothing written there since
             }
-            match self.client.call_tablet(ti, Request::RollbackTxn { tablet: *tablet, txn: self.id, from_seq }) {
-                Ok(Response::Done) => {}
-                // A dropped table's tablet: nothing left to roll back.
-                Err(ClientError::Rpc(e)) if e.code == pinax_common::ErrorCode::TabletNotFound => {}
-                Ok(r) => return Err(ClientError::Protocol(format!("unexpected response {r:?}"))),
-                Err(e) => return Err(e),
+            let mut queue = vec![ti.clone()];
+            while let Some(ti) = queue.pop() {
+                match self.client.call_tablet(&ti, Request::RollbackTxn { tablet: ti.id, txn: self.id, from_seq }) {
+                    Ok(Response::Done) => {}
+                    // A dropped table's tablet: nothing left to roll back.
+                    Err(ClientError::Rpc(e)) if e.code == ErrorCode::TabletNotFound => {}
+                    // It split: its intents went to its halves, which roll them back.
+                    Err(ClientError::Rpc(e)) if e.code == ErrorCode::TabletSplit => queue.extend(self.client.covering(ti.id)?),
+                    Ok(r) => return Err(ClientError::Protocol(format!("unexpected response {r:?}"))),
+                    Err(e) => return Err(e),
+                }
             }
             *max_seq = from_seq.saturating_sub(1);
         }

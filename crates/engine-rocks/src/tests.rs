@@ -578,6 +578,15 @@ fn the_approximate_middle_key_halves_an_engines_rows() {
     put(&one[0], Cf::Regular, b"only", &value(), false);
     store2.flush().unwrap();
     assert_eq!(one[0].approximate_middle_key(), None, "one key cannot be split");
+    // Too little for the files' estimates (less than a block), flushed or not:
+    // the rows are read.
+    let (_d, store3, small) = store_with(&[11]);
+    for i in 0..10 {
+        put(&small[0], Cf::Regular, &key(i), b"v", false);
+    }
+    assert_eq!(small[0].approximate_middle_key(), Some(key(5)), "unflushed");
+    store3.flush().unwrap();
+    assert_eq!(small[0].approximate_middle_key(), Some(key(5)), "flushed");
 }
 
 fn store_with(ids: &[u64]) -> (tempfile::TempDir, RocksStore, Vec<RocksEngine>) {

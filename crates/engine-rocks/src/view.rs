@@ -322,6 +322,10 @@ impl RocksEngine {
     }
 }
 
+/// The most data [`KvEngine::approximate_middle_key`] reads when the files
+/// cannot tell the middle.
+const SCANNED_MIDDLE_LIMIT: usize = 16 << 20;
+
 impl KvEngine for RocksEngine {
     type Snapshot<'a> = RocksSnapshot<'a>;
     type Batch = RocksBatch;
@@ -467,7 +471,9 @@ impl KvEngine for RocksEngine {
         let size = |a: &[u8], b: &[u8]| self.db().get_approximate_sizes_cf(self.cf(CF), &[rocksdb::Range::new(a, b)]).first().copied().unwrap_or(0);
         let total = size(&lower, &end);
         if total == 0 {
-            return None;
+            // Too little in the files to estimate (less than a block, or not
+            // flushed): small enough to read.
+            return pinax_engine::scan_middle_key(self, SCANNED_MIDDLE_LIMIT);
         }
         // Keys as numbers: the 8 bytes after the interval's common prefix.
         let common = lower.iter().zip(&end).take_while(|(a, b)| a == b).count();

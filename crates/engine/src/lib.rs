@@ -200,6 +200,34 @@ pub enum WritePressure {
     NoSpace(String),
 }
 
+/// The key of [`Cf::Regular`] (as stored) where the engine's data is halved by
+/// size, found by reading every key: `None` with no key after the first, or
+/// when the data holds more than `limit` bytes (too much to read for this).
+pub fn scan_middle_key<E: KvEngine + ?Sized>(engine: &E, limit: usize) -> Option<Vec<u8>> {
+    let snap = engine.snapshot();
+    let mut it = snap.iter(Cf::Regular, IterOptions::default());
+    let mut total = 0usize;
+    it.seek_to_first();
+    while it.valid().ok()? {
+        total += it.key().len() + it.value().len();
+        if total > limit {
+            return None;
+        }
+        it.next();
+    }
+    let mut below = 0usize;
+    it.seek_to_first();
+    let first = it.valid().ok()?.then(|| it.key().to_vec())?;
+    while it.valid().ok()? {
+        if below * 2 >= total && it.key() > first.as_slice() {
+            return Some(it.key().to_vec());
+        }
+        below += it.key().len() + it.value().len();
+        it.next();
+    }
+    None
+}
+
 /// One ordered, multi-column-family key-value store (one per tablet; in RocksDB a
 /// view of the store its disk's tablets share).
 pub trait KvEngine: Send + Sync + 'static {
@@ -227,25 +255,7 @@ pub trait KvEngine: Send + Sync + 'static {
     /// when there is too little to split (no key, or no key after the first).
     /// This default reads every key; RocksDB's answers from its files' indexes.
     fn approximate_middle_key(&self) -> Option<Vec<u8>> {
-        let snap = self.snapshot();
-        let mut it = snap.iter(Cf::Regular, IterOptions::default());
-        let mut total = 0usize;
-        it.seek_to_first();
-        while it.valid().ok()? {
-            total += it.key().len() + it.value().len();
-            it.next();
-        }
-        let mut below = 0usize;
-        it.seek_to_first();
-        let first = it.valid().ok()?.then(|| it.key().to_vec())?;
-        while it.valid().ok()? {
-            if below * 2 >= total && it.key() > first.as_slice() {
-                return Some(it.key().to_vec());
-            }
-            below += it.key().len() + it.value().len();
-            it.next();
-        }
-        None
+        scan_middle_key(self, usize::MAX)
     }
     /// A directory on the engine's disk for its owner's temporary files (a Raft
     /// snapshot being sent or received), shared with other engines of the disk:

@@ -25,7 +25,8 @@
 //! The catalog records the tablet splits the master starts ([`catalog::splits`]:
 //! a [`SplitRecord`] per split, the swap of a parent for its two children in
 //! its table's tablet list, lookups of children not swapped in yet and of
-//! parents that split).
+//! parents that split); [`splitting`] decides which tablets split by
+//! themselves (from their size and their table's tablets per node).
 //!
 //! Key types: [`Catalog`] (persisted tables, id allocation), [`plan_partitions`] (how a
 //! table is cut into tablets), [`placement`] (pure decisions: where replicas and
@@ -40,6 +41,7 @@ pub mod catalog;
 pub mod local;
 pub mod partitions;
 pub mod placement;
+pub mod splitting;
 
 pub use catalog::{
     single_tablet_table, status_table_name, Catalog, CatalogError, CatalogLog, Dropped, LocalLog, Located, SplitRecord, SplitState, MASTER_TABLE_NAME,

@@ -221,6 +221,7 @@ fn node_args(dir: &Path, l: &Layout, i: u32) -> NodeArgs {
         pg_credentials: (!l.insecure).then(|| crate::postgres::credentials_file(dir)),
         insecure: l.insecure,
         allow_insecure_remote: l.insecure,
+        split: Default::default(),
     }
 }
 

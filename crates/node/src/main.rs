@@ -19,6 +19,7 @@ use clap::{Args, Parser, Subcommand};
 use pinax_client::Client;
 use pinax_common::HybridClock;
 use pinax_engine_rocks::SharedResources;
+use pinax_master::splitting::SplitRules;
 use pinax_tserver::{Node, NodeConfig, RocksFactory, RpcServer, ServerLimits};
 // mimalloc, with `override`: RocksDB's C++ allocations (iterators, write batches,
 // blocks) go through it too, not only Rust's. Measured against glibc malloc in
@@ -63,6 +64,27 @@ enum Cmd {
     /// Create and list a cluster's certificates.
     #[command(subcommand)]
     Cert(certs::CertCmd),
+    /// Work on one tablet.
+    #[command(subcommand)]
+    Tablet(TabletCmd),
+}
+
+#[derive(Subcommand)]
+enum TabletCmd {
+    /// Split a tablet online: at `--at` (a stored key, in hex), or at its
+    /// approximate middle key. Prints the two halves.
+    Split(SplitArgs),
+}
+
+#[derive(Args)]
+struct SplitArgs {
+    /// The tablet's id (`pinax status` lists them).
+    tablet: u64,
+    /// The key the right half starts at, in hex (as `pinax status` shows bounds).
+    #[arg(long)]
+    at: Option<String>,
+    #[command(flatten)]
+    node: StatusArgs,
 }
 
 #[derive(Args, Clone)]
@@ -140,6 +162,8 @@ struct NodeArgs {
     /// Accept `InjectFaults` requests (partition tests).
     #[arg(long, hide = true)]
     fault_injection: bool,
+    #[command(flatten)]
+    split: SplitFlags,
     /// Bound on the clock skew between any two nodes, in milliseconds: a read
     /// treats values written up to this much after its read time as uncertain and
     /// restarts past them (YugabyteDB's `max_clock_skew_usec`). A lone node uses 0.
@@ -178,6 +202,78 @@ struct NodeArgs {
     /// the machine's (clock-skew tests).
     #[arg(long, hide = true, default_value_t = 0, allow_hyphen_values = true)]
     clock_offset_ms: i64,
+}
+
+/// When the master splits tablets by themselves (flags of the node leading
+/// the master; the defaults are [`SplitRules::DEFAULT`], YugabyteDB's).
+#[derive(Args, Clone, Debug)]
+struct SplitFlags {
+    /// Master: never split a tablet by itself (by size); `pinax tablet split`
+    /// and `pinax_split_tablet` still do.
+    #[arg(long)]
+    no_auto_split: bool,
+    /// Master: a tablet of a table with fewer than
+    /// `--split-low-tablets-per-node` tablets per live node splits once its
+    /// leader reports this many MiB on disk (the low phase).
+    #[arg(long, default_value_t = SplitRules::DEFAULT.low_bytes >> 20)]
+    split_low_mb: u64,
+    #[arg(long, default_value_t = SplitRules::DEFAULT.low_tablets_per_node)]
+    split_low_tablets_per_node: u32,
+    /// Master: below `--split-high-tablets-per-node` tablets per live node, a
+    /// tablet splits at this many MiB (the high phase); above, only at
+    /// `--split-force-mb`.
+    #[arg(long, default_value_t = SplitRules::DEFAULT.high_bytes >> 20)]
+    split_high_mb: u64,
+    #[arg(long, default_value_t = SplitRules::DEFAULT.high_tablets_per_node)]
+    split_high_tablets_per_node: u32,
+    #[arg(long, default_value_t = SplitRules::DEFAULT.force_bytes >> 20)]
+    split_force_mb: u64,
+    /// Master: tablet splits under way at once in the cluster.
+    #[arg(long, default_value_t = SplitRules::DEFAULT.max_outstanding)]
+    split_max_outstanding: usize,
+}
+
+impl Default for SplitFlags {
+    fn default() -> Self {
+        let d = SplitRules::DEFAULT;
+        SplitFlags {
+            no_auto_split: false,
+            split_low_mb: d.low_bytes >> 20,
+            split_low_tablets_per_node: d.low_tablets_per_node,
+            split_high_mb: d.high_bytes >> 20,
+            split_high_tablets_per_node: d.high_tablets_per_node,
+            split_force_mb: d.force_bytes >> 20,
+            split_max_outstanding: d.max_outstanding,
+        }
+    }
+}
+
+impl SplitFlags {
+    /// The rules these flags give (None: automatic splitting off).
+    fn rules(&self) -> Option<SplitRules> {
+        const MIB: u64 = 1 << 20;
+        (!self.no_auto_split).then_some(SplitRules {
+            low_bytes: self.split_low_mb.saturating_mul(MIB),
+            low_tablets_per_node: self.split_low_tablets_per_node,
+            high_bytes: self.split_high_mb.saturating_mul(MIB),
+            high_tablets_per_node: self.split_high_tablets_per_node,
+            force_bytes: self.split_force_mb.saturating_mul(MIB),
+            max_outstanding: self.split_max_outstanding,
+        })
+    }
+
+    /// The same flags on the command line of `pinax run` (`pinax start`).
+    fn pass_on(&self, cmd: &mut std::process::Command) {
+        if self.no_auto_split {
+            cmd.arg("--no-auto-split");
+        }
+        cmd.arg("--split-low-mb").arg(self.split_low_mb.to_string());
+        cmd.arg("--split-low-tablets-per-node").arg(self.split_low_tablets_per_node.to_string());
+        cmd.arg("--split-high-mb").arg(self.split_high_mb.to_string());
+        cmd.arg("--split-high-tablets-per-node").arg(self.split_high_tablets_per_node.to_string());
+        cmd.arg("--split-force-mb").arg(self.split_force_mb.to_string());
+        cmd.arg("--split-max-outstanding").arg(self.split_max_outstanding.to_string());
+    }
 }
 
 #[derive(Args)]
@@ -274,6 +370,7 @@ fn main() {
         Cmd::Status(a) => status(a),
         Cmd::Cluster(c) => cluster::run(c),
         Cmd::Cert(c) => certs::run(c),
+        Cmd::Tablet(TabletCmd::Split(a)) => split_tablet(a),
     };
     if let Err(e) = res {
         eprintln!("pinax: {e:#}");
@@ -345,6 +442,7 @@ fn start(a: NodeArgs) -> Result<()> {
         cmd.arg("--fault-injection");
     }
     cmd.arg("--max-clock-skew-ms").arg(a.max_clock_skew_ms.to_string());
+    a.split.pass_on(&mut cmd);
     if !a.data_dirs.is_empty() {
         let dirs: Vec<String> = a.data_dirs.iter().map(|d| std::path::absolute(d).unwrap_or_else(|_| d.clone()).display().to_string()).collect();
         cmd.arg("--data-dirs").arg(dirs.join(","));
@@ -495,7 +593,7 @@ fn joined_node_id(dir: &Path, join: &[String], addr: &str, tls: Option<Arc<pinax
         let mut last = None;
         for node in join {
             let res = Client::connect_with(node, pinax_client::ClientOptions { tls: tls.clone(), ..Default::default() })
-                .and_then(|c| c.call(pinax_proto::Request::RegisterNode { node_id: 0, addr: addr.to_string(), leading: Vec::new() }));
+                .and_then(|c| c.call(pinax_proto::Request::RegisterNode { node_id: 0, addr: addr.to_string(), leading: Vec::new(), sizes: Vec::new() }));
             match res {
                 Ok(pinax_proto::Response::Registered { node_id, .. }) => break 'found node_id,
                 Ok(other) => bail!("unexpected answer from the node at {node}: {other:?}"),
@@ -569,6 +667,7 @@ fn run(a: NodeArgs) -> Result<()> {
         txn_heartbeat_timeout: Duration::from_secs(a.txn_timeout_secs),
         tls: tls.clone(),
         join_signer: tls.is_some().then(|| Arc::new(join::CertsSigner::new(&certs_dir(&dir, a.certs_dir.as_deref()))) as Arc<dyn pinax_tserver::JoinSigner>),
+        auto_split: a.split.rules(),
         ..NodeConfig::default()
     };
     let shared = SharedResources::new(a.block_cache_mb.unwrap_or_else(default_block_cache_mb) << 20, a.memtable_mb << 20);
@@ -812,11 +911,45 @@ fn stop(a: DirArgs) -> Result<()> {
     Ok(())
 }
 
-fn status(a: StatusArgs) -> Result<()> {
+/// A client of the node `a` names (its address, else the data directory's, else
+/// the default port on loopback).
+fn node_client(a: StatusArgs) -> Result<Client> {
     let dir = default_data_dir(a.data_dir);
     let addr = a.addr.or_else(|| std::fs::read_to_string(addr_file(&dir)).ok().map(|s| s.trim().to_string())).unwrap_or_else(|| "127.0.0.1:7100".into());
     let opts = client_options(&certs_dir(&dir, a.certs_dir.as_deref()))?;
-    let client = Client::connect_with(&addr, opts).with_context(|| format!("no pinax node answers at {addr}"))?;
+    Client::connect_with(&addr, opts).with_context(|| format!("no pinax node answers at {addr}"))
+}
+
+/// `pinax tablet split`.
+fn split_tablet(a: SplitArgs) -> Result<()> {
+    let at = match &a.at {
+        Some(h) => Some(unhex(h).with_context(|| format!("--at {h}: not a hex key"))?),
+        None => None,
+    };
+    let client = node_client(a.node)?;
+    match client.call(pinax_proto::Request::SplitTablet { tablet: pinax_common::TabletId(a.tablet), at })? {
+        pinax_proto::Response::Split { parent, at, children } => {
+            println!("tablet {} split at {}:", parent.0, hex(&at));
+            for ti in &children {
+                let end = ti.partition.end.as_ref().map(|e| hex(e)).unwrap_or_else(|| "∞".into());
+                println!("  tablet {:>5} [{}, {}) replicas {}", ti.id.0, hex(&ti.partition.start), end, ti.replicas.join(","));
+            }
+            Ok(())
+        }
+        other => bail!("unexpected answer: {other:?}"),
+    }
+}
+
+/// Bytes from hex digits.
+fn unhex(h: &str) -> Option<Vec<u8>> {
+    if !h.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..h.len()).step_by(2).map(|i| u8::from_str_radix(h.get(i..i + 2)?, 16).ok()).collect()
+}
+
+fn status(a: StatusArgs) -> Result<()> {
+    let client = node_client(a)?;
     let s = client.status()?;
     // Written with `writeln!`, not `println!`: a reader that stops early (`| head`)
     // must not make this panic on a broken pipe.
@@ -847,6 +980,14 @@ fn hex(b: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::block_cache_mb_for;
+
+    #[test]
+    fn split_keys_are_read_in_hex() {
+        assert_eq!(super::unhex("00ff1a"), Some(vec![0, 255, 26]));
+        assert_eq!(super::unhex(""), Some(vec![]));
+        assert_eq!(super::unhex("abc"), None);
+        assert_eq!(super::unhex("zz"), None);
+    }
 
     #[test]
     fn the_default_block_cache_is_an_eighth_of_memory_and_at_least_256_mib() {

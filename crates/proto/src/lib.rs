@@ -222,11 +222,14 @@ pub enum Request {
     },
     /// To the master: node `node_id` (0: a new node, which gets an id) serves at
     /// `addr`, and leads these tablets' groups. Nodes send it every second; it is
-    /// how the master knows who is alive and where leaders are.
+    /// how the master knows who is alive and where leaders are. Every few
+    /// seconds (else empty) `sizes` gives the approximate bytes on disk of each
+    /// tablet it leads: what automatic splitting goes by.
     RegisterNode {
         node_id: u64,
         addr: String,
         leading: Vec<TabletId>,
+        sizes: Vec<(TabletId, u64)>,
     },
     /// Create this node's replica of `tablet` in a group of `members` (node id, RPC
     /// address). The `bootstrap` replica makes the members the group's first

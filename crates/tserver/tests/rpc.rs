@@ -358,7 +358,7 @@ fn ddl_locks_are_held_on_the_other_nodes_until_let_go() {
     }
     let c2 = Client::connect(&second.addr).unwrap();
     for (id, n) in [(2, &second), (3, &third)] {
-        Client::connect(&n.addr).unwrap().call(Request::RegisterNode { node_id: id, addr: n.addr.clone(), leading: Vec::new() }).unwrap();
+        Client::connect(&n.addr).unwrap().call(Request::RegisterNode { node_id: id, addr: n.addr.clone(), leading: Vec::new(), sizes: Vec::new() }).unwrap();
     }
     let lock = |id: u128, pid: u32| DdlLock {
         lock: id,
@@ -394,7 +394,7 @@ fn ddl_locks_are_held_on_the_other_nodes_until_let_go() {
     // A node out of reach (down) is not waited for but fenced: the lock goes on
     // once the SQL lease it may hold has ended (granted as it registered: 5 s +
     // 4 × 0.5 s of clock skew later), and it gets no lease while the lock is held.
-    let register = |id: u64, addr: &str| c2.call(Request::RegisterNode { node_id: id, addr: addr.into(), leading: Vec::new() }).unwrap();
+    let register = |id: u64, addr: &str| c2.call(Request::RegisterNode { node_id: id, addr: addr.into(), leading: Vec::new(), sizes: Vec::new() }).unwrap();
     register(4, "127.0.0.1:1");
     let asked_at = std::time::Instant::now();
     c2.call(Request::LockDdl { lock: lock(10, me) }).unwrap();
@@ -430,7 +430,7 @@ fn published_ddl_is_logged_and_applied_by_the_other_nodes_and_names_share_a_tabl
     master.node.set_ddl_applier(on_master.clone());
     second.node.set_ddl_applier(on_second.clone());
     let c2 = Client::connect(&second.addr).unwrap();
-    c2.call(Request::RegisterNode { node_id: 2, addr: second.addr.clone(), leading: Vec::new() }).unwrap();
+    c2.call(Request::RegisterNode { node_id: 2, addr: second.addr.clone(), leading: Vec::new(), sizes: Vec::new() }).unwrap();
     let entry = |sql: &str| DdlEntry {
         seq: 0,
         origin: 2,
@@ -762,9 +762,9 @@ fn the_master_refuses_a_known_node_at_a_new_address() {
     use pinax_proto::Response;
     let master = start(NodeConfig { node_id: 1, ..NodeConfig::default() });
     let c = Client::connect(&master.addr).unwrap();
-    let register = |addr: &str| c.call(Request::RegisterNode { node_id: 0, addr: addr.into(), leading: Vec::new() });
+    let register = |addr: &str| c.call(Request::RegisterNode { node_id: 0, addr: addr.into(), leading: Vec::new(), sizes: Vec::new() });
     let Response::Registered { node_id, .. } = register("10.0.0.2:7100").unwrap() else { panic!("not registered") };
-    let again = |id: u64, addr: &str| c.call(Request::RegisterNode { node_id: id, addr: addr.into(), leading: Vec::new() });
+    let again = |id: u64, addr: &str| c.call(Request::RegisterNode { node_id: id, addr: addr.into(), leading: Vec::new(), sizes: Vec::new() });
     again(node_id, "10.0.0.2:7100").unwrap();
     let e = again(node_id, "10.0.0.9:7100").unwrap_err().to_string();
     assert!(e.contains("cannot change") && e.contains("10.0.0.2:7100"), "{e}");
@@ -1079,4 +1079,78 @@ fn a_split_requested_through_the_master_lists_the_halves_in_the_catalog_and_they
         [ids[0], ids[1], grandchildren[0].id, grandchildren[1].id].iter().all(|id| n.node.tablet(*id).is_none())
     });
     assert_eq!(code(c.call(Request::LocateTablet { tablet: parent })), ErrorCode::TabletNotFound);
+}
+
+/// A client whose cached locations still name a tablet that split goes on with
+/// no error (plan step 7): point reads and writes, scans (forward, reverse,
+/// with a limit, counted) and a transaction's writes, savepoint rollback and
+/// delete-all land on the halves, before and after the master dropped the
+/// parent; a scan that began on the parent finishes on the halves.
+#[test]
+fn a_client_with_stale_locations_follows_a_split() {
+    use pinax_proto::Response;
+    let n = start(NodeConfig { sync: false, ..NodeConfig::default() });
+    let c = Client::connect(&n.addr).unwrap();
+    let key = |i: u32| format!("k{i:03}").into_bytes();
+    let keys = |r: std::ops::Range<u32>| r.map(key).collect::<Vec<_>>();
+    for table in ["fs", "fs2"] {
+        c.create_table(table, Sharding::Range { split_points: Vec::new() }).unwrap();
+        c.write(table, (0..100).map(|i| WriteOp::put(key(i), b"v".to_vec())).collect()).unwrap();
+    }
+    let stale = Client::connect(&n.addr).unwrap();
+    let parent = stale.table("fs").unwrap().tablets[0].id; // cached from here on
+    let old = Client::connect(&n.addr).unwrap();
+    assert_eq!(old.table("fs").unwrap().tablets[0].id, parent); // used only after the parent is dropped
+    let parent2 = stale.table("fs2").unwrap().tablets[0].id;
+    // A transaction wrote to the parent before the split and writes on after it.
+    let mut txn = stale.begin();
+    txn.write("fs", vec![WriteOp::put(key(10), b"t".to_vec()), WriteOp::put(key(90), b"t".to_vec())]).unwrap();
+    let savepoint = txn.seq();
+    txn.write("fs", vec![WriteOp::put(key(11), b"gone".to_vec())]).unwrap();
+    let split = |tablet, at: u32| match c.call(Request::SplitTablet { tablet, at: Some(key(at)) }).unwrap() {
+        Response::Split { children, .. } => children,
+        other => panic!("{other:?}"),
+    };
+    let halves = split(parent, 50);
+    split(parent2, 50);
+    assert_eq!(stale.table("fs").unwrap().tablets[0].id, parent, "the stale client's cache still names the parent");
+
+    // Between the swap and the parent's drop (the parent answers TabletSplit).
+    txn.rollback_to(savepoint).unwrap();
+    txn.write("fs", vec![WriteOp::put(key(20), b"t".to_vec()), WriteOp::put(key(80), b"t".to_vec())]).unwrap();
+    let scan = |c: &Client, spec: ScanSpec| c.scan("fs", spec).unwrap().into_iter().map(|(k, _)| k).collect::<Vec<_>>();
+    assert_eq!(scan(&stale, ScanSpec::default()), keys(0..100));
+    assert_eq!(stale.get("fs", &key(75)).unwrap(), Some(b"v".to_vec()));
+    stale.write("fs", vec![WriteOp::put(key(60), b"w".to_vec())]).unwrap();
+    // A second transaction empties the other table (a delete-all on the parent's halves).
+    let mut t2 = stale.begin();
+    assert_eq!(t2.delete_all("fs2", &mut |_, _| Ok(false)).unwrap(), 100);
+    t2.commit().unwrap();
+    txn.commit().unwrap();
+    let got = |k| stale.get("fs", &key(k)).unwrap();
+    assert_eq!(
+        (got(10), got(11), got(20), got(80), got(90)),
+        (Some(b"t".to_vec()), Some(b"v".to_vec()), Some(b"t".to_vec()), Some(b"t".to_vec()), Some(b"t".to_vec()))
+    );
+    assert_eq!(c.scan("fs2", ScanSpec::default()).unwrap().len(), 0);
+
+    // After the master dropped the parent (it answers TabletNotFound), a client
+    // that cached it before the split: reverse, limited and counted scans, a
+    // write across both halves.
+    tick_until(&n, Duration::from_secs(30), "the split parent's replica dropped", || n.node.tablet(parent).is_none());
+    assert_eq!(old.table("fs").unwrap().tablets[0].id, parent, "still cached");
+    assert_eq!(scan(&old, ScanSpec { reverse: true, limit: 60, ..ScanSpec::default() }), keys(40..100).into_iter().rev().collect::<Vec<_>>());
+    assert_eq!(scan(&old, ScanSpec { limit: 10, ..ScanSpec::default() }), keys(0..10));
+    assert_eq!(old.count_at("fs", ScanSpec::default(), pinax_proto::ReadPoint::LATEST).unwrap().0 .0, 100);
+    old.write("fs", vec![WriteOp::put(key(5), b"x".to_vec()), WriteOp::put(key(95), b"x".to_vec())]).unwrap();
+    assert_eq!(c.get("fs", &key(95)).unwrap(), Some(b"x".to_vec()));
+    assert!(halves.iter().all(|h| n.node.tablet(h.id).is_some()));
+
+    // A one-tablet write (the fast path) whose tablet split under the cache in
+    // between its keys: it becomes a transaction over both halves.
+    let late = Client::connect(&n.addr).unwrap();
+    assert_eq!(late.table("fs").unwrap().tablets.len(), 2);
+    split(halves[0].id, 25);
+    late.write("fs", vec![WriteOp::put(key(20), b"y".to_vec()), WriteOp::put(key(30), b"y".to_vec())]).unwrap();
+    assert_eq!((c.get("fs", &key(20)).unwrap(), c.get("fs", &key(30)).unwrap()), (Some(b"y".to_vec()), Some(b"y".to_vec())));
 }

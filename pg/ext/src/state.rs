@@ -115,9 +115,9 @@ pub struct Backend {
     /// (`insert_at_once`), until it is written.
     pub insert_at_once: Option<crate::insert_at_once::AtOnce>,
     /// SERIALIZABLE: the tablets' range-lock keys this transaction locked (storage
-    /// table, tablet index, SHARE for range reads or PREDICATE WRITE for writes,
+    /// table, range-lock key, SHARE for range reads or PREDICATE WRITE for writes,
     /// command id), so each is locked once (and again after a rollback dropped it).
-    range_locks: Vec<(String, usize, LockStrength, u32)>,
+    range_locks: Vec<(String, Vec<u8>, LockStrength, u32)>,
 }
 
 /// The read time of a statement (READ COMMITTED) or a transaction (REPEATABLE READ,
@@ -214,7 +214,7 @@ impl Backend {
             // tablet (see `lock_ranges`).
             let info = self.table_info(table)?;
             let idx = info.tablet_index_for(&op.key);
-            self.lock_range_key(seq, table, idx, &info.tablets[idx].partition.start, LockStrength::PredicateWrite)?;
+            self.lock_range_key(seq, table, &info.tablets[idx].partition.start, LockStrength::PredicateWrite)?;
         }
         self.push_op(seq, table, op, false)
     }
@@ -224,13 +224,15 @@ impl Backend {
         self.client().map_err(mk)?.table(table).map_err(mk)
     }
 
-    /// Lock tablet `idx`'s range-lock key (its partition start) with `strength`,
-    /// once per transaction.
-    fn lock_range_key(&mut self, seq: u32, table: &str, idx: usize, key: &[u8], strength: LockStrength) -> Result<(), FlushError> {
-        if self.range_locks.iter().any(|(t, i, s, _)| t == table && *i == idx && *s == strength) {
+    /// Lock a tablet's range-lock key (its partition start, `key`) with
+    /// `strength`, once per transaction. (By key, not by the tablet's place in
+    /// the list, which a split shifts. A lock taken on a tablet that then split
+    /// stays on its left half's key: a writer of the right half does not meet it.)
+    fn lock_range_key(&mut self, seq: u32, table: &str, key: &[u8], strength: LockStrength) -> Result<(), FlushError> {
+        if self.range_locks.iter().any(|(t, k, s, _)| t == table && k.as_slice() == key && *s == strength) {
             return Ok(());
         }
-        self.range_locks.push((table.to_string(), idx, strength, seq));
+        self.range_locks.push((table.to_string(), key.to_vec(), strength, seq));
         let read_lock = strength == LockStrength::Share;
         self.push_op(seq, table, WriteOp::row_lock(key.to_vec(), strength), read_lock)
     }
@@ -243,10 +245,10 @@ impl Backend {
     /// rows). Coarse (a tablet's whole range), so phantoms are impossible.
     pub fn lock_ranges(&mut self, table: &str, start: &[u8], end: Option<&[u8]>) -> Result<(), FlushError> {
         let info = self.table_info(table)?;
-        for (i, t) in info.tablets.iter().enumerate() {
+        for t in &info.tablets {
             let overlaps = end.is_none_or(|e| t.partition.start.as_slice() < e) && t.partition.end.as_ref().is_none_or(|pe| start < pe.as_slice());
             if overlaps {
-                self.lock_range_key(READ_LOCK_SEQ, table, i, &t.partition.start, LockStrength::Share)?;
+                self.lock_range_key(READ_LOCK_SEQ, table, &t.partition.start, LockStrength::Share)?;
             }
         }
         Ok(())

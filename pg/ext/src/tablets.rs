@@ -1,6 +1,8 @@
 //! `pinax_tablets(regclass)`: where a Pinax table's rows and its indexes'
 //! entries are, one row per tablet (the table's tablets, then each secondary
 //! index's): key interval, leader, replicas and approximate size.
+//! `pinax_split_tablet(regclass [, at])`: split one of a table's (or an
+//! index's) tablets, online (`Request::SplitTablet`, driven by the master).
 //!
 //! The C function `pinax_tablets_json` builds a JSON array (the catalog's
 //! placement from the master, each tablet's size and leader from a replica of
@@ -103,6 +105,147 @@ pub extern "C" fn pg_finfo_pinax_tablets_json() -> &'static pg_sys::Pg_finfo_rec
     const V1: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
     &V1
 }
+
+/// The storage table of relation `relid` (a Pinax table, or a Pinax-stored
+/// index of one), and how to make a split key from a value of its first key
+/// column: that column's encoding and whether keys are hash-prefixed (None:
+/// keys not made from values, a table without a primary key or a GIN index).
+///
+/// # Safety
+/// In a transaction.
+unsafe fn split_target(relid: pg_sys::Oid) -> (String, Option<(crate::keys::KeyColumn, bool)>) {
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        let is_index = pg_sys::get_rel_relkind(relid) as u8 == pg_sys::RELKIND_INDEX;
+        let heap = if is_index { pg_sys::IndexGetRelation(relid, false) } else { relid };
+        let name = |oid: pg_sys::Oid| {
+            let n = pg_sys::get_rel_name(oid);
+            if n.is_null() {
+                oid.to_u32().to_string()
+            } else {
+                std::ffi::CStr::from_ptr(n).to_string_lossy().into_owned()
+            }
+        };
+        if !meta::is_pinax_relid(heap) {
+            error::raise_with(PgSqlErrorCode::ERRCODE_WRONG_OBJECT_TYPE, format!("\"{}\" is not a Pinax table or an index of one", name(relid)), None);
+        }
+        if !pg_sys::pg_class_ownercheck(heap, pg_sys::GetUserId()) {
+            error::raise_with(PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE, format!("must be owner of table {}", name(heap)), None);
+        }
+        let rel = pg_sys::relation_open(heap, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
+        let m = meta::table_meta(rel).or_raise();
+        pg_sys::relation_close(rel, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
+        let oid = relid.to_u32();
+        if !is_index || m.pk.as_ref().is_some_and(|pk| pk.oid == oid) {
+            return (m.storage.clone(), m.pk.as_ref().map(|pk| (pk.cols[0], m.hashed)));
+        }
+        if let Some(im) = m.secondary.iter().find(|i| i.oid == oid) {
+            return (im.storage.clone(), Some((im.cols[0], true)));
+        }
+        if let Some(iv) = m.inverted.iter().find(|i| i.oid == oid) {
+            return (iv.storage.clone(), None);
+        }
+        error::raise_with(PgSqlErrorCode::ERRCODE_WRONG_OBJECT_TYPE, format!("index \"{}\" is not stored by Pinax", name(relid)), None);
+    }
+}
+
+/// `pinax_split_tablet_json(regclass, text)`: split the tablet of the relation
+/// holding key `at` (a value of its first key column, as `pinax.split_at`
+/// takes them; a hash-sharded relation splits its hash range at the value's
+/// hash) there, or without `at` its largest tablet (by approximate size) at
+/// its approximate middle key. Returns the halves' tablet ids, a JSON array.
+///
+/// # Safety
+/// Called only by PostgreSQL, by the function manager, as the C function of its
+/// SQL function, with a valid `fcinfo`.
+#[no_mangle]
+#[pg_guard]
+pub unsafe extern "C-unwind" fn pinax_split_tablet_json(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    // SAFETY: PostgreSQL calls this as documented (# Safety).
+    unsafe {
+        let args = (*fcinfo).args.as_slice(2);
+        if args[0].isnull {
+            error::raise_with(PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED, "the relation to split must not be NULL", None);
+        }
+        let relid = pg_sys::Oid::from(args[0].value.value() as u32);
+        let at_text = (!args[1].isnull).then(|| std::ffi::CStr::from_ptr(pg_sys::text_to_cstring(args[1].value.cast_mut_ptr())).to_owned());
+        let (storage, key) = split_target(relid);
+        let at = match (at_text, key) {
+            (None, _) => None,
+            (Some(_), None) => error::raise_with(
+                PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+                "this relation's keys are not made from column values: split it without a key (at its middle)",
+                None,
+            ),
+            (Some(text), Some((col, hashed))) => {
+                let mut in_func = pg_sys::Oid::from(0u32);
+                let mut ioparam = pg_sys::Oid::from(0u32);
+                pg_sys::getTypeInputInfo(pg_sys::Oid::from(col.typid), &mut in_func, &mut ioparam);
+                let d = pg_sys::OidInputFunctionCall(in_func, text.as_ptr() as *mut _, ioparam, -1);
+                let mut k = Vec::new();
+                col.encode(&mut k, d, false);
+                if hashed {
+                    let mut h = Vec::with_capacity(2);
+                    pinax_codec::hash::encode_hash_prefix(&mut h, pinax_codec::hash::hash16(&k));
+                    k = h;
+                }
+                Some(k)
+            }
+        };
+        let client = state::with(|b| b.client()).or_raise();
+        let t = client.refresh_table(&storage).or_raise();
+        let tablet = match &at {
+            Some(k) => t.tablets[t.tablet_index_for(k)].id,
+            None => {
+                let size = |ti: &pinax_proto::TabletInfo| {
+                    ti.replicas.iter().chain(std::iter::once(&ti.leader)).rev().find_map(|addr| {
+                        match client.call_at(addr, Request::TabletStats { tablet: ti.id }) {
+                            Ok(Response::TabletStats { approximate_bytes, .. }) => Some(approximate_bytes),
+                            _ => None,
+                        }
+                    })
+                };
+                // The largest (the first of equals).
+                let mut best = (t.tablets[0].id, None);
+                for ti in &t.tablets {
+                    let s = size(ti);
+                    if s > best.1 {
+                        best = (ti.id, s);
+                    }
+                }
+                best.0
+            }
+        };
+        let children = match client.call(Request::SplitTablet { tablet, at }).or_raise() {
+            Response::Split { children, .. } => children,
+            other => error::raise_with(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("pinax: unexpected answer to a split: {other:?}"), None),
+        };
+        let _ = client.refresh_table(&storage);
+        let json = format!("[{}]", children.iter().map(|c| c.id.0.to_string()).collect::<Vec<_>>().join(","));
+        let c = std::ffi::CString::new(json).unwrap_or_default();
+        pg_sys::Datum::from(pg_sys::cstring_to_text(c.as_ptr()))
+    }
+}
+
+#[no_mangle]
+#[doc(hidden)]
+pub extern "C" fn pg_finfo_pinax_split_tablet_json() -> &'static pg_sys::Pg_finfo_record {
+    const V1: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
+    &V1
+}
+
+pgrx::extension_sql!(
+    r#"
+CREATE FUNCTION pg_catalog.pinax_split_tablet_json(regclass, text) RETURNS text
+    AS 'MODULE_PATHNAME', 'pinax_split_tablet_json' LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION pg_catalog.pinax_split_tablet(rel regclass, at text DEFAULT NULL) RETURNS bigint[]
+    LANGUAGE sql VOLATILE PARALLEL UNSAFE
+    AS $$ SELECT array_agg(x::bigint) FROM jsonb_array_elements_text(pg_catalog.pinax_split_tablet_json(rel, at)::jsonb) AS x $$;
+COMMENT ON FUNCTION pg_catalog.pinax_split_tablet(regclass, text) IS 'Pinax: split a tablet of a table or index online: the one holding key value at (of the first key column) there, or the largest at its middle; returns the halves'' tablet ids';
+"#,
+    name = "pinax_split_tablet",
+    requires = ["pinax_tablets"]
+);
 
 pgrx::extension_sql!(
     r#"

@@ -5,6 +5,7 @@
 
 use super::{catalog_err, err, Node};
 use crate::factory::EngineFactory;
+use parking_lot::Mutex;
 use pinax_common::{ErrorCode, TabletId};
 use pinax_master::placement;
 use pinax_master::{single_tablet_table, Catalog, CatalogError, MASTER_TABLE_NAME};
@@ -113,7 +114,7 @@ impl<F: EngineFactory> Node<F> {
     }
 
     /// Master: `RegisterNode`.
-    pub(super) fn register_node(&self, node_id: u64, addr: String, leading: Vec<TabletId>) -> Result<Response, RpcError> {
+    pub(super) fn register_node(&self, node_id: u64, addr: String, leading: Vec<TabletId>, sizes: Vec<(TabletId, u64)>) -> Result<Response, RpcError> {
         let catalog = self.catalog()?;
         // Replica lists and Raft memberships name a node by its address: a known
         // node may not come back at another one.
@@ -123,6 +124,7 @@ impl<F: EngineFactory> Node<F> {
         }
         let node_id = if node_id == 0 { catalog.allocate_node_id().map_err(catalog_err)? } else { node_id };
         self.leaders.lock().insert(node_id, (leading, self.now()));
+        self.record_tablet_sizes(sizes);
         catalog.put_node(node_id, &addr).map_err(catalog_err)?;
         let mut nodes = self.nodes.lock();
         // A node that moved to another address is one node, at its new address.
@@ -219,13 +221,19 @@ impl<F: EngineFactory> Node<F> {
             }
             *last = Some(Instant::now());
         }
+        let sizes = match due_report(&self.last_size_report, self.cfg.size_report_interval) {
+            Some(all) => self.led_tablet_sizes(all),
+            None => Vec::new(),
+        };
         if self.is_master() {
+            self.record_tablet_sizes(sizes);
             self.renew_own_sql_lease();
             return;
         }
         let leading = self.leading();
         let sent = self.clock.now().physical_micros();
-        match self.call_master_within(Request::RegisterNode { node_id: self.cfg.node_id, addr: self.cfg.rpc_addr.clone(), leading }, Duration::ZERO) {
+        let req = Request::RegisterNode { node_id: self.cfg.node_id, addr: self.cfg.rpc_addr.clone(), leading, sizes };
+        match self.call_master_within(req, Duration::ZERO) {
             Ok(Response::Registered { nodes, masters, lease, .. }) => {
                 match lease {
                     Some(ddl_seq) => self.renew_sql_lease(sent, ddl_seq),
@@ -245,6 +253,34 @@ impl<F: EngineFactory> Node<F> {
         }
     }
 
+    /// The approximate size on disk of each tablet this node leads now
+    /// (flushed data; `KvEngine::stats`): all of them, or only those whose
+    /// group is not quiesced (idle tablets change little; thousands of them
+    /// are measured only in the rarer full reports).
+    fn led_tablet_sizes(&self, all: bool) -> Vec<(TabletId, u64)> {
+        let led: Vec<TabletId> = self
+            .groups
+            .read()
+            .iter()
+            .filter(|(id, g)| !id.is_status() && **id != TabletId::MASTER && g.group.leads_now() && (all || !g.group.is_quiesced()))
+            .map(|(id, _)| *id)
+            .collect();
+        let engines = self.engines.lock();
+        led.into_iter()
+            .filter_map(|id| engines.get(&id).and_then(|w| w.upgrade()).map(|e| (id, pinax_engine::KvEngine::stats(&*e).approximate_bytes)))
+            .collect()
+    }
+
+    /// Master: tablet sizes a node reported (its leader's figures win: only
+    /// leaders report).
+    fn record_tablet_sizes(&self, sizes: Vec<(TabletId, u64)>) {
+        if sizes.is_empty() {
+            return;
+        }
+        let now = self.now();
+        self.tablet_sizes.lock().extend(sizes.into_iter().map(|(id, b)| (id, (b, now))));
+    }
+
     /// The tablets (not status tablets, not the master's) whose group this node
     /// leads now.
     pub(super) fn leading(&self) -> Vec<TabletId> {
@@ -260,4 +296,30 @@ impl<F: EngineFactory> Node<F> {
         self.heartbeat_master();
         self.directory.read().get(&id).cloned().ok_or_else(|| err(ErrorCode::Unavailable, format!("node {id} is unknown to this node")))
     }
+}
+
+/// When this node last reported its tablets' sizes: any, and all of them.
+#[derive(Default)]
+pub(super) struct SizeReports {
+    last: Option<Instant>,
+    last_full: Option<Instant>,
+}
+
+/// A full size report (every tablet led) comes once per this many reports.
+pub(super) const FULL_SIZE_REPORT_EVERY: u32 = 6;
+
+/// Whether a size report is due (`every` since the last one, or none yet):
+/// None if not, else whether it is a full one. The report is taken as made.
+fn due_report(reports: &Mutex<SizeReports>, every: Duration) -> Option<bool> {
+    let mut r = reports.lock();
+    if r.last.is_some_and(|t| t.elapsed() < every) {
+        return None;
+    }
+    let now = Instant::now();
+    r.last = Some(now);
+    let full = r.last_full.is_none_or(|t| t.elapsed() >= every * FULL_SIZE_REPORT_EVERY);
+    if full {
+        r.last_full = Some(now);
+    }
+    Some(full)
 }

@@ -23,6 +23,11 @@
 //!   record is retired; retired records are forgotten after
 //!   [`RETIRED_SPLIT_RETENTION`].
 //!
+//! Automatic splits ([`Node::request_auto_splits`], each placement pass):
+//! nodes report the sizes of the tablets they lead with their registration;
+//! the master records M1 for the tablets [`splitting::candidates`] names
+//! (limits and phases there), and the same pass drives them like any other.
+//!
 //! Recovery: a node that takes over as master drives every record it finds
 //! in the catalog at its next placement pass: `Requested` from M2,
 //! `Applied` from M4. A record is driven by one thread at a time
@@ -32,9 +37,9 @@
 use super::{catalog_err, err, Node};
 use crate::factory::EngineFactory;
 use pinax_common::{ErrorCode, TabletId};
-use pinax_master::{Catalog, Located, SplitRecord, SplitState};
+use pinax_master::{splitting, Catalog, Located, SplitRecord, SplitState};
 use pinax_proto::{Request, Response, RpcError, TabletInfo};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 /// How long a retired split's record is kept: transactions that wrote to the
@@ -45,6 +50,10 @@ pub(crate) const RETIRED_SPLIT_RETENTION: Duration = Duration::from_secs(3600);
 
 /// How long `SplitTablet` waits for another thread driving the same split.
 const SPLIT_WAIT: Duration = Duration::from_secs(60);
+
+/// How long a tablet whose leader refused a split (no middle key: too little
+/// flushed data) is not split automatically.
+const SPLIT_REFUSAL_BACKOFF: Duration = Duration::from_secs(60);
 
 /// The splits a thread of this node drives now (parent ids).
 pub(super) type SplitsInFlight = parking_lot::Mutex<HashSet<TabletId>>;
@@ -129,6 +138,7 @@ impl<F: EngineFactory> Node<F> {
                 // happen as recorded. Its ids stay used.
                 tracing::info!(tablet_id = parent.0, error = %e, "tablet split refused by its leader; cancelled");
                 catalog.cancel_split(parent).map_err(catalog_err)?;
+                self.split_refused.lock().insert(parent, self.now());
                 return Err(e);
             }
             Err(e) => return Err(e),
@@ -168,6 +178,52 @@ impl<F: EngineFactory> Node<F> {
         catalog.retire_split(parent, self.now()).map_err(catalog_err)?;
         tracing::info!(tablet_id = parent.0, "split tablet retired: its halves are placed, its replicas dropped");
         Ok(())
+    }
+
+    /// Master, each placement pass: record the splits of tablets grown past
+    /// their size threshold ([`splitting::candidates`], from the sizes their
+    /// leaders reported); [`Node::drive_splits`] carries them out. Sizes not
+    /// reported again for a while (a leader gone) are forgotten, and so are
+    /// refusals after [`SPLIT_REFUSAL_BACKOFF`].
+    pub(super) fn request_auto_splits(&self) {
+        let Some(rules) = self.cfg.auto_split else {
+            return;
+        };
+        let Ok(catalog) = self.catalog() else {
+            return;
+        };
+        let now = self.now();
+        let older = |since: u64, d: Duration| now.saturating_sub(since) > d.as_micros() as u64;
+        let sizes: HashMap<TabletId, u64> = {
+            let mut reported = self.tablet_sizes.lock();
+            // (Quiesced tablets are reported only in full reports.)
+            let stale = self.cfg.size_report_interval * (3 * super::master_role::FULL_SIZE_REPORT_EVERY);
+            reported.retain(|_, (_, at)| !older(*at, stale));
+            reported.iter().map(|(id, (b, _))| (*id, *b)).collect()
+        };
+        let backoff: HashSet<TabletId> = {
+            let mut refused = self.split_refused.lock();
+            refused.retain(|_, at| !older(*at, SPLIT_REFUSAL_BACKOFF));
+            refused.keys().copied().collect()
+        };
+        let (Ok(tables), Ok(records)) = (catalog.tables_shared(), catalog.splits()) else {
+            return;
+        };
+        let splitting: HashSet<TabletId> = records.iter().filter(|r| !matches!(r.state, SplitState::Retired { .. })).map(|r| r.parent.id).collect();
+        let live_nodes = self.live_nodes().len();
+        let input = splitting::SplitInputs { tables: &tables, sizes: &sizes, live_nodes, splitting: &splitting, backoff: &backoff };
+        for (table, tablet) in splitting::candidates(&rules, &input) {
+            let size = sizes.get(&tablet).copied().unwrap_or(0);
+            match catalog.request_split(tablet, None, now) {
+                Ok(r) => {
+                    tracing::info!(tablet_id = tablet.0, %table, size, left = r.children[0].0, right = r.children[1].0, "tablet grew past its split threshold; split requested")
+                }
+                Err(e) => {
+                    tracing::warn!(tablet_id = tablet.0, %table, error = %e, "could not request a tablet split");
+                    self.split_refused.lock().insert(tablet, now);
+                }
+            }
+        }
     }
 
     /// Master, each placement pass: move every split recorded in the catalog

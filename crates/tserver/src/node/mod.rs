@@ -91,6 +91,12 @@ pub struct NodeConfig {
     pub tls: Option<Arc<pinax_proto::tls::TlsConfig>>,
     /// Issues certificates to nodes joining with a token (None: refused).
     pub join_signer: Option<Arc<dyn JoinSigner>>,
+    /// Master: when tablets split by themselves (None: never; `pinax tablet
+    /// split` and `pinax_split_tablet` still do).
+    pub auto_split: Option<pinax_master::splitting::SplitRules>,
+    /// How often this node reports the sizes of the tablets it leads to the
+    /// master (with a registration).
+    pub size_report_interval: Duration,
 }
 
 impl Default for NodeConfig {
@@ -111,6 +117,8 @@ impl Default for NodeConfig {
             fault_injection: false,
             tls: None,
             join_signer: None,
+            auto_split: Some(pinax_master::splitting::SplitRules::default()),
+            size_report_interval: Duration::from_secs(10),
         }
     }
 }
@@ -197,6 +205,14 @@ pub struct Node<F: EngineFactory> {
     nodes: Mutex<Heard>,
     /// Master only: the user tablets each node leads (as it last said), and when.
     leaders: Mutex<LeaderReports>,
+    /// Master only: each tablet's approximate size as its leader last reported
+    /// it, and when (automatic splitting, `master_split.rs`).
+    tablet_sizes: Mutex<HashMap<TabletId, (u64, Micros)>>,
+    /// Master only: tablets whose leader refused a split, and when (not split
+    /// automatically again for a while).
+    split_refused: Mutex<HashMap<TabletId, Micros>>,
+    /// When this node last sent the master its tablets' sizes.
+    last_size_report: Mutex<master_role::SizeReports>,
     /// Master only: when it last moved a leader.
     last_leader_move: Mutex<Micros>,
     /// When this node last registered with the master.
@@ -340,6 +356,9 @@ impl<F: EngineFactory> Node<F> {
             nodes: Mutex::new(BTreeMap::new()),
             last_register: Mutex::new(None),
             leaders: Mutex::new(HashMap::new()),
+            tablet_sizes: Mutex::new(HashMap::new()),
+            split_refused: Mutex::new(HashMap::new()),
+            last_size_report: Mutex::default(),
             placement_clock,
             last_leader_move: Mutex::new(started),
             last_placement_check: Mutex::new(Instant::now()),
@@ -503,6 +522,7 @@ impl<F: EngineFactory> Node<F> {
                     tracing::warn!(error = %e, "could not record the master group's table");
                 }
                 self.re_replicate();
+                self.request_auto_splits();
                 self.drive_splits();
                 self.drop_stale_fences();
             }

@@ -120,6 +120,12 @@ impl<F: EngineFactory> Node<F> {
             return Err(err(ErrorCode::InvalidRequest, "a split needs two new tablet ids"));
         }
         let group = self.groups.read().get(&tablet).cloned().ok_or_else(|| err(ErrorCode::TabletNotFound, format!("tablet {} is not here", tablet.0)))?;
+        if at.is_none() {
+            // The middle key is found in the files: what the memtable holds
+            // goes there first (also shortening the flush under the drain).
+            pinax_engine::KvEngine::flush(t.engine())
+                .map_err(|e| err(ErrorCode::Unavailable, format!("flushing tablet {} before its split: {e}", tablet.0)))?;
+        }
         // (Split meanwhile by another request: the drain's lead() refuses, TabletSplit.)
         t.split_drained(|t| {
             let at = match &at {

@@ -41,7 +41,7 @@ impl<F: EngineFactory> Node<F> {
             Request::CreateTable { name, sharding, if_not_exists } => self.create_table(&name, sharding, if_not_exists).map(Response::Table),
             Request::DropTable { name, if_exists } => self.drop_table(&name, if_exists),
             Request::GetTable { name } => self.catalog()?.get(&name).map(Response::Table).map_err(catalog_err),
-            Request::RegisterNode { node_id, addr, leading } => self.register_node(node_id, addr, leading),
+            Request::RegisterNode { node_id, addr, leading, sizes } => self.register_node(node_id, addr, leading, sizes),
             Request::EnsureStatusTablet { node } => self.ensure_status_tablet(node),
             Request::LocateTablet { tablet } => self.locate_tablet(tablet),
             Request::SplitTablet { tablet, at } => self.split_tablet(tablet, at),

@@ -63,13 +63,28 @@ pub(super) struct SharedScan {
     txn: [u8; 16],
     seq: u32,
     has_txn: bool,
+    /// The leader's list of the table's tablets ([`tablets_fingerprint`]): every
+    /// process must claim from the same list.
+    tablets_fp: u64,
+}
+
+/// A fingerprint of a table's tablet list (their key intervals).
+fn tablets_fingerprint(t: &pinax_proto::TableInfo) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::hash::DefaultHasher::new();
+    for ti in &t.tablets {
+        (&ti.partition.start, &ti.partition.end).hash(&mut h);
+    }
+    h.finish()
 }
 
 /// A process's part in a parallel scan: each claims the next tablet not yet
-/// claimed (`SharedScan::next_tablet`) and walks it whole at the shared read
-/// point, until none is left. (The tablets are those the table has when each
-/// process looks them up: splitting one while a parallel scan runs is not
-/// handled yet.)
+/// claimed (`SharedScan::next_tablet`) and walks its key interval whole at the
+/// shared read point, until none is left. Every process claims from the list the
+/// leader had (fresh from the master when the scan began): a worker whose list
+/// differs looks again, and fails the scan with 40001 if the table's tablets
+/// changed in between. A tablet splitting while the scan runs is walked on its
+/// halves (the walk is by key interval, and the client follows splits).)
 pub(super) struct Parallel {
     shared: *mut SharedScan,
     tablets: std::sync::Arc<pinax_proto::TableInfo>,
@@ -104,7 +119,24 @@ impl Parallel {
                 uncertain_from: pinax_common::HybridTime((*shared).uncertain_from),
             };
             let client = state::with(|b| b.client()).or_raise();
-            let tablets = client.table(storage).or_raise();
+            let tablets = if worker {
+                let mut t = client.table(storage).or_raise();
+                if tablets_fingerprint(&t) != (*shared).tablets_fp {
+                    t = client.refresh_table(storage).or_raise();
+                    if tablets_fingerprint(&t) != (*shared).tablets_fp {
+                        crate::error::raise_with(
+                            pgrx::PgSqlErrorCode::ERRCODE_T_R_SERIALIZATION_FAILURE,
+                            "the table's tablets changed while a parallel scan of it began",
+                            Some("Run the statement again.".into()),
+                        );
+                    }
+                }
+                t
+            } else {
+                let t = client.refresh_table(storage).or_raise();
+                (*shared).tablets_fp = tablets_fingerprint(&t);
+                t
+            };
             Parallel { shared, tablets, at, walking: false }
         }
     }
