@@ -490,3 +490,17 @@ pub unsafe fn datum_copy(v: pg_sys::Datum, byval: bool, len: i16) -> pg_sys::Dat
         pg_sys::Datum::from(p)
     }
 }
+
+/// Raise PostgreSQL's error unless the current user owns relation `relid`.
+///
+/// # Safety
+/// In a transaction.
+pub(crate) unsafe fn check_owner(relid: pg_sys::Oid) {
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe {
+        if !pg_sys::pg_class_ownercheck(relid, pg_sys::GetUserId()) {
+            let kind = pg_sys::get_relkind_objtype(pg_sys::get_rel_relkind(relid));
+            pg_sys::aclcheck_error(pg_sys::AclResult::ACLCHECK_NOT_OWNER, kind, pg_sys::get_rel_name(relid));
+        }
+    }
+}

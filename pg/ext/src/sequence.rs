@@ -603,7 +603,7 @@ unsafe fn arg(fcinfo: pg_sys::FunctionCallInfo, i: usize) -> pg_sys::Datum {
 ///
 /// # Safety
 /// Calls into PostgreSQL: only in a backend, where its errors can be raised.
-unsafe fn rel_name(relid: pg_sys::Oid) -> String {
+pub(crate) unsafe fn rel_name(relid: pg_sys::Oid) -> String {
     // SAFETY: the caller upholds this function's contract (# Safety).
     unsafe {
         let n = pg_sys::get_rel_name(relid);

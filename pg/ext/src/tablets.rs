@@ -13,6 +13,7 @@
 
 use crate::error::{self, OrRaise};
 use crate::meta;
+use crate::sequence::rel_name;
 use crate::state;
 use pgrx::{pg_guard, pg_sys, PgSqlErrorCode};
 use pinax_proto::{Request, Response, TableInfo};
@@ -43,15 +44,29 @@ fn hex(b: &[u8]) -> String {
     })
 }
 
+/// Tablet `ti`'s approximate size and leader's address, from the first of its
+/// replicas (the leader first) that answers.
+fn tablet_stats(client: &pinax_client::Client, ti: &pinax_proto::TabletInfo) -> Option<(u64, Option<String>)> {
+    ti.replicas.iter().chain(std::iter::once(&ti.leader)).rev().find_map(|addr| match client.call_at(addr, Request::TabletStats { tablet: ti.id }) {
+        Ok(Response::TabletStats { approximate_bytes, leader, .. }) => Some((approximate_bytes, leader.map(|l| l.1))),
+        _ => None,
+    })
+}
+
+/// `s` as a `text` datum.
+///
+/// # Safety
+/// In a backend (palloc).
+unsafe fn text_datum(s: &str) -> pg_sys::Datum {
+    let c = std::ffi::CString::new(s).unwrap_or_default();
+    // SAFETY: the caller upholds this function's contract (# Safety).
+    unsafe { pg_sys::Datum::from(pg_sys::cstring_to_text(c.as_ptr())) }
+}
+
 /// One JSON object per tablet of storage table `t`, for relation `relid`.
 fn tablet_rows(out: &mut Vec<String>, relid: u32, t: &TableInfo, client: &pinax_client::Client) {
     for ti in &t.tablets {
-        let stats =
-            ti.replicas.iter().chain(std::iter::once(&ti.leader)).rev().find_map(|addr| match client.call_at(addr, Request::TabletStats { tablet: ti.id }) {
-                Ok(Response::TabletStats { approximate_bytes, leader, .. }) => Some((approximate_bytes, leader.map(|l| l.1))),
-                _ => None,
-            });
-        let (bytes, leader) = match stats {
+        let (bytes, leader) = match tablet_stats(client, ti) {
             Some((b, l)) => (b.to_string(), l.map_or("null".into(), |l| json_str(&l))),
             None => ("null".into(), "null".into()),
         };
@@ -77,9 +92,7 @@ pub unsafe extern "C-unwind" fn pinax_tablets_json(fcinfo: pg_sys::FunctionCallI
     unsafe {
         let relid = pg_sys::Oid::from((*fcinfo).args.as_slice(1)[0].value.value() as u32);
         if !meta::is_pinax_relid(relid) {
-            let name = pg_sys::get_rel_name(relid);
-            let name = if name.is_null() { relid.to_u32().to_string() } else { std::ffi::CStr::from_ptr(name).to_string_lossy().into_owned() };
-            error::raise_with(PgSqlErrorCode::ERRCODE_WRONG_OBJECT_TYPE, format!("\"{name}\" is not a Pinax table"), None);
+            error::raise_with(PgSqlErrorCode::ERRCODE_WRONG_OBJECT_TYPE, format!("\"{}\" is not a Pinax table", rel_name(relid)), None);
         }
         let rel = pg_sys::relation_open(relid, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
         let m = meta::table_meta(rel).or_raise();
@@ -93,9 +106,7 @@ pub unsafe extern "C-unwind" fn pinax_tablets_json(fcinfo: pg_sys::FunctionCallI
             let t = client.refresh_table(storage).or_raise();
             tablet_rows(&mut rows, oid, &t, &client);
         }
-        let json = format!("[{}]", rows.join(","));
-        let c = std::ffi::CString::new(json).unwrap_or_default();
-        pg_sys::Datum::from(pg_sys::cstring_to_text(c.as_ptr()))
+        text_datum(&format!("[{}]", rows.join(",")))
     }
 }
 
@@ -118,20 +129,10 @@ unsafe fn split_target(relid: pg_sys::Oid) -> (String, Option<(crate::keys::KeyC
     unsafe {
         let is_index = pg_sys::get_rel_relkind(relid) as u8 == pg_sys::RELKIND_INDEX;
         let heap = if is_index { pg_sys::IndexGetRelation(relid, false) } else { relid };
-        let name = |oid: pg_sys::Oid| {
-            let n = pg_sys::get_rel_name(oid);
-            if n.is_null() {
-                oid.to_u32().to_string()
-            } else {
-                std::ffi::CStr::from_ptr(n).to_string_lossy().into_owned()
-            }
-        };
         if !meta::is_pinax_relid(heap) {
-            error::raise_with(PgSqlErrorCode::ERRCODE_WRONG_OBJECT_TYPE, format!("\"{}\" is not a Pinax table or an index of one", name(relid)), None);
+            error::raise_with(PgSqlErrorCode::ERRCODE_WRONG_OBJECT_TYPE, format!("\"{}\" is not a Pinax table or an index of one", rel_name(relid)), None);
         }
-        if !pg_sys::pg_class_ownercheck(heap, pg_sys::GetUserId()) {
-            error::raise_with(PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE, format!("must be owner of table {}", name(heap)), None);
-        }
+        meta::check_owner(heap);
         let rel = pg_sys::relation_open(heap, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
         let m = meta::table_meta(rel).or_raise();
         pg_sys::relation_close(rel, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
@@ -145,7 +146,7 @@ unsafe fn split_target(relid: pg_sys::Oid) -> (String, Option<(crate::keys::KeyC
         if let Some(iv) = m.inverted.iter().find(|i| i.oid == oid) {
             return (iv.storage.clone(), None);
         }
-        error::raise_with(PgSqlErrorCode::ERRCODE_WRONG_OBJECT_TYPE, format!("index \"{}\" is not stored by Pinax", name(relid)), None);
+        error::raise_with(PgSqlErrorCode::ERRCODE_WRONG_OBJECT_TYPE, format!("index \"{}\" is not stored by Pinax", rel_name(relid)), None);
     }
 }
 
@@ -197,18 +198,10 @@ pub unsafe extern "C-unwind" fn pinax_split_tablet_json(fcinfo: pg_sys::Function
         let tablet = match &at {
             Some(k) => t.tablets[t.tablet_index_for(k)].id,
             None => {
-                let size = |ti: &pinax_proto::TabletInfo| {
-                    ti.replicas.iter().chain(std::iter::once(&ti.leader)).rev().find_map(|addr| {
-                        match client.call_at(addr, Request::TabletStats { tablet: ti.id }) {
-                            Ok(Response::TabletStats { approximate_bytes, .. }) => Some(approximate_bytes),
-                            _ => None,
-                        }
-                    })
-                };
                 // The largest (the first of equals).
                 let mut best = (t.tablets[0].id, None);
                 for ti in &t.tablets {
-                    let s = size(ti);
+                    let s = tablet_stats(&client, ti).map(|(bytes, _)| bytes);
                     if s > best.1 {
                         best = (ti.id, s);
                     }
@@ -221,9 +214,7 @@ pub unsafe extern "C-unwind" fn pinax_split_tablet_json(fcinfo: pg_sys::Function
             other => error::raise_with(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("pinax: unexpected answer to a split: {other:?}"), None),
         };
         let _ = client.refresh_table(&storage);
-        let json = format!("[{}]", children.iter().map(|c| c.id.0.to_string()).collect::<Vec<_>>().join(","));
-        let c = std::ffi::CString::new(json).unwrap_or_default();
-        pg_sys::Datum::from(pg_sys::cstring_to_text(c.as_ptr()))
+        text_datum(&format!("[{}]", children.iter().map(|c| c.id.0.to_string()).collect::<Vec<_>>().join(",")))
     }
 }
 

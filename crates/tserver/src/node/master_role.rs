@@ -5,6 +5,7 @@
 
 use super::{catalog_err, err, Node};
 use crate::factory::EngineFactory;
+use crate::replica::RaftReplicator;
 use parking_lot::Mutex;
 use pinax_common::{ErrorCode, TabletId};
 use pinax_master::placement;
@@ -258,13 +259,7 @@ impl<F: EngineFactory> Node<F> {
     /// group is not quiesced (idle tablets change little; thousands of them
     /// are measured only in the rarer full reports).
     fn led_tablet_sizes(&self, all: bool) -> Vec<(TabletId, u64)> {
-        let led: Vec<TabletId> = self
-            .groups
-            .read()
-            .iter()
-            .filter(|(id, g)| !id.is_status() && **id != TabletId::MASTER && g.group.leads_now() && (all || !g.group.is_quiesced()))
-            .map(|(id, _)| *id)
-            .collect();
+        let led = self.led_user_tablets(|g| all || !g.group.is_quiesced());
         let engines = self.engines.lock();
         led.into_iter()
             .filter_map(|id| engines.get(&id).and_then(|w| w.upgrade()).map(|e| (id, pinax_engine::KvEngine::stats(&*e).approximate_bytes)))
@@ -284,7 +279,12 @@ impl<F: EngineFactory> Node<F> {
     /// The tablets (not status tablets, not the master's) whose group this node
     /// leads now.
     pub(super) fn leading(&self) -> Vec<TabletId> {
-        self.groups.read().iter().filter(|(id, g)| !id.is_status() && **id != TabletId::MASTER && g.group.leads_now()).map(|(id, _)| *id).collect()
+        self.led_user_tablets(|_| true)
+    }
+
+    /// [`Node::leading`]'s tablets whose group also passes `keep`.
+    fn led_user_tablets(&self, keep: impl Fn(&RaftReplicator) -> bool) -> Vec<TabletId> {
+        self.groups.read().iter().filter(|(id, g)| !id.is_status() && **id != TabletId::MASTER && g.group.leads_now() && keep(g)).map(|(id, _)| *id).collect()
     }
 
     /// The address of node `id`, asking the master (by registering) if unknown.

@@ -24,7 +24,7 @@
 //! Not done: moving back to a tablespace left in the same transaction (the old
 //! file is deleted only at commit; refused, 0A000).
 
-use crate::meta::is_pinax_relid;
+use crate::meta::{check_owner, is_pinax_relid};
 use pgrx::pg_sys;
 use std::ffi::{CStr, CString};
 
@@ -172,20 +172,6 @@ unsafe fn plan_move_all(stmt: *mut pg_sys::AlterTableMoveAllStmt) -> Plan {
         }
         let name = CStr::from_ptr((*stmt).new_tablespacename).to_owned();
         Plan { skip_statement: ours.len() == all.len(), moves: ours.into_iter().map(|o| (o, name.clone())).collect() }
-    }
-}
-
-/// Raise PostgreSQL's error unless the current user owns relation `relid`.
-///
-/// # Safety
-/// In a transaction.
-unsafe fn check_owner(relid: pg_sys::Oid) {
-    // SAFETY: the caller upholds this function's contract (# Safety).
-    unsafe {
-        if !pg_sys::pg_class_ownercheck(relid, pg_sys::GetUserId()) {
-            let kind = pg_sys::get_relkind_objtype(pg_sys::get_rel_relkind(relid));
-            pg_sys::aclcheck_error(pg_sys::AclResult::ACLCHECK_NOT_OWNER, kind, pg_sys::get_rel_name(relid));
-        }
     }
 }
 
