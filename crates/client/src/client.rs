@@ -7,7 +7,8 @@ use parking_lot::Mutex;
 use pinax_common::TabletId;
 use pinax_common::{ErrorCode, HybridClock, HybridTime, TxnId};
 use pinax_proto::{
-    LiveWrite, NodeStatus, ReadPoint, Request, RequestEnvelope, Response, Row, RpcError, ScanResult, ScanSpec, Sharding, TableInfo, TabletInfo, WriteOp,
+    LiveWrite, NodeStatus, ReadPoint, Request, RequestEnvelope, Response, Row, RpcError, ScanResult, ScanSpec, Sharding, TableInfo, TableOptions, TabletInfo,
+    WriteOp,
 };
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -454,7 +455,24 @@ impl Client {
     }
 
     pub fn create_table(&self, name: &str, sharding: Sharding) -> Result<Arc<TableInfo>> {
-        match self.call(Request::CreateTable { name: name.to_string(), sharding, if_not_exists: false })? {
+        self.create_table_with(name, sharding, TableOptions::default())
+    }
+
+    /// [`Client::create_table`] with `options`.
+    pub fn create_table_with(&self, name: &str, sharding: Sharding, options: TableOptions) -> Result<Arc<TableInfo>> {
+        match self.call(Request::CreateTable { name: name.to_string(), sharding, if_not_exists: false, options })? {
+            Response::Table(t) => {
+                let t = Arc::new(t);
+                self.inner.tables.lock().insert(name.to_string(), t.clone());
+                Ok(t)
+            }
+            r => Err(unexpected(r)),
+        }
+    }
+
+    /// Set the options of table `name` (`Request::SetTableOptions`).
+    pub fn set_table_options(&self, name: &str, options: TableOptions) -> Result<Arc<TableInfo>> {
+        match self.call(Request::SetTableOptions { name: name.to_string(), options })? {
             Response::Table(t) => {
                 let t = Arc::new(t);
                 self.inner.tables.lock().insert(name.to_string(), t.clone());

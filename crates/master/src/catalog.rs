@@ -6,8 +6,9 @@
 //! reloads what it keeps in memory whenever its term changes.
 //!
 //! Layout (regular CF, not MVCC):
-//! - `"t/" ++ name` → blob(kind `'C'`, v2, bincode(`TableInfo`)); v1 entries (before
-//!   tablets had replica lists) decode with the leader as the only replica
+//! - `"t/" ++ name` → blob(kind `'C'`, v3, bincode(`TableInfo`)); v1 entries (before
+//!   tablets had replica lists) decode with the leader as the only replica, v1 and
+//!   v2 ones (before table options) with the default options
 //! - `"next_id"`    → u64 BE: next id for tables and tablets (one sequence)
 //! - `"next_node_id"` → u64 BE: next id for a joining node (node 1 is the master)
 //! - `"n/" ++ node id (u64 BE)` → the node's RPC address (every node that registered)
@@ -25,7 +26,7 @@ use parking_lot::Mutex;
 use pinax_codec::blob::{decode_blob, encode_blob};
 use pinax_common::{ErrorCode, TableId, TabletId};
 use pinax_engine::{Cf, IterOptions, KvEngine, KvIterator, OwnedBatch, Snapshot, WriteBatch, WriteOptions};
-use pinax_proto::{DdlEntry, Sharding, TableInfo, TabletInfo};
+use pinax_proto::{DdlEntry, Sharding, TableInfo, TableOptions, TabletInfo};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -68,7 +69,7 @@ pub struct Fence {
 }
 
 const BLOB_KIND: u8 = b'C';
-const BLOB_VERSION: u8 = 2;
+const BLOB_VERSION: u8 = 3;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CatalogError {
@@ -193,9 +194,23 @@ pub fn decode_table(b: &[u8]) -> Result<TableInfo, CatalogError> {
                 .into_iter()
                 .map(|ti| TabletInfo { id: ti.id, partition: ti.partition, replicas: vec![ti.leader.clone()], leader: ti.leader })
                 .collect(),
+            options: TableOptions::default(),
         });
     }
+    if version == 2 {
+        let (t, _): (TableInfoV2, _) = bincode::serde::decode_from_slice(payload, bincode_cfg()).map_err(|e| CatalogError::Corrupt(e.to_string()))?;
+        return Ok(TableInfo { id: t.id, name: t.name, sharding: t.sharding, tablets: t.tablets, options: TableOptions::default() });
+    }
     decode_record(BLOB_KIND, BLOB_VERSION, b, "catalog entry")
+}
+
+/// Catalog entries of version 2 (before table options).
+#[derive(serde::Deserialize)]
+struct TableInfoV2 {
+    id: TableId,
+    name: String,
+    sharding: Sharding,
+    tablets: Vec<TabletInfo>,
 }
 
 /// Catalog entries of version 1.
@@ -399,7 +414,7 @@ impl<E: KvEngine> Catalog<E> {
             .enumerate()
             .map(|(i, partition)| TabletInfo { id: TabletId(first + 1 + i as u64), partition, leader: leader.to_string(), replicas: vec![leader.to_string()] })
             .collect();
-        Ok(TableInfo { id: TableId(first), name: name.to_string(), sharding, tablets })
+        Ok(TableInfo { id: TableId(first), name: name.to_string(), sharding, tablets, options: TableOptions::default() })
     }
 
     /// Plan node `node`'s status tablet: the table [`status_table_name`] with one
@@ -481,6 +496,24 @@ impl<E: KvEngine> Catalog<E> {
         b.put(Cf::Regular, &table_key(name), &encode_table(&t));
         self.write(&mut st, b)?;
         st.tables.insert(name.to_string(), t.clone());
+        st.listed = None;
+        Ok(t)
+    }
+
+    /// Set the options of table `name` (its own name or another); the table
+    /// as it is after.
+    pub fn set_options(&self, name: &str, options: TableOptions) -> Result<TableInfo, CatalogError> {
+        let mut st = self.lock()?;
+        let own = st.aliases.get(name).cloned().unwrap_or_else(|| name.to_string());
+        let mut t = st.tables.get(&own).cloned().ok_or_else(|| CatalogError::NotFound(name.to_string()))?;
+        if t.options == options {
+            return Ok(t);
+        }
+        t.options = options;
+        let mut b = OwnedBatch::new();
+        b.put(Cf::Regular, &table_key(&own), &encode_table(&t));
+        self.write(&mut st, b)?;
+        st.tables.insert(own, t.clone());
         st.listed = None;
         Ok(t)
     }
@@ -766,7 +799,7 @@ pub fn single_tablet_table(name: String, id: TabletId, replicas: Vec<String>) ->
     let sharding = Sharding::Range { split_points: Vec::new() };
     let partition = pinax_proto::Partition { start: Vec::new(), end: None };
     let leader = replicas.first().cloned().unwrap_or_default();
-    TableInfo { id: TableId(id.0), name, sharding, tablets: vec![TabletInfo { id, partition, leader, replicas }] }
+    TableInfo { id: TableId(id.0), name, sharding, tablets: vec![TabletInfo { id, partition, leader, replicas }], options: TableOptions::default() }
 }
 
 /// Called per entry of a prefix (key without the prefix, value).
@@ -862,14 +895,15 @@ mod tests {
                 leader: "a".into(),
                 replicas: vec!["a".into(), "b".into()],
             }],
+            options: TableOptions { auto_split: false },
         };
         let b = encode_table(&t);
         let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
         assert_eq!(
             &hex[..hex.len() - 8],
-            // kind 'C', v2 | id | name "t" | Hash (variant 0) tablets=1 | 1 tablet: id 2,
-            // start "", end None, leader "a", replicas ["a", "b"]
-            "4302\
+            // kind 'C', v3 | id | name "t" | Hash (variant 0) tablets=1 | 1 tablet: id 2,
+            // start "", end None, leader "a", replicas ["a", "b"] | auto_split false
+            "4303\
              0000000000000001\
              000000000000000174\
              0000000000000001\
@@ -879,9 +913,38 @@ mod tests {
              000000000000000161\
              0000000000000002\
              000000000000000161\
-             000000000000000162"
+             000000000000000162\
+             00"
         );
         assert_eq!(decode_table(&b).unwrap(), t);
+    }
+
+    #[test]
+    fn version_2_entries_decode_with_the_default_options() {
+        // The v2 golden entry: the v3 one without its options.
+        let hex = "0000000000000001000000000000000174000000000000000100000000000000010000000000000002000000000000000000\
+                   0000000000000001610000000000000002000000000000000161000000000000000162";
+        let hex: String = hex.chars().filter(|c| c.is_ascii_hexdigit()).collect();
+        let payload: Vec<u8> = (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap()).collect();
+        let t = decode_table(&encode_blob(BLOB_KIND, 2, &payload)).unwrap();
+        assert_eq!(t.options, TableOptions { auto_split: true });
+        assert_eq!(t.tablets[0].replicas, vec!["a".to_string(), "b".to_string()]);
+    }
+
+    #[test]
+    fn options_are_set_through_any_name_and_survive_a_reload() {
+        let engine = pinax_engine_mem::MemEngine::new();
+        let c = Catalog::open(engine.clone()).unwrap();
+        let t = table(&c, "t");
+        assert!(t.options.auto_split);
+        c.add_name("other", "t").unwrap();
+        let changed = c.set_options("other", TableOptions { auto_split: false }).unwrap();
+        assert_eq!(changed.name, "t");
+        assert!(!changed.options.auto_split);
+        assert!(!c.get("t").unwrap().options.auto_split);
+        assert!(matches!(c.set_options("nope", TableOptions::default()), Err(CatalogError::NotFound(_))));
+        let again = Catalog::open(engine).unwrap();
+        assert!(!again.get("t").unwrap().options.auto_split);
     }
 
     #[test]

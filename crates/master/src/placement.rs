@@ -436,7 +436,13 @@ mod tests {
     }
 
     fn table(name: &str, tablets: Vec<TabletInfo>) -> TableInfo {
-        TableInfo { id: TableId(tablets[0].id.0 - 1), name: name.into(), sharding: Sharding::Hash { tablets: tablets.len() as u32 }, tablets }
+        TableInfo {
+            id: TableId(tablets[0].id.0 - 1),
+            name: name.into(),
+            sharding: Sharding::Hash { tablets: tablets.len() as u32 },
+            tablets,
+            options: Default::default(),
+        }
     }
 
     fn entry(n: u64) -> NodeEntry {

@@ -208,7 +208,7 @@ struct NodeArgs {
 /// the master; the defaults are [`SplitRules::DEFAULT`], YugabyteDB's).
 #[derive(Args, Clone, Debug)]
 struct SplitFlags {
-    /// Master: never split a tablet by itself (by size); `pinax tablet split`
+    /// Master: never split a tablet by itself (by size or load); `pinax tablet split`
     /// and `pinax_split_tablet` still do.
     #[arg(long)]
     no_auto_split: bool,
@@ -231,6 +231,18 @@ struct SplitFlags {
     /// Master: tablet splits under way at once in the cluster.
     #[arg(long, default_value_t = SplitRules::DEFAULT.max_outstanding)]
     split_max_outstanding: usize,
+    /// Master: requested tablet splits at once whose tablet one node leads.
+    #[arg(long, default_value_t = SplitRules::DEFAULT.max_per_node)]
+    split_max_per_node: usize,
+    /// Master: a tablet whose leader serves this many requests a second (0: no
+    /// splits by load), at least `--split-load-share-percent` of its node's,
+    /// in `--split-load-reports` size reports in a row (10 s apart), splits.
+    #[arg(long, default_value_t = SplitRules::DEFAULT.load_requests_per_sec)]
+    split_load_requests_per_sec: u64,
+    #[arg(long, default_value_t = SplitRules::DEFAULT.load_share_percent)]
+    split_load_share_percent: u32,
+    #[arg(long, default_value_t = SplitRules::DEFAULT.load_reports)]
+    split_load_reports: u32,
 }
 
 impl Default for SplitFlags {
@@ -244,6 +256,10 @@ impl Default for SplitFlags {
             split_high_tablets_per_node: d.high_tablets_per_node,
             split_force_mb: d.force_bytes >> 20,
             split_max_outstanding: d.max_outstanding,
+            split_max_per_node: d.max_per_node,
+            split_load_requests_per_sec: d.load_requests_per_sec,
+            split_load_share_percent: d.load_share_percent,
+            split_load_reports: d.load_reports,
         }
     }
 }
@@ -259,6 +275,10 @@ impl SplitFlags {
             high_tablets_per_node: self.split_high_tablets_per_node,
             force_bytes: self.split_force_mb.saturating_mul(MIB),
             max_outstanding: self.split_max_outstanding,
+            max_per_node: self.split_max_per_node,
+            load_requests_per_sec: self.split_load_requests_per_sec,
+            load_share_percent: self.split_load_share_percent,
+            load_reports: self.split_load_reports,
         })
     }
 
@@ -273,6 +293,10 @@ impl SplitFlags {
         cmd.arg("--split-high-tablets-per-node").arg(self.split_high_tablets_per_node.to_string());
         cmd.arg("--split-force-mb").arg(self.split_force_mb.to_string());
         cmd.arg("--split-max-outstanding").arg(self.split_max_outstanding.to_string());
+        cmd.arg("--split-max-per-node").arg(self.split_max_per_node.to_string());
+        cmd.arg("--split-load-requests-per-sec").arg(self.split_load_requests_per_sec.to_string());
+        cmd.arg("--split-load-share-percent").arg(self.split_load_share_percent.to_string());
+        cmd.arg("--split-load-reports").arg(self.split_load_reports.to_string());
     }
 }
 
@@ -593,7 +617,7 @@ fn joined_node_id(dir: &Path, join: &[String], addr: &str, tls: Option<Arc<pinax
         let mut last = None;
         for node in join {
             let res = Client::connect_with(node, pinax_client::ClientOptions { tls: tls.clone(), ..Default::default() })
-                .and_then(|c| c.call(pinax_proto::Request::RegisterNode { node_id: 0, addr: addr.to_string(), leading: Vec::new(), sizes: Vec::new() }));
+                .and_then(|c| c.call(pinax_proto::Request::RegisterNode { node_id: 0, addr: addr.to_string(), leading: Vec::new(), reports: Vec::new() }));
             match res {
                 Ok(pinax_proto::Response::Registered { node_id, .. }) => break 'found node_id,
                 Ok(other) => bail!("unexpected answer from the node at {node}: {other:?}"),

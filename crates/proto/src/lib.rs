@@ -84,6 +84,33 @@ pub struct TableInfo {
     pub sharding: Sharding,
     /// Sorted by partition start.
     pub tablets: Vec<TabletInfo>,
+    pub options: TableOptions,
+}
+
+/// A leader's figures for one tablet, sent to the master with `RegisterNode`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TabletReport {
+    pub tablet: TabletId,
+    /// Approximate bytes on disk (flushed data).
+    pub bytes: u64,
+    /// Requests served a second since the previous report (0 for the first).
+    pub requests_per_sec: u64,
+}
+
+/// A table's settings that are not its layout (`CREATE TABLE ... WITH
+/// (pinax.auto_split = off)`, `ALTER TABLE ... SET (...)`; a SQL table's
+/// indexes get the table's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TableOptions {
+    /// Whether the master splits the table's tablets by itself (by size or
+    /// load); manual splits are allowed either way.
+    pub auto_split: bool,
+}
+
+impl Default for TableOptions {
+    fn default() -> Self {
+        TableOptions { auto_split: true }
+    }
 }
 
 impl TableInfo {
@@ -140,6 +167,7 @@ pub enum Request {
         name: String,
         sharding: Sharding,
         if_not_exists: bool,
+        options: TableOptions,
     },
     DropTable {
         name: String,
@@ -223,13 +251,13 @@ pub enum Request {
     /// To the master: node `node_id` (0: a new node, which gets an id) serves at
     /// `addr`, and leads these tablets' groups. Nodes send it every second; it is
     /// how the master knows who is alive and where leaders are. Every few
-    /// seconds (else empty) `sizes` gives the approximate bytes on disk of each
-    /// tablet it leads: what automatic splitting goes by.
+    /// seconds (else empty) `reports` gives the size and load of each tablet it
+    /// leads: what automatic splitting goes by.
     RegisterNode {
         node_id: u64,
         addr: String,
         leading: Vec<TabletId>,
-        sizes: Vec<(TabletId, u64)>,
+        reports: Vec<TabletReport>,
     },
     /// Create this node's replica of `tablet` in a group of `members` (node id, RPC
     /// address). The `bootstrap` replica makes the members the group's first
@@ -467,6 +495,12 @@ pub enum Request {
     SplitTablet {
         tablet: TabletId,
         at: Option<Vec<u8>>,
+    },
+    /// To the master: set the options of table `name` (any of its names).
+    /// Answers `Table` with the table as it is now.
+    SetTableOptions {
+        name: String,
+        options: TableOptions,
     },
 }
 

@@ -3,13 +3,15 @@
 //! through one tablet splits by itself, one split after another, into at least
 //! eight tablets (the low phase ends at 4 per live node, then nothing splits
 //! below the high threshold); every row stays readable exactly once, and the
-//! tablets keep covering the key space.
+//! tablets keep covering the key space. A table created with `auto_split`
+//! off stays one tablet under the same load until the option is turned on.
+//! A small table that is read hard splits by load.
 
 use pinax_client::Client;
 use pinax_common::HybridClock;
 use pinax_engine_rocks::SharedResources;
 use pinax_master::splitting::SplitRules;
-use pinax_proto::{ScanSpec, Sharding, WriteOp};
+use pinax_proto::{ScanSpec, Sharding, TableOptions, WriteOp};
 use pinax_tserver::{Node, NodeConfig, RocksFactory, RpcServer};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -62,9 +64,19 @@ fn value(i: u32) -> Vec<u8> {
 }
 
 #[test]
-fn a_growing_range_table_splits_by_itself_and_every_row_stays() {
-    let rules =
-        SplitRules { low_bytes: 256 << 10, low_tablets_per_node: 4, high_bytes: 1 << 40, high_tablets_per_node: 8, force_bytes: 1 << 50, max_outstanding: 2 };
+fn a_growing_range_table_splits_by_itself_and_every_row_stays_unless_told_not_to_and_a_hot_one_splits_by_load() {
+    let rules = SplitRules {
+        low_bytes: 256 << 10,
+        low_tablets_per_node: 4,
+        high_bytes: 1 << 40,
+        high_tablets_per_node: 8,
+        force_bytes: 1 << 50,
+        max_outstanding: 2,
+        max_per_node: 2,
+        load_requests_per_sec: 100,
+        load_share_percent: 50,
+        load_reports: 2,
+    };
     let first = start(1, None, rules);
     let join = Some(first.addr.clone());
     let nodes = [first, start(2, join.clone(), rules), start(3, join, rules)];
@@ -93,14 +105,19 @@ fn a_growing_range_table_splits_by_itself_and_every_row_stays() {
         std::thread::sleep(Duration::from_millis(300));
     }
     let flush = || nodes.iter().for_each(|n| n.node.flush_all());
-    let tablets = || c.refresh_table("grows").unwrap().tablets.len();
+    let tablets_of = |name: &str| c.refresh_table(name).unwrap().tablets.len();
+    let tablets = || tablets_of("grows");
+    // The same rows in a table that must not split by itself.
+    let off = c.create_table_with("stays", Sharding::Range { split_points: Vec::new() }, TableOptions { auto_split: false }).unwrap();
+    assert!(!off.options.auto_split);
 
     // About 4.4 MB in batches, flushed as they go (sizes count flushed data):
     // over 16 times the threshold.
     const ROWS: u32 = 20_000;
     for batch in 0..(ROWS / 500) {
-        let ops = (batch * 500..(batch + 1) * 500).map(|i| WriteOp::put(key(i), value(i))).collect();
-        c.write("grows", ops).unwrap();
+        let ops: Vec<WriteOp> = (batch * 500..(batch + 1) * 500).map(|i| WriteOp::put(key(i), value(i))).collect();
+        c.write("grows", ops.clone()).unwrap();
+        c.write("stays", ops).unwrap();
         if batch % 4 == 3 {
             flush();
         }
@@ -135,6 +152,36 @@ fn a_growing_range_table_splits_by_itself_and_every_row_stays() {
     c.write("grows", vec![WriteOp::put(key(0), b"first".to_vec()), WriteOp::put(key(ROWS - 1), b"last".to_vec())]).unwrap();
     assert_eq!(c.get("grows", &key(ROWS - 1)).unwrap(), Some(b"last".to_vec()));
     assert_eq!(c.get("grows", &key(ROWS / 2)).unwrap(), Some(value(ROWS / 2)));
+
+    // The table with auto_split off stayed whole; turned on, it splits too.
+    assert_eq!(tablets_of("stays"), 1, "a table with auto_split off split by itself");
+    assert!(c.set_table_options("stays", TableOptions { auto_split: true }).unwrap().options.auto_split);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while tablets_of("stays") < 2 {
+        assert!(Instant::now() < deadline, "auto_split turned on, but the table did not split");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert_eq!(c.scan("stays", ScanSpec::default()).unwrap().len(), ROWS as usize);
+
+    // By load: a small table (far below the size threshold) read hard splits.
+    c.create_table("hot", Sharding::Range { split_points: Vec::new() }).unwrap();
+    const HOT_ROWS: u32 = 500;
+    c.write("hot", (0..HOT_ROWS).map(|i| WriteOp::put(key(i), value(i))).collect()).unwrap();
+    flush();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut reads = 0u32;
+    while tablets_of("hot") < 2 {
+        for _ in 0..200 {
+            let i = reads % HOT_ROWS;
+            assert_eq!(c.get("hot", &key(i)).unwrap(), Some(value(i)));
+            reads += 1;
+        }
+        assert!(Instant::now() < deadline, "a hot tablet did not split after {reads} reads");
+    }
+    eprintln!("the hot table split after {reads} reads");
+    let rows = c.scan("hot", ScanSpec::default()).unwrap();
+    assert_eq!(rows.len(), HOT_ROWS as usize);
+    assert!(rows.iter().enumerate().all(|(i, (k, v))| (k, v) == (&key(i as u32), &value(i as u32))));
     ticking.store(false, Ordering::SeqCst);
     for t in tickers {
         t.join().unwrap();

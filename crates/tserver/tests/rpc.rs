@@ -358,7 +358,7 @@ fn ddl_locks_are_held_on_the_other_nodes_until_let_go() {
     }
     let c2 = Client::connect(&second.addr).unwrap();
     for (id, n) in [(2, &second), (3, &third)] {
-        Client::connect(&n.addr).unwrap().call(Request::RegisterNode { node_id: id, addr: n.addr.clone(), leading: Vec::new(), sizes: Vec::new() }).unwrap();
+        Client::connect(&n.addr).unwrap().call(Request::RegisterNode { node_id: id, addr: n.addr.clone(), leading: Vec::new(), reports: Vec::new() }).unwrap();
     }
     let lock = |id: u128, pid: u32| DdlLock {
         lock: id,
@@ -394,7 +394,7 @@ fn ddl_locks_are_held_on_the_other_nodes_until_let_go() {
     // A node out of reach (down) is not waited for but fenced: the lock goes on
     // once the SQL lease it may hold has ended (granted as it registered: 5 s +
     // 4 × 0.5 s of clock skew later), and it gets no lease while the lock is held.
-    let register = |id: u64, addr: &str| c2.call(Request::RegisterNode { node_id: id, addr: addr.into(), leading: Vec::new(), sizes: Vec::new() }).unwrap();
+    let register = |id: u64, addr: &str| c2.call(Request::RegisterNode { node_id: id, addr: addr.into(), leading: Vec::new(), reports: Vec::new() }).unwrap();
     register(4, "127.0.0.1:1");
     let asked_at = std::time::Instant::now();
     c2.call(Request::LockDdl { lock: lock(10, me) }).unwrap();
@@ -430,7 +430,7 @@ fn published_ddl_is_logged_and_applied_by_the_other_nodes_and_names_share_a_tabl
     master.node.set_ddl_applier(on_master.clone());
     second.node.set_ddl_applier(on_second.clone());
     let c2 = Client::connect(&second.addr).unwrap();
-    c2.call(Request::RegisterNode { node_id: 2, addr: second.addr.clone(), leading: Vec::new(), sizes: Vec::new() }).unwrap();
+    c2.call(Request::RegisterNode { node_id: 2, addr: second.addr.clone(), leading: Vec::new(), reports: Vec::new() }).unwrap();
     let entry = |sql: &str| DdlEntry {
         seq: 0,
         origin: 2,
@@ -762,9 +762,9 @@ fn the_master_refuses_a_known_node_at_a_new_address() {
     use pinax_proto::Response;
     let master = start(NodeConfig { node_id: 1, ..NodeConfig::default() });
     let c = Client::connect(&master.addr).unwrap();
-    let register = |addr: &str| c.call(Request::RegisterNode { node_id: 0, addr: addr.into(), leading: Vec::new(), sizes: Vec::new() });
+    let register = |addr: &str| c.call(Request::RegisterNode { node_id: 0, addr: addr.into(), leading: Vec::new(), reports: Vec::new() });
     let Response::Registered { node_id, .. } = register("10.0.0.2:7100").unwrap() else { panic!("not registered") };
-    let again = |id: u64, addr: &str| c.call(Request::RegisterNode { node_id: id, addr: addr.into(), leading: Vec::new(), sizes: Vec::new() });
+    let again = |id: u64, addr: &str| c.call(Request::RegisterNode { node_id: id, addr: addr.into(), leading: Vec::new(), reports: Vec::new() });
     again(node_id, "10.0.0.2:7100").unwrap();
     let e = again(node_id, "10.0.0.9:7100").unwrap_err().to_string();
     assert!(e.contains("cannot change") && e.contains("10.0.0.2:7100"), "{e}");

@@ -55,6 +55,8 @@ pub struct CreateOptions {
     pub range: bool,
     pub tablets: Option<u32>,
     pub split_at: Vec<Vec<u8>>,
+    /// `pinax.auto_split` (None: the default, on).
+    pub auto_split: Option<bool>,
 }
 
 /// Speculative insertions that may lose in a row, with no conflicting row found

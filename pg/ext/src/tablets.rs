@@ -1,6 +1,7 @@
 //! `pinax_tablets(regclass)`: where a Pinax table's rows and its indexes'
 //! entries are, one row per tablet (the table's tablets, then each secondary
-//! index's): key interval, leader, replicas and approximate size.
+//! index's): key interval, leader, replicas, approximate size and whether the
+//! master splits them by itself (`pinax.auto_split`).
 //! `pinax_split_tablet(regclass [, at])`: split one of a table's (or an
 //! index's) tablets, online (`Request::SplitTablet`, driven by the master).
 //!
@@ -73,9 +74,10 @@ fn tablet_rows(out: &mut Vec<String>, relid: u32, t: &TableInfo, client: &pinax_
         let end = ti.partition.end.as_deref().map_or("null".into(), |e| json_str(&hex(e)));
         let replicas = ti.replicas.iter().map(|r| json_str(r)).collect::<Vec<_>>().join(",");
         out.push(format!(
-            "{{\"relation\":{relid},\"tablet\":{},\"start_key\":{},\"end_key\":{end},\"leader\":{leader},\"replicas\":[{replicas}],\"approximate_bytes\":{bytes}}}",
+            "{{\"relation\":{relid},\"tablet\":{},\"start_key\":{},\"end_key\":{end},\"leader\":{leader},\"replicas\":[{replicas}],\"approximate_bytes\":{bytes},\"auto_split\":{}}}",
             ti.id.0,
             json_str(&hex(&ti.partition.start)),
+            t.options.auto_split,
         ));
     }
 }
@@ -209,7 +211,15 @@ pub unsafe extern "C-unwind" fn pinax_split_tablet_json(fcinfo: pg_sys::Function
                 best.0
             }
         };
-        let children = match client.call(Request::SplitTablet { tablet, at }).or_raise() {
+        let answer = match client.call(Request::SplitTablet { tablet, at }) {
+            // A key the tablet cannot split at (outside its interior, no middle
+            // to find): the caller's argument.
+            Err(pinax_client::ClientError::Rpc(e)) if e.code == pinax_common::ErrorCode::InvalidRequest => {
+                error::raise_with(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, format!("cannot split: {}", e.message), None)
+            }
+            other => other.or_raise(),
+        };
+        let children = match answer {
             Response::Split { children, .. } => children,
             other => error::raise_with(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("pinax: unexpected answer to a split: {other:?}"), None),
         };
@@ -243,14 +253,14 @@ pgrx::extension_sql!(
 CREATE FUNCTION pg_catalog.pinax_tablets_json(regclass) RETURNS text
     AS 'MODULE_PATHNAME', 'pinax_tablets_json' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
 CREATE FUNCTION pg_catalog.pinax_tablets(rel regclass)
-    RETURNS TABLE (relation regclass, tablet bigint, start_key text, end_key text, leader text, replicas text[], approximate_bytes bigint)
+    RETURNS TABLE (relation regclass, tablet bigint, start_key text, end_key text, leader text, replicas text[], approximate_bytes bigint, auto_split boolean)
     LANGUAGE sql VOLATILE PARALLEL UNSAFE
     AS $$
-        SELECT t.relation::regclass, t.tablet, t.start_key, t.end_key, t.leader, t.replicas, t.approximate_bytes
+        SELECT t.relation::regclass, t.tablet, t.start_key, t.end_key, t.leader, t.replicas, t.approximate_bytes, t.auto_split
         FROM jsonb_to_recordset(pg_catalog.pinax_tablets_json(rel)::jsonb)
-            AS t(relation oid, tablet bigint, start_key text, end_key text, leader text, replicas text[], approximate_bytes bigint)
+            AS t(relation oid, tablet bigint, start_key text, end_key text, leader text, replicas text[], approximate_bytes bigint, auto_split boolean)
     $$;
-COMMENT ON FUNCTION pg_catalog.pinax_tablets(regclass) IS 'Pinax: the tablets of a table and of its indexes (key interval in hex, leader, replicas, approximate bytes on disk)';
+COMMENT ON FUNCTION pg_catalog.pinax_tablets(regclass) IS 'Pinax: the tablets of a table and of its indexes (key interval in hex, leader, replicas, approximate bytes on disk, whether the master splits them by itself: pinax.auto_split)';
 "#,
     name = "pinax_tablets",
     requires = ["pinax_access_method"]

@@ -88,6 +88,9 @@ pub struct Tablet<E: KvEngine> {
     /// Set once the tablet has split (recorded in `Cf::Meta`, read at opening):
     /// it serves nothing more, its halves do.
     split: std::sync::OnceLock<crate::split::SplitRecord>,
+    /// Requests served (counted by the server: [`Tablet::note_request`]), for
+    /// splitting by load.
+    requests: AtomicU64,
 }
 
 /// How long a reading of the engine's write pressure is used.
@@ -176,6 +179,7 @@ impl<E: KvEngine> Tablet<E> {
             predicate_write_ht: AtomicU64::new(0),
             pressure: Mutex::new((None, WritePressure::None)),
             split: std::sync::OnceLock::new(),
+            requests: AtomicU64::new(0),
         };
         if let Some(v) = t.engine.get(Cf::Meta, crate::split::META_SPLIT)? {
             t.retire(crate::split::SplitRecord::decode(&v)?);
@@ -193,6 +197,14 @@ impl<E: KvEngine> Tablet<E> {
 
     pub fn id(&self) -> TabletId {
         self.id
+    }
+    /// Count a request served by this tablet.
+    pub fn note_request(&self) {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+    }
+    /// Requests counted since the tablet was opened here.
+    pub fn requests(&self) -> u64 {
+        self.requests.load(Ordering::Relaxed)
     }
     pub fn engine(&self) -> &E {
         &self.engine

@@ -10,7 +10,8 @@ use parking_lot::Mutex;
 use pinax_common::{ErrorCode, TabletId};
 use pinax_master::placement;
 use pinax_master::{single_tablet_table, Catalog, CatalogError, MASTER_TABLE_NAME};
-use pinax_proto::{Request, Response, RpcError};
+use pinax_proto::{Request, Response, RpcError, TabletReport};
+use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -115,7 +116,7 @@ impl<F: EngineFactory> Node<F> {
     }
 
     /// Master: `RegisterNode`.
-    pub(super) fn register_node(&self, node_id: u64, addr: String, leading: Vec<TabletId>, sizes: Vec<(TabletId, u64)>) -> Result<Response, RpcError> {
+    pub(super) fn register_node(&self, node_id: u64, addr: String, leading: Vec<TabletId>, reports: Vec<TabletReport>) -> Result<Response, RpcError> {
         let catalog = self.catalog()?;
         // Replica lists and Raft memberships name a node by its address: a known
         // node may not come back at another one.
@@ -125,7 +126,7 @@ impl<F: EngineFactory> Node<F> {
         }
         let node_id = if node_id == 0 { catalog.allocate_node_id().map_err(catalog_err)? } else { node_id };
         self.leaders.lock().insert(node_id, (leading, self.now()));
-        self.record_tablet_sizes(sizes);
+        self.record_tablet_reports(reports);
         catalog.put_node(node_id, &addr).map_err(catalog_err)?;
         let mut nodes = self.nodes.lock();
         // A node that moved to another address is one node, at its new address.
@@ -222,18 +223,18 @@ impl<F: EngineFactory> Node<F> {
             }
             *last = Some(Instant::now());
         }
-        let sizes = match due_report(&self.last_size_report, self.cfg.size_report_interval) {
-            Some(all) => self.led_tablet_sizes(all),
+        let reports = match due_report(&self.last_size_report, self.cfg.size_report_interval) {
+            Some(all) => self.led_tablet_reports(all),
             None => Vec::new(),
         };
         if self.is_master() {
-            self.record_tablet_sizes(sizes);
+            self.record_tablet_reports(reports);
             self.renew_own_sql_lease();
             return;
         }
         let leading = self.leading();
         let sent = self.clock.now().physical_micros();
-        let req = Request::RegisterNode { node_id: self.cfg.node_id, addr: self.cfg.rpc_addr.clone(), leading, sizes };
+        let req = Request::RegisterNode { node_id: self.cfg.node_id, addr: self.cfg.rpc_addr.clone(), leading, reports };
         match self.call_master_within(req, Duration::ZERO) {
             Ok(Response::Registered { nodes, masters, lease, .. }) => {
                 match lease {
@@ -255,25 +256,63 @@ impl<F: EngineFactory> Node<F> {
     }
 
     /// The approximate size on disk of each tablet this node leads now
-    /// (flushed data; `KvEngine::stats`): all of them, or only those whose
-    /// group is not quiesced (idle tablets change little; thousands of them
-    /// are measured only in the rarer full reports).
-    fn led_tablet_sizes(&self, all: bool) -> Vec<(TabletId, u64)> {
+    /// (flushed data; `KvEngine::stats`) and the requests it served a second
+    /// since it was last reported: all of them, or only those whose group is
+    /// not quiesced (idle tablets change little; thousands of them are
+    /// measured only in the rarer full reports).
+    fn led_tablet_reports(&self, all: bool) -> Vec<TabletReport> {
         let led = self.led_user_tablets(|g| all || !g.group.is_quiesced());
-        let engines = self.engines.lock();
-        led.into_iter()
-            .filter_map(|id| engines.get(&id).and_then(|w| w.upgrade()).map(|e| (id, pinax_engine::KvEngine::stats(&*e).approximate_bytes)))
+        let now = Instant::now();
+        let counted: Vec<(TabletId, u64)> = led.into_iter().filter_map(|id| self.tablet(id).map(|t| (id, t.requests()))).collect();
+        let out: Vec<(TabletReport, u64)> = {
+            let engines = self.engines.lock();
+            counted
+                .into_iter()
+                .filter_map(|(id, count)| {
+                    let bytes = pinax_engine::KvEngine::stats(&*engines.get(&id)?.upgrade()?).approximate_bytes;
+                    Some((TabletReport { tablet: id, bytes, requests_per_sec: 0 }, count))
+                })
+                .collect()
+        };
+        let mut reports = self.last_size_report.lock();
+        let counts = &mut reports.counts;
+        // (Tablets no longer led here are forgotten at the next full report.)
+        if all {
+            counts.retain(|id, _| out.iter().any(|(r, _)| r.tablet == *id));
+        }
+        out.into_iter()
+            .map(|(mut r, count)| {
+                if let Some((before, at)) = counts.insert(r.tablet, (count, now)) {
+                    let secs = now.duration_since(at).as_secs_f64();
+                    if secs > 0.0 && count >= before {
+                        r.requests_per_sec = ((count - before) as f64 / secs) as u64;
+                    }
+                }
+                r
+            })
             .collect()
     }
 
-    /// Master: tablet sizes a node reported (its leader's figures win: only
-    /// leaders report).
-    fn record_tablet_sizes(&self, sizes: Vec<(TabletId, u64)>) {
-        if sizes.is_empty() {
+    /// Master: tablet sizes and loads a node reported (its leader's figures
+    /// win: only leaders report); a tablet hot in this report
+    /// ([`pinax_master::splitting::is_hot`]) counts one more hot report in a
+    /// row, else none.
+    fn record_tablet_reports(&self, reports: Vec<TabletReport>) {
+        if reports.is_empty() {
             return;
         }
         let now = self.now();
-        self.tablet_sizes.lock().extend(sizes.into_iter().map(|(id, b)| (id, (b, now))));
+        let node_rate: u64 = reports.iter().map(|r| r.requests_per_sec).sum();
+        let rules = self.cfg.auto_split.unwrap_or_default();
+        let mut seen = self.tablet_reports.lock();
+        for r in reports {
+            let hot = pinax_master::splitting::is_hot(&rules, r.requests_per_sec, node_rate);
+            let e = seen.entry(r.tablet).or_default();
+            e.hot = if hot { e.hot.saturating_add(1) } else { 0 };
+            e.bytes = r.bytes;
+            e.rate = r.requests_per_sec;
+            e.at = now;
+        }
     }
 
     /// The tablets (not status tablets, not the master's) whose group this node
@@ -298,11 +337,13 @@ impl<F: EngineFactory> Node<F> {
     }
 }
 
-/// When this node last reported its tablets' sizes: any, and all of them.
+/// When this node last reported its tablets' sizes: any, and all of them;
+/// each reported tablet's request count then.
 #[derive(Default)]
 pub(super) struct SizeReports {
     last: Option<Instant>,
     last_full: Option<Instant>,
+    counts: HashMap<TabletId, (u64, Instant)>,
 }
 
 /// A full size report (every tablet led) comes once per this many reports.

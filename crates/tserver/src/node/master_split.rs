@@ -181,10 +181,10 @@ impl<F: EngineFactory> Node<F> {
     }
 
     /// Master, each placement pass: record the splits of tablets grown past
-    /// their size threshold ([`splitting::candidates`], from the sizes their
-    /// leaders reported); [`Node::drive_splits`] carries them out. Sizes not
-    /// reported again for a while (a leader gone) are forgotten, and so are
-    /// refusals after [`SPLIT_REFUSAL_BACKOFF`].
+    /// their size threshold or hot for long enough ([`splitting::candidates`],
+    /// from what their leaders reported); [`Node::drive_splits`] carries them
+    /// out. Reports not made again for a while (a leader gone) are forgotten,
+    /// and so are refusals after [`SPLIT_REFUSAL_BACKOFF`].
     pub(super) fn request_auto_splits(&self) {
         let Some(rules) = self.cfg.auto_split else {
             return;
@@ -194,12 +194,14 @@ impl<F: EngineFactory> Node<F> {
         };
         let now = self.now();
         let older = |since: u64, d: Duration| now.saturating_sub(since) > d.as_micros() as u64;
-        let sizes: HashMap<TabletId, u64> = {
-            let mut reported = self.tablet_sizes.lock();
+        let (sizes, hot): (HashMap<TabletId, u64>, HashMap<TabletId, u64>) = {
+            let mut reported = self.tablet_reports.lock();
             // (Quiesced tablets are reported only in full reports.)
             let stale = self.cfg.size_report_interval * (3 * super::master_role::FULL_SIZE_REPORT_EVERY);
-            reported.retain(|_, (_, at)| !older(*at, stale));
-            reported.iter().map(|(id, (b, _))| (*id, *b)).collect()
+            reported.retain(|_, seen| !older(seen.at, stale));
+            let sizes = reported.iter().map(|(id, seen)| (*id, seen.bytes)).collect();
+            let hot = reported.iter().filter(|(_, seen)| seen.hot >= rules.load_reports.max(1)).map(|(id, seen)| (*id, seen.rate)).collect();
+            (sizes, hot)
         };
         let backoff: HashSet<TabletId> = {
             let mut refused = self.split_refused.lock();
@@ -211,12 +213,17 @@ impl<F: EngineFactory> Node<F> {
         };
         let splitting: HashSet<TabletId> = records.iter().filter(|r| !matches!(r.state, SplitState::Retired { .. })).map(|r| r.parent.id).collect();
         let live_nodes = self.live_nodes().len();
-        let input = splitting::SplitInputs { tables: &tables, sizes: &sizes, live_nodes, splitting: &splitting, backoff: &backoff };
+        let input = splitting::SplitInputs { tables: &tables, sizes: &sizes, live_nodes, splitting: &splitting, backoff: &backoff, hot: &hot };
         for (table, tablet) in splitting::candidates(&rules, &input) {
             let size = sizes.get(&tablet).copied().unwrap_or(0);
+            let rate = hot.get(&tablet).copied();
             match catalog.request_split(tablet, None, now) {
                 Ok(r) => {
-                    tracing::info!(tablet_id = tablet.0, %table, size, left = r.children[0].0, right = r.children[1].0, "tablet grew past its split threshold; split requested")
+                    // A hot tablet's streak starts again (its halves are new tablets anyway).
+                    if let Some(seen) = self.tablet_reports.lock().get_mut(&tablet) {
+                        seen.hot = 0;
+                    }
+                    tracing::info!(tablet_id = tablet.0, %table, size, hot_requests_per_sec = ?rate, left = r.children[0].0, right = r.children[1].0, "tablet past its split threshold or hot; split requested")
                 }
                 Err(e) => {
                     tracing::warn!(tablet_id = tablet.0, %table, error = %e, "could not request a tablet split");
@@ -266,4 +273,17 @@ impl<F: EngineFactory> Node<F> {
         let records = self.catalog().and_then(|c| c.splits().map_err(catalog_err)).unwrap_or_default();
         records.into_iter().filter(|r| r.state == SplitState::Requested).map(|r| r.parent.id).collect()
     }
+}
+
+/// Master: what a tablet's leader last reported of it.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct SeenTablet {
+    /// Approximate bytes on disk.
+    pub(super) bytes: u64,
+    /// Requests a second.
+    pub(super) rate: u64,
+    /// Reports in a row that found it hot (`splitting::is_hot`).
+    pub(super) hot: u32,
+    /// When (placement clock).
+    pub(super) at: pinax_master::placement::Micros,
 }

@@ -205,9 +205,9 @@ pub struct Node<F: EngineFactory> {
     nodes: Mutex<Heard>,
     /// Master only: the user tablets each node leads (as it last said), and when.
     leaders: Mutex<LeaderReports>,
-    /// Master only: each tablet's approximate size as its leader last reported
-    /// it, and when (automatic splitting, `master_split.rs`).
-    tablet_sizes: Mutex<HashMap<TabletId, (u64, Micros)>>,
+    /// Master only: each tablet's size and load as its leader last reported
+    /// them (automatic splitting, `master_split.rs`).
+    tablet_reports: Mutex<HashMap<TabletId, master_split::SeenTablet>>,
     /// Master only: tablets whose leader refused a split, and when (not split
     /// automatically again for a while).
     split_refused: Mutex<HashMap<TabletId, Micros>>,
@@ -356,7 +356,7 @@ impl<F: EngineFactory> Node<F> {
             nodes: Mutex::new(BTreeMap::new()),
             last_register: Mutex::new(None),
             leaders: Mutex::new(HashMap::new()),
-            tablet_sizes: Mutex::new(HashMap::new()),
+            tablet_reports: Mutex::new(HashMap::new()),
             split_refused: Mutex::new(HashMap::new()),
             last_size_report: Mutex::default(),
             placement_clock,

@@ -29,6 +29,7 @@ macro_rules! master_request {
         Request::CreateTable { .. }
             | Request::DropTable { .. }
             | Request::GetTable { .. }
+            | Request::SetTableOptions { .. }
             | Request::RegisterNode { .. }
             | Request::AddTableName { .. }
             | Request::PublishDdl { .. }

@@ -7,6 +7,7 @@ pub mod planner;
 pub mod relation_info;
 pub mod relcache;
 pub mod restart;
+mod table_options;
 mod tablespace;
 pub mod utility;
 pub mod xact;

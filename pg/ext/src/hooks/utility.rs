@@ -1,10 +1,11 @@
 //! ProcessUtility hook: Pinax options in DDL, without forking the grammar.
 //!
 //! - `CREATE TABLE ... WITH (pinax.sharding = 'hash' | 'range', pinax.tablets = N,
-//!   pinax.split_at = 'k1,k2,...')`: the `pinax.*` storage parameters are taken out
-//!   before PostgreSQL validates the options and used when the table's storage is
-//!   created. Split points of range-sharded tables are values of the first primary
-//!   key column (integers or text).
+//!   pinax.split_at = 'k1,k2,...', pinax.auto_split = on | off)`: the `pinax.*`
+//!   storage parameters are taken out before PostgreSQL validates the options and
+//!   used when the table's storage is created. Split points of range-sharded
+//!   tables are values of the first primary key column (integers or text).
+//!   `ALTER TABLE ... SET | RESET (pinax.auto_split ...)`: `table_options.rs`.
 //! - Temporary tables (`CREATE TEMP TABLE`, `CREATE TEMP TABLE AS`) stay heap tables.
 //! - CREATE INDEX CONCURRENTLY on a Pinax table runs `concurrent_index.rs`.
 
@@ -114,10 +115,11 @@ unsafe fn parse_create_options(opts: &[(String, String)], first_key_type: Option
                     ),
                 },
                 "split_at" => split_text = Some(v.clone()),
+                "auto_split" => c.auto_split = Some(super::table_options::parse_bool("auto_split", v)),
                 _ => error::raise_with(
                     pgrx::PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
                     format!("unrecognized parameter \"pinax.{k}\""),
-                    Some("Pinax table parameters are pinax.sharding, pinax.tablets and pinax.split_at.".into()),
+                    Some("Pinax table parameters are pinax.sharding, pinax.tablets, pinax.split_at and pinax.auto_split.".into()),
                 ),
             }
         }
@@ -264,6 +266,8 @@ unsafe extern "C-unwind" fn process_utility(
         let moves = if meta::pinax_am_oid() != 0 { super::tablespace::plan(&mut pstmt, &mut read_only_tree) } else { Default::default() };
         // Here, not in the guarded call below (which allows no pgrx boundary).
         super::tablespace::apply(&moves);
+        // So are `pinax.*` option changes (recorded once the statement ran).
+        let options = if meta::pinax_am_oid() != 0 { super::table_options::plan(&mut pstmt, &mut read_only_tree) } else { Default::default() };
         if is_tag(node, pg_sys::NodeTag::T_ClusterStmt) && meta::pinax_am_oid() != 0 && super::maintenance::cluster(node.cast()) {
             return;
         }
@@ -351,6 +355,7 @@ unsafe extern "C-unwind" fn process_utility(
         if let Err(edata) = res {
             crate::pgtry::rethrow(edata);
         }
+        super::table_options::apply(&options);
     }
 }
 

@@ -14,6 +14,8 @@
 //!   writes (errors are raised inside it); ABORT_SUB drops its buffered writes, rolls
 //!   the storage transaction back to that command id (writes and row locks), and
 //!   drops the storage of relations created in it.
+//! - `pinax.*` table option changes (`table_options.rs`) go to the master at
+//!   PRE_COMMIT, before the data; undone with an aborted (sub)transaction.
 
 use crate::am::index;
 use crate::error;
@@ -149,6 +151,9 @@ unsafe extern "C-unwind" fn xact_callback(event: pg_sys::XactEvent::Type, _arg: 
                 if pg_sys::MyDatabaseId.to_u32() != 0 && crate::meta::pinax_am_oid_cached().is_none() && !pending_file_nodes(true).is_empty() {
                     crate::meta::pinax_am_oid();
                 }
+                // Before the data: a failure aborts the transaction with nothing
+                // committed (once the data is, the transaction commits).
+                super::table_options::at_commit();
                 if let Err(e) = state::with(|b| b.pre_commit()) {
                     violation::raise(e);
                 }
@@ -157,6 +162,9 @@ unsafe extern "C-unwind" fn xact_callback(event: pg_sys::XactEvent::Type, _arg: 
             }
             XACT_EVENT_PRE_PREPARE if state::with(|b| b.has_buffered() || b.writes > 0) => {
                 error::not_supported("PREPARE TRANSACTION is not supported for transactions that wrote to Pinax tables");
+            }
+            XACT_EVENT_PRE_PREPARE if super::table_options::any_pending() => {
+                error::not_supported("PREPARE TRANSACTION is not supported for transactions that change pinax.* table options");
             }
             XACT_EVENT_COMMIT | XACT_EVENT_PARALLEL_COMMIT | XACT_EVENT_PREPARE => {
                 index::release_held();
@@ -179,6 +187,7 @@ unsafe extern "C-unwind" fn xact_callback(event: pg_sys::XactEvent::Type, _arg: 
                 crate::ddl::end_of_xact();
                 crate::ddl_lock::end_of_xact();
                 crate::am::index::build::defer_builds(false);
+                super::table_options::at_abort();
                 state::with(|b| b.end_of_xact());
                 drop_storage(deleted_file_nodes(false));
                 MOVED.with(|m| m.borrow_mut().clear());
@@ -223,6 +232,7 @@ unsafe extern "C-unwind" fn subxact_callback(
                 // The subtransaction's moves are its parent's now.
                 let level = pg_sys::GetCurrentTransactionNestLevel();
                 MOVED.with(|m| m.borrow_mut().iter_mut().filter(|mv| mv.level >= level).for_each(|mv| mv.level = level - 1));
+                super::table_options::subxact_committed(level);
                 super::restart::subxact_committed();
                 state::with(|b| b.commit_subxact(my_subid));
             }
@@ -238,6 +248,7 @@ unsafe extern "C-unwind" fn subxact_callback(
                 // Undone with it: PostgreSQL forgets the old files' deletion too.
                 let level = pg_sys::GetCurrentTransactionNestLevel();
                 MOVED.with(|m| m.borrow_mut().retain(|mv| mv.level < level));
+                super::table_options::subxact_aborted(level);
             }
             _ => {}
         }

@@ -63,3 +63,43 @@ SELECT pinax_split_tablet('sp');
 RESET ROLE;
 DROP ROLE split_stranger;
 DROP TABLE sp, sh, heap_t;
+-- pinax.auto_split: set at CREATE TABLE, followed by the table's indexes, kept by
+-- TRUNCATE, changed by ALTER TABLE SET / RESET as the transaction commits (not if
+-- it or its subtransaction aborts); only it can change after CREATE TABLE.
+CREATE TABLE nosplit (id int PRIMARY KEY, v text) WITH (pinax.auto_split = off);
+CREATE INDEX nosplit_v ON nosplit (v);
+SELECT relation, bool_and(auto_split) AS auto_split FROM pinax_tablets('nosplit') GROUP BY 1 ORDER BY relation::text;
+ALTER TABLE nosplit SET (pinax.auto_split = on);
+SELECT relation, bool_and(auto_split) AS auto_split FROM pinax_tablets('nosplit') GROUP BY 1 ORDER BY relation::text;
+BEGIN;
+ALTER TABLE nosplit SET (pinax.auto_split = false);
+ROLLBACK;
+SELECT bool_and(auto_split) AS still_on FROM pinax_tablets('nosplit');
+BEGIN;
+ALTER TABLE nosplit SET (pinax.auto_split = off);
+SAVEPOINT s;
+ALTER TABLE nosplit RESET (pinax.auto_split);
+ROLLBACK TO s;
+COMMIT;
+SELECT bool_or(auto_split) AS any_on FROM pinax_tablets('nosplit');
+INSERT INTO nosplit VALUES (1, 'a'), (2, 'b');
+TRUNCATE nosplit;
+CREATE INDEX nosplit_v2 ON nosplit (v, id);
+SELECT relation, bool_and(auto_split) AS auto_split FROM pinax_tablets('nosplit') GROUP BY 1 ORDER BY relation::text;
+ALTER TABLE nosplit RESET (pinax.auto_split);
+SELECT bool_and(auto_split) AS all_on FROM pinax_tablets('nosplit');
+CREATE TABLE nosplit_range (id int PRIMARY KEY) WITH (pinax.sharding = 'range', pinax.auto_split = 'no');
+SELECT bool_or(auto_split) AS any_on FROM pinax_tablets('nosplit_range');
+-- Refused: layout options, a bad value, an index, a non-owner, an unknown option.
+ALTER TABLE nosplit SET (pinax.sharding = 'range');
+ALTER TABLE nosplit SET (pinax.auto_split = maybe);
+CREATE TABLE nosplit_bad (id int) WITH (pinax.auto_split = 2);
+ALTER INDEX nosplit_v SET (pinax.auto_split = off);
+ALTER TABLE nosplit SET (pinax.colour = 'blue');
+CREATE ROLE split_stranger;
+SET ROLE split_stranger;
+ALTER TABLE nosplit SET (pinax.auto_split = off);
+RESET ROLE;
+DROP ROLE split_stranger;
+SELECT bool_and(auto_split) AS all_on FROM pinax_tablets('nosplit');
+DROP TABLE nosplit, nosplit_range;

@@ -1,5 +1,5 @@
 //! The master's catalog requests (`CreateTable`, `DropTable`, `GetTable`,
-//! `AddTableName`, `RegisterNode`, `EnsureStatusTablet`, `LocateTablet`,
+//! `SetTableOptions`, `AddTableName`, `RegisterNode`, `EnsureStatusTablet`, `LocateTablet`,
 //! `SplitTablet` (in `master_split.rs`), ...;
 //! served only while this node leads the master group) and creating a table:
 //! planned by the catalog, placed by `pinax_master::placement`, its replicas
@@ -10,13 +10,13 @@ use crate::node::{catalog_err, err, Node};
 use pinax_common::{ErrorCode, TabletId};
 use pinax_master::placement;
 use pinax_master::{status_table_name, CatalogError, Dropped, Located};
-use pinax_proto::{Request, Response, RpcError, Sharding, TableInfo};
+use pinax_proto::{Request, Response, RpcError, Sharding, TableInfo, TableOptions};
 
 /// A table to create and place.
 #[derive(Clone)]
 enum Planned<'a> {
     /// A SQL relation's storage table.
-    Sql { name: &'a str, sharding: Sharding, if_not_exists: bool },
+    Sql { name: &'a str, sharding: Sharding, if_not_exists: bool, options: TableOptions },
     /// Node `n`'s status table: one tablet, its first replica (and leader) on `n`.
     Status(u64),
 }
@@ -38,10 +38,13 @@ impl<F: EngineFactory> Node<F> {
             Request::UnlockDdl { lock } => self.spread_ddl_unlock(lock),
             Request::ReadDdl { after, max } => self.catalog()?.read_ddl(after, max.clamp(1, 10_000) as usize).map(Response::Ddl).map_err(catalog_err),
             Request::Sequence { name, op } => self.sequence(&name, op),
-            Request::CreateTable { name, sharding, if_not_exists } => self.create_table(&name, sharding, if_not_exists).map(Response::Table),
+            Request::CreateTable { name, sharding, if_not_exists, options } => {
+                self.create_table_placed(Planned::Sql { name: &name, sharding, if_not_exists, options }).map(Response::Table)
+            }
+            Request::SetTableOptions { name, options } => self.catalog()?.set_options(&name, options).map(Response::Table).map_err(catalog_err),
             Request::DropTable { name, if_exists } => self.drop_table(&name, if_exists),
             Request::GetTable { name } => self.catalog()?.get(&name).map(Response::Table).map_err(catalog_err),
-            Request::RegisterNode { node_id, addr, leading, sizes } => self.register_node(node_id, addr, leading, sizes),
+            Request::RegisterNode { node_id, addr, leading, reports } => self.register_node(node_id, addr, leading, reports),
             Request::EnsureStatusTablet { node } => self.ensure_status_tablet(node),
             Request::LocateTablet { tablet } => self.locate_tablet(tablet),
             Request::SplitTablet { tablet, at } => self.split_tablet(tablet, at),
@@ -49,16 +52,12 @@ impl<F: EngineFactory> Node<F> {
         }
     }
 
-    /// Master: create a table. Each tablet gets `replication_factor` replicas (at
-    /// most one per live node) on consecutive nodes starting at a different node for
-    /// each tablet, so replicas and first leaders spread evenly; the first member
-    /// bootstraps the group and is its expected leader.
-    fn create_table(&self, name: &str, sharding: Sharding, if_not_exists: bool) -> Result<TableInfo, RpcError> {
-        self.create_table_placed(Planned::Sql { name, sharding, if_not_exists })
-    }
-
     /// Master: create and place a table (a SQL table, or a node's status table,
-    /// whose first replica and first leader is that node).
+    /// whose first replica and first leader is that node). Each tablet gets
+    /// `replication_factor` replicas (at most one per live node) on consecutive
+    /// nodes starting at a different node for each tablet, so replicas and first
+    /// leaders spread evenly; the first member bootstraps the group and is its
+    /// expected leader.
     fn create_table_placed(&self, planned: Planned<'_>) -> Result<TableInfo, RpcError> {
         // One status table at a time: two creations of the same one would share
         // tablet ids, and the loser would drop the winner's replicas.
@@ -93,10 +92,10 @@ impl<F: EngineFactory> Node<F> {
         let rf = placement::replicas_per_tablet(self.cfg.replication_factor, live.len());
         let existing = |name: &str| catalog.get(name).map_err(|e| CreateFailed::Other(catalog_err(e)));
         let (mut plan, home) = match planned {
-            Planned::Sql { name, sharding, if_not_exists } => {
+            Planned::Sql { name, sharding, if_not_exists, options } => {
                 let sharding = placement::new_table_sharding(sharding, self.cfg.tablets_per_node, live.len(), rf);
                 match catalog.plan_table(name, sharding, &self.cfg.rpc_addr) {
-                    Ok(p) => (p, None),
+                    Ok(p) => (TableInfo { options, ..p }, None),
                     Err(CatalogError::AlreadyExists(_)) if if_not_exists => return existing(name),
                     Err(e) => return Err(CreateFailed::Other(catalog_err(e))),
                 }

@@ -12,8 +12,11 @@ use pinax_tablet::Tablet;
 use std::sync::Arc;
 
 impl<F: EngineFactory> Node<F> {
+    /// Tablet `id`, to serve a request with (counted: splitting by load).
     pub(in crate::node) fn get_tablet(&self, id: TabletId) -> Result<Arc<Tablet<F::Engine>>, RpcError> {
-        self.tablet(id).ok_or_else(|| err(ErrorCode::TabletNotFound, format!("tablet {} is not served by this node", id.0)))
+        let t = self.tablet(id).ok_or_else(|| err(ErrorCode::TabletNotFound, format!("tablet {} is not served by this node", id.0)))?;
+        t.note_request();
+        Ok(t)
     }
 
     fn resolver(&self) -> impl Fn(TxnId, HybridTime) -> pinax_mvcc::Result<TxnStatus> + '_ {

@@ -7,7 +7,6 @@
 
 use super::{exec_qual, hold_rel, routine, BT_AMBUILD};
 use crate::error::{self, OrRaise};
-use crate::guc;
 use crate::meta::{self, enforced_unique, index_meta, pk_key, secondary_key};
 use crate::scan::Pager;
 use crate::state;
@@ -15,7 +14,7 @@ use crate::tuple::store_tuple;
 use crate::violation::{self, OrRaiseFlush};
 use pgrx::pg_guard;
 use pgrx::pg_sys;
-use pinax_proto::{Request, Sharding, WriteOp};
+use pinax_proto::WriteOp;
 
 /// Rows whose moves to their primary key a build hands over to the write buffer
 /// at once.
@@ -198,10 +197,7 @@ pub unsafe fn build(heap: pg_sys::Relation, idx: pg_sys::Relation, ii: *mut pg_s
             if !im.is_pk {
                 meta::pinax_am_oid(); // for dropping this name if the transaction aborts (hooks/xact.rs)
                 if !crate::ddl::adopt_or_record(idx, &im.storage) {
-                    let client = state::with(|b| b.client()).or_raise();
-                    client
-                        .call(Request::CreateTable { name: im.storage.clone(), sharding: Sharding::Hash { tablets: guc::tablets() }, if_not_exists: true })
-                        .or_raise();
+                    super::create_index_storage(&m.storage, &im.storage);
                 }
             }
             if im.is_pk {
@@ -311,10 +307,7 @@ pub unsafe fn build(heap: pg_sys::Relation, idx: pg_sys::Relation, ii: *mut pg_s
             meta::register_owner(&m.storage, im.oid);
         } else {
             crate::ddl::adopt_or_record(idx, &im.storage);
-            let client = state::with(|b| b.client()).or_raise();
-            client
-                .call(Request::CreateTable { name: im.storage.clone(), sharding: Sharding::Hash { tablets: guc::tablets() }, if_not_exists: true })
-                .or_raise();
+            super::create_index_storage(&m.storage, &im.storage);
             meta::pinax_am_oid(); // for dropping this storage if the transaction aborts (hooks/xact.rs)
             if im.unique {
                 meta::register_owner(&im.storage, im.oid);

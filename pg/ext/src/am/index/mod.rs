@@ -353,3 +353,14 @@ pub unsafe fn is_pinax_index(idx: pg_sys::Relation) -> bool {
     // SAFETY: the caller upholds this function's contract (# Safety).
     unsafe { (*idx).rd_indam == routine() }
 }
+
+/// Create the storage table of an index of the table stored in `table`:
+/// hash-sharded (`pinax.tablets`' default count), with the table's options
+/// (a table with `pinax.auto_split = off` keeps its indexes whole too).
+/// Nothing if it exists (replayed DDL, a rebuilt index).
+pub fn create_index_storage(table: &str, index: &str) {
+    let client = crate::state::with(|b| b.client()).or_raise();
+    let options = client.refresh_table(table).map(|t| t.options).unwrap_or_default();
+    let sharding = pinax_proto::Sharding::Hash { tablets: crate::guc::tablets() };
+    client.call(pinax_proto::Request::CreateTable { name: index.to_string(), sharding, if_not_exists: true, options }).or_raise();
+}

@@ -16,7 +16,7 @@ use crate::state::{self, CreateOptions};
 use crate::violation::OrRaiseFlush;
 use pgrx::pg_guard;
 use pgrx::pg_sys;
-use pinax_proto::{Request, Sharding};
+use pinax_proto::{Request, Sharding, TableOptions};
 
 /// Table AM callback `relation_set_new_filenode` (`TableAmRoutine`,
 /// access/tableam.h).
@@ -66,22 +66,21 @@ pub(super) unsafe extern "C-unwind" fn relation_set_new_filenode(
             return; // replayed DDL: the origin node's storage table, under our name
         }
         let client = state::with(|b| b.client()).or_raise();
-        // A new file node for an existing table (TRUNCATE, rewrite) keeps its sharding.
-        let sharding = match old.as_ref().and_then(|o| client.table(o).ok()) {
-            Some(info) => match &info.sharding {
-                Sharding::Hash { tablets } => Sharding::Hash { tablets: *tablets },
-                Sharding::Range { split_points } => Sharding::Range { split_points: split_points.clone() },
-            },
+        // A new file node for an existing table (TRUNCATE, rewrite) keeps its
+        // sharding and options.
+        let (sharding, options) = match old.as_ref().and_then(|o| client.refresh_table(o).ok()) {
+            Some(info) => (info.sharding.clone(), info.options),
             None => {
                 let opts: CreateOptions = state::with(|b| b.pending_create.take()).unwrap_or_default();
-                if opts.range {
+                let sharding = if opts.range {
                     Sharding::Range { split_points: opts.split_at }
                 } else {
                     Sharding::Hash { tablets: opts.tablets.unwrap_or_else(guc::tablets) }
-                }
+                };
+                (sharding, TableOptions { auto_split: opts.auto_split.unwrap_or(true) })
             }
         };
-        client.call(Request::CreateTable { name, sharding, if_not_exists: true }).or_raise();
+        client.call(Request::CreateTable { name, sharding, if_not_exists: true, options }).or_raise();
     }
 }
 
@@ -131,10 +130,10 @@ pub(super) unsafe extern "C-unwind" fn relation_nontransactional_truncate(rel: p
         names.extend(m.secondary.iter().map(|i| i.storage.clone()));
         names.extend(m.inverted.iter().map(|i| i.storage.clone()));
         for name in names {
-            let info = client.table(&name).or_raise();
-            let sharding = info.sharding.clone();
+            let info = client.refresh_table(&name).or_raise();
+            let (sharding, options) = (info.sharding.clone(), info.options);
             client.drop_table(&name, true).or_raise();
-            client.call(Request::CreateTable { name, sharding, if_not_exists: true }).or_raise();
+            client.call(Request::CreateTable { name, sharding, if_not_exists: true, options }).or_raise();
         }
     }
 }

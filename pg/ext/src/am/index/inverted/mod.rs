@@ -40,7 +40,6 @@ pub mod scan;
 
 use super::build::{entry_values, predicate};
 use crate::error::{self, OrRaise};
-use crate::guc;
 use crate::keys::KeyColumn;
 use crate::meta::{self, TableMeta};
 use crate::scan::Pager;
@@ -50,7 +49,7 @@ use crate::violation::{self, OrRaiseFlush};
 use pgrx::pg_guard;
 use pgrx::pg_sys;
 use pinax_codec::hash::{encode_hash_prefix, hash16};
-use pinax_proto::{Request, Sharding, WriteOp};
+use pinax_proto::WriteOp;
 use std::cell::RefCell;
 use std::collections::{BTreeSet, HashMap};
 use std::rc::Rc;
@@ -418,10 +417,7 @@ pub unsafe fn build(heap: pg_sys::Relation, idx: pg_sys::Relation, ii: *mut pg_s
         meta::pinax_am_oid(); // for dropping this storage if the transaction aborts (hooks/xact.rs)
         let adopted = crate::ddl::adopt_or_record(idx, &im.storage);
         if !adopted {
-            let client = state::with(|b| b.client()).or_raise();
-            client
-                .call(Request::CreateTable { name: im.storage.clone(), sharding: Sharding::Hash { tablets: guc::tablets() }, if_not_exists: true })
-                .or_raise();
+            super::create_index_storage(&meta::table_meta(heap).or_raise().storage, &im.storage);
         }
         if crate::ddl::replaying() {
             return 0.0; // the origin node wrote the entries
