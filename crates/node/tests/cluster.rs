@@ -1085,3 +1085,101 @@ fn a_node_refuses_peers_without_its_clusters_certificate() {
     let log = std::fs::read_to_string(cluster.dirs[0].path().join("test.log")).unwrap();
     assert!(log.contains("refused a connection: TLS handshake failed"), "no refusal logged:\n{log}");
 }
+
+/// Kill -9 at each step of a split (docs/plans/tablet-splitting.md §7): the
+/// nodes that reach the step end there (`Request::CrashAt`: the master for
+/// `master.*` and `cleanup.*`, the parent's leader for `leader.*`, every
+/// replica that applies the split for `apply.*`), are restarted, and the
+/// cluster comes back to the parent or its halves: every row is there once,
+/// read through the catalog, the tablets cover the keys without overlap, a
+/// split parent serves no read, and the split can be asked again and ends
+/// with the halves listed.
+#[test]
+fn a_node_killed_at_each_step_of_a_split_comes_back_to_the_parent_or_its_halves() {
+    let mut cluster = Cluster::start(3);
+    let c = wait_client(&cluster.addr(0));
+    wait_for_master_replicas(&c);
+    const ROWS: u32 = 400;
+    // (Keys in order: a range table's rows come back in key order.)
+    let key = |i: u32| format!("row{i:06}").into_bytes();
+    let value = |i: u32| format!("value {i}").into_bytes();
+    for (n, step) in pinax_tserver::node::crash::STEPS.iter().enumerate() {
+        let name = format!("crash{n}");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let table = loop {
+            let t = with_master("create table", || c.create_table(&name, Sharding::Range { split_points: Vec::new() }));
+            if t.tablets[0].replicas.len() == 3 {
+                break t;
+            }
+            with_master("drop table", || c.drop_table(&name, false));
+            assert!(Instant::now() < deadline, "no three replicas for {name}");
+            std::thread::sleep(Duration::from_millis(300));
+        };
+        let parent = table.tablets[0].id;
+        with_master("load", || c.write(&name, (0..ROWS).map(|i| WriteOp::put(key(i), value(i))).collect()));
+        // (apply.* on every replica: any of them may apply first.)
+        for i in 0..3 {
+            c.call_at(&cluster.addr(i), Request::CrashAt { step: Some(step.to_string()) }).unwrap();
+        }
+        let at = key(ROWS / 2);
+        let splitter = {
+            let (addr, at) = (cluster.addr(2), at.clone());
+            std::thread::spawn(move || wait_client(&addr).call(Request::SplitTablet { tablet: parent, at: Some(at) }))
+        };
+        // Some node reaches the step and ends; the others are told to go on.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut dead: Vec<usize> = Vec::new();
+        while dead.is_empty() {
+            assert!(Instant::now() < deadline, "no node crashed at {step}");
+            std::thread::sleep(Duration::from_millis(10));
+            dead = (0..3).filter(|&i| cluster.children[i].as_mut().is_some_and(|ch| ch.try_wait().unwrap().is_some())).collect();
+        }
+        for i in (0..3).filter(|i| !dead.contains(i)) {
+            let _ = c.call_at(&cluster.addr(i), Request::CrashAt { step: None });
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        let dead: Vec<usize> = (0..3).filter(|&i| cluster.children[i].as_mut().is_some_and(|ch| ch.try_wait().unwrap().is_some())).collect();
+        eprintln!("{step}: node(s) {dead:?} crashed");
+        for &i in &dead {
+            cluster.restart(i);
+        }
+        let _ = splitter.join();
+
+        // Every row, once, through whatever the catalog lists now (a fresh client).
+        let fresh = wait_client(&cluster.addr(0));
+        let deadline = Instant::now() + Duration::from_secs(90);
+        let rows = loop {
+            match fresh.refresh_table(&name).and_then(|_| fresh.scan(&name, ScanSpec::default())) {
+                Ok(rows) if rows.len() == ROWS as usize => break rows,
+                Ok(rows) => panic!("{step}: {} rows, not {ROWS}", rows.len()),
+                Err(e) => {
+                    assert!(Instant::now() < deadline, "{step}: the table is not readable: {e}");
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+            }
+        };
+        assert!(rows.iter().enumerate().all(|(i, (k, v))| (k, v) == (&key(i as u32), &value(i as u32))), "{step}: rows changed");
+        // The split asked again ends with the halves listed (or was done).
+        let halves = match with_master("split again", || fresh.call(Request::SplitTablet { tablet: parent, at: Some(at.clone()) })) {
+            Response::Split { children, .. } => children,
+            other => panic!("{step}: {other:?}"),
+        };
+        assert_eq!(halves.len(), 2);
+        let t = with_master("the table", || fresh.refresh_table(&name));
+        assert!(t.tablets.iter().all(|ti| ti.id != parent), "{step}: the parent is still listed: {t:?}");
+        assert!(t.tablets[0].partition.start.is_empty() && t.tablets.last().unwrap().partition.end.is_none(), "{step}: {t:?}");
+        for w in t.tablets.windows(2) {
+            assert_eq!(w[0].partition.end.as_ref(), Some(&w[1].partition.start), "{step}: a gap or an overlap: {t:?}");
+        }
+        // Never two tablets serving one key: the parent's replicas serve no read.
+        for i in 0..3 {
+            let r = fresh.call_at(&cluster.addr(i), read_req(parent, &key(1)));
+            assert!(r.is_err(), "{step}: node {i}'s replica of the split parent served a read: {r:?}");
+        }
+        let rows = fresh.scan(&name, ScanSpec::default()).unwrap();
+        assert_eq!(rows.len(), ROWS as usize, "{step}: rows after the split");
+        fresh.write(&name, vec![WriteOp::put(key(ROWS), b"more".to_vec())]).unwrap();
+        assert_eq!(fresh.get(&name, &key(ROWS)).unwrap(), Some(b"more".to_vec()));
+        assert_eq!(fresh.get(&name, &key(0)).unwrap(), Some(value(0)));
+    }
+}

@@ -6,7 +6,8 @@
 # node 1 (the first master) and node 2 are killed (SIGKILL) and restarted in turn
 # every few seconds: the master and the tablets' leaders fail over under load. The bank test's checks (total
 # unchanged, every committed transfer in the history once, no counter increment
-# lost) must hold across the failovers.
+# lost) must hold across the failovers, and again while the bank's tables are
+# split in a loop (pinax_split_tablet) as nodes are killed.
 #
 # Usage: pg/ext/test/cluster.sh [SECONDS_PER_LEVEL]   (default 6)
 set -euo pipefail
@@ -21,7 +22,9 @@ pg=$((rpc + 3))
 dir="$(mktemp -d /tmp/pinax-cluster.XXXXXX)"
 chmod 755 "$dir"
 chaos_pid=
+splits_pid=
 cleanup() {
+  [[ -n "$splits_pid" ]] && kill "$splits_pid" 2>/dev/null && wait "$splits_pid" 2>/dev/null
   [[ -n "$chaos_pid" ]] && kill "$chaos_pid" 2>/dev/null && wait "$chaos_pid" 2>/dev/null
   "$bin" cluster stop --data-dir "$dir" >/dev/null 2>&1 || true
   rm -rf "$dir"
@@ -268,8 +271,8 @@ echo "cluster DELETE of every row: ok"
 # Kill node 1 or 2 (in turn) every few seconds, restarting it after a few
 # seconds; the bank's clients use node 3's PostgreSQL (a node's PostgreSQL fails
 # statements while its own daemon is down).
-(
-  n=1
+chaos_kills() {
+  local n=1
   while true; do
     sleep 3
     "$bin" cluster kill "$n" --data-dir "$dir" >/dev/null
@@ -277,12 +280,38 @@ echo "cluster DELETE of every row: ok"
     "$bin" cluster restart "$n" --data-dir "$dir" >/dev/null
     n=$(( n == 1 ? 2 : 1 ))
   done
-) &
+}
+# Split the largest tablet of each of the bank's tables every half second,
+# through node 3, counting the splits that happened (a tablet too small to
+# split, a table being created again, a node down: refused, tried again).
+chaos_splits() {
+  while true; do
+    for t in bank_accounts bank_transfers bank_counters; do
+      if psql_ -p "$pg3" -d bank_cluster -tA -c "SELECT pinax_split_tablet('$t')" >/dev/null 2>&1; then
+        echo "$t" >>"$dir/splits"
+      fi
+    done
+    sleep 0.5
+  done
+}
+chaos_kills &
 chaos_pid=$!
 status=0
 PGPORT=$pg3 "$here/bank/bank.sh" bank_cluster "$secs" 4 40 | sed 's/^bank/bank on 3 nodes with kills/' || status=1
 kill "$chaos_pid" 2>/dev/null; wait "$chaos_pid" 2>/dev/null || true
+# The same while the bank's tables split again and again (issue #44): a
+# transfer spanning a split commits or aborts whole, none is lost or doubled.
+: >"$dir/splits"
+chaos_kills &
+chaos_pid=$!
+chaos_splits &
+splits_pid=$!
+PGPORT=$pg3 "$here/bank/bank.sh" bank_cluster "$secs" 4 40 | sed 's/^bank/bank on 3 nodes with kills and splits/' || status=1
+kill "$chaos_pid" "$splits_pid" 2>/dev/null; wait "$chaos_pid" "$splits_pid" 2>/dev/null || true
 chaos_pid=
+splits=$(wc -l <"$dir/splits")
+echo "cluster: $splits tablet splits during the bank test ($(sort "$dir/splits" | uniq -c | awk '{ printf "%s%s %s", sep, $2, $1; sep = ", " }'))"
+(( splits >= 3 )) || { echo "cluster: only $splits tablet splits happened during the bank test" >&2; status=1; }
 got=$(psql_ -p "$pg3" -d bank_cluster -tA -c "SELECT count(*) FROM probe")
 [[ "$got" == 100 ]] || { echo "cluster: probe table has $got rows, not 100" >&2; status=1; }
 exit $status

@@ -75,6 +75,7 @@ impl<F: EngineFactory> Node<F> {
     pub(in crate::node) fn split_tablet(&self, tablet: TabletId, at: Option<Vec<u8>>) -> Result<Response, RpcError> {
         let catalog = self.catalog()?;
         let r = catalog.request_split(tablet, at, self.now()).map_err(catalog_err)?;
+        super::crash::point("master.recorded");
         if r.state == SplitState::Requested {
             tracing::info!(tablet_id = tablet.0, left = r.children[0].0, right = r.children[1].0, table = %r.table, "tablet split requested");
         }
@@ -144,6 +145,7 @@ impl<F: EngineFactory> Node<F> {
             Err(e) => return Err(e),
         };
         let table = catalog.finish_split(parent, &at, r.children, self.now()).map_err(catalog_err)?;
+        super::crash::point("master.swapped");
         self.locations.lock().remove(&parent);
         tracing::info!(tablet_id = parent.0, left = r.children[0].0, right = r.children[1].0, table = %table.name, "tablet split; the catalog lists its halves");
         catalog.split_of(parent).map_err(catalog_err)?.ok_or_else(|| err(ErrorCode::TabletNotFound, format!("tablet {} was dropped while it split", parent.0)))
@@ -170,11 +172,13 @@ impl<F: EngineFactory> Node<F> {
                     .map_err(|e| err(e.code, format!("creating the replica of tablet {} on {addr}: {}", child.0, e.message)))?;
             }
         }
+        super::crash::point("cleanup.created");
         for addr in &r.parent.replicas {
             if let Err(e) = self.call_node(addr, Request::DropReplica { tablet: parent }) {
                 tracing::warn!(tablet_id = parent.0, %addr, error = %e, "could not drop a split tablet's replica; the node drops it later");
             }
         }
+        super::crash::point("cleanup.dropped");
         catalog.retire_split(parent, self.now()).map_err(catalog_err)?;
         tracing::info!(tablet_id = parent.0, "split tablet retired: its halves are placed, its replicas dropped");
         Ok(())
@@ -219,6 +223,7 @@ impl<F: EngineFactory> Node<F> {
             let rate = hot.get(&tablet).copied();
             match catalog.request_split(tablet, None, now) {
                 Ok(r) => {
+                    super::crash::point("master.recorded");
                     // A hot tablet's streak starts again (its halves are new tablets anyway).
                     if let Some(seen) = self.tablet_reports.lock().get_mut(&tablet) {
                         seen.hot = 0;

@@ -26,6 +26,7 @@
 //! answers for its records (others forward them).
 //! Start at [`Node::handle`], then `serve.rs`.
 
+pub mod crash;
 mod handlers;
 mod master_role;
 mod master_split;

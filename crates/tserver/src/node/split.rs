@@ -88,6 +88,7 @@ impl<F: EngineFactory> SplitHook for ReplicaSplitter<F> {
         self.factory
             .split_engines(&tablet_engine_name(parent), &keys::escape(&split.at), [(&left, &entries[0]), (&right, &entries[1])], &parent_writes)
             .map_err(|e| e.to_string())?;
+        super::crash::point("apply.written");
         if let Some(t) = self.tablet.get().and_then(Weak::upgrade) {
             t.retire(split.clone());
         }
@@ -95,6 +96,7 @@ impl<F: EngineFactory> SplitHook for ReplicaSplitter<F> {
         for r in &records {
             self.local.put_replica(r).map_err(|e| e.to_string())?;
         }
+        super::crash::point("apply.recorded");
         tracing::info!(tablet_id = parent.0, left = split.left.0, right = split.right.0, log_index = log_id.index, "tablet split");
         self.opened_later.lock().extend(records);
         Ok(())
@@ -110,6 +112,7 @@ impl<F: EngineFactory> Node<F> {
                 return Err(err(ErrorCode::InvalidRequest, format!("tablet {} split into tablets {} and {} already", tablet.0, r.left.0, r.right.0)));
             }
             self.open_split_halves()?;
+            super::crash::point("leader.answered");
             let parent = ReplicaRecord { tablet: self.tablet_info(t), members: Vec::new(), bootstrap: false };
             Ok(Response::SplitDone { at: r.at.clone(), children: half_records(&parent, r).map(|h| h.tablet).to_vec() })
         };
@@ -126,6 +129,7 @@ impl<F: EngineFactory> Node<F> {
             pinax_engine::KvEngine::flush(t.engine())
                 .map_err(|e| err(ErrorCode::Unavailable, format!("flushing tablet {} before its split: {e}", tablet.0)))?;
         }
+        super::crash::point("leader.flushed");
         // (Split meanwhile by another request: the drain's lead() refuses, TabletSplit.)
         t.split_drained(|t| {
             let at = match &at {
@@ -141,6 +145,7 @@ impl<F: EngineFactory> Node<F> {
             }
             let record = SplitRecord { at, left: children[0], right: children[1] };
             group.group.split_tablet(record.meta_entry().1).map_err(|e| crate::replica::group_err(tablet, e))?;
+            super::crash::point("leader.proposed");
             Ok(record)
         })
         .map_err(tablet_err)?;

@@ -292,6 +292,19 @@ impl<F: EngineFactory> Node<F> {
         Ok(Response::Done)
     }
 
+    /// `CrashAt` (tests; refused unless the node was started with fault injection).
+    pub(in crate::node) fn crash_at(&self, step: Option<String>) -> Result<Response, RpcError> {
+        if !self.cfg.fault_injection {
+            return Err(err(ErrorCode::InvalidRequest, "fault injection is off (start the node with --fault-injection)"));
+        }
+        if let Some(s) = step.as_deref().filter(|s| !crate::node::crash::STEPS.contains(s)) {
+            return Err(err(ErrorCode::InvalidRequest, format!("no crash point {s:?}; the steps are {:?}", crate::node::crash::STEPS)));
+        }
+        tracing::warn!(?step, "fault injection: this node crashes at this split step");
+        crate::node::crash::set(step);
+        Ok(Response::Done)
+    }
+
     /// `ChangeReplicas`, at the tablet's leader.
     pub(in crate::node) fn change_replicas(&self, tablet: TabletId, add: (u64, String), remove: Option<u64>) -> Result<Response, RpcError> {
         let g = self.replica_group(tablet)?;
