@@ -156,6 +156,9 @@ pub struct Pass<'a> {
     rf: usize,
     /// Replicas per live node's address (the master group's not counted).
     load: HashMap<String, usize>,
+    /// Each user tablet's approximate size, as its leader last reported it
+    /// ([`Pass::with_sizes`]; empty: every tablet weighs the same).
+    sizes: HashMap<TabletId, u64>,
     /// The next (table, tablet) to look at.
     at: (usize, usize),
     /// Moves handed out.
@@ -178,7 +181,34 @@ impl<'a> Pass<'a> {
                 }
             }
         }
-        Pass { tables, dead, live, settled, rf, load, at: (0, 0), placed: 0 }
+        Pass { tables, dead, live, settled, rf, load, sizes: HashMap::new(), at: (0, 0), placed: 0 }
+    }
+
+    /// Balance by size too ([`Pass::balance`]): tablets' approximate sizes
+    /// (those not reported weigh as the average).
+    pub fn with_sizes(mut self, sizes: HashMap<TabletId, u64>) -> Self {
+        self.sizes = sizes;
+        self
+    }
+
+    /// Each user tablet's weight in the balance: `(1 + size / average) / 2`, so
+    /// that tablets of the average size (and all of them while no size is
+    /// known) weigh 1 (a replica count), an empty one 1/2, one of ten times
+    /// the average 5.5. (A split's halves are tablets of their own: a node
+    /// holding a large table's many small tablets weighs what it holds.)
+    fn weights(&self) -> HashMap<TabletId, f64> {
+        let user = || self.tables.iter().filter(|t| t.name != MASTER_TABLE_NAME).flat_map(|t| &t.tablets);
+        let known: Vec<u64> = user().filter_map(|ti| self.sizes.get(&ti.id).copied()).collect();
+        let average = if known.is_empty() { 0.0 } else { known.iter().sum::<u64>() as f64 / known.len() as f64 };
+        user()
+            .map(|ti| {
+                let w = match self.sizes.get(&ti.id) {
+                    Some(&b) if average > 0.0 => (1.0 + b as f64 / average) / 2.0,
+                    _ => 1.0,
+                };
+                (ti.id, w)
+            })
+            .collect()
     }
 
     /// The live nodes, by id.
@@ -214,26 +244,47 @@ impl<'a> Pass<'a> {
         *self.load.entry(m.to.1.clone()).or_default() += 1;
     }
 
-    /// With every tablet placed and no node in doubt: even out the load. When
-    /// the live node holding the most replicas has two or more than the one
-    /// holding the fewest (a node joined, or came back empty), move one replica
-    /// from it to that one: a tablet it holds and the other does not, preferably
-    /// one it does not lead. One move per pass, so a joining node fills up
-    /// gradually while the cluster serves.
+    /// With every tablet placed and no node in doubt: even out the load, by
+    /// replicas weighted by size ([`Pass::weights`]; by count while sizes are
+    /// unknown). When the live node with the heaviest load has two or more
+    /// (two average replicas) than the one with the lightest (a node joined,
+    /// came back empty, or its tablets grew), move one replica from it to that
+    /// one: a tablet it holds and the other does not, lighter than the
+    /// difference (so the spread of loads strictly shrinks: no move undoes
+    /// another), preferably one it does not lead, then the one nearest half
+    /// the difference. One move per pass, so a joining node fills up gradually
+    /// while the cluster serves.
     pub fn balance(&self) -> Balance {
         if self.placed != 0 || !self.settled {
             return Balance::Wait;
         }
-        let count = |a: &String| self.load.get(a).copied().unwrap_or(0);
-        let (Some(heavy), Some(light)) = (self.live.iter().max_by_key(|(_, a)| count(a)), self.live.iter().min_by_key(|(_, a)| count(a))) else {
+        let weights = self.weights();
+        let mut load: HashMap<&str, f64> = self.live.iter().map(|(_, a)| (a.as_str(), 0.0)).collect();
+        for ti in self.tables.iter().filter(|t| t.name != MASTER_TABLE_NAME).flat_map(|t| &t.tablets) {
+            for r in &ti.replicas {
+                if let Some(l) = load.get_mut(r.as_str()) {
+                    *l += weights[&ti.id];
+                }
+            }
+        }
+        let of = |a: &String| load.get(a.as_str()).copied().unwrap_or(0.0);
+        // (Ties: the last of the heaviest, the first of the lightest.)
+        let (Some(heavy), Some(light)) =
+            (self.live.iter().max_by(|x, y| of(&x.1).total_cmp(&of(&y.1))), self.live.iter().min_by(|x, y| of(&x.1).total_cmp(&of(&y.1))))
+        else {
             return Balance::EvenLeaders;
         };
-        if count(&heavy.1) < count(&light.1) + 2 {
+        let diff = of(&heavy.1) - of(&light.1);
+        if diff < 2.0 - 1e-9 {
             return Balance::EvenLeaders;
         }
         let candidates = self.tables.iter().filter(|t| t.name != MASTER_TABLE_NAME).flat_map(|t| t.tablets.iter().map(move |ti| (t, ti)));
-        let movable: Vec<(&TableInfo, &TabletInfo)> = candidates.filter(|(_, ti)| ti.replicas.contains(&heavy.1) && !ti.replicas.contains(&light.1)).collect();
-        let Some((t, ti)) = movable.iter().find(|(_, ti)| ti.leader != heavy.1).or(movable.first()).copied() else {
+        let movable = candidates.filter(|(_, ti)| ti.replicas.contains(&heavy.1) && !ti.replicas.contains(&light.1) && weights[&ti.id] < diff - 1e-9);
+        let fit = |ti: &TabletInfo| (ti.leader == heavy.1, (2.0 * weights[&ti.id] - diff).abs());
+        let Some((t, ti)) = movable.min_by(|(_, a), (_, b)| {
+            let (fa, fb) = (fit(a), fit(b));
+            fa.0.cmp(&fb.0).then(fa.1.total_cmp(&fb.1))
+        }) else {
             return Balance::EvenLeaders;
         };
         Balance::MoveReplica(ReplicaMove { table: t.name.clone(), tablet: ti.clone(), from: Some(heavy.clone()), to: light.clone(), kind: MoveKind::Rebalance })
@@ -530,6 +581,67 @@ mod tests {
                 assert_eq!((m.tablet.id, m.from, m.to, m.kind), (TabletId(2), Some(entry(3)), entry(4), MoveKind::Rebalance));
             }
             other => panic!("{other:?}"),
+        }
+    }
+
+    /// Carry out `pass`'s balance moves on `tables` until it has none (at most
+    /// `max`); the moves, as (tablet, from, to).
+    fn balance_until_even(tables: &mut [TableInfo], h: &Heard, rf: u32, sizes: &[(u64, u64)], max: usize) -> Vec<(u64, u64, u64)> {
+        let sizes: HashMap<TabletId, u64> = sizes.iter().map(|&(id, b)| (TabletId(id), b)).collect();
+        let mut moves = Vec::new();
+        loop {
+            let pass = Pass::new(tables, h, NOW, Rules { replication_factor: rf, ..rules() }).with_sizes(sizes.clone());
+            let m = match pass.balance() {
+                Balance::MoveReplica(m) => m,
+                _ => return moves,
+            };
+            assert!(moves.len() < max, "more than {max} moves: {moves:?}");
+            let steps = move_steps(&m, &BTreeMap::new());
+            for t in tables.iter_mut() {
+                for ti in t.tablets.iter_mut().filter(|ti| ti.id == m.tablet.id) {
+                    *ti = steps.tablet.clone();
+                }
+            }
+            moves.push((m.tablet.id.0, m.from.unwrap().0, m.to.0));
+        }
+    }
+
+    #[test]
+    fn large_tablets_move_off_a_node_with_as_many_replicas_as_the_others() {
+        // One replica each, two tablets per node: node 1's are 100 times larger.
+        let mut tables = vec![table("t", vec![tablet(10, &[1]), tablet(11, &[1]), tablet(12, &[2]), tablet(13, &[2]), tablet(14, &[3]), tablet(15, &[3])])];
+        let h = heard(&[(1, 0), (2, 0), (3, 0)]);
+        let sizes = [(10, 10_000), (11, 10_000), (12, 100), (13, 100), (14, 100), (15, 100)];
+        // By count, nothing moves.
+        assert_eq!(balance_until_even(&mut tables.clone(), &h, 1, &[], 0), vec![]);
+        // By size, one large tablet goes to a node of small ones, and then the
+        // loads are within two average replicas: nothing more.
+        assert_eq!(balance_until_even(&mut tables, &h, 1, &sizes, 5), vec![(10, 1, 2)]);
+    }
+
+    #[test]
+    fn balancing_by_size_ends_and_never_moves_a_replica_back() {
+        // Three replicas of 12 tablets over 4 nodes (node 4 new and empty),
+        // sizes spread over three orders of magnitude.
+        let mut tablets = Vec::new();
+        for i in 0..12u64 {
+            let n = [1 + i % 3, 1 + (i + 1) % 3, 1 + (i + 2) % 3];
+            tablets.push(tablet(20 + i, &n));
+        }
+        let mut tables = vec![table("t", tablets)];
+        let h = heard(&[(1, 0), (2, 0), (3, 0), (4, 0)]);
+        let sizes: Vec<(u64, u64)> = (0..12u64).map(|i| (20 + i, 10u64.pow((i % 4) as u32) * 1000)).collect();
+        let moves = balance_until_even(&mut tables, &h, 3, &sizes, 40);
+        assert!(!moves.is_empty());
+        for (k, (t, from, to)) in moves.iter().enumerate() {
+            assert!(!moves[k + 1..].iter().any(|(t2, f2, to2)| t2 == t && f2 == to && to2 == from), "tablet {t} moved back: {moves:?}");
+        }
+        // Every tablet keeps three replicas on distinct nodes.
+        for ti in &tables[0].tablets {
+            let mut r = ti.replicas.clone();
+            r.sort();
+            r.dedup();
+            assert_eq!(r.len(), 3, "{ti:?}");
         }
     }
 

@@ -198,15 +198,10 @@ impl<F: EngineFactory> Node<F> {
         };
         let now = self.now();
         let older = |since: u64, d: Duration| now.saturating_sub(since) > d.as_micros() as u64;
-        let (sizes, hot): (HashMap<TabletId, u64>, HashMap<TabletId, u64>) = {
-            let mut reported = self.tablet_reports.lock();
-            // (Quiesced tablets are reported only in full reports.)
-            let stale = self.cfg.size_report_interval * (3 * super::master_role::FULL_SIZE_REPORT_EVERY);
-            reported.retain(|_, seen| !older(seen.at, stale));
-            let sizes = reported.iter().map(|(id, seen)| (*id, seen.bytes)).collect();
-            let hot = reported.iter().filter(|(_, seen)| seen.hot >= rules.load_reports.max(1)).map(|(id, seen)| (*id, seen.rate)).collect();
-            (sizes, hot)
-        };
+        let reported = self.tablet_reports_now();
+        let sizes: HashMap<TabletId, u64> = reported.iter().map(|(id, seen)| (*id, seen.bytes)).collect();
+        let hot: HashMap<TabletId, u64> =
+            reported.iter().filter(|(_, seen)| seen.hot >= rules.load_reports.max(1)).map(|(id, seen)| (*id, seen.rate)).collect();
         let backoff: HashSet<TabletId> = {
             let mut refused = self.split_refused.lock();
             refused.retain(|_, at| !older(*at, SPLIT_REFUSAL_BACKOFF));
@@ -236,6 +231,17 @@ impl<F: EngineFactory> Node<F> {
                 }
             }
         }
+    }
+
+    /// Master: what leaders reported of their tablets, less the reports not
+    /// made again for a while (a leader gone, a tablet dropped or split;
+    /// quiesced tablets are reported only in full reports).
+    pub(super) fn tablet_reports_now(&self) -> HashMap<TabletId, SeenTablet> {
+        let now = self.now();
+        let stale = (self.cfg.size_report_interval * (3 * super::master_role::FULL_SIZE_REPORT_EVERY)).as_micros() as u64;
+        let mut reported = self.tablet_reports.lock();
+        reported.retain(|_, seen| now.saturating_sub(seen.at) <= stale);
+        reported.clone()
     }
 
     /// Master, each placement pass: move every split recorded in the catalog

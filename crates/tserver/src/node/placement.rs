@@ -52,7 +52,9 @@ impl<F: EngineFactory> Node<F> {
             return;
         };
         let rules = placement::Rules { replication_factor: self.cfg.replication_factor, node_timeout: self.cfg.node_timeout };
-        let mut pass = placement::Pass::new(&tables, &heard, now, rules);
+        // (Balanced by the sizes leaders report with their registrations.)
+        let sizes = self.tablet_reports_now().into_iter().map(|(id, seen)| (id, seen.bytes)).collect();
+        let mut pass = placement::Pass::new(&tables, &heard, now, rules).with_sizes(sizes);
         // A splitting tablet's halves start from its group's members: none moves
         // until the catalog lists the halves (then theirs may).
         let splitting = self.splitting_tablets();
