@@ -301,12 +301,6 @@ pub enum Request {
     InjectFaults {
         unreachable: Vec<String>,
     },
-    /// Tests only (a node started with `--fault-injection`): from now on, end
-    /// this node's process abruptly (as `kill -9`) when it reaches this step of
-    /// a tablet split (see the tablet server's `crash.rs`); None: never.
-    CrashAt {
-        step: Option<String>,
-    },
     /// To the master: make `name` another name of existing table `existing` (a SQL
     /// node's name for a table another node's PostgreSQL created, see
     /// [`DdlEntry`]). Names are weak: dropping one drops only it, dropping the
@@ -507,6 +501,12 @@ pub enum Request {
     SetTableOptions {
         name: String,
         options: TableOptions,
+    },
+    /// Tests only (a node started with `--fault-injection`): from now on, end
+    /// this node's process abruptly (as `kill -9`) when it reaches this step of
+    /// a tablet split (see the tablet server's `crash.rs`); None: never.
+    CrashAt {
+        step: Option<String>,
     },
 }
 

@@ -42,6 +42,18 @@ SET enable_seqscan = off;
 SELECT id FROM sp WHERE v = 'v1234';
 SELECT count(*) FROM sp WHERE to_tsvector('simple', v) @@ to_tsquery('simple', 'x');
 RESET enable_seqscan;
+-- Split into eight tablets or more: ORDER BY the key is still an ordered read
+-- (no Sort) across every boundary, forward and backward; aggregates, LIMIT and
+-- ranges across boundaries.
+SELECT sum(cardinality(pinax_split_tablet('sp'))) AS halves FROM generate_series(1, 5);
+SELECT count(*) >= 8 AS eight_or_more FROM pinax_tablets('sp') WHERE relation = 'sp'::regclass;
+EXPLAIN (COSTS OFF) SELECT id FROM sp ORDER BY id;
+EXPLAIN (COSTS OFF) SELECT id FROM sp ORDER BY id DESC;
+SELECT count(*), array_agg(id) = array_agg(id ORDER BY id) AS in_order FROM (SELECT id FROM sp ORDER BY id) s;
+SELECT count(*), array_agg(id) = array_agg(id ORDER BY id DESC) AS in_order FROM (SELECT id FROM sp ORDER BY id DESC) s;
+SELECT min(id), max(id), count(*), sum(id), count(DISTINCT v) FROM sp;
+SELECT id FROM sp ORDER BY id LIMIT 3 OFFSET 1500;
+SELECT count(*), min(id), max(id) FROM sp WHERE id BETWEEN 100 AND 1900;
 -- A hash-sharded table (its hash range split at a value's hash, or the middle).
 CREATE TABLE sh (id int PRIMARY KEY, n int) WITH (pinax.tablets = 2);
 INSERT INTO sh SELECT g, g % 10 FROM generate_series(1, 1000) g;
