@@ -89,6 +89,10 @@ pub enum GroupError {
     Refused(String),
 }
 
+/// How often a new group's first candidate stands again while no leader is
+/// known ([`RaftGroup::elect_if_leaderless`]), and how many times at most.
+const FIRST_ELECTION_RETRY: Duration = Duration::from_millis(100);
+const FIRST_ELECTION_TRIES: u32 = 10;
 /// How long a write waits to be committed.
 pub const REPLICATE_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -847,6 +851,33 @@ impl RaftGroup {
     /// Leader: serve again (a hand-over that could not start).
     pub fn cancel_hand_over(&self) {
         *self.handover.lock() = None;
+    }
+
+    /// A new group (a split's half, seeded with its parent's members, none of
+    /// them its leader yet): stand for election now rather than after an
+    /// election timeout, and again every [`FIRST_ELECTION_RETRY`] while no
+    /// leader is known (the other members open their replicas of the group a
+    /// moment later: a vote asked before is lost), at most
+    /// [`FIRST_ELECTION_TRIES`] times.
+    pub fn elect_if_leaderless(&self) {
+        let raft = self.raft.clone();
+        let group = self.group;
+        self.hold.release();
+        self.rt.quiescence().wake();
+        self.rt.handle().spawn(async move {
+            for attempt in 0..FIRST_ELECTION_TRIES {
+                if attempt > 0 {
+                    tokio::time::sleep(FIRST_ELECTION_RETRY).await;
+                }
+                if raft.metrics().borrow().current_leader.is_some() {
+                    return;
+                }
+                if let Err(e) = raft.trigger().elect().await {
+                    tracing::warn!(group, error = %e, "starting the first election of a new group");
+                    return;
+                }
+            }
+        });
     }
 
     /// Follower asked to take over: start an election once the followers' lease

@@ -550,6 +550,44 @@ fn a_split_halfs_group_starts_from_its_parents_membership() {
     }
 }
 
+/// A split half's first election: the replica told to stand
+/// (`elect_if_leaderless`, the parent's leader) wins it, even though the other
+/// members open their replicas of the new group only after its first request
+/// for votes (it stands again), and although its own election timer would fire
+/// much later than theirs.
+#[test]
+fn a_new_groups_first_candidate_stands_again_until_the_others_are_there() {
+    use pinax_engine::WriteOptions;
+    use pinax_raft::StateMachine;
+    let Group3 { rt, replicas, leader, .. } = three_replicas();
+    let seed = StateMachine::<MemEngine>::half_seed(&replicas[&leader].engine.snapshot()).unwrap();
+    let halves = Arc::new(Router::default());
+    let start = |id: NodeId, timing: RaftTiming| {
+        let e = Arc::new(MemEngine::new());
+        let mut b = e.new_batch();
+        for (k, v) in &seed {
+            b.put(Cf::Meta, k, v);
+        }
+        e.write(b, WriteOptions { sync: true, ..Default::default() }).unwrap();
+        let g = Arc::new(RaftGroup::start(rt.handle(), 9, id, e, Arc::new(HybridClock::system()), halves.clone(), timing).unwrap());
+        halves.groups.lock().insert(id, g.clone());
+        g
+    };
+    // Node 1's timer would not fire for 20 s: only standing now makes it a candidate.
+    let first = start(1, RaftTiming { election_min_ms: 20_000, election_max_ms: 30_000, ..TIMING });
+    first.elect_if_leaderless();
+    std::thread::sleep(Duration::from_millis(150));
+    let others: Vec<Arc<RaftGroup>> = [2, 3].into_iter().map(|id| start(id, TIMING)).collect();
+    let l = first.wait_for_leader(Duration::from_secs(10)).expect("the half elects a leader");
+    assert_eq!(l, 1, "the replica that stood first leads");
+    for g in others.iter().chain([&first]) {
+        g.shutdown();
+    }
+    for r in replicas.values() {
+        r.group.shutdown();
+    }
+}
+
 /// One replica's split hook (what the tablet layer will do, reduced to rows):
 /// the halves of its parent engine at the split key (the payload), each given
 /// the parent's rows of its interval and its group's seed, then the parent's

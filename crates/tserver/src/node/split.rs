@@ -150,7 +150,15 @@ impl<F: EngineFactory> Node<F> {
         })
         .map_err(tablet_err)?;
         let r = t.split_record().cloned().ok_or_else(|| err(ErrorCode::Internal, format!("tablet {} applied no split", tablet.0)))?;
-        done(&t, &r)
+        let answer = done(&t, &r)?;
+        // The parent's leader stands first in its halves' elections: no wait
+        // for an election timeout with their writes held up.
+        for half in [r.left, r.right] {
+            if let Some(g) = self.groups.read().get(&half) {
+                g.group.elect_if_leaderless();
+            }
+        }
+        Ok(answer)
     }
 
     /// This replica's tablet as the catalog would describe it (this node its leader).
