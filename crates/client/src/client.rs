@@ -540,12 +540,22 @@ impl Client {
         }
     }
 
-    /// Group `ops` by the tablet owning each key, keeping their order per tablet.
+    /// Group `ops` by the tablet owning each key, keeping their order per
+    /// tablet; a range lock ([`WriteOp::range_lock`]) goes to every tablet its
+    /// range overlaps, on that tablet's range-lock key.
     pub(crate) fn group_by_tablet(t: &TableInfo, ops: Vec<WriteOp>) -> BTreeMap<usize, Vec<WriteOp>> {
         let mut groups: BTreeMap<usize, Vec<WriteOp>> = BTreeMap::new();
         for op in ops {
-            groups.entry(t.tablet_index_for(&op.key)).or_default().push(op);
+            match op.range_lock_end() {
+                None => groups.entry(t.tablet_index_for(&op.key)).or_default().push(op),
+                Some(_) => {
+                    for (i, ti) in t.tablets.iter().enumerate() {
+                        groups.entry(i).or_default().extend(WriteOp::for_partition(std::slice::from_ref(&op), &ti.partition));
+                    }
+                }
+            }
         }
+        groups.retain(|_, ops| !ops.is_empty());
         groups
     }
 

@@ -112,7 +112,7 @@ impl Txn {
                     // holding their keys now, next, in key order.
                     let _ = self.client.refresh_table(table);
                     for sub in self.client.covering(ti.id)?.into_iter().rev() {
-                        let mine: Vec<WriteOp> = ops.iter().filter(|op| sub.partition.contains(&op.key)).cloned().collect();
+                        let mine = WriteOp::for_partition(&ops, &sub.partition);
                         if !mine.is_empty() {
                             queue.push_front((sub, mine));
                         }

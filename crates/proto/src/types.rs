@@ -79,6 +79,56 @@ impl WriteOp {
         WriteOp { kind, key: key.into(), value: vec![strength as u8] }
     }
 
+    /// A SERIALIZABLE range lock (SHARE for a range read, PREDICATE WRITE for a
+    /// write) of every tablet overlapping `[start, end)` (no end: to the end of
+    /// the table): the client sends one lock per such tablet, on its range-lock
+    /// key (its partition start), as the table's tablets are when it sends
+    /// (so a tablet that split meanwhile has both its halves locked).
+    pub fn range_lock(start: impl Into<Vec<u8>>, end: Option<&[u8]>, strength: LockStrength) -> Self {
+        let mut op = WriteOp::row_lock(start, strength);
+        match end {
+            Some(e) => {
+                op.value.push(1);
+                op.value.extend_from_slice(e);
+            }
+            None => op.value.push(0),
+        }
+        op
+    }
+
+    /// For a [`WriteOp::range_lock`]: the end of the range it locks (None: to
+    /// the table's end); not a range lock: None.
+    pub fn range_lock_end(&self) -> Option<Option<&[u8]>> {
+        if !self.kind.is_lock() {
+            return None;
+        }
+        match self.value.as_slice() {
+            [_, 0] => Some(None),
+            [_, 1, end @ ..] => Some(Some(end)),
+            _ => None,
+        }
+    }
+
+    /// The ops of `ops` that go to the tablet of `partition`: those whose key
+    /// it holds, and each range lock overlapping it, on its range-lock key.
+    pub fn for_partition(ops: &[WriteOp], partition: &crate::Partition) -> Vec<WriteOp> {
+        let mut out = Vec::new();
+        for op in ops {
+            match op.range_lock_end() {
+                Some(end) => {
+                    let overlaps =
+                        end.is_none_or(|e| partition.start.as_slice() < e) && partition.end.as_ref().is_none_or(|pe| op.key.as_slice() < pe.as_slice());
+                    if overlaps {
+                        out.push(WriteOp { key: partition.start.clone(), ..op.clone() });
+                    }
+                }
+                None if partition.contains(&op.key) => out.push(op.clone()),
+                None => {}
+            }
+        }
+        out
+    }
+
     /// The lock strength this operation takes on its row: a put (an update that
     /// keeps the key) is NO KEY UPDATE, a delete or insert-if-absent is UPDATE, a
     /// lock is what it says (`lock`: UPDATE, `lock_shared`: SHARE).
@@ -209,3 +259,31 @@ pub struct ScanResult {
 /// Fate of a transaction as seen by a reader or writer meeting its intent (defined
 /// in `pinax-common`, which `pinax-mvcc` sees; its serde form is part of the wire).
 pub use pinax_common::TxnStatus;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Partition;
+
+    #[test]
+    fn a_range_lock_goes_to_every_partition_it_overlaps_on_its_start() {
+        let lock = WriteOp::range_lock(b"b".to_vec(), Some(b"m"), LockStrength::Share);
+        assert_eq!(lock.range_lock_end(), Some(Some(&b"m"[..])));
+        assert_eq!(lock.strength(), LockStrength::Share);
+        assert_eq!(WriteOp::range_lock(b"b".to_vec(), None, LockStrength::PredicateWrite).range_lock_end(), Some(None));
+        assert_eq!(WriteOp::row_lock(b"b".to_vec(), LockStrength::Share).range_lock_end(), None);
+        assert_eq!(WriteOp::put(b"b".to_vec(), vec![1, 0]).range_lock_end(), None, "a put's value is not a range");
+        let p = |s: &[u8], e: Option<&[u8]>| Partition { start: s.to_vec(), end: e.map(<[u8]>::to_vec) };
+        let row = WriteOp::put(b"c".to_vec(), b"v".to_vec());
+        let ops = [lock.clone(), row.clone()];
+        // The halves of [b, m) at f, and tablets beside it.
+        let keys = |part: Partition| WriteOp::for_partition(&ops, &part).into_iter().map(|o| o.key).collect::<Vec<_>>();
+        assert_eq!(keys(p(b"b", Some(b"f"))), vec![b"b".to_vec(), b"c".to_vec()]);
+        assert_eq!(keys(p(b"f", Some(b"m"))), vec![b"f".to_vec()]);
+        assert_eq!(keys(p(b"m", None)), Vec::<Vec<u8>>::new());
+        assert_eq!(keys(p(b"", Some(b"b"))), Vec::<Vec<u8>>::new());
+        assert_eq!(keys(p(b"", Some(b"c"))), vec![b"".to_vec()], "a tablet the range starts in");
+        // (The copy keeps the range, for a split of that tablet.)
+        assert_eq!(WriteOp::for_partition(&ops, &p(b"f", Some(b"m")))[0].range_lock_end(), Some(Some(&b"m"[..])));
+    }
+}

@@ -1086,6 +1086,51 @@ fn a_split_requested_through_the_master_lists_the_halves_in_the_catalog_and_they
 /// with a limit, counted) and a transaction's writes, savepoint rollback and
 /// delete-all land on the halves, before and after the master dropped the
 /// parent; a scan that began on the parent finishes on the halves.
+/// A SERIALIZABLE range lock sent through locations cached before a split
+/// (`WriteOp::range_lock` on the parent's range) locks both halves: a writer's
+/// PREDICATE WRITE on the right half conflicts with it. (Sent as a row lock on
+/// the parent's start, it landed in the left half alone: a phantom under
+/// SERIALIZABLE.) The same before the split (the split copies it).
+#[test]
+fn a_range_lock_through_stale_locations_locks_both_halves_of_a_split() {
+    use pinax_proto::{LockStrength, Response};
+    let n = start(NodeConfig { sync: false, ..NodeConfig::default() });
+    let c = Client::connect(&n.addr).unwrap();
+    let key = |i: u32| format!("k{i:03}").into_bytes();
+    let split = |tablet, at: u32| match c.call(Request::SplitTablet { tablet, at: Some(key(at)) }).unwrap() {
+        Response::Split { children, .. } => children,
+        other => panic!("{other:?}"),
+    };
+    for (table, lock_before_split) in [("rl_after", false), ("rl_before", true)] {
+        c.create_table(table, Sharding::Range { split_points: Vec::new() }).unwrap();
+        c.write(table, (0..100).map(|i| WriteOp::put(key(i), b"v".to_vec())).collect()).unwrap();
+        let stale = Client::connect(&n.addr).unwrap();
+        let parent = stale.table(table).unwrap().tablets[0].clone();
+        let lock = || WriteOp::range_lock(parent.partition.start.clone(), parent.partition.end.as_deref(), LockStrength::Share);
+        let mut reader = stale.begin();
+        if lock_before_split {
+            reader.write(table, vec![lock()]).unwrap();
+        }
+        let halves = split(parent.id, 50);
+        if !lock_before_split {
+            assert_eq!(stale.table(table).unwrap().tablets[0].id, parent.id, "still cached");
+            reader.write(table, vec![lock()]).unwrap();
+        }
+        // A writer of each half (fresh locations), as a SERIALIZABLE one writes.
+        for (half, k) in [(&halves[0], 10), (&halves[1], 90)] {
+            let mut writer = c.begin();
+            let ops = vec![
+                WriteOp::range_lock(half.partition.start.clone(), half.partition.end.as_deref(), LockStrength::PredicateWrite),
+                WriteOp::put(key(k), b"w".to_vec()),
+            ];
+            let r = writer.write(table, ops);
+            assert!(r.is_err(), "{table}: a PREDICATE WRITE in half {:?} met no range lock", half.id);
+            writer.abort().unwrap();
+        }
+        reader.commit().unwrap();
+    }
+}
+
 #[test]
 fn a_client_with_stale_locations_follows_a_split() {
     use pinax_proto::Response;

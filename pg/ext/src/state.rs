@@ -215,8 +215,8 @@ impl Backend {
             // A SERIALIZABLE write conflicts with SERIALIZABLE range reads of its
             // tablet (see `lock_ranges`).
             let info = self.table_info(table)?;
-            let idx = info.tablet_index_for(&op.key);
-            self.lock_range_key(seq, table, &info.tablets[idx].partition.start, LockStrength::PredicateWrite)?;
+            let p = &info.tablets[info.tablet_index_for(&op.key)].partition;
+            self.lock_range_key(seq, table, &p.start.clone(), p.end.clone().as_deref(), LockStrength::PredicateWrite)?;
         }
         self.push_op(seq, table, op, false)
     }
@@ -226,17 +226,19 @@ impl Backend {
         self.client().map_err(mk)?.table(table).map_err(mk)
     }
 
-    /// Lock a tablet's range-lock key (its partition start, `key`) with
-    /// `strength`, once per transaction. (By key, not by the tablet's place in
-    /// the list, which a split shifts. A lock taken on a tablet that then split
-    /// stays on its left half's key: a writer of the right half does not meet it.)
-    fn lock_range_key(&mut self, seq: u32, table: &str, key: &[u8], strength: LockStrength) -> Result<(), FlushError> {
+    /// Lock the range-lock key of the tablet `[key, end)` with `strength`,
+    /// once per transaction (by key, not by the tablet's place in the list,
+    /// which a split shifts). Sent as a range lock ([`WriteOp::range_lock`]):
+    /// if the tablet has split by the time the lock is sent, each of its halves
+    /// is locked (a lock that reached it before, the split copies to its right
+    /// half).
+    fn lock_range_key(&mut self, seq: u32, table: &str, key: &[u8], end: Option<&[u8]>, strength: LockStrength) -> Result<(), FlushError> {
         if self.range_locks.iter().any(|(t, k, s, _)| t == table && k.as_slice() == key && *s == strength) {
             return Ok(());
         }
         self.range_locks.push((table.to_string(), key.to_vec(), strength, seq));
         let read_lock = strength == LockStrength::Share;
-        self.push_op(seq, table, WriteOp::row_lock(key.to_vec(), strength), read_lock)
+        self.push_op(seq, table, WriteOp::range_lock(key.to_vec(), end, strength), read_lock)
     }
 
     /// SERIALIZABLE (`serializable_locking`): a scan of storage table `table` reads
@@ -250,7 +252,7 @@ impl Backend {
         for t in &info.tablets {
             let overlaps = end.is_none_or(|e| t.partition.start.as_slice() < e) && t.partition.end.as_ref().is_none_or(|pe| start < pe.as_slice());
             if overlaps {
-                self.lock_range_key(READ_LOCK_SEQ, table, &t.partition.start, LockStrength::Share)?;
+                self.lock_range_key(READ_LOCK_SEQ, table, &t.partition.start, t.partition.end.as_deref(), LockStrength::Share)?;
             }
         }
         Ok(())
