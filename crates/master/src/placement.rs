@@ -408,6 +408,43 @@ pub fn is_orphan(lookup: Lookup<'_>, here: &str) -> bool {
     }
 }
 
+/// How long a group may lead a tablet the catalog does not know before its
+/// leader's replica is dropped ([`unknown_led_tablets`]), by default: a new
+/// table's tablets lead before the catalog lists them, for the moment its
+/// creation takes.
+pub const UNKNOWN_LEADER_GRACE: Duration = Duration::from_secs(60);
+
+/// Groups that lead a tablet the catalog does not know (`known`: every tablet
+/// it lists, and the parents and halves of the splits it records), for
+/// `grace` (`since`: when each was first seen so; updated):
+/// a tablet whose table was dropped while it split, whose split applied after
+/// the drop, elects a leader and is no orphan to its replicas. With each, the
+/// node leading it (to drop that replica; the others then have no leader and
+/// drop themselves as orphans). Leaders as the nodes last said (`reports`;
+/// node `me` leads `mine`).
+pub fn unknown_led_tablets(
+    reports: &LeaderReports,
+    me: u64,
+    mine: &[TabletId],
+    known: &std::collections::HashSet<TabletId>,
+    since: &mut HashMap<TabletId, Micros>,
+    now: Micros,
+    grace: Duration,
+) -> Vec<(TabletId, u64)> {
+    let led = reports.iter().map(|(id, (t, _))| (*id, t.as_slice())).filter(|(id, _)| *id != me).chain(std::iter::once((me, mine)));
+    let unknown: HashMap<TabletId, u64> = led.flat_map(|(node, ts)| ts.iter().filter(|t| !known.contains(t)).map(move |t| (*t, node))).collect();
+    since.retain(|t, _| unknown.contains_key(t));
+    let mut out: Vec<(TabletId, u64)> = unknown
+        .into_iter()
+        .filter(|(t, _)| {
+            let first = *since.entry(*t).or_insert(now);
+            elapsed(now, first) >= grace
+        })
+        .collect();
+    out.sort();
+    out
+}
+
 /// The RPC addresses of a group's `voters` (id, address as the group knows
 /// it) to record in the catalog: each node's address from `directory` where it
 /// has one. `None` when there are none (nothing to record).
@@ -643,6 +680,26 @@ mod tests {
             r.dedup();
             assert_eq!(r.len(), 3, "{ti:?}");
         }
+    }
+
+    #[test]
+    fn a_group_leading_a_tablet_the_catalog_does_not_know_is_named_after_the_grace() {
+        let known: std::collections::HashSet<TabletId> = [TabletId(1), TabletId(2)].into_iter().collect();
+        let mut reports = LeaderReports::new();
+        reports.insert(2, (vec![TabletId(2), TabletId(7)], NOW));
+        reports.insert(3, (vec![TabletId(8)], NOW));
+        let mut since = HashMap::new();
+        let grace = UNKNOWN_LEADER_GRACE.as_micros() as Micros;
+        assert_eq!(unknown_led_tablets(&reports, 1, &[TabletId(1), TabletId(9)], &known, &mut since, NOW, UNKNOWN_LEADER_GRACE), vec![]);
+        assert_eq!(since.len(), 3);
+        // Tablet 8 is listed meanwhile (a table created): forgotten.
+        let known: std::collections::HashSet<TabletId> = [1, 2, 8].into_iter().map(TabletId).collect();
+        assert_eq!(unknown_led_tablets(&reports, 1, &[TabletId(1), TabletId(9)], &known, &mut since, NOW + grace - 1, UNKNOWN_LEADER_GRACE), vec![]);
+        assert!(!since.contains_key(&TabletId(8)));
+        assert_eq!(
+            unknown_led_tablets(&reports, 1, &[TabletId(1), TabletId(9)], &known, &mut since, NOW + grace, UNKNOWN_LEADER_GRACE),
+            vec![(TabletId(7), 2), (TabletId(9), 1)]
+        );
     }
 
     #[test]

@@ -997,6 +997,33 @@ fn tick_until(n: &TestNode, within: Duration, what: &str, done: impl Fn() -> boo
     }
 }
 
+/// A group leading a tablet the catalog does not know (as the halves of a
+/// split applied after their table was dropped) loses its replicas once the
+/// master has seen it so for `unknown_leader_grace`; the catalog's own tablets
+/// (a table's, a new table's) stay.
+#[test]
+fn a_group_leading_a_tablet_the_catalog_does_not_know_is_dropped() {
+    use pinax_proto::{Partition, TabletInfo};
+    let n = start(NodeConfig { sync: false, unknown_leader_grace: Duration::from_secs(1), ..NodeConfig::default() });
+    let c = Client::connect(&n.addr).unwrap();
+    c.create_table("kept", Sharding::Hash { tablets: 2 }).unwrap();
+    c.write("kept", vec![WriteOp::put(hash_key(1), b"v".to_vec())]).unwrap();
+    let ghost = pinax_common::TabletId(9_999_999);
+    let tablet = TabletInfo { id: ghost, partition: Partition { start: Vec::new(), end: None }, leader: n.addr.clone(), replicas: vec![n.addr.clone()] };
+    c.call(Request::CreateReplica { tablet, members: vec![(1, n.addr.clone())], bootstrap: true }).unwrap();
+    tick_until(&n, Duration::from_secs(10), "the unknown tablet opened", || n.node.tablet(ghost).is_some());
+    tick_until(&n, Duration::from_secs(30), "the unknown tablet's replica dropped", || n.node.tablet(ghost).is_none());
+    // A table created now (its tablets lead before the catalog lists them) and the old one serve.
+    c.create_table("new", Sharding::Hash { tablets: 2 }).unwrap();
+    for _ in 0..30 {
+        n.node.tick();
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    c.write("new", vec![WriteOp::put(hash_key(2), b"w".to_vec())]).unwrap();
+    assert_eq!(c.get("kept", &hash_key(1)).unwrap(), Some(b"v".to_vec()));
+    assert_eq!(c.get("new", &hash_key(2)).unwrap(), Some(b"w".to_vec()));
+}
+
 #[test]
 fn a_split_requested_through_the_master_lists_the_halves_in_the_catalog_and_they_serve() {
     use pinax_common::TabletId;

@@ -98,6 +98,9 @@ pub struct NodeConfig {
     /// How often this node reports the sizes of the tablets it leads to the
     /// master (with a registration).
     pub size_report_interval: Duration,
+    /// Master: how long a group may lead a tablet the catalog does not know
+    /// before its replicas are dropped (`drop_unknown_leaders`).
+    pub unknown_leader_grace: Duration,
 }
 
 impl Default for NodeConfig {
@@ -120,6 +123,7 @@ impl Default for NodeConfig {
             join_signer: None,
             auto_split: Some(pinax_master::splitting::SplitRules::default()),
             size_report_interval: Duration::from_secs(10),
+            unknown_leader_grace: pinax_master::placement::UNKNOWN_LEADER_GRACE,
         }
     }
 }
@@ -216,6 +220,9 @@ pub struct Node<F: EngineFactory> {
     last_size_report: Mutex<master_role::SizeReports>,
     /// Master only: when it last moved a leader.
     last_leader_move: Mutex<Micros>,
+    /// Master only: since when each group leading a tablet the catalog does
+    /// not know was first seen so (`drop_unknown_leaders`).
+    unknown_leaders: Mutex<HashMap<TabletId, Micros>>,
     /// When this node last registered with the master.
     last_register: Mutex<Option<Instant>>,
     /// When replica placement (master) and orphaned replicas were last checked.
@@ -362,6 +369,7 @@ impl<F: EngineFactory> Node<F> {
             last_size_report: Mutex::default(),
             placement_clock,
             last_leader_move: Mutex::new(started),
+            unknown_leaders: Mutex::new(HashMap::new()),
             last_placement_check: Mutex::new(Instant::now()),
             leaderless: Mutex::new(Leaderless::default()),
             directory: RwLock::new(BTreeMap::new()),
@@ -525,6 +533,7 @@ impl<F: EngineFactory> Node<F> {
                 self.re_replicate();
                 self.request_auto_splits();
                 self.drive_splits();
+                self.drop_unknown_leaders();
                 self.drop_stale_fences();
             }
             self.drop_orphan_replicas();

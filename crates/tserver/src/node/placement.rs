@@ -142,6 +142,43 @@ impl<F: EngineFactory> Node<F> {
         }
     }
 
+    /// Master: drop the replica leading each tablet the catalog has not known
+    /// for `unknown_leader_grace` ([`placement::unknown_led_tablets`]:
+    /// the halves of a split applied after its table was dropped); the other
+    /// replicas, left without a leader, drop themselves as orphans. Leaders as
+    /// the live nodes last said.
+    pub(super) fn drop_unknown_leaders(&self) {
+        let Ok(catalog) = self.catalog() else {
+            return;
+        };
+        let (Ok(tables), Ok(splits)) = (catalog.tables_shared(), catalog.splits()) else {
+            return;
+        };
+        let mut known: std::collections::HashSet<TabletId> = tables.iter().flat_map(|t| t.tablets.iter().map(|ti| ti.id)).collect();
+        known.extend(splits.iter().flat_map(|r| std::iter::once(r.parent.id).chain(r.children)));
+        let now = self.now();
+        let liveness = placement::NODE_LIVENESS.as_micros() as Micros;
+        let reports: placement::LeaderReports =
+            self.leaders.lock().iter().filter(|(_, (_, at))| now.saturating_sub(*at) < liveness).map(|(id, r)| (*id, r.clone())).collect();
+        let mine = self.leading();
+        let unknown =
+            placement::unknown_led_tablets(&reports, self.cfg.node_id, &mine, &known, &mut self.unknown_leaders.lock(), now, self.cfg.unknown_leader_grace);
+        for (tablet, node) in unknown {
+            let addr = if node == self.cfg.node_id { Some(self.cfg.rpc_addr.clone()) } else { self.directory.read().get(&node).cloned() };
+            let Some(addr) = addr else {
+                continue;
+            };
+            tracing::warn!(
+                tablet_id = tablet.0,
+                node_id = node,
+                "a group leads a tablet the catalog does not know (its table was dropped while it split?): dropping its leader's replica"
+            );
+            if let Err(e) = self.call_node(&addr, Request::DropReplica { tablet }) {
+                tracing::warn!(tablet_id = tablet.0, node_id = node, error = %e, "could not drop a replica of a tablet the catalog does not know");
+            }
+        }
+    }
+
     /// Carry out replica move `m` ([`placement::move_steps`]): create the
     /// replica on the new node, have the tablet's leader change the voters,
     /// record the move in the catalog, and drop the old replica of a live node.
