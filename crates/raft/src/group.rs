@@ -126,6 +126,11 @@ pub struct RaftGroup {
     _heartbeats: tokio::sync::oneshot::Sender<()>,
     /// Handing leadership over (see the module docs).
     handover: Arc<Mutex<Option<Handover>>>,
+    /// Held by a membership change ([`RaftGroup::replace_voter`]) and by a
+    /// split ([`RaftGroup::split_tablet`]) while they run: one refuses while
+    /// the other is under way (a split's halves start from the membership the
+    /// split entry applies with, which must not be one a move is changing).
+    reconfiguring: Mutex<()>,
     /// `election_timeout_max`: followers' lease on their leader.
     follower_lease: Duration,
     /// Writes waiting to be proposed (group commit, see [`RaftGroup::replicate_then`]).
@@ -428,6 +433,7 @@ impl RaftGroup {
             recent,
             _heartbeats: stop,
             handover,
+            reconfiguring: Mutex::new(()),
             follower_lease: Duration::from_millis(timing.election_max_ms),
             proposals: Mutex::new(Proposals::default()),
             tail_reads,
@@ -727,7 +733,19 @@ impl RaftGroup {
     /// Leader: replicate the entry that splits the group's tablet
     /// ([`Command::split`], alone in its entry) and return once it is committed
     /// and applied here (by the group's [`crate::SplitHook`]).
+    /// Refused while a membership change is under way here (a move of one of
+    /// its replicas: [`RaftGroup::replace_voter`], a new member catching up
+    /// first) or the membership is joint: a split's halves start from the
+    /// members the entry applies with.
     pub fn split_tablet(&self, payload: Vec<u8>) -> Result<(), GroupError> {
+        let Some(_one) = self.reconfiguring.try_lock() else {
+            return Err(GroupError::Refused("a replica of this tablet is moving; split it afterwards".into()));
+        };
+        let m = self.metrics.borrow().clone();
+        let membership = m.membership_config.membership();
+        if membership.get_joint_config().len() > 1 {
+            return Err(GroupError::Refused("this tablet's group is changing its members; split it afterwards".into()));
+        }
         self.replicate(Command::split(payload))
     }
 
@@ -769,6 +787,9 @@ impl RaftGroup {
         if voters.contains(&add.0) {
             return Ok(voter_nodes(membership)); // done before
         }
+        let Some(_one) = self.reconfiguring.try_lock() else {
+            return Err(GroupError::Refused("the tablet is splitting or another of its replicas is moving".into()));
+        };
         let res = self.rt.block_on(async {
             tokio::time::timeout(timeout, async {
                 self.raft.add_learner(add.0, BasicNode::new(&add.1), true).await?;

@@ -588,6 +588,36 @@ fn a_new_groups_first_candidate_stands_again_until_the_others_are_there() {
     }
 }
 
+/// A split is refused while a replica of the group is moving (here: its
+/// membership change cannot commit while the followers are cut off), as a
+/// retryable refusal.
+#[test]
+fn a_split_waits_for_a_membership_change_to_end() {
+    // (The runtime and router bound: dropping them stops the groups.)
+    let Group3 { rt: _rt, router, replicas, leader } = three_replicas();
+    replicas[&leader].group.leader_term().unwrap();
+    replicas[&leader].group.replicate(put("a")).unwrap(); // (the first membership committed)
+    let followers: Vec<(NodeId, Arc<RaftGroup>)> = replicas.iter().filter(|(id, _)| **id != leader).map(|(id, r)| (*id, r.group.clone())).collect();
+    for (id, _) in &followers {
+        router.groups.lock().remove(id);
+    }
+    let g = replicas[&leader].group.clone();
+    let moving = std::thread::spawn(move || g.replace_voter((9, "node-9".into()), None, Duration::from_secs(2)));
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!moving.is_finished(), "the move ended at once: {:?}", moving.join());
+    match replicas[&leader].group.split_tablet(b"k".to_vec()) {
+        Err(GroupError::Refused(m)) => assert!(m.contains("moving"), "{m}"),
+        other => panic!("a split during a move: {other:?}"),
+    }
+    for (id, g) in followers {
+        router.groups.lock().insert(id, g);
+    }
+    let _ = moving.join().unwrap();
+    for r in replicas.values() {
+        r.group.shutdown();
+    }
+}
+
 /// One replica's split hook (what the tablet layer will do, reduced to rows):
 /// the halves of its parent engine at the split key (the payload), each given
 /// the parent's rows of its interval and its group's seed, then the parent's
