@@ -553,8 +553,7 @@ fn a_split_halfs_group_starts_from_its_parents_membership() {
 /// A split half's first election: the replica told to stand
 /// (`elect_if_leaderless`, the parent's leader) wins it, even though the other
 /// members open their replicas of the new group only after its first request
-/// for votes (it stands again), and although its own election timer would fire
-/// much later than theirs.
+/// for votes (it stands again), before any election timer fires.
 #[test]
 fn a_new_groups_first_candidate_stands_again_until_the_others_are_there() {
     use pinax_engine::WriteOptions;
@@ -573,11 +572,12 @@ fn a_new_groups_first_candidate_stands_again_until_the_others_are_there() {
         halves.groups.lock().insert(id, g.clone());
         g
     };
-    // Node 1's timer would not fire for 20 s: only standing now makes it a candidate.
-    let first = start(1, RaftTiming { election_min_ms: 20_000, election_max_ms: 30_000, ..TIMING });
+    // No election timer fires for 20 s: only standing makes a candidate.
+    let slow = RaftTiming { election_min_ms: 20_000, election_max_ms: 30_000, ..TIMING };
+    let first = start(1, slow);
     first.elect_if_leaderless();
     std::thread::sleep(Duration::from_millis(150));
-    let others: Vec<Arc<RaftGroup>> = [2, 3].into_iter().map(|id| start(id, TIMING)).collect();
+    let others: Vec<Arc<RaftGroup>> = [2, 3].into_iter().map(|id| start(id, slow)).collect();
     let l = first.wait_for_leader(Duration::from_secs(10)).expect("the half elects a leader");
     assert_eq!(l, 1, "the replica that stood first leads");
     for g in others.iter().chain([&first]) {
