@@ -258,10 +258,14 @@ impl<F: EngineFactory> Node<F> {
     /// The approximate size on disk of each tablet this node leads now
     /// (flushed data; `KvEngine::stats`) and the requests it served a second
     /// since it was last reported: all of them, or only those whose group is
-    /// not quiesced (idle tablets change little; thousands of them are
-    /// measured only in the rarer full reports).
+    /// not quiesced and those not reported yet (idle tablets change little;
+    /// thousands of them are measured only in the rarer full reports; a split's
+    /// new halves, idle after a load, are measured at once, so that they split
+    /// again within a report rather than a full report's interval).
     fn led_tablet_reports(&self, all: bool) -> Vec<TabletReport> {
-        let led = self.led_user_tablets(|g| all || !g.group.is_quiesced());
+        let reported: std::collections::HashSet<TabletId> =
+            if all { Default::default() } else { self.last_size_report.lock().counts.keys().copied().collect() };
+        let led = self.led_user_tablets(|g| all || !g.group.is_quiesced() || !reported.contains(&g.tablet_id));
         let now = Instant::now();
         let counted: Vec<(TabletId, u64)> = led.into_iter().filter_map(|id| self.tablet(id).map(|t| (id, t.requests()))).collect();
         let out: Vec<(TabletReport, u64)> = {
