@@ -639,6 +639,38 @@ impl Client {
         })
     }
 
+    /// Point reads of `keys` of `table` at one read point: one request per tablet
+    /// holding some of them (`Request::ReadMany`), the values in the order of
+    /// `keys`. A read point of "now" becomes the first tablet's read time for the
+    /// others. Returns the read time used.
+    pub fn read_many_at(&self, table: &str, keys: &[Vec<u8>], mut at: ReadPoint) -> Result<(Vec<Option<Vec<u8>>>, HybridTime)> {
+        let mut values: Vec<Option<Vec<u8>>> = vec![None; keys.len()];
+        if keys.is_empty() {
+            return Ok((values, at.read_ht));
+        }
+        self.with_locations(table, |t| {
+            let mut groups: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+            for (i, key) in keys.iter().enumerate() {
+                groups.entry(t.tablet_index_for(key)).or_default().push(i);
+            }
+            for (tablet, idx) in groups {
+                let ti = &t.tablets[tablet];
+                let req = Request::ReadMany { tablet: ti.id, keys: idx.iter().map(|&i| keys[i].clone()).collect(), at };
+                match self.call_tablet(ti, req)? {
+                    Response::Values { values: got, read_ht } if got.len() == idx.len() => {
+                        at.read_ht = read_ht;
+                        for (i, v) in idx.into_iter().zip(got) {
+                            values[i] = v;
+                        }
+                    }
+                    r => return Err(unexpected(r)),
+                }
+            }
+            Ok(())
+        })?;
+        Ok((values, at.read_ht))
+    }
+
     /// Scan rows of `table` in `[spec.start, spec.end)` at one consistent read time,
     /// tablet by tablet in partition order (reverse: backwards). `spec.limit` applies
     /// to the whole scan.

@@ -508,6 +508,14 @@ pub enum Request {
     CrashAt {
         step: Option<String>,
     },
+    /// Point reads of several rows of one tablet at one read point (batched
+    /// look-ups: the rows a secondary index's entries name): `Response::Values`,
+    /// one value per key, in the order of `keys`.
+    ReadMany {
+        tablet: TabletId,
+        keys: Vec<Vec<u8>>,
+        at: ReadPoint,
+    },
 }
 
 /// The PostgreSQL table locks a DDL transaction takes on every SQL node
@@ -753,6 +761,11 @@ pub enum Response {
     /// Answer to `LocateTablet` for a tablet that split (and whose halves the
     /// catalog lists): the tablets holding its keys now, in key order.
     Tablets(Vec<TabletInfo>),
+    /// Answer to `ReadMany`: the value of each key (None: no row), in order.
+    Values {
+        values: Vec<Option<Vec<u8>>>,
+        read_ht: HybridTime,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]

@@ -1226,3 +1226,34 @@ fn a_client_with_stale_locations_follows_a_split() {
     late.write("fs", vec![WriteOp::put(key(20), b"y".to_vec()), WriteOp::put(key(30), b"y".to_vec())]).unwrap();
     assert_eq!((c.get("fs", &key(20)).unwrap(), c.get("fs", &key(30)).unwrap()), (Some(b"y".to_vec()), Some(b"y".to_vec())));
 }
+
+#[test]
+fn read_many_reads_keys_of_several_tablets_in_order_at_one_time_and_follows_a_split() {
+    use pinax_proto::{ReadPoint, Response};
+    let n = start(NodeConfig { sync: false, ..NodeConfig::default() });
+    let c = Client::connect(&n.addr).unwrap();
+    let key = |i: u32| format!("k{i:03}").into_bytes();
+    c.create_table("rm", Sharding::Range { split_points: vec![key(30), key(60)] }).unwrap();
+    c.write("rm", (0..100).filter(|i| i % 10 != 7).map(|i| WriteOp::put(key(i), format!("v{i}").into_bytes())).collect()).unwrap();
+    // Keys of three tablets, out of order, one twice, some without a row.
+    let asked: Vec<u32> = vec![95, 3, 47, 17, 3, 61, 77, 29];
+    let want = |i: u32| (i % 10 != 7).then(|| format!("v{i}").into_bytes());
+    let keys: Vec<Vec<u8>> = asked.iter().map(|&i| key(i)).collect();
+    let (got, read_ht) = c.read_many_at("rm", &keys, ReadPoint::LATEST).unwrap();
+    assert_eq!(got, asked.iter().map(|&i| want(i)).collect::<Vec<_>>());
+    assert_ne!(read_ht, pinax_common::HybridTime::INVALID, "the first tablet's read time");
+    // At that read time, a later write is not seen.
+    c.write("rm", vec![WriteOp::put(key(3), b"later".to_vec())]).unwrap();
+    let (again, _) = c.read_many_at("rm", &keys, ReadPoint { read_ht, txn: None, uncertain_from: pinax_common::HybridTime::INVALID }).unwrap();
+    assert_eq!(again, got);
+    assert!(c.read_many_at("rm", &[], ReadPoint::LATEST).unwrap().0.is_empty());
+    // A client whose cache names a tablet that split since.
+    let stale = Client::connect(&n.addr).unwrap();
+    let parent = stale.table("rm").unwrap().tablets[2].id;
+    match c.call(Request::SplitTablet { tablet: parent, at: Some(key(80)) }).unwrap() {
+        Response::Split { .. } => {}
+        other => panic!("{other:?}"),
+    }
+    let (after, _) = stale.read_many_at("rm", &[key(95), key(61), key(3)], ReadPoint::LATEST).unwrap();
+    assert_eq!(after, vec![want(95), want(61), Some(b"later".to_vec())]);
+}

@@ -276,6 +276,17 @@ impl Pager {
         self.at = Some(ReadPoint { read_ht, ..at });
         Ok(v)
     }
+
+    /// Point reads of `keys` at this walk's read point, one request per tablet:
+    /// the values in the order of `keys`.
+    pub fn get_many(&mut self, storage: &str, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>, FlushError> {
+        if let [key] = keys {
+            return Ok(vec![self.get(storage, key)?]);
+        }
+        let (v, read_ht, at) = self.reading(|client, _, _, at| client.read_many_at(storage, keys, at), 0)?;
+        self.at = Some(ReadPoint { read_ht, ..at });
+        Ok(v)
+    }
 }
 
 /// A storage error not tied to one table.

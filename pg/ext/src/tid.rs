@@ -37,6 +37,19 @@ struct Entry {
     origin: Origin,
     /// Command id that replaced or deleted this version, if any.
     superseded_by: Option<u32>,
+    /// Handed to a bitmap index scan: 1 + the index of its read in
+    /// `TidMap::bitmap_reads` (0: not).
+    bitmap: u32,
+}
+
+/// The read a bitmap index scan's rows were read at: every bitmap scan of one
+/// statement reads at the same point, and its rows must be named by the same
+/// TIDs in all of them (BitmapAnd intersects TIDs, BitmapOr unites them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct BitmapRead {
+    pub read_ht: u64,
+    pub txn: Option<([u8; 16], u32)>,
+    pub curcid: u32,
 }
 
 /// Per-transaction TID map (an arena of keys and tuple bytes).
@@ -53,6 +66,10 @@ pub struct TidMap {
     /// count then) and by which command each replacement was.
     tracked: Vec<u32>,
     replaced: Replacements,
+    /// Reads of bitmap index scans (see [`BitmapRead`]), and the entry of each
+    /// (read, relation, row key) they handed out.
+    bitmap_reads: Vec<BitmapRead>,
+    bitmap_entries: std::collections::HashMap<(u32, u32, Vec<u8>), usize>,
 }
 
 /// By (relation, row key): the entry count and command of each replacement.
@@ -95,8 +112,42 @@ impl TidMap {
         let key_off = self.arena.len() as u64;
         self.arena.extend_from_slice(key);
         self.arena.extend_from_slice(tuple);
-        self.entries.push(Entry { relid, key_off, key_len: key.len() as u32, tup_len: tuple.len() as u32, origin, superseded_by: None });
+        self.entries.push(Entry { relid, key_off, key_len: key.len() as u32, tup_len: tuple.len() as u32, origin, superseded_by: None, bitmap: 0 });
         tid_of(n)
+    }
+
+    /// Record a row version a bitmap index scan read at `read` and return its
+    /// TID: the same TID for the same row of every bitmap scan at that read.
+    pub fn add_bitmap(&mut self, read: BitmapRead, relid: u32, key: &[u8], tuple: &[u8]) -> pg_sys::ItemPointerData {
+        let r = self.bitmap_read(read);
+        let slot = (r, relid, key.to_vec());
+        if let Some(&i) = self.bitmap_entries.get(&slot) {
+            return tid_of(i as u64);
+        }
+        let i = self.entries.len();
+        let tid = self.add(relid, key, tuple, Origin::Read);
+        self.entries[i].bitmap = r + 1;
+        self.bitmap_entries.insert(slot, i);
+        tid
+    }
+
+    /// The index of `read` in `bitmap_reads`, added if new (the reads of a
+    /// transaction's later statements come last: searched from the end).
+    fn bitmap_read(&mut self, read: BitmapRead) -> u32 {
+        if let Some(i) = self.bitmap_reads.iter().rposition(|r| *r == read) {
+            return i as u32;
+        }
+        self.bitmap_reads.push(read);
+        (self.bitmap_reads.len() - 1) as u32
+    }
+
+    /// The TIDs of block `block` that bitmap index scans at `read` handed out for
+    /// rows of relation `relid` (a lossy bitmap page names the block alone).
+    pub fn bitmap_block(&self, relid: u32, block: u32, read: BitmapRead) -> Vec<pg_sys::ItemPointerData> {
+        let Some(r) = self.bitmap_reads.iter().rposition(|x| *x == read) else { return Vec::new() };
+        let first = block as u64 * PER_BLOCK;
+        let end = (first + PER_BLOCK).min(self.entries.len() as u64);
+        (first..end).filter(|&n| self.entries[n as usize].relid == relid && self.entries[n as usize].bitmap == r as u32 + 1).map(tid_of).collect()
     }
 
     fn index(tid: &pg_sys::ItemPointerData) -> Option<usize> {
@@ -183,6 +234,8 @@ impl TidMap {
         self.stable_entries.clear();
         self.tracked.clear();
         self.replaced.clear();
+        self.bitmap_reads.clear();
+        self.bitmap_entries.clear();
         if self.arena.capacity() > KEEP_BYTES {
             self.arena = Vec::new();
             self.entries = Vec::new();
@@ -220,6 +273,29 @@ mod tests {
         let u2 = m.add(8, b"k", b"v", Origin::Read);
         m.supersede(&u2, 4);
         assert!(!m.replaced_since(8, &u));
+    }
+
+    #[test]
+    fn bitmap_scans_at_one_read_name_a_row_by_one_tid() {
+        let mut m = TidMap::default();
+        let read = BitmapRead { read_ht: 10, txn: None, curcid: 0 };
+        let later = BitmapRead { read_ht: 11, txn: None, curcid: 0 };
+        let a = m.add_bitmap(read, 7, b"a", b"row a");
+        let plain = m.add(7, b"b", b"row b", Origin::Read);
+        let b = m.add_bitmap(read, 7, b"b", b"row b");
+        assert_ne!(plain, b, "a plain read's TID is its own");
+        assert_eq!(m.add_bitmap(read, 7, b"a", b"row a"), a, "the second bitmap scan's TID of a row");
+        assert_ne!(m.add_bitmap(read, 8, b"a", b"row a"), a, "another relation's row");
+        let a_later = m.add_bitmap(later, 7, b"a", b"row a2");
+        assert_ne!(a_later, a, "a later read's version");
+        assert_eq!(m.get(7, &a_later).unwrap().tuple, b"row a2");
+        // A lossy page: the rows bitmap scans at that read handed out for the relation.
+        assert_eq!(m.bitmap_block(7, 0, read), vec![a, b]);
+        assert_eq!(m.bitmap_block(7, 0, later), vec![a_later]);
+        assert!(m.bitmap_block(7, 1, read).is_empty());
+        m.clear();
+        assert!(m.bitmap_block(7, 0, read).is_empty());
+        assert_eq!(m.add_bitmap(read, 7, b"b", b"row b"), tid_of(0));
     }
 
     #[test]

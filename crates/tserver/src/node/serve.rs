@@ -81,6 +81,7 @@ impl<F: EngineFactory> Node<F> {
             Request::DeleteAll { tablet, txn, seq, read_ht } => self.delete_all(tablet, txn, seq, read_ht),
             Request::CreateTxnAndWrite { txn, write } => self.create_txn_and_write(txn, write),
             Request::Read { tablet, key, at } => self.read(tablet, key, at),
+            Request::ReadMany { tablet, keys, at } => self.read_many(tablet, keys, at),
             Request::Scan { tablet, spec, at } => self.scan(tablet, spec, at),
             req @ (Request::CreateTxn { .. } | Request::Heartbeat { .. } | Request::CommitTxn { .. } | Request::AbortTxn { .. }) => {
                 let txn = status_txn(&req).unwrap_or_else(|| unreachable!("a status request names its transaction"));

@@ -71,6 +71,9 @@ pub(crate) fn describe(req: &Request) -> Option<String> {
         Request::Forwarded(inner) => format!("Forwarded {}", describe(inner)?),
         // Reads of one row (a statement's read before its write): what they saw.
         Request::Read { tablet, key, at } => format!("Read tablet={} {} at={at:?}", tablet.0, hex_key(key)),
+        Request::ReadMany { tablet, keys, at } => {
+            format!("ReadMany tablet={} [{}] at={at:?}", tablet.0, keys.iter().map(|k| hex_key(k)).collect::<Vec<_>>().join(" "))
+        }
         Request::Scan { tablet, spec, at } if spec.point => format!("PointScan tablet={} {} at={at:?}", tablet.0, hex_key(&spec.start)),
         _ => return None,
     })

@@ -70,6 +70,15 @@ unsafe extern "C-unwind" fn walker(ps: *mut pg_sys::PlanState, ctx: *mut std::ff
         if (*ps).type_ == pg_sys::NodeTag::T_IndexOnlyScanState && is_pinax_node(ps as *mut pg_sys::IndexOnlyScanState) {
             pg_sys::ExecSetExecProcNode(ps, Some(exec));
         }
+        // A bitmap heap scan of a Pinax table prefetches nothing: its "blocks" are
+        // TIDs of the backend's map (am/table/bitmap.rs), not pages of a file.
+        if (*ps).type_ == pg_sys::NodeTag::T_BitmapHeapScanState {
+            let bhs = ps as *mut pg_sys::BitmapHeapScanState;
+            let rel = (*bhs).ss.ss_currentRelation;
+            if !rel.is_null() && meta::is_pinax_table(rel) {
+                (*bhs).prefetch_maximum = 0;
+            }
+        }
         // A plain aggregate that reads no column of a sequential scan without a filter
         // (count(*)): the tablets count the rows, none is shipped (`exec_count`).
         if (*ps).type_ == pg_sys::NodeTag::T_AggState {

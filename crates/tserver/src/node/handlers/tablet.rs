@@ -123,6 +123,15 @@ impl<F: EngineFactory> Node<F> {
         Ok(Response::Value { value, read_ht: ctx.read_ht })
     }
 
+    /// `ReadMany`: every key read at one read point (taken once, as for a scan).
+    pub(in crate::node) fn read_many(&self, tablet: TabletId, keys: Vec<Vec<u8>>, at: ReadPoint) -> Result<Response, RpcError> {
+        let t = self.get_tablet(tablet)?;
+        let ctx = self.read_ctx(at);
+        let resolver = self.resolver();
+        let values = keys.iter().map(|key| t.read(ctx, key, &resolver)).collect::<Result<Vec<_>, _>>().map_err(tablet_err)?;
+        Ok(Response::Values { values, read_ht: ctx.read_ht })
+    }
+
     /// `Scan`.
     pub(in crate::node) fn scan(&self, tablet: TabletId, spec: ScanSpec, at: ReadPoint) -> Result<Response, RpcError> {
         let t = self.get_tablet(tablet)?;

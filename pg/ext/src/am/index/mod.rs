@@ -36,7 +36,7 @@ pub mod scan;
 
 use self::build::{ambuild, ambuildempty, ambulkdelete, amvacuumcleanup};
 use self::insert::aminsert;
-use self::scan::{ambeginscan, amendscan, amgettuple, amrescan};
+use self::scan::{ambeginscan, amendscan, amgetbitmap, amgettuple, amrescan};
 use crate::error::OrRaise;
 use crate::meta::{self, index_meta, IndexMeta, TableMeta};
 use pgrx::pg_sys;
@@ -94,6 +94,7 @@ pub fn routine() -> *mut pg_sys::IndexAmRoutine {
             mine.ambuildempty = Some(ambuildempty);
             mine.aminsert = Some(aminsert);
             pinax_scans(mine, Some(ambeginscan), Some(amrescan), Some(amgettuple), Some(amendscan));
+            mine.amgetbitmap = Some(amgetbitmap);
         })
     };
     ROUTINE.with(|c| *c.borrow_mut() = r);

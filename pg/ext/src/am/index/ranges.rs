@@ -205,8 +205,10 @@ pub(super) unsafe fn ranges(im: &IndexMeta, keys: &[pg_sys::ScanKeyData]) -> Ran
             let prefix = if p.is_empty() { Vec::new() } else { build_key(&im.cols[..k], &p, im.hashed) };
             let mut start = prefix.clone();
             let mut end = if prefix.is_empty() { None } else { prefix_end(&prefix) };
-            // A bound on the next column narrows an ordered, ascending key.
-            if !im.hashed && k < ncols {
+            // A bound on the next column narrows an ordered, ascending key (under a
+            // hash prefix once the hashed first column is given: the columns after
+            // it are stored in order).
+            if (!im.hashed || k >= 1) && k < ncols {
                 let col = &im.cols[k];
                 if col.ordered && col.order.order == pinax_codec::datum::SortOrder::Asc {
                     if let Some((v, inclusive)) = lower[k] {

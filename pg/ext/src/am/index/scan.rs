@@ -12,7 +12,7 @@ use crate::keys::decode_key;
 use crate::meta::IndexMeta;
 use crate::scan::{snapshot_cid, BiWalk, Bound, Pager};
 use crate::state;
-use crate::tid::Origin;
+use crate::tid::{BitmapRead, Origin};
 use crate::tuple::store_tuple;
 use crate::violation::OrRaiseFlush;
 use pgrx::pg_guard;
@@ -48,7 +48,19 @@ struct IndexScanState {
     /// A dirty snapshot's look-up of exactly one unique key (`Ranges::exact`):
     /// its entries are returned without asking for a recheck.
     exact_conflict_check: bool,
+    /// A secondary index's entries read by the current range's walk, each with
+    /// its row (None: not seen at the read point), fetched together, not handed
+    /// out yet...
+    prefetched: std::collections::VecDeque<Prefetched>,
+    /// ...and the key of the entry handed out last from them (empty: none in
+    /// this range): where a change of direction starts from, the walk being
+    /// ahead.
+    handed: Vec<u8>,
 }
+
+/// An index entry (key, row key) and its row, fetched ahead (None: the read
+/// point does not see it).
+type Prefetched = (Vec<u8>, Vec<u8>, Option<Vec<u8>>);
 
 #[repr(C)]
 struct Opaque {
@@ -67,6 +79,9 @@ struct Opaque {
     needed: u64,
     /// The all-NULL tuple returned when no column is needed, made once.
     empty_tuple: pg_sys::HeapTuple,
+    /// A bitmap scan (`amgetbitmap`): rows get the TIDs of their read
+    /// (`TidMap::add_bitmap`), shared with the statement's other bitmap scans.
+    bitmap: bool,
 }
 
 /// A memory context reset callback (`MemoryContextCallback`).
@@ -256,6 +271,8 @@ pub(super) unsafe extern "C-unwind" fn amgettuple(scan: pg_sys::IndexScanDesc, d
                 latest: dirty,
                 point,
                 exact_conflict_check: dirty && exact,
+                prefetched: std::collections::VecDeque::new(),
+                handed: Vec::new(),
             };
             (*o).state = Box::into_raw(Box::new(st));
         }
@@ -265,6 +282,7 @@ pub(super) unsafe extern "C-unwind" fn amgettuple(scan: pg_sys::IndexScanDesc, d
                 error::not_supported("changing scan direction in a counting index scan of a Pinax table is not supported");
             }
             st.walk = Some(walk_from_here(st));
+            st.prefetched.clear();
         }
         st.started = true;
         loop {
@@ -278,7 +296,7 @@ pub(super) unsafe extern "C-unwind" fn amgettuple(scan: pg_sys::IndexScanDesc, d
                 };
                 let walk = st.walk.as_mut().expect("checked above");
                 let Some((key, value)) = walk.next(reverse, &mut make).or_raise() else { return false };
-                if hand_out(scan, o, st, key, value) {
+                if hand_out(scan, o, st, key, value, None) {
                     return true;
                 }
                 continue;
@@ -309,6 +327,34 @@ pub(super) unsafe extern "C-unwind" fn amgettuple(scan: pg_sys::IndexScanDesc, d
                 (*scan).xs_recheck = false;
                 return true;
             }
+            if !st.is_pk && !(*o).no_tids {
+                // A secondary index's entries name rows: the rows of the entries the
+                // walk has read so far are fetched together (one request per tablet).
+                if st.prefetched.is_empty() {
+                    let pager = st.pager.as_mut().expect("pager");
+                    let first = pager.next_row().or_raise();
+                    st.at = st.at.or(pager.settled_at());
+                    let Some(first) = first else {
+                        st.pager = None;
+                        st.handed.clear();
+                        continue;
+                    };
+                    let mut entries = vec![first];
+                    while pager.queued() > 0 {
+                        entries.extend(pager.next_row().or_raise());
+                    }
+                    let keys: Vec<Vec<u8>> = entries.iter().map(|(_, row_key)| row_key.clone()).collect();
+                    let rows = pager.get_many(&st.table_storage, &keys).or_raise();
+                    st.prefetched.extend(entries.into_iter().zip(rows).map(|((k, v), row)| (k, v, row)));
+                }
+                let (key, value, row) = st.prefetched.pop_front().expect("refilled above");
+                st.handed.clear();
+                st.handed.extend_from_slice(&key);
+                if hand_out(scan, o, st, key, value, Some(row)) {
+                    return true;
+                }
+                continue;
+            }
             let pager = st.pager.as_mut().expect("pager");
             let row = pager.next_row().or_raise();
             st.at = st.at.or(pager.settled_at());
@@ -316,21 +362,72 @@ pub(super) unsafe extern "C-unwind" fn amgettuple(scan: pg_sys::IndexScanDesc, d
                 st.pager = None;
                 continue;
             };
-            if hand_out(scan, o, st, key, value) {
+            if hand_out(scan, o, st, key, value, None) {
                 return true;
             }
         }
     }
 }
 
+/// Index AM callback `amgetbitmap` (`IndexAmRoutine`, access/amapi.h): the
+/// scan's rows (fetched as an index scan fetches them) added to `tbm` by the
+/// TIDs of their read (`TidMap::add_bitmap`), so that the bitmaps of one
+/// statement's scans of a table name each row alike and BitmapAnd / BitmapOr
+/// combine them; the bitmap heap scan hands out the rows behind the TIDs
+/// (am/table/bitmap.rs). Every TID asks for the quals to be rechecked.
+///
+/// # Safety
+/// Called only by PostgreSQL, through the index AM routine, with the arguments
+/// `IndexAmRoutine` documents.
+#[pg_guard]
+pub(super) unsafe extern "C-unwind" fn amgetbitmap(scan: pg_sys::IndexScanDesc, tbm: *mut pg_sys::TIDBitmap) -> i64 {
+    // SAFETY: PostgreSQL calls this as documented (# Safety).
+    unsafe {
+        let o = (*scan).opaque as *mut Opaque;
+        (*o).bitmap = true;
+        // A bitmap index scan is begun without its table (index_beginscan_bitmap);
+        // the executor holds a lock on it. (An error ends the transaction, which
+        // releases the reference.)
+        let opened = (*scan).heapRelation.is_null();
+        if opened {
+            (*scan).heapRelation = pg_sys::relation_open((*(*(*scan).indexRelation).rd_index).indrelid, pg_sys::NoLock as pg_sys::LOCKMODE);
+        }
+        let mut n = 0i64;
+        let mut tids: Vec<pg_sys::ItemPointerData> = Vec::with_capacity(256);
+        while amgettuple(scan, pg_sys::ScanDirection::ForwardScanDirection) {
+            tids.push((*scan).xs_heaptid);
+            n += 1;
+            if tids.len() == tids.capacity() {
+                pg_sys::tbm_add_tuples(tbm, tids.as_mut_ptr(), tids.len() as i32, true);
+                tids.clear();
+            }
+        }
+        if !tids.is_empty() {
+            pg_sys::tbm_add_tuples(tbm, tids.as_mut_ptr(), tids.len() as i32, true);
+        }
+        if opened {
+            pg_sys::relation_close((*scan).heapRelation, pg_sys::NoLock as pg_sys::LOCKMODE);
+            (*scan).heapRelation = std::ptr::null_mut();
+        }
+        n
+    }
+}
+
 /// Hand index entry `key` → `value`, just read by the scan's current pager, to
 /// the executor: the index tuple (index-only scans), the row's TID (the row
-/// fetched for a secondary index). False: the entry names a row the read point
-/// does not see (the scan goes on).
+/// fetched for a secondary index, unless `fetched` already holds it). False: the
+/// entry names a row the read point does not see (the scan goes on).
 ///
 /// # Safety
 /// As for [`amgettuple`]; `o` is the scan's `Opaque` and `st` its state.
-unsafe fn hand_out(scan: pg_sys::IndexScanDesc, o: *mut Opaque, st: &mut IndexScanState, key: Vec<u8>, value: Vec<u8>) -> bool {
+unsafe fn hand_out(
+    scan: pg_sys::IndexScanDesc,
+    o: *mut Opaque,
+    st: &mut IndexScanState,
+    key: Vec<u8>,
+    value: Vec<u8>,
+    fetched: Option<Option<Vec<u8>>>,
+) -> bool {
     // SAFETY: the caller upholds this function's contract (# Safety).
     unsafe {
         if (*scan).xs_want_itup {
@@ -346,12 +443,18 @@ unsafe fn hand_out(scan: pg_sys::IndexScanDesc, o: *mut Opaque, st: &mut IndexSc
         let (row_key, row) = if st.is_pk {
             (key, crate::tuple::merged((*(*scan).heapRelation).rd_att, value))
         } else {
-            let pager = match st.walk.as_mut() {
-                Some(w) => w.pager(),
-                None => st.pager.as_mut(),
-            }
-            .expect("the pager of the entry");
-            match pager.get(&st.table_storage, &value).or_raise() {
+            let got = match fetched {
+                Some(row) => row,
+                None => {
+                    let pager = match st.walk.as_mut() {
+                        Some(w) => w.pager(),
+                        None => st.pager.as_mut(),
+                    }
+                    .expect("the pager of the entry");
+                    pager.get(&st.table_storage, &value).or_raise()
+                }
+            };
+            match got {
                 Some(row) => {
                     let row = crate::tuple::merged((*(*scan).heapRelation).rd_att, row);
                     if state::serializable_locking() {
@@ -367,6 +470,10 @@ unsafe fn hand_out(scan: pg_sys::IndexScanDesc, o: *mut Opaque, st: &mut IndexSc
                 Some(own) => own,
                 None => b.tids.add(st.relid, &row_key, &row, Origin::Latest),
             })
+        } else if (*o).bitmap {
+            let at = st.at.expect("a bitmap scan's rows come from a settled walk");
+            let read = BitmapRead { read_ht: at.read_ht.0, txn: at.txn.map(|(t, seq)| (t.0, seq)), curcid: st.curcid };
+            state::with(|b| b.tids.add_bitmap(read, st.relid, &row_key, &row))
         } else {
             state::with(|b| b.tids.add(st.relid, &row_key, &row, Origin::Read))
         };
@@ -387,8 +494,11 @@ fn walk_from_here(st: &IndexScanState) -> BiWalk {
     let ascending = |i: usize| if st.reverse { n - 1 - i } else { i };
     // The edge a walk in the first direction leaves a range by, and enters one by.
     let (exit, entry) = if st.reverse { (Bound::Start, Bound::End) } else { (Bound::End, Bound::Start) };
+    // Rows fetched ahead: the walk stands past the entry handed out last.
+    let prefetching = !st.is_pk && !st.prefetched.is_empty() || !st.handed.is_empty();
     let pos = match (st.next_range, &st.pager) {
         (0, _) => None,
+        (k, Some(_)) if prefetching => Some((ascending(k - 1), if st.handed.is_empty() { entry } else { Bound::Key(st.handed.clone()) })),
         (k, Some(p)) => Some((ascending(k - 1), p.last_key().map_or(entry, |key| Bound::Key(key.to_vec())))),
         (k, None) => Some((ascending(k - 1), exit)),
     };

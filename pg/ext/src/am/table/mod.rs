@@ -10,6 +10,8 @@
 //! are grouped in files as `TableAmRoutine` groups them (access/tableam.h):
 //! - `scan.rs`: table scan and parallel scan callbacks (and the sample scan
 //!   ones, refused); what the custom scan and count(*) ask of a scan;
+//! - `bitmap.rs`: bitmap heap scan callbacks (the rows behind a bitmap of
+//!   TIDs that Pinax index scans built);
 //! - `fetch.rs`: index scan callbacks and non-modifying operations on
 //!   individual tuples (a row version by TID);
 //! - `modify.rs`: manipulations of physical tuples (insert, speculative insert,
@@ -21,12 +23,14 @@
 //!
 //! Start with `modify.rs::tuple_insert` and `scan.rs::scan_getnextslot`.
 
+mod bitmap;
 mod ddl;
 mod fetch;
 mod modify;
 mod rowid;
 pub mod scan;
 
+use self::bitmap::{scan_bitmap_next_block, scan_bitmap_next_tuple};
 use self::ddl::{
     index_build_range_scan, index_validate_scan, relation_copy_data, relation_copy_for_cluster, relation_nontransactional_truncate, relation_set_new_filenode,
     relation_vacuum, scan_analyze_next_block, scan_analyze_next_tuple,
@@ -177,8 +181,8 @@ fn build_routine() -> *const pg_sys::TableAmRoutine {
         relation_toast_am: None,
         relation_fetch_toast_slice: None,
         relation_estimate_size: Some(relation_estimate_size),
-        scan_bitmap_next_block: None,
-        scan_bitmap_next_tuple: None,
+        scan_bitmap_next_block: Some(scan_bitmap_next_block),
+        scan_bitmap_next_tuple: Some(scan_bitmap_next_tuple),
         scan_sample_next_block: Some(scan_sample_next_block),
         scan_sample_next_tuple: Some(scan_sample_next_tuple),
     };

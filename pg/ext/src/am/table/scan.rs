@@ -47,6 +47,9 @@ pub(super) struct ScanState {
     sample: Option<Sample>,
     /// A parallel scan's share of the work: tablets claimed one at a time.
     parallel: Option<Parallel>,
+    /// A bitmap heap scan: the TIDs of its current page not handed out yet
+    /// (`bitmap.rs`).
+    pub(super) bitmap: std::collections::VecDeque<pg_sys::ItemPointerData>,
 }
 
 /// What the processes of a parallel scan share, in dynamic shared memory after
@@ -255,6 +258,7 @@ pub(super) unsafe extern "C-unwind" fn scan_begin(
             ended: false,
             walk: None,
             sample: None,
+            bitmap: std::collections::VecDeque::new(),
         };
         (*d).state = Box::into_raw(Box::new(st));
         (*d).cb.func = Some(free_scan_state);
@@ -309,6 +313,7 @@ pub(super) unsafe extern "C-unwind" fn scan_rescan(
         st.ended = false;
         st.walk = None;
         st.sample = None;
+        st.bitmap.clear();
         if let Some(p) = &mut st.parallel {
             p.walking = false;
         }
