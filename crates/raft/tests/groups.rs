@@ -559,6 +559,11 @@ fn a_new_groups_first_candidate_stands_again_until_the_others_are_there() {
     use pinax_engine::WriteOptions;
     use pinax_raft::StateMachine;
     let Group3 { rt, replicas, leader, .. } = three_replicas();
+    // (A write applied: the group's first membership is committed and applied on
+    // the leader, whose engine the seed is read from; before that half_seed may
+    // find it still joint.)
+    replicas[&leader].group.replicate(put("parent")).unwrap();
+    eventually("the parent's write on its leader", || has(&replicas[&leader].engine, "parent"));
     let seed = StateMachine::<MemEngine>::half_seed(&replicas[&leader].engine.snapshot()).unwrap();
     let halves = Arc::new(Router::default());
     let start = |id: NodeId, timing: RaftTiming| {
