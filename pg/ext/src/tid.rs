@@ -52,6 +52,13 @@ pub struct BitmapRead {
     pub curcid: u32,
 }
 
+impl BitmapRead {
+    /// The read of a scan at `at` as of command `curcid`.
+    pub fn new(at: pinax_proto::ReadPoint, curcid: u32) -> BitmapRead {
+        BitmapRead { read_ht: at.read_ht.0, txn: at.txn.map(|(t, seq)| (t.0, seq)), curcid }
+    }
+}
+
 /// Per-transaction TID map (an arena of keys and tuple bytes).
 #[derive(Default)]
 pub struct TidMap {

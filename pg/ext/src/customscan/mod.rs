@@ -17,6 +17,7 @@ mod methods;
 pub mod pushdown;
 pub mod write_by_key;
 
+use crate::pg_list::list_ptrs;
 use pgrx::pg_guard;
 use pgrx::pg_sys;
 use std::sync::OnceLock;
@@ -79,12 +80,7 @@ unsafe fn drop_bitmap_paths(root: *mut pg_sys::PlannerInfo, rel: *mut pg_sys::Re
         if (*rte).rtekind != pg_sys::RTEKind::RTE_RELATION || (*rte).inh || (*rte).relkind as u8 != pg_sys::RELKIND_RELATION {
             return;
         }
-        let paths = |list: *mut pg_sys::List| -> Vec<*mut pg_sys::Path> {
-            if list.is_null() {
-                return Vec::new();
-            }
-            (0..(*list).length as usize).map(|i| (*(*list).elements.add(i)).ptr_value as *mut pg_sys::Path).collect()
-        };
+        let paths = |list| list_ptrs::<pg_sys::Path>(list);
         let bitmap = |p: *mut pg_sys::Path| (*p).pathtype == pg_sys::NodeTag::T_BitmapHeapScan;
         let one_index = |p: *mut pg_sys::Path| {
             let qual = (*(p as *mut pg_sys::BitmapHeapPath)).bitmapqual;

@@ -23,6 +23,7 @@
 use crate::am::index;
 use crate::error::OrRaise;
 use crate::meta;
+use crate::pg_list::list_ptrs;
 use pgrx::pg_guard;
 use pgrx::pg_sys;
 use std::sync::OnceLock;
@@ -149,12 +150,11 @@ fn ordered(im: &meta::IndexMeta) -> Order {
 pub unsafe fn order_only_under_bound_hash(rel: *mut pg_sys::RelOptInfo, rte: *mut pg_sys::RangeTblEntry) {
     // SAFETY: the caller upholds this function's contract (# Safety).
     unsafe {
-        let list = (*rel).pathlist;
-        if list.is_null() || (*rte).rtekind != pg_sys::RTEKind::RTE_RELATION {
+        if (*rte).rtekind != pg_sys::RTEKind::RTE_RELATION {
             return;
         }
-        let paths: Vec<*mut pg_sys::IndexPath> = (0..(*list).length as usize)
-            .map(|i| (*(*list).elements.add(i)).ptr_value as *mut pg_sys::Path)
+        let paths: Vec<*mut pg_sys::IndexPath> = list_ptrs::<pg_sys::Path>((*rel).pathlist)
+            .into_iter()
             .filter(|&p| matches!((*p).pathtype, pg_sys::NodeTag::T_IndexScan | pg_sys::NodeTag::T_IndexOnlyScan) && !(*p).pathkeys.is_null())
             .map(|p| p as *mut pg_sys::IndexPath)
             .collect();
@@ -184,19 +184,12 @@ pub unsafe fn order_only_under_bound_hash(rel: *mut pg_sys::RelOptInfo, rte: *mu
 unsafe fn first_column_by_equality(p: *mut pg_sys::IndexPath) -> bool {
     // SAFETY: the caller upholds this function's contract (# Safety).
     unsafe {
-        let clauses = (*p).indexclauses;
-        if clauses.is_null() {
-            return false;
-        }
         let family = *(*(*p).indexinfo).opfamily;
-        for i in 0..(*clauses).length as usize {
-            let ic = (*(*clauses).elements.add(i)).ptr_value as *mut pg_sys::IndexClause;
-            if (*ic).indexcol != 0 || (*ic).indexquals.is_null() {
+        for ic in list_ptrs::<pg_sys::IndexClause>((*p).indexclauses) {
+            if (*ic).indexcol != 0 {
                 continue;
             }
-            let quals = (*ic).indexquals;
-            for j in 0..(*quals).length as usize {
-                let ri = (*(*quals).elements.add(j)).ptr_value as *mut pg_sys::RestrictInfo;
+            for ri in list_ptrs::<pg_sys::RestrictInfo>((*ic).indexquals) {
                 let clause = (*ri).clause as *mut pg_sys::Node;
                 if !clause.is_null() && (*clause).type_ == pg_sys::NodeTag::T_OpExpr {
                     let op = (*(clause as *mut pg_sys::OpExpr)).opno;

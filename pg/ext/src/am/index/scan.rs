@@ -472,8 +472,7 @@ unsafe fn hand_out(
             })
         } else if (*o).bitmap {
             let at = st.at.expect("a bitmap scan's rows come from a settled walk");
-            let read = BitmapRead { read_ht: at.read_ht.0, txn: at.txn.map(|(t, seq)| (t.0, seq)), curcid: st.curcid };
-            state::with(|b| b.tids.add_bitmap(read, st.relid, &row_key, &row))
+            state::with(|b| b.tids.add_bitmap(BitmapRead::new(at, st.curcid), st.relid, &row_key, &row))
         } else {
             state::with(|b| b.tids.add(st.relid, &row_key, &row, Origin::Read))
         };

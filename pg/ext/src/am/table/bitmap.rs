@@ -50,8 +50,7 @@ pub(super) unsafe extern "C-unwind" fn scan_bitmap_next_block(scan: pg_sys::Tabl
             // A lossy page: the rows the statement's bitmap scans read there.
             let curcid = snapshot_cid((*scan).rs_snapshot);
             let at = state::with(|b| b.read_point(curcid)).or_raise();
-            let read = BitmapRead { read_ht: at.read_ht.0, txn: at.txn.map(|(t, seq)| (t.0, seq)), curcid };
-            let tids = state::with(|b| b.tids.bitmap_block(relid, block, read));
+            let tids = state::with(|b| b.tids.bitmap_block(relid, block, BitmapRead::new(at, curcid)));
             st.bitmap.extend(tids);
         }
         !st.bitmap.is_empty()
