@@ -4,8 +4,11 @@
 //! group's own runtime with `block_on`, running the group's tasks on the calling
 //! thread ([`GroupRuntime`]). Leadership:
 //! - [`RaftGroup::leader_term`]: this replica leads; on the first call of a term it
-//!   first runs a read-index round (`ensure_linearizable`), which also waits until
-//!   every entry committed before the term is applied here.
+//!   first runs a read-index round (`ensure_linearizable`), then waits until every
+//!   entry of its log is applied here (a leader holds every committed entry; a
+//!   leader restarted in its own term, which openraft resumes without an
+//!   election, would otherwise serve before re-applying entries it had
+//!   committed before the crash: `apply_whole_log`).
 //! - [`RaftGroup::read_barrier`]: a read served now cannot miss an acknowledged
 //!   write. A successful read-index round started at `t` proves that a majority
 //!   acknowledged this leader after `t`; none of them votes for another candidate
@@ -604,6 +607,7 @@ impl RaftGroup {
         if self.synced_term.load(Ordering::Acquire) != term {
             let started = Instant::now();
             self.linearize()?;
+            self.apply_whole_log()?;
             self.settle(term)?;
             self.synced_term.store(term, Ordering::Release);
             *self.lease_until.lock() = Some(started + self.lease);
@@ -640,6 +644,46 @@ impl RaftGroup {
         }
         *self.unsettled.lock() = None;
         Ok(())
+    }
+
+    /// Wait (bounded like a write) until this leader has applied every entry of
+    /// its log. A leader holds every committed entry, and every entry in its log
+    /// commits under it; `linearize` alone is not enough after a restart: a
+    /// leader that crashed and came back before anyone else stood leads again in
+    /// its term (openraft resumes a committed vote of its own without an
+    /// election) and takes the first entry of its term, or its stored committed
+    /// id (written at most every 100 ms), for what its reads must wait for. Its
+    /// state machine lost the applies that were not flushed, so entries
+    /// committed (and acknowledged) before the crash would be missing from the
+    /// reads it serves until its first round to the followers commits them
+    /// again. An elected leader's log ends with the blank entry `linearize`
+    /// waits for anyway.
+    fn apply_whole_log(&self) -> Result<(), GroupError> {
+        let mut rx = self.raft.metrics();
+        let caught_up = self.rt.block_on(async {
+            tokio::time::timeout(REPLICATE_TIMEOUT, async {
+                loop {
+                    {
+                        let m = rx.borrow_and_update();
+                        if m.state != ServerState::Leader {
+                            return false;
+                        }
+                        if m.last_applied.map(|l| l.index) >= m.last_log_index {
+                            return true;
+                        }
+                    }
+                    if rx.changed().await.is_err() {
+                        return false;
+                    }
+                }
+            })
+            .await
+        });
+        match caught_up {
+            Err(_) => Err(GroupError::Timeout),
+            Ok(true) => Ok(()),
+            Ok(false) => Err(self.not_leader()),
+        }
     }
 
     fn linearize(&self) -> Result<(), GroupError> {

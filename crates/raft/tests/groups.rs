@@ -5,7 +5,7 @@
 
 use parking_lot::Mutex;
 use pinax_common::HybridClock;
-use pinax_engine::{Cf, KvEngine, OwnedBatch, WriteBatch};
+use pinax_engine::{Cf, KvEngine, KvIterator, OwnedBatch, Snapshot, WriteBatch};
 use pinax_engine_mem::MemEngine;
 use pinax_raft::network::{MsgKind, Transport, TransportError};
 use pinax_raft::quiesce::PeerWatch;
@@ -20,6 +20,8 @@ struct Router {
     groups: Mutex<HashMap<NodeId, Arc<RaftGroup>>>,
     /// Added to every AppendEntries carrying entries (a slow follower disk).
     append_delay: Mutex<Duration>,
+    /// Added to the next message to each of these nodes (a slow link, once).
+    delay_next: Mutex<HashMap<NodeId, Duration>>,
     /// The "node's" watch of its peers (one for the three replicas here: each
     /// holds its own followers), when groups of several members may quiesce.
     watch: Option<Arc<PeerWatch>>,
@@ -28,6 +30,10 @@ struct Router {
 impl Transport for Router {
     fn call(&self, target: NodeId, _addr: &str, _group: u64, kind: MsgKind, body: Vec<u8>) -> Result<Vec<u8>, TransportError> {
         let g = self.groups.lock().get(&target).cloned().ok_or_else(|| TransportError::Unreachable(format!("node {target} is down")))?;
+        let delay = self.delay_next.lock().remove(&target);
+        if let Some(d) = delay {
+            std::thread::sleep(d);
+        }
         // Heartbeats are a few dozen bytes; a body this long carries entries.
         if kind == MsgKind::AppendEntries && body.len() > 200 {
             let delay = *self.append_delay.lock();
@@ -96,7 +102,7 @@ fn three_replicas() -> Group3 {
 }
 
 fn three_replicas_with(router: Router, timing: RaftTiming) -> Group3 {
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(8).enable_all().build().unwrap();
     let router = Arc::new(router);
     let replicas: BTreeMap<NodeId, Replica> = (1..=3).map(|id| (id, start_timed(&rt, &router, id, Arc::new(MemEngine::new()), timing))).collect();
     let members: BTreeMap<NodeId, String> = (1..=3).map(|id| (id, format!("node-{id}"))).collect();
@@ -764,4 +770,95 @@ fn a_group_splits_at_one_log_index_on_every_replica_and_its_halves_serve() {
     for g in groups.values() {
         g.shutdown();
     }
+}
+
+/// A [`MemEngine`] whose state machine applies (the writes that skip the log)
+/// take `delay`: they lag what the group has committed.
+struct SlowEngine {
+    inner: MemEngine,
+    delay: Mutex<Duration>,
+}
+
+impl KvEngine for SlowEngine {
+    type Snapshot<'a> = pinax_engine_mem::MemSnapshot;
+    type Batch = pinax_engine_mem::MemBatch;
+    fn snapshot(&self) -> Self::Snapshot<'_> {
+        self.inner.snapshot()
+    }
+    fn new_batch(&self) -> Self::Batch {
+        self.inner.new_batch()
+    }
+    fn write(&self, batch: Self::Batch, opts: pinax_engine::WriteOptions) -> pinax_engine::Result<()> {
+        if opts.skip_log {
+            let delay = *self.delay.lock();
+            std::thread::sleep(delay);
+        }
+        self.inner.write(batch, opts)
+    }
+    fn get(&self, cf: Cf, key: &[u8]) -> pinax_engine::Result<Option<Vec<u8>>> {
+        self.inner.get(cf, key)
+    }
+    fn flush(&self) -> pinax_engine::Result<()> {
+        self.inner.flush()
+    }
+    fn compact_range(&self, cf: Cf, start: Option<&[u8]>, end: Option<&[u8]>) -> pinax_engine::Result<()> {
+        self.inner.compact_range(cf, start, end)
+    }
+    fn stats(&self) -> pinax_engine::EngineStats {
+        self.inner.stats()
+    }
+}
+
+/// A leader that crashes and comes back before anyone else stands is leader
+/// again at once, in the same term (openraft resumes a committed vote of its
+/// own without an election, and takes the first entry of its term for the
+/// index its reads must wait for). Its state machine lost the applies that were
+/// not flushed and its stored committed id lags (written at most every 100 ms),
+/// so it holds committed entries it has not applied yet: its first read must
+/// wait for them (a master resumed this way once loaded a catalog without the
+/// table it had just created, and kept it for the whole term).
+#[test]
+fn a_leader_back_in_its_own_term_applies_its_whole_log_before_it_serves() {
+    // Followers slow to stand: the leader is back long before they would.
+    let timing = RaftTiming { election_min_ms: 3_000, election_max_ms: 4_000, ..TIMING };
+    let Group3 { rt, router, mut replicas, leader } = three_replicas_with(Router::default(), timing);
+    replicas[&leader].group.leader_term().unwrap();
+    let term = replicas[&leader].group.raft().metrics().borrow().current_term;
+    let keys: Vec<String> = (0..20).map(|i| format!("k{i}")).collect();
+    for k in &keys {
+        replicas[&leader].group.replicate(put(k)).unwrap();
+    }
+    // The crash: the log (and vote) survive, the state machine's applies do not.
+    let old = replicas.remove(&leader).unwrap();
+    router.groups.lock().remove(&leader);
+    old.group.shutdown();
+    let engine = Arc::new(SlowEngine { inner: MemEngine::new(), delay: Mutex::new(Duration::ZERO) });
+    let mut b = engine.new_batch();
+    let snap = old.engine.snapshot();
+    let mut it = snap.iter(Cf::Log, pinax_engine::IterOptions::default());
+    it.seek_to_first();
+    while it.valid().unwrap() {
+        b.put(Cf::Log, it.key(), it.value());
+        it.next();
+    }
+    drop(it);
+    engine.write(b, pinax_engine::WriteOptions::default()).unwrap();
+    // Its first round to the followers is slow to be answered, and its applies
+    // are slow from then on: it is leader again, with a stale committed id,
+    // before it learns what is committed.
+    *engine.delay.lock() = Duration::from_millis(2000);
+    router.delay_next.lock().extend(replicas.keys().map(|&id| (id, Duration::from_millis(200))));
+    let group = Arc::new(RaftGroup::start(rt.handle(), 7, leader, engine.clone(), Arc::new(HybridClock::system()), router.clone(), timing).unwrap());
+    router.groups.lock().insert(leader, group.clone());
+    assert_eq!(group.leader_term().unwrap(), term, "back as leader in its own term");
+    for k in &keys {
+        assert!(has(&engine.inner, k), "{k}, committed before the crash, is not applied when the leader serves");
+    }
+    *engine.delay.lock() = Duration::ZERO;
+    group.replicate(put("after")).unwrap();
+    for r in replicas.values() {
+        eventually("'after' on the followers", || has(&r.engine, "after"));
+        r.group.shutdown();
+    }
+    group.shutdown();
 }
