@@ -45,15 +45,29 @@ pub(crate) struct StoreInner {
     pub(crate) filters: FilterRegistry,
     /// Serializes the registry's read-modify-writes (ids, names).
     names: Mutex<()>,
-    /// Work for the store's background thread: ranges of destroyed engines to
-    /// reclaim, compactions engines asked for.
-    reclaim: Mutex<Option<mpsc::Sender<Work>>>,
 }
 
-impl Drop for StoreInner {
+/// The store's background thread ("rocks-reclaim"), which gets work (ranges of
+/// destroyed engines to reclaim, compactions engines asked for) on a channel
+/// and holds only a `Weak` of the store, upgraded while it works. When the
+/// store's last handle goes, the channel closes and the thread is joined:
+/// work under way ends (and the database closes, if the thread held it last)
+/// before that handle's drop returns. (Not joined, a compaction running while
+/// the process exited aborted it in RocksDB's static destructors: "pthread
+/// lock: Invalid argument" after a test had passed.)
+struct Reclaimer {
+    tx: Mutex<Option<mpsc::Sender<Work>>>,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl Drop for Reclaimer {
     fn drop(&mut self) {
-        // Ends the reclaiming thread (it holds only a Weak of the store).
-        self.reclaim.lock().unwrap_or_else(|p| p.into_inner()).take();
+        self.tx.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(t) = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            if t.thread().id() != std::thread::current().id() {
+                let _ = t.join();
+            }
+        }
     }
 }
 
@@ -61,6 +75,8 @@ impl Drop for StoreInner {
 #[derive(Clone)]
 pub struct RocksStore {
     pub(crate) inner: Arc<StoreInner>,
+    /// (After `inner`: dropped last, see [`Reclaimer`].)
+    reclaimer: Arc<Reclaimer>,
 }
 
 impl fmt::Debug for RocksStore {
@@ -112,16 +128,15 @@ impl RocksStore {
             min_free_bytes: cfg.min_free_bytes,
             filters,
             names: Mutex::new(()),
-            reclaim: Mutex::new(None),
         });
         let (tx, rx) = mpsc::channel();
-        *inner.reclaim.lock().unwrap_or_else(|p| p.into_inner()) = Some(tx);
         let weak = Arc::downgrade(&inner);
-        std::thread::Builder::new()
+        let thread = std::thread::Builder::new()
             .name("rocks-reclaim".into())
             .spawn(move || reclaim_loop(weak, rx))
             .map_err(|e| Error::Other(format!("starting the reclaiming thread: {e}")))?;
-        Ok(RocksStore { inner })
+        let reclaimer = Arc::new(Reclaimer { tx: Mutex::new(Some(tx)), thread: Mutex::new(Some(thread)) });
+        Ok(RocksStore { inner, reclaimer })
     }
 
     /// The database directory.
@@ -300,7 +315,7 @@ impl RocksStore {
     }
 
     fn background(&self, work: Work) {
-        if let Some(tx) = self.inner.reclaim.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+        if let Some(tx) = self.reclaimer.tx.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
             let _ = tx.send(work);
         }
     }
