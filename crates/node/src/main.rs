@@ -740,6 +740,16 @@ fn run(a: NodeArgs) -> Result<()> {
         let n = node.clone();
         std::thread::Builder::new().name("applier".into()).spawn(move || n.run_applier())?
     };
+    // Liveness and the SQL lease, on a thread of their own (see `Node::heartbeat`).
+    let heartbeat = {
+        let (n, term) = (node.clone(), term.clone());
+        std::thread::Builder::new().name("heartbeat".into()).spawn(move || {
+            while !term.load(Ordering::SeqCst) {
+                n.heartbeat();
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        })?
+    };
     // This node's PostgreSQL (if it has one) replays the other nodes' DDL.
     let replayer = Arc::new(ddl::Replayer::new(node_id, addrs.local.clone(), tls.clone(), postgres::pgdata(&dir), a.pg_port, postgres::superuser()));
     node.set_ddl_applier(replayer.clone());
@@ -756,6 +766,7 @@ fn run(a: NodeArgs) -> Result<()> {
     node.shutdown();
     server.stop();
     let _ = applier.join();
+    let _ = heartbeat.join();
     let _ = replay.join();
     node.flush_all();
     node.close();

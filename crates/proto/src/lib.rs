@@ -516,6 +516,12 @@ pub enum Request {
         keys: Vec<Vec<u8>>,
         at: ReadPoint,
     },
+    /// Tests only (a node started with `--fault-injection`): the node's
+    /// background loop (`Node::tick`) sleeps `ms` milliseconds at its next run,
+    /// as a slow flush or a long intent sweep would hold it. Answers `Done`.
+    StallTick {
+        ms: u64,
+    },
 }
 
 /// The PostgreSQL table locks a DDL transaction takes on every SQL node

@@ -225,6 +225,8 @@ pub struct Node<F: EngineFactory> {
     unknown_leaders: Mutex<HashMap<TabletId, Micros>>,
     /// When this node last registered with the master.
     last_register: Mutex<Option<Instant>>,
+    /// Fault injection: how long the next tick sleeps (`Request::StallTick`).
+    stall_tick: AtomicU64,
     /// When replica placement (master) and orphaned replicas were last checked.
     last_placement_check: Mutex<Instant>,
     /// Since when each local replica has known no leader (`drop_orphan_replicas`).
@@ -363,6 +365,7 @@ impl<F: EngineFactory> Node<F> {
             status_creation: Mutex::new(()),
             nodes: Mutex::new(BTreeMap::new()),
             last_register: Mutex::new(None),
+            stall_tick: AtomicU64::new(0),
             leaders: Mutex::new(HashMap::new()),
             tablet_reports: Mutex::new(HashMap::new()),
             split_refused: Mutex::new(HashMap::new()),
@@ -509,52 +512,76 @@ impl<F: EngineFactory> Node<F> {
         self.transport.request(addr, req)
     }
 
+    /// Tell the master this node is alive and renew its SQL lease (at most once
+    /// a second); call every few hundred milliseconds from a thread of its own
+    /// (the node's binary does): the tick can be held for seconds by its other
+    /// work (an intent sweep applying a large transaction, a flush before a log
+    /// purge), and a node that renews late loses its SQL lease (its backends'
+    /// requests are refused) and is taken for dead. [`Node::tick`] heartbeats
+    /// too (tests drive nodes by ticks alone).
+    pub fn heartbeat(&self) {
+        self.heartbeat_master();
+    }
+
     /// Periodic background work; call every few hundred milliseconds.
     pub fn tick(&self) {
-        self.watch_peers();
-        if let Err(e) = self.open_split_halves() {
-            tracing::warn!(error = %e, "could not open the halves of a split tablet; retrying");
+        let stall = self.stall_tick.swap(0, Ordering::SeqCst);
+        if stall > 0 {
+            tracing::warn!(ms = stall, "fault injection: the background loop stalls");
+            std::thread::sleep(Duration::from_millis(stall));
         }
-        self.revive_stopped_replicas();
-        self.heartbeat_master();
-        self.finish_destroying();
+        let mut t = TickTimer::new();
+        t.run("peers", || self.watch_peers());
+        t.run("split halves", || {
+            if let Err(e) = self.open_split_halves() {
+                tracing::warn!(error = %e, "could not open the halves of a split tablet; retrying");
+            }
+        });
+        t.run("revival", || self.revive_stopped_replicas());
+        t.run("heartbeat", || self.heartbeat_master());
+        t.run("destroying", || self.finish_destroying());
         let placement_due = due(&self.last_placement_check, Duration::from_secs(1));
         let master = self.is_master();
         if !master {
             self.led_master.store(false, Ordering::SeqCst);
         } else if !self.led_master.load(Ordering::SeqCst) {
-            self.take_over_as_master();
+            t.run("taking over the master", || self.take_over_as_master());
         }
         if placement_due {
             if master {
-                if let Err(e) = self.ensure_master_table() {
-                    tracing::warn!(error = %e, "could not record the master group's table");
-                }
-                self.re_replicate();
-                self.request_auto_splits();
-                self.drive_splits();
-                self.drop_unknown_leaders();
-                self.drop_stale_fences();
+                t.run("master table", || {
+                    if let Err(e) = self.ensure_master_table() {
+                        tracing::warn!(error = %e, "could not record the master group's table");
+                    }
+                });
+                t.run("re-replication", || self.re_replicate());
+                t.run("auto splits", || self.request_auto_splits());
+                t.run("splits", || self.drive_splits());
+                t.run("unknown leaders", || self.drop_unknown_leaders());
+                t.run("fences", || self.drop_stale_fences());
             }
-            self.drop_orphan_replicas();
+            t.run("orphans", || self.drop_orphan_replicas());
         }
         let status_tablets: Vec<_> = self.status_tablets.read().values().cloned().collect();
         if master && placement_due {
-            self.ensure_status_tablets();
+            t.run("status tablets", || self.ensure_status_tablets());
         }
-        for st in status_tablets {
-            self.tick_status_tablet(&st);
-        }
+        t.run("transaction records", || {
+            for st in status_tablets {
+                self.tick_status_tablet(&st);
+            }
+        });
         // Every few seconds: intents whose transaction is decided (covers
         // participants the status record never heard of).
         if due(&self.last_sweep, Duration::from_secs(2)) {
-            self.sweep_intents();
+            t.run("intent sweep", || self.sweep_intents());
         }
         if due(&self.last_log_purge, RAFT_LOG_PURGE_EVERY) {
-            self.purge_raft_logs();
+            t.run("log purge", || self.purge_raft_logs());
         }
         // Move the history cutoff.
         self.cutoff.advance_to(self.clock.now().sub_micros(self.cfg.history_retention.as_micros() as u64));
+        t.report();
     }
 
     /// Flush every engine (clean shutdown).
@@ -569,6 +596,43 @@ impl<F: EngineFactory> Node<F> {
 
     pub fn requests_served(&self) -> u64 {
         self.requests.load(Ordering::Relaxed)
+    }
+}
+
+/// A tick's parts, timed: a tick that took long names its slowest part.
+struct TickTimer {
+    started: Instant,
+    slowest: (&'static str, Duration),
+}
+
+/// A tick this long is logged (the node heartbeats apart from it, but its other
+/// work waits: failovers, splits, intent resolution).
+const SLOW_TICK: Duration = Duration::from_secs(2);
+
+impl TickTimer {
+    fn new() -> Self {
+        TickTimer { started: Instant::now(), slowest: ("", Duration::ZERO) }
+    }
+
+    fn run(&mut self, part: &'static str, f: impl FnOnce()) {
+        let t = Instant::now();
+        f();
+        let took = t.elapsed();
+        if took > self.slowest.1 {
+            self.slowest = (part, took);
+        }
+    }
+
+    fn report(&self) {
+        let took = self.started.elapsed();
+        if took >= SLOW_TICK {
+            tracing::warn!(
+                took_ms = took.as_millis() as u64,
+                slowest = self.slowest.0,
+                slowest_ms = self.slowest.1.as_millis() as u64,
+                "a slow tick of the background loop"
+            );
+        }
     }
 }
 

@@ -95,6 +95,7 @@ impl<F: EngineFactory> Node<F> {
             Request::ResolveTxn { tablet, txn, commit_ht } => self.resolve_txn_here(tablet, txn, commit_ht),
             Request::InjectFaults { unreachable } => self.inject_faults(unreachable),
             Request::CrashAt { step } => self.crash_at(step),
+            Request::StallTick { ms } => self.stall_tick(ms),
             Request::ChangeReplicas { tablet, add, remove } => self.change_replicas(tablet, add, remove),
             Request::TransferLeader { tablet, to } => self.transfer_leader(tablet, to),
             Request::Campaign { tablet } => self.campaign(tablet),

@@ -292,6 +292,15 @@ impl<F: EngineFactory> Node<F> {
         Ok(Response::Done)
     }
 
+    /// `StallTick` (tests; refused unless the node was started with fault injection).
+    pub(in crate::node) fn stall_tick(&self, ms: u64) -> Result<Response, RpcError> {
+        if !self.cfg.fault_injection {
+            return Err(err(ErrorCode::InvalidRequest, "fault injection is off (start the node with --fault-injection)"));
+        }
+        self.stall_tick.store(ms, std::sync::atomic::Ordering::SeqCst);
+        Ok(Response::Done)
+    }
+
     /// `CrashAt` (tests; refused unless the node was started with fault injection).
     pub(in crate::node) fn crash_at(&self, step: Option<String>) -> Result<Response, RpcError> {
         if !self.cfg.fault_injection {
