@@ -27,13 +27,30 @@ logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 # BANK_LEVELS="repeatable read" runs one level only (looping a rare failure).
 IFS=, read -ra levels <<<"${BANK_LEVELS:-read committed,repeatable read,serializable}"
-for iso in "${levels[@]}"; do
+# Statements around the rounds are tried again when they fail, as an
+# application would: under a nemesis (netns.sh kills and cuts nodes all along) a
+# statement can meet a node's death ("storage is unavailable ... might succeed
+# if retried"). Each of these is safe to run again whole.
+again() {
+  local try
+  for try in 1 2 3 4 5; do
+    "$@" && return 0
+    echo "bank: $1 failed (try $try of 5)" >&2
+    sleep 2
+  done
+  return 1
+}
+# The tables of a round, made afresh.
+setup() {
   psql_ -c "SET client_min_messages = warning" -c "DROP TABLE IF EXISTS bank_accounts, bank_transfers, bank_counters" \
     -c "CREATE TABLE bank_counters (id int PRIMARY KEY, n bigint NOT NULL)" \
     -c "INSERT INTO bank_counters SELECT g, 0 FROM generate_series(1, 4) g" \
     -c "CREATE TABLE bank_accounts (id int PRIMARY KEY, balance bigint NOT NULL)" \
     -c "CREATE TABLE bank_transfers (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), src int, dst int, amount bigint, client int)" \
     -c "INSERT INTO bank_accounts SELECT g, 1000 FROM generate_series(1, $accounts) g"
+}
+for iso in "${levels[@]}"; do
+  again setup
   rm -f "$logs"/tx* "$logs"/out*
   servers=(${BANK_SERVERS:-"${PGHOST:-}:${PGPORT:-}"})
   each=$(( clients / ${#servers[@]} ))
@@ -62,7 +79,7 @@ for iso in "${levels[@]}"; do
     END { for (k = 0; k < clients; k++) if (k in c) p = p (p == "" ? "" : ",") k ":" c[k]; print n[0] + 0, n[1] + 0, n[2] + 0, p }' "$logs"/tx*)
   failed=$(awk -F'[: ]+' '/^number of failed transactions/ { n += $5; seen = 1 } END { if (seen) print n }' <<<"$out")
   retried=$(awk -F'[: ]+' '/^number of transactions retried/ { n += $5; seen = 1 } END { if (seen) print n }' <<<"$out")
-  check=$(psql_ -tA -F' ' -c "SELECT (SELECT sum(balance) FROM bank_accounts), (SELECT count(*) FROM bank_transfers), (SELECT sum(n) FROM bank_counters),
+  check=$(again psql_ -tA -F' ' -c "SELECT (SELECT sum(balance) FROM bank_accounts), (SELECT count(*) FROM bank_transfers), (SELECT sum(n) FROM bank_counters),
       (SELECT string_agg(client || ':' || n, ',' ORDER BY client) FROM (SELECT client, count(*) n FROM bank_transfers GROUP BY client) c),
       (SELECT count(*) FROM bank_accounts a WHERE a.balance <> 1000
          - coalesce((SELECT sum(amount) FROM bank_transfers WHERE src = a.id), 0)
@@ -84,6 +101,6 @@ for iso in "${levels[@]}"; do
       WHERE balance <> expected ORDER BY id"
     grep -iE "error|repeats" <<<"$out" | head -20 || true
   fi
-  psql_ -c "DROP TABLE bank_accounts, bank_transfers, bank_counters"
+  again psql_ -c "DROP TABLE IF EXISTS bank_accounts, bank_transfers, bank_counters"
 done
 exit $status
