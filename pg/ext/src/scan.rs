@@ -283,6 +283,9 @@ impl Pager {
         if let [key] = keys {
             return Ok(vec![self.get(storage, key)?]);
         }
+        if crate::guc::trace_scans() {
+            pgrx::notice!("pinax: storage read of {} rows by key", keys.len());
+        }
         let (v, read_ht, at) = self.reading(|client, _, _, at| client.read_many_at(storage, keys, at), 0)?;
         self.at = Some(ReadPoint { read_ht, ..at });
         Ok(v)

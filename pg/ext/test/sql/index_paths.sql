@@ -80,3 +80,41 @@ COMMIT;
 -- A merge join or nested loop on the ordered columns.
 SELECT count(*), sum(a.o + b.o) FROM no a JOIN no b ON a.o = b.o + 3 WHERE a.w = 1 AND a.d = 2 AND b.w = 1 AND b.d = 2;
 DROP TABLE no;
+
+-- Primary-key rows named one by one (= ANY, IN): read together, rows not
+-- there skipped, duplicates once; FOR UPDATE, UPDATE and DELETE; more values
+-- than one batch holds; prepared; rescanned. (Both directions of a cursor over
+-- such a scan: index_plans, on a range-sharded table.)
+SET enable_seqscan = off;
+SET enable_bitmapscan = off;
+CREATE TABLE pts (id int PRIMARY KEY, v text);
+INSERT INTO pts SELECT g, 'v' || g FROM generate_series(1, 3000) g;
+SELECT id, v FROM pts WHERE id = ANY (ARRAY[5, 77, 3, 100000, 42, -1]) ORDER BY id;
+SELECT id, v FROM pts WHERE id IN (7, 7, 8, 2999) ORDER BY id DESC;
+SELECT count(*), sum(id) FROM pts WHERE id = ANY (ARRAY(SELECT g FROM generate_series(-50, 4000, 3) g));
+SELECT count(*) FROM pts WHERE id = ANY (ARRAY[1, 1, 1, 2]);
+PREPARE by_ids(int[]) AS SELECT id, v FROM pts WHERE id = ANY ($1) ORDER BY id;
+EXECUTE by_ids('{1, 2, 3}');
+EXECUTE by_ids('{3000, 3001}');
+EXECUTE by_ids('{}');
+EXECUTE by_ids('{4, NULL, 5}');
+DEALLOCATE by_ids;
+BEGIN;
+SELECT id, v FROM pts WHERE id IN (11, 12, 13) ORDER BY id FOR UPDATE;
+UPDATE pts SET v = 'changed' WHERE id = ANY (ARRAY[11, 13, 9999]);
+SELECT id, v FROM pts WHERE id IN (11, 12, 13) ORDER BY id;
+DELETE FROM pts WHERE id IN (12, 13, 14);
+SELECT id, v FROM pts WHERE id IN (11, 12, 13, 14, 15) ORDER BY id;
+ROLLBACK;
+SELECT id, v FROM pts WHERE id IN (11, 12, 13, 14) ORDER BY id;
+-- As the inner side of a nested loop, rescanned per outer row.
+CREATE TABLE pts_outer (ids int[]);
+INSERT INTO pts_outer VALUES ('{1, 2}'), ('{2, 9000}'), ('{}'), ('{3000, 2999, 1}');
+SET enable_hashjoin = off;
+SET enable_mergejoin = off;
+SELECT o.ids, p.id FROM pts_outer o JOIN pts p ON p.id = ANY (o.ids) ORDER BY 1, 2;
+RESET enable_hashjoin;
+RESET enable_mergejoin;
+DROP TABLE pts, pts_outer;
+RESET enable_seqscan;
+RESET enable_bitmapscan;

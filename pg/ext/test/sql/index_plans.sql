@@ -62,3 +62,30 @@ SET pinax.trace_scans = on;
 SELECT o FROM no WHERE w = 1 AND d = 3 ORDER BY o LIMIT 1;
 RESET pinax.trace_scans;
 DROP TABLE no;
+
+-- Primary-key rows named one by one: one read of them all (one request per
+-- tablet holding some), in the order of the scan; a cursor over such a scan
+-- both ways (rows not there skipped both ways).
+CREATE TABLE pts_r (id int PRIMARY KEY, v text) WITH (pinax.sharding = 'range', pinax.split_at = '10');
+INSERT INTO pts_r SELECT g, 'v' || g FROM generate_series(1, 3000) g;
+SET enable_seqscan = off;
+SET enable_bitmapscan = off;
+EXPLAIN (COSTS OFF) SELECT id, v FROM pts_r WHERE id = ANY (ARRAY[20, 10, 30, 5000, 10]);
+SET pinax.trace_scans = on;
+SELECT id, v FROM pts_r WHERE id = ANY (ARRAY[20, 10, 30, 5000, 10, 1]);
+SELECT id, v FROM pts_r WHERE id IN (20, 10, 30, 5000, 1) ORDER BY id DESC;
+RESET pinax.trace_scans;
+BEGIN;
+DECLARE c SCROLL CURSOR FOR SELECT id FROM pts_r WHERE id = ANY (ARRAY[1, 5, 6000, 9, 13, 17, 7000]) ORDER BY id;
+FETCH 3 FROM c;
+FETCH BACKWARD 2 FROM c;
+FETCH 4 FROM c;
+FETCH BACKWARD 1 FROM c;
+FETCH LAST FROM c;
+FETCH BACKWARD 5 FROM c;
+FETCH BACKWARD 1 FROM c;
+FETCH NEXT FROM c;
+COMMIT;
+RESET enable_seqscan;
+RESET enable_bitmapscan;
+DROP TABLE pts_r;

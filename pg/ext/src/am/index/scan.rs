@@ -43,6 +43,10 @@ struct IndexScanState {
     curcid: u32,
     /// Every range is one primary-key row (all key columns equal).
     point: bool,
+    /// Several such rows (`pk = ANY (...)`, `pk IN (...)`): read together
+    /// ([`POINT_BATCH`] at a time, one request per tablet) into `prefetched`
+    /// instead of one read each.
+    batch_points: bool,
     /// A dirty snapshot's look-up: the newest committed rows (`Pager::latest`).
     latest: bool,
     /// A dirty snapshot's look-up of exactly one unique key (`Ranges::exact`):
@@ -59,8 +63,11 @@ struct IndexScanState {
 }
 
 /// An index entry (key, row key) and its row, fetched ahead (None: the read
-/// point does not see it).
+/// point does not see it). (Primary-key rows read together: key, row, None.)
 type Prefetched = (Vec<u8>, Vec<u8>, Option<Vec<u8>>);
+
+/// How many primary-key rows a scan of several reads together.
+const POINT_BATCH: usize = 256;
 
 #[repr(C)]
 struct Opaque {
@@ -253,6 +260,7 @@ pub(super) unsafe extern "C-unwind" fn amgettuple(scan: pg_sys::IndexScanDesc, d
                     res.or_raise();
                 }
             }
+            let batch_points = im.is_pk && point && !dirty && rs.len() > 1;
             let st = IndexScanState {
                 pager: None,
                 pending: 0,
@@ -270,6 +278,7 @@ pub(super) unsafe extern "C-unwind" fn amgettuple(scan: pg_sys::IndexScanDesc, d
                 curcid: snapshot_cid((*scan).xs_snapshot),
                 latest: dirty,
                 point,
+                batch_points,
                 exact_conflict_check: dirty && exact,
                 prefetched: std::collections::VecDeque::new(),
                 handed: Vec::new(),
@@ -297,6 +306,29 @@ pub(super) unsafe extern "C-unwind" fn amgettuple(scan: pg_sys::IndexScanDesc, d
                 let walk = st.walk.as_mut().expect("checked above");
                 let Some((key, value)) = walk.next(reverse, &mut make).or_raise() else { return false };
                 if hand_out(scan, o, st, key, value, None) {
+                    return true;
+                }
+                continue;
+            }
+            if st.batch_points && !counts_only(o, st) {
+                // Primary-key rows named one by one: read together, handed out
+                // in the order of the ranges (those the read point does not see
+                // skipped).
+                if st.prefetched.is_empty() {
+                    let Some(first) = st.ranges.get(st.next_range).cloned() else { return false };
+                    let end = (st.next_range + POINT_BATCH).min(st.ranges.len());
+                    let keys: Vec<Vec<u8>> = st.ranges[st.next_range..end].iter().map(|(start, _)| start.clone()).collect();
+                    st.next_range = end;
+                    let mut pager = range_pager(scan, st, first);
+                    let rows = pager.get_many(&st.table_storage, &keys).or_raise();
+                    st.at = st.at.or(pager.settled_at());
+                    st.prefetched.extend(keys.into_iter().zip(rows).filter_map(|(key, row)| row.map(|row| (key, row, None))));
+                    continue;
+                }
+                let (key, row, _) = st.prefetched.pop_front().expect("checked above");
+                st.handed.clear();
+                st.handed.extend_from_slice(&key);
+                if hand_out(scan, o, st, key, row, None) {
                     return true;
                 }
                 continue;
@@ -493,6 +525,16 @@ fn walk_from_here(st: &IndexScanState) -> BiWalk {
     let ascending = |i: usize| if st.reverse { n - 1 - i } else { i };
     // The edge a walk in the first direction leaves a range by, and enters one by.
     let (exit, entry) = if st.reverse { (Bound::Start, Bound::End) } else { (Bound::End, Bound::Start) };
+    if st.batch_points {
+        // Rows read together: the walk stands on the row handed out last (the
+        // rows of the ranges between it and the next one handed out are not
+        // there at the read point), or before every range.
+        let pos = (!st.handed.is_empty()).then(|| {
+            let i = st.ranges.iter().position(|(start, _)| *start == st.handed).expect("a handed-out row is one of the ranges'");
+            (ascending(i), Bound::Key(st.handed.clone()))
+        });
+        return BiWalk::resume(asc, pos, st.at);
+    }
     // Rows fetched ahead: the walk stands past the entry handed out last.
     let prefetching = !st.is_pk && !st.prefetched.is_empty() || !st.handed.is_empty();
     let pos = match (st.next_range, &st.pager) {
